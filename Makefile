@@ -1,0 +1,29 @@
+# Two commands do all set-up on a fresh machine:  `make run`  and  `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-fast install model clean
+
+run: $(STAMP) model
+	$(BIN)/slca up
+
+test: $(STAMP) model
+	$(BIN)/python -m pytest -q tests
+
+test-fast: $(STAMP) model
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install.sh
+	PY=$(PY) bash scripts/install.sh
+	touch $(STAMP)
+
+model: $(STAMP)
+	$(BIN)/slca model fetch
+	$(BIN)/slca model tiny
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,5 @@
+import sys
+
+from slca.cli import main
+
+sys.exit(main())

@@ -1,0 +1,169 @@
+"""Configuration: one typed settings model per component, from a TOML file, env vars and CLI flags.
+
+Precedence (last wins): defaults < TOML file < environment < `--set section.field=value`.
+- TOML: `[common]`, `[serve]`, `[sim]`, `[workers]`, `[learner]`, `[ops]` tables; the file is
+  `--config PATH`, else `$SLCA_CONFIG`, else `./slca.toml` when it exists.
+- Environment: `SLCA_<SECTION>__<FIELD>` (e.g. `SLCA_SERVE__PORT=8001`); common fields also as
+  `SLCA_<FIELD>` (e.g. `SLCA_REDIS_URL`).
+Each component owns its settings class in its own package (`serve/settings.py` …) and is
+registered below by import path, so that no component imports another's internals.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """A configuration value or file that cannot be used; the message says which."""
+
+
+class SectionSettings(BaseModel):
+    """Base of every settings section: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+def _default_cache_dir() -> str:
+    return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "slca")
+
+
+class CommonSettings(SectionSettings):
+    """Settings every component reads."""
+
+    redis_url: str | None = None
+    """Redis to use. None: `slca up` starts its own; a lone component uses redis://127.0.0.1:6379/0."""
+    stream_prefix: str = "slca"
+    """Prefix of every Redis stream, key and channel name."""
+    cache_dir: str = Field(default_factory=_default_cache_dir)
+    """Where models are cached (`<cache_dir>/models/...`)."""
+    data_dir: str = "var"
+    """Run data: checkpoints, published weights, logs, owned Redis data."""
+    model: str = "embedded"
+    """The policy model: 'embedded' (SmolLM2-135M-Instruct from the cache), 'tiny', or a HF model directory."""
+    admin_token: str | None = None
+    """Bearer token for admin endpoints. None: admin endpoints refuse every request."""
+    log_level: str = "INFO"
+
+    def redis_or_default(self) -> str:
+        return self.redis_url or "redis://127.0.0.1:6379/0"
+
+    def model_path(self) -> Path:
+        from slca.models.paths import resolve_model
+
+        return resolve_model(self.model, Path(self.cache_dir))
+
+
+SECTIONS: dict[str, str] = {
+    "common": "slca.config:CommonSettings",
+    "serve": "serve.settings:ServeSettings",
+    "sim": "sim.settings:SimSettings",
+    "workers": "workers.settings:WorkerSettings",
+    "learner": "learner.settings:LearnerSettings",
+    "ops": "ops.settings:OpsSettings",
+}
+
+S = TypeVar("S", bound=SectionSettings)
+
+
+def _import(path: str) -> type[SectionSettings]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _parse_value(raw: str) -> Any:
+    """Env/CLI values are JSON when they parse as JSON (numbers, booleans, lists), else strings."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _config_file(path: str | os.PathLike | None) -> Path | None:
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        return p
+    if env := os.environ.get("SLCA_CONFIG"):
+        return _config_file(env)
+    local = Path("slca.toml")
+    return local if local.is_file() else None
+
+
+@dataclass
+class Config:
+    """The effective configuration: raw values per section, validated lazily per section class."""
+
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: Path | None = None
+
+    def section(self, name: str) -> SectionSettings:
+        if name not in SECTIONS:
+            raise ConfigError(f"unknown config section {name!r}; known: {', '.join(SECTIONS)}")
+        return self.get(_import(SECTIONS[name]), name)
+
+    def get(self, cls: type[S], name: str | None = None) -> S:
+        name = name or next((k for k, v in SECTIONS.items() if v.endswith(":" + cls.__name__)), None)
+        if name is None:
+            raise ConfigError(f"{cls.__name__} is not a registered section")
+        try:
+            return cls.model_validate(self.raw.get(name, {}))
+        except ValidationError as exc:
+            msgs = "; ".join(f"{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid configuration: {msgs}") from None
+
+    @property
+    def common(self) -> CommonSettings:
+        return self.get(CommonSettings, "common")
+
+    def effective(self) -> dict[str, dict[str, Any]]:
+        """Every registered section with defaults filled in (sections whose package is absent are skipped)."""
+        out = {}
+        for name in SECTIONS:
+            try:
+                out[name] = self.section(name).model_dump(mode="json")
+            except ModuleNotFoundError:
+                continue
+        return out
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load defaults < TOML < environment < overrides (`section.field=value`)."""
+    source = _config_file(path)
+    raw: dict[str, dict[str, Any]] = {}
+    if source is not None:
+        try:
+            data = tomllib.loads(source.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML ({exc})") from None
+        for name, table in data.items():
+            if name not in SECTIONS or not isinstance(table, dict):
+                raise ConfigError(f"{source}: unknown section [{name}]; known: {', '.join(SECTIONS)}")
+            raw[name] = dict(table)
+    common_fields = set(CommonSettings.model_fields)
+    for key, value in os.environ.items():
+        if not key.startswith("SLCA_") or key == "SLCA_CONFIG":
+            continue
+        rest = key[5:].lower()
+        if "__" in rest:
+            section, _, fname = rest.partition("__")
+            if section in SECTIONS:
+                raw.setdefault(section, {})[fname] = _parse_value(value)
+        elif rest in common_fields:
+            raw.setdefault("common", {})[rest] = _parse_value(value)
+    for item in overrides:
+        dotted, eq, value = item.partition("=")
+        section, dot, fname = dotted.partition(".")
+        if not eq or not dot or section not in SECTIONS:
+            raise ConfigError(f"bad override {item!r}; expected section.field=value with section in {list(SECTIONS)}")
+        raw.setdefault(section, {})[fname] = _parse_value(value)
+    return Config(raw=raw, source=source)

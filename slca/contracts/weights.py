@@ -1,0 +1,49 @@
+"""Manifest of a published weight version (DESIGN.md §2, §8)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from slca.contracts.wire import Contract
+
+MANIFEST_NAME = "manifest.json"
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class WeightManifest(Contract):
+    version: int = Field(ge=0)
+    path: str
+    format: str = "safetensors"
+    sha256: dict[str, str] = Field(min_length=1)
+    """File name (relative to `path`) → hex digest."""
+    base_model: str
+    created_at: float = Field(default_factory=time.time)
+    train_step: int = Field(default=0, ge=0)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, v: str) -> str:
+        if v != "safetensors":
+            raise ValueError(f"unsupported format {v!r}; only 'safetensors'")
+        return v
+
+    def verify(self) -> list[str]:
+        """Return the files whose content does not match (missing files included); empty when intact."""
+        root = Path(self.path)
+        bad = []
+        for name, digest in self.sha256.items():
+            f = root / name
+            if not f.is_file() or sha256_file(f) != digest:
+                bad.append(name)
+        return bad

@@ -1,0 +1,77 @@
+"""Serialisation of contracts: JSON or msgpack, always with a schema version. Never pickle."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgpack
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+SCHEMA_VERSION = 1
+"""Bump on an incompatible change; readers reject payloads from another version."""
+
+
+class ContractError(ValueError):
+    """A payload that does not satisfy its contract. The message names the broken field."""
+
+
+class Contract(BaseModel):
+    """Base of every wire type: strict field set, a schema version carried on the wire."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=False)
+
+    schema_version: int = SCHEMA_VERSION
+
+
+T = TypeVar("T", bound=Contract)
+
+
+def _check_version(data: Any) -> None:
+    if isinstance(data, dict):
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if version != SCHEMA_VERSION:
+            raise ContractError(f"schema_version: got {version}, this reader understands {SCHEMA_VERSION}")
+
+
+def validate(cls: type[T], data: Any) -> T:
+    """Validate a decoded payload into `cls`, raising `ContractError` naming the broken field."""
+    _check_version(data)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError(_describe(cls, exc)) from None
+
+
+def _describe(cls: type, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    return f"invalid {cls.__name__}: " + "; ".join(parts)
+
+
+def dump_json(obj: Contract) -> str:
+    return obj.model_dump_json()
+
+
+def load_json(cls: type[T], text: str | bytes) -> T:
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ContractError(f"invalid {cls.__name__}: not JSON ({exc})") from None
+    return validate(cls, data)
+
+
+def dump_msgpack(obj: Contract) -> bytes:
+    return msgpack.packb(obj.model_dump(mode="json"), use_bin_type=True)
+
+
+def load_msgpack(cls: type[T], payload: bytes) -> T:
+    try:
+        data = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except (msgpack.UnpackException, ValueError) as exc:
+        raise ContractError(f"invalid {cls.__name__}: not msgpack ({exc})") from None
+    return validate(cls, data)
