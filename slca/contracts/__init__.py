@@ -1,7 +1,9 @@
 """Typed, versioned contracts that cross process boundaries (DESIGN.md §2-3)."""
 
 from slca.contracts.group import RolloutGroup
-from slca.contracts.queues import Streams
+from slca.contracts.queues import Streams, decode_entry, encode_entry
+from slca.contracts.task import Task
+from slca.contracts.tools import Episode, Tool, ToolProvider, ToolResult
 from slca.contracts.reward import CallScore, Reward
 from slca.contracts.trajectory import (
     GENERATED_KINDS,
@@ -27,6 +29,13 @@ __all__ = [
     "Segment",
     "SegmentKind",
     "Streams",
+    "Task",
+    "Tool",
+    "ToolProvider",
+    "ToolResult",
+    "Episode",
+    "decode_entry",
+    "encode_entry",
     "ToolCallRecord",
     "Trajectory",
     "WeightManifest",

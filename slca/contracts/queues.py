@@ -33,3 +33,35 @@ class Streams:
     def weights_latest(self) -> str:
         """Key: the JSON `WeightManifest` of the newest published version."""
         return f"{self.prefix}:weights:latest"
+
+    def stats(self, suffix: str) -> str:
+        return f"{self.prefix}:{suffix}"
+
+
+PAYLOAD_FIELD = b"data"
+"""Every stream entry carries one msgpack-encoded contract under this field (plus optional plain fields)."""
+
+STATS_REWARDS = "stats:rewards"
+"""Capped stream (suffix after the prefix) of recent scores for dashboards: fields exec, pref, tool_turns,
+policy_version, task_id, ts — written by the scorers."""
+STATS_LEARNER = "stats:learner"
+"""Capped stream of learner steps: fields step, version, loss, kl, clip_frac, ts — written by the learner."""
+
+
+def encode_entry(obj, **plain: str | int | float) -> dict[bytes, bytes]:
+    """Stream entry for a contract object: msgpack payload plus small plain fields (ids, for idempotence)."""
+    from slca.contracts.wire import dump_msgpack
+
+    entry = {PAYLOAD_FIELD: dump_msgpack(obj)}
+    entry.update({k.encode(): str(v).encode() for k, v in plain.items()})
+    return entry
+
+
+def decode_entry(cls, fields: dict):
+    """Inverse of `encode_entry`; raises `ContractError` for a missing or invalid payload."""
+    from slca.contracts.wire import ContractError, load_msgpack
+
+    payload = fields.get(PAYLOAD_FIELD, fields.get(PAYLOAD_FIELD.decode()))
+    if payload is None:
+        raise ContractError(f"invalid {cls.__name__}: stream entry has no '{PAYLOAD_FIELD.decode()}' field")
+    return load_msgpack(cls, payload)
