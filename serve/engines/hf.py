@@ -1,0 +1,269 @@
+"""transformers engine: the fallback and the logprob reference (fp32 by default).
+
+Concurrency model: requests queue up in `_pending`; one batching task takes every waiting request (up to
+`max_batch`) and runs them together, step by step, in a single worker thread so the event loop is never
+blocked. Requests arriving during a batch join the next one. `_lock` guards the parameters: it is held
+for each forward step and by a weight swap, so a swap lands between two steps, never inside one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from serve.engines.base import EngineError, SamplingParams, TokenStep, WeightLoadError
+from serve.engines.weights_io import load_state_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Job:
+    prompt_ids: list[int]
+    params: SamplingParams
+    queue: asyncio.Queue
+    cancelled: bool = False
+    generated: list[int] = field(default_factory=list)
+
+
+class _Row:
+    """Per-request sampling state inside a batch."""
+
+    def __init__(self, job: _Job, engine: "HFEngine"):
+        import torch
+
+        self.job = job
+        self.done = job.cancelled
+        seed = job.params.seed if job.params.seed is not None else random.getrandbits(63)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.matcher = engine._matcher(job.params.grammar) if job.params.grammar else None
+        self.budget = min(job.params.max_tokens, engine.settings.max_model_len - len(job.prompt_ids))
+
+
+class HFEngine:
+    name = "hf"
+
+    def __init__(self, model_dir: str, settings):
+        from transformers import AutoTokenizer
+
+        self.model_dir = str(model_dir)
+        self.settings = settings
+        self.model_name = settings.served_model_name or Path(model_dir).name
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.version = 0
+        self.model: Any = None
+        self._pending: list[_Job] = []
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-engine")
+        self._compiler: Any = None
+        self.stop_ids = {self.tokenizer.eos_token_id}
+
+    @property
+    def loaded(self) -> bool:
+        return self.model is not None and self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.model = await loop.run_in_executor(self._executor, self._load_model)
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.create_task(self._batch_loop(), name="hf-batch-loop")
+
+    def _load_model(self):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.settings.hf_dtype))
+        model.eval()
+        gen_eos = model.generation_config.eos_token_id
+        self.stop_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
+        return model
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for job in self._pending:
+            job.queue.put_nowait(EngineError("engine shut down"))
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenStep]:
+        if not self.loaded:
+            raise EngineError("engine is not running")
+        job = _Job(list(prompt_ids), params, asyncio.Queue())
+        self._pending.append(job)
+        self._wakeup.set()
+        try:
+            while True:
+                step = await job.queue.get()
+                if isinstance(step, BaseException):
+                    raise EngineError(f"engine failed: {step}") from step
+                yield step
+                if step.finish_reason:
+                    return
+        finally:
+            job.cancelled = True  # the batch loop drops it at its next step
+
+    async def _batch_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                jobs = self._pending[: self.settings.max_batch]
+                del self._pending[: len(jobs)]
+                try:
+                    await loop.run_in_executor(self._executor, self._run_batch, jobs, loop)
+                except Exception as exc:  # a failed batch fails its requests, never the loop
+                    log.exception("hf batch failed")
+                    for job in jobs:
+                        loop.call_soon_threadsafe(job.queue.put_nowait, exc)
+
+    # --- the batch, in the worker thread -------------------------------------------------------
+    def _run_batch(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
+        import torch
+        from transformers import DynamicCache
+
+        rows = [_Row(job, self) for job in jobs]
+        width = max(len(j.prompt_ids) for j in jobs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in jobs])
+        mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in jobs])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        with torch.inference_mode():
+            logits, version = self._forward(input_ids, mask, positions, cache)
+            while True:
+                next_ids = self._sample_step(rows, logits, version, loop)
+                if all(r.done for r in rows):
+                    return
+                mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], dim=1)
+                positions = positions[:, -1:] + 1
+                logits, version = self._forward(torch.tensor(next_ids).unsqueeze(1), mask, positions, cache)
+
+    def _forward(self, input_ids, mask, positions, cache):
+        # The lock makes a weight swap wait for this step to finish (swap between steps).
+        with self._lock:
+            out = self.model(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+            )
+            return out.logits[:, -1, :].float(), self.version
+
+    def _sample_step(self, rows: list[_Row], logits, version: int, loop) -> list[int]:
+        import torch
+
+        logprobs = torch.log_softmax(logits, dim=-1)
+        next_ids = []
+        for i, row in enumerate(rows):
+            if row.done or row.job.cancelled:
+                row.done = True
+                next_ids.append(self.tokenizer.eos_token_id)
+                continue
+            token = self._choose(logits[i], row)
+            row.job.generated.append(token)
+            finish = self._finish_reason(row, token)
+            row.done = finish is not None
+            step = TokenStep([token], [float(logprobs[i, token])], version, finish)
+            loop.call_soon_threadsafe(row.job.queue.put_nowait, step)
+            next_ids.append(token)
+        return next_ids
+
+    def _choose(self, logits_row, row: _Row) -> int:
+        import torch
+
+        params = row.job.params
+        scores = logits_row.clone()
+        if row.matcher is not None:
+            import xgrammar as xgr
+
+            bitmask = xgr.allocate_token_bitmask(1, scores.shape[-1])
+            row.matcher.fill_next_token_bitmask(bitmask)
+            scores = scores.unsqueeze(0)
+            xgr.apply_token_bitmask_inplace(scores, bitmask)
+            scores = scores[0]
+        if params.temperature <= 0:
+            token = int(torch.argmax(scores))
+        else:
+            probs = torch.softmax(scores / params.temperature, dim=-1)
+            if params.top_p < 1.0:
+                probs = _top_p(probs, params.top_p)
+            token = int(torch.multinomial(probs, 1, generator=row.generator))
+        if row.matcher is not None:
+            row.matcher.accept_token(token)
+        return token
+
+    def _finish_reason(self, row: _Row, token: int) -> str | None:
+        if token in self.stop_ids:
+            return "stop"
+        if row.matcher is not None and row.matcher.is_terminated():
+            return "stop"
+        if row.job.params.stop:
+            tail = self.tokenizer.decode(row.job.generated[-16:], skip_special_tokens=False)
+            if any(s in tail for s in row.job.params.stop):
+                return "stop"
+        if len(row.job.generated) >= row.budget:
+            return "length"
+        return None
+
+    def _matcher(self, grammar: str):
+        import xgrammar as xgr
+
+        if self._compiler is None:
+            info = xgr.TokenizerInfo.from_huggingface(
+                self.tokenizer, vocab_size=self.model.config.vocab_size, stop_token_ids=sorted(self.stop_ids)
+            )
+            self._compiler = xgr.GrammarCompiler(info)
+        return xgr.GrammarMatcher(self._compiler.compile_grammar(grammar))
+
+    # --- hot swap -----------------------------------------------------------------------------
+    async def swap_weights(self, path: str, version: int) -> float:
+        import time
+
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        # Load and check in a separate thread: the engine thread keeps generating meanwhile.
+        state = await loop.run_in_executor(None, self._checked_state, path)
+        await loop.run_in_executor(None, self._install, state, version)
+        return time.perf_counter() - t0
+
+    def _checked_state(self, path: str) -> dict:
+        state = load_state_dict(path)
+        params = dict(self.model.named_parameters())
+        missing = [n for n in params if n not in state and not self._tied(n)]
+        if missing:
+            raise WeightLoadError(f"{path}: missing tensors {missing[:3]}{'...' if len(missing) > 3 else ''}")
+        for name, tensor in state.items():
+            if name in params and tuple(tensor.shape) != tuple(params[name].shape):
+                raise WeightLoadError(f"{path}: {name} has shape {tuple(tensor.shape)}, model {tuple(params[name].shape)}")
+        return state
+
+    def _tied(self, name: str) -> bool:
+        return name == "lm_head.weight" and bool(getattr(self.model.config, "tie_word_embeddings", False))
+
+    def _install(self, state: dict, version: int) -> None:
+        params = dict(self.model.named_parameters())
+        with self._lock:  # between two forward steps of the running batch
+            for name, param in params.items():
+                if name in state:
+                    param.data = state[name].to(param.dtype)
+            self.version = version
+
+
+def _top_p(probs, top_p: float):
+    import torch
+
+    sorted_probs, order = torch.sort(probs, descending=True)
+    keep = sorted_probs.cumsum(-1) - sorted_probs < top_p
+    sorted_probs = sorted_probs * keep
+    out = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+    return out / out.sum()
