@@ -1,0 +1,20 @@
+"""Advantage estimators: one registry, one typed input (`AdvantageBatch`), one signature (DESIGN.md §5).
+
+    advantages, metrics = get_estimator(name)(batch_of(group), config)
+"""
+
+from learner.advantages import estimators as _estimators  # noqa: F401  (registers the built-ins)
+from learner.advantages.batch import AdvantageBatch, AdvantageConfig, MemberLayout, batch_of, layout_of
+from learner.advantages.registry import ESTIMATORS, UnknownEstimatorError, get_estimator, register_estimator
+
+__all__ = [
+    "AdvantageBatch",
+    "AdvantageConfig",
+    "ESTIMATORS",
+    "MemberLayout",
+    "UnknownEstimatorError",
+    "batch_of",
+    "get_estimator",
+    "layout_of",
+    "register_estimator",
+]

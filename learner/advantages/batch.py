@@ -1,0 +1,138 @@
+"""The one typed input of every advantage estimator: a group's token layouts and rewards (DESIGN.md §5).
+
+Per member i of a group of G: `kinds (T_i,)` (int codes of `SegmentKind`, see `KIND_CODE`), `turns (T_i,)`
+(model turn of each token), plus the few per-member facts estimators need (tool-call counts, whether a
+parseable call exists). Built once from a `RolloutGroup`; estimators never look at text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import torch
+
+from slca.contracts import Reward, RolloutGroup, SegmentKind, Trajectory
+
+KIND_CODE: dict[SegmentKind, int] = {
+    SegmentKind.SYSTEM: 0,
+    SegmentKind.USER: 1,
+    SegmentKind.TOOL_RESULT: 2,
+    SegmentKind.TOOL_CALL: 3,
+    SegmentKind.SUMMARY: 4,
+    SegmentKind.REASONING: 5,
+}
+CODE_KIND = {v: k for k, v in KIND_CODE.items()}
+TOOL_CALL, SUMMARY, REASONING = KIND_CODE[SegmentKind.TOOL_CALL], KIND_CODE[SegmentKind.SUMMARY], KIND_CODE[
+    SegmentKind.REASONING
+]
+GENERATED_CODES = (TOOL_CALL, SUMMARY, REASONING)
+
+
+@dataclass(frozen=True)
+class MemberLayout:
+    """Token layout of one trajectory. Tensors are (T,) on CPU."""
+
+    kinds: torch.Tensor
+    """(T,) int64 segment-kind codes (`KIND_CODE`)."""
+    turns: torch.Tensor
+    """(T,) int64 model turn of each token."""
+    has_valid_call: bool = False
+    """At least one parseable call naming an offered tool (omission guard)."""
+    n_calls: int = 0
+    n_failed_calls: int = 0
+    """Calls that were invalid or whose execution returned an error."""
+    n_repeated_calls: int = 0
+    """Calls identical (name + canonical arguments) to an earlier call of the episode."""
+    format_ok: bool = True
+    """Every `<tool_call>` block parsed (invalid format → RLTR's −1)."""
+
+    def has(self, code: int) -> bool:
+        return bool((self.kinds == code).any())
+
+    @property
+    def generated(self) -> torch.Tensor:
+        """(T,) bool mask of policy-generated tokens."""
+        return (self.kinds == TOOL_CALL) | (self.kinds == SUMMARY) | (self.kinds == REASONING)
+
+
+@dataclass(frozen=True)
+class AdvantageBatch:
+    """A group as estimators see it: G layouts and G rewards, in the same order."""
+
+    members: list[MemberLayout]
+    rewards: list[Reward]
+    tool_needed: bool = True
+    """The task needs a tool call (drives the omission guard)."""
+    group_id: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.members) != len(self.rewards) or not self.members:
+            raise ValueError(f"AdvantageBatch: {len(self.members)} layouts for {len(self.rewards)} rewards")
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """Estimator knobs (filled from `LearnerSettings`; every default follows DESIGN.md §4-5)."""
+
+    w_exec: float = 1.0
+    w_pref: float = 1.0
+    eps: float = 1e-6
+    """Added to the standard deviation in `norm_c`."""
+    reasoning_route: str = "next"
+    """Credit of reasoning tokens: 'next' (segment they precede; the last one falls back to the previous),
+    'prev' (segment they follow), 'none' (advantage 0)."""
+    turn_level: bool = False
+    """slca: tool_call segments at turn t get the group-normalised per-call score of turn t when present."""
+    omission_guard: bool = True
+    no_call_penalty: float = -0.5
+    toolpo_lambda: float = 1.0
+    rltr_repeat_penalty: float = 0.2
+    rltr_fail_penalty: float = 0.1
+    extra: dict = field(default_factory=dict)
+
+
+def _canonical(args) -> str:
+    try:
+        return json.dumps(args, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(args)
+
+
+def layout_of(traj: Trajectory) -> MemberLayout:
+    """Per-token kinds and turns of one trajectory, plus its call statistics."""
+    kinds = torch.zeros(len(traj.tokens), dtype=torch.long)
+    turns = torch.zeros(len(traj.tokens), dtype=torch.long)
+    for seg in traj.segments:
+        kinds[seg.start : seg.end] = KIND_CODE[seg.kind]
+        turns[seg.start : seg.end] = seg.turn
+    seen: set[tuple] = set()
+    repeated = failed = 0
+    for call in traj.tool_calls:
+        key = (call.name, _canonical(call.arguments))
+        repeated += key in seen
+        seen.add(key)
+        failed += (not call.valid) or call.error is not None
+    return MemberLayout(
+        kinds=kinds,
+        turns=turns,
+        has_valid_call=any(c.valid and c.name for c in traj.tool_calls),
+        n_calls=len(traj.tool_calls),
+        n_failed_calls=failed,
+        n_repeated_calls=repeated,
+        format_ok=all(c.valid or c.name is not None for c in traj.tool_calls),
+    )
+
+
+def batch_of(group: RolloutGroup) -> AdvantageBatch:
+    gt = next((t.ground_truth for t in group.trajectories if t.ground_truth is not None), None)
+    return AdvantageBatch(
+        members=[layout_of(t) for t in group.trajectories],
+        rewards=list(group.rewards),
+        tool_needed=gt.tool_needed if gt is not None else True,
+        group_id=group.group_id,
+    )

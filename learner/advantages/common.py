@@ -1,0 +1,114 @@
+"""Vectorised building blocks shared by the estimators: presence-filtered group normalisation, flattening,
+reasoning routing. Shapes: G members, N = Σ T_i tokens of the group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from learner.advantages.batch import REASONING, SUMMARY, TOOL_CALL, AdvantageBatch, AdvantageConfig
+
+ZERO_VARIANCE_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """`norm_c(r)` over the present members P_c (G,), float64; 0 outside P_c and when |P_c| < 2."""
+
+    values: torch.Tensor
+    zero_variance: bool
+    """|P_c| ≥ 2 and all present rewards equal: the channel contributes nothing for this group."""
+    present: int
+
+
+def group_norm(rewards: torch.Tensor, present: torch.Tensor, eps: float) -> Normalised:
+    """`norm_c(r)_i = (r_i − mean_{P_c} r) / (std_{P_c} r + ε)` for i ∈ P_c (DESIGN.md §5), std unbiased.
+
+    rewards, present: (G,). Computed in float64 on a rescaled copy so that huge rewards do not overflow
+    the variance (the result is mathematically the same)."""
+    r = rewards.to(torch.float64)
+    n = int(present.sum())
+    if n < 2:
+        return Normalised(torch.zeros_like(r), False, n)
+    mean = r[present].mean()
+    centred = torch.where(present, r - mean, torch.zeros_like(r))
+    scale = centred.abs().max()
+    if scale <= 0 or not torch.isfinite(scale):
+        return Normalised(torch.zeros_like(r), True, n)
+    std = (centred[present] / scale).std(unbiased=True) * scale
+    if std <= ZERO_VARIANCE_TOL * max(1.0, float(r[present].abs().max())):
+        return Normalised(torch.zeros_like(r), True, n)
+    return Normalised(centred / (std + eps), False, n)
+
+
+@dataclass(frozen=True)
+class FlatGroup:
+    """All tokens of a group in one row: kinds (N,), turns (N,), member (N,) index, sizes [T_i]."""
+
+    kinds: torch.Tensor
+    credit: torch.Tensor
+    """(N,) kinds after reasoning routing: the channel each token is credited to."""
+    turns: torch.Tensor
+    member: torch.Tensor
+    sizes: list[int]
+
+    def split(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        return [t.to(torch.float32) for t in torch.split(flat, self.sizes)]
+
+
+def route_reasoning(kinds: torch.Tensor, mode: str) -> torch.Tensor:
+    """(T,) kinds with each reasoning token replaced by the kind of the tool_call/summary token it precedes
+    ('next'; trailing reasoning falls back to the previous one) or follows ('prev'); 'none' leaves it
+    REASONING, which no channel credits."""
+    if mode not in ("next", "prev", "none"):
+        raise ValueError(f"reasoning_route: unknown mode {mode!r}; known: next, prev, none")
+    is_reasoning = kinds == REASONING
+    if mode == "none" or not bool(is_reasoning.any()):
+        return kinds
+    anchor_pos = torch.nonzero((kinds == TOOL_CALL) | (kinds == SUMMARY)).flatten()
+    if anchor_pos.numel() == 0:
+        return kinds
+    pos = torch.arange(kinds.numel())
+    nxt = torch.searchsorted(anchor_pos, pos, right=False)  # first anchor at or after pos
+    prv = torch.searchsorted(anchor_pos, pos, right=True) - 1  # last anchor before pos
+    if mode == "next":
+        pick = torch.where(nxt < anchor_pos.numel(), nxt, prv)
+    else:
+        pick = torch.where(prv >= 0, prv, nxt)
+    routed = kinds[anchor_pos[pick.clamp(0, anchor_pos.numel() - 1)]]
+    return torch.where(is_reasoning, routed, kinds)
+
+
+def flatten(batch: AdvantageBatch, config: AdvantageConfig) -> FlatGroup:
+    kinds = torch.cat([m.kinds for m in batch.members])
+    credit = torch.cat([route_reasoning(m.kinds, config.reasoning_route) for m in batch.members])
+    turns = torch.cat([m.turns for m in batch.members])
+    sizes = [int(m.kinds.numel()) for m in batch.members]
+    member = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    return FlatGroup(kinds, credit, turns, member, sizes)
+
+
+def presence(batch: AdvantageBatch, code: int) -> torch.Tensor:
+    """(G,) bool: member i contains a segment of kind `code`."""
+    return torch.tensor([m.has(code) for m in batch.members], dtype=torch.bool)
+
+
+def effective_pref(batch: AdvantageBatch, config: AdvantageConfig) -> torch.Tensor:
+    """(G,) preference rewards after the omission guard: a task that needs a tool and a member without a
+    parseable call → `no_call_penalty` on the summary channel, overriding its score (DESIGN.md §4)."""
+    pref = torch.tensor([r.pref for r in batch.rewards], dtype=torch.float64)
+    if not (config.omission_guard and batch.tool_needed):
+        return pref
+    missing = torch.tensor(
+        [r.omission_penalized or not m.has_valid_call for m, r in zip(batch.members, batch.rewards)]
+    )
+    return torch.where(missing, torch.full_like(pref, config.no_call_penalty), pref)
+
+
+def exec_rewards(batch: AdvantageBatch) -> torch.Tensor:
+    return torch.tensor([r.exec for r in batch.rewards], dtype=torch.float64)
+
+
+def channel_metrics(name: str, norm: Normalised) -> dict[str, float]:
+    return {f"zero_variance/{name}": float(norm.zero_variance), f"present/{name}": float(norm.present)}

@@ -1,0 +1,127 @@
+"""The registered advantage estimators (DESIGN.md §5). Each maps a group to per-token advantages.
+
+Shapes: G members; member i has T_i tokens; each returns `([A_i (T_i,) float32], metrics)`. Advantages are
+zero on non-generated tokens (system, user, tool_result) by construction.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, AdvantageBatch, AdvantageConfig
+from learner.advantages.common import (
+    channel_metrics,
+    effective_pref,
+    exec_rewards,
+    flatten,
+    group_norm,
+    presence,
+)
+from learner.advantages.registry import register_estimator
+
+
+def _generated(kinds: torch.Tensor) -> torch.Tensor:
+    return torch.isin(kinds, torch.tensor(GENERATED_CODES))
+
+
+def _any_generated(batch: AdvantageBatch) -> torch.Tensor:
+    return torch.tensor([bool(m.generated.any()) for m in batch.members], dtype=torch.bool)
+
+
+@register_estimator("grpo")
+def grpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """Trajectory-level GRPO (DeepSeekMath, arXiv 2402.03300): `A_i = norm(R)_i` on every generated token,
+    `R = w_exec·r_exec + w_pref·r_pref` (r_pref after the omission guard)."""
+    flat = flatten(batch, config)
+    scalar = config.w_exec * exec_rewards(batch) + config.w_pref * effective_pref(batch, config)
+    norm = group_norm(scalar, _any_generated(batch), config.eps)
+    adv = torch.where(_generated(flat.kinds), norm.values[flat.member], 0.0)
+    return flat.split(adv), channel_metrics("scalar", norm)
+
+
+def _turn_level_exec(batch: AdvantageBatch, config: AdvantageConfig, flat, fallback: torch.Tensor):
+    """(N,) exec advantages per token where member i has per-call scores at the token's turn t:
+    `w_exec·norm_t(s)_i`, normalised over the members scored at turn t (GiGPO-style step grouping);
+    other tokens keep `fallback`. Several calls in one turn are averaged."""
+    turns = sorted({c.turn for r in batch.rewards for c in r.per_call})
+    if not turns:
+        return fallback, {}
+    scores = torch.full((batch.size, len(turns)), float("nan"), dtype=torch.float64)
+    for i, reward in enumerate(batch.rewards):
+        for k, t in enumerate(turns):
+            vals = [c.score for c in reward.per_call if c.turn == t]
+            if vals:
+                scores[i, k] = sum(vals) / len(vals)
+    out, zero = fallback.clone(), 0
+    for k, t in enumerate(turns):
+        present = ~torch.isnan(scores[:, k])
+        norm = group_norm(torch.nan_to_num(scores[:, k]), present, config.eps)
+        zero += norm.zero_variance
+        has = present[flat.member] & (flat.turns == t)
+        out = torch.where(has, config.w_exec * norm.values[flat.member], out)
+    return out, {"zero_variance/exec_turn": float(zero)}
+
+
+@register_estimator("slca")
+def slca(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """Segment-Locked Credit Assignment (SLCA-GRPO, arXiv 2609.29050).
+
+    tool_call tokens: `w_exec·norm_{P_exec}(r_exec)_i`; summary tokens: `w_pref·norm_{P_pref}(r_pref)_i`, with
+    P_c the members in which segment c is present and `|P_c| < 2 → 0`. Reasoning tokens are credited to the
+    segment they precede (`config.reasoning_route`). Nothing crosses channels. `config.turn_level`: a
+    tool_call segment at turn t takes the group-normalised per-call score of turn t where one exists."""
+    flat = flatten(batch, config)
+    n_exec = group_norm(exec_rewards(batch), presence(batch, TOOL_CALL), config.eps)
+    n_pref = group_norm(effective_pref(batch, config), presence(batch, SUMMARY), config.eps)
+    exec_tok = config.w_exec * n_exec.values[flat.member]
+    metrics = {**channel_metrics("exec", n_exec), **channel_metrics("pref", n_pref)}
+    if config.turn_level:
+        exec_tok, turn_metrics = _turn_level_exec(batch, config, flat, exec_tok)
+        metrics.update(turn_metrics)
+    pref_tok = config.w_pref * n_pref.values[flat.member]
+    adv = torch.where(flat.credit == TOOL_CALL, exec_tok, torch.where(flat.credit == SUMMARY, pref_tok, 0.0))
+    return flat.split(adv), metrics
+
+
+@register_estimator("toolpo")
+def toolpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """ToolPO (DeepAgent, arXiv 2510.21618): `A_global = norm(R_success)` on every generated token plus
+    `λ·norm_{P_exec}(R_action)` on tool_call tokens. R_success = component 'success' (else the scalar R);
+    R_action = component 'call_accuracy' = correct calls / gold calls (else r_exec)."""
+    flat = flatten(batch, config)
+    pref = effective_pref(batch, config)
+    success = torch.tensor(
+        [r.components.get("success", config.w_exec * r.exec + config.w_pref * float(p)) for r, p in zip(batch.rewards, pref)],
+        dtype=torch.float64,
+    )
+    action = torch.tensor([r.components.get("call_accuracy", r.exec) for r in batch.rewards], dtype=torch.float64)
+    n_global = group_norm(success, _any_generated(batch), config.eps)
+    n_action = group_norm(action, presence(batch, TOOL_CALL), config.eps)
+    adv = torch.where(_generated(flat.kinds), n_global.values[flat.member], 0.0)
+    adv = adv + torch.where(flat.credit == TOOL_CALL, config.toolpo_lambda * n_action.values[flat.member], 0.0)
+    return flat.split(adv), {**channel_metrics("success", n_global), **channel_metrics("action", n_action)}
+
+
+def rltr_reward(batch: AdvantageBatch, config: AdvantageConfig) -> torch.Tensor:
+    """(G,) RLTR planner reward: −1 for invalid call format, else completeness − μ·repeated − λ·failed.
+    Completeness = component 'completeness' (a checker's judgement), else r_exec."""
+    values = []
+    for m, r in zip(batch.members, batch.rewards):
+        if not m.format_ok:
+            values.append(-1.0)
+            continue
+        completeness = r.components.get("completeness", r.exec)
+        values.append(
+            completeness - config.rltr_repeat_penalty * m.n_repeated_calls - config.rltr_fail_penalty * m.n_failed_calls
+        )
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@register_estimator("rltr")
+def rltr(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """RLTR (arXiv 2508.19598): only the planner is trained. tool_call tokens get `norm_{P_exec}(R_plan)_i`
+    (see `rltr_reward`); summary tokens get 0."""
+    flat = flatten(batch, config)
+    norm = group_norm(rltr_reward(batch, config), presence(batch, TOOL_CALL), config.eps)
+    adv = torch.where(flat.credit == TOOL_CALL, norm.values[flat.member], 0.0)
+    return flat.split(adv), channel_metrics("plan", norm)

@@ -1,0 +1,65 @@
+"""Builders of small groups for estimator tests: layouts from (kind, length) specs, hypothesis strategies."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from learner.advantages.batch import KIND_CODE, AdvantageBatch, MemberLayout
+from slca.contracts import CallScore, Reward, SegmentKind
+
+K = SegmentKind
+
+
+def layout(spec: list[tuple[SegmentKind, int]], **facts) -> MemberLayout:
+    """Tokens from `[(kind, n_tokens), ...]`; the turn increases after each tool_result."""
+    kinds, turns, turn = [], [], 0
+    for kind, n in spec:
+        kinds += [KIND_CODE[kind]] * n
+        turns += [turn] * n
+        if kind == K.TOOL_RESULT:
+            turn += 1
+    has_call = any(kind == K.TOOL_CALL for kind, _ in spec)
+    facts.setdefault("has_valid_call", has_call)
+    return MemberLayout(torch.tensor(kinds), torch.tensor(turns), **facts)
+
+
+def reward(i: int, exec: float, pref: float, **kw) -> Reward:
+    return Reward(trajectory_id=f"t{i}", exec=exec, pref=pref, **kw)
+
+
+def batch(specs, rewards, tool_needed=True) -> AdvantageBatch:
+    return AdvantageBatch([layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)], tool_needed)
+
+
+GEN_KINDS = [K.TOOL_CALL, K.SUMMARY, K.REASONING]
+ALL_KINDS = [K.SYSTEM, K.USER, K.TOOL_RESULT, *GEN_KINDS]
+
+
+@st.composite
+def members(draw):
+    spec = [(K.SYSTEM, draw(st.integers(1, 3)))]
+    spec += draw(st.lists(st.tuples(st.sampled_from(ALL_KINDS), st.integers(1, 3)), min_size=0, max_size=6))
+    return spec
+
+
+@st.composite
+def groups(draw, max_g: int = 6):
+    g = draw(st.integers(1, max_g))
+    specs = [draw(members()) for _ in range(g)]
+    value = st.one_of(st.floats(0, 1), st.sampled_from([0.0, 0.5, 1.0]), st.floats(-1e12, 1e12))
+    layouts = []
+    rewards = []
+    for i, spec in enumerate(specs):
+        layouts.append(
+            layout(
+                spec,
+                has_valid_call=draw(st.booleans()),
+                n_repeated_calls=draw(st.integers(0, 2)),
+                n_failed_calls=draw(st.integers(0, 2)),
+                format_ok=draw(st.booleans()),
+            )
+        )
+        per_call = [CallScore(turn=t, score=draw(st.floats(0, 1))) for t in draw(st.sets(st.integers(0, 2), max_size=2))]
+        rewards.append(Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call))
+    return AdvantageBatch(layouts, rewards, tool_needed=draw(st.booleans()))

@@ -1,0 +1,163 @@
+"""Estimators: hand-computed values, vectorised vs plain-loop reference, edge cases, channel isolation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from learner.advantages import ESTIMATORS, AdvantageBatch, AdvantageConfig, UnknownEstimatorError, get_estimator
+from learner.advantages.batch import SUMMARY, TOOL_CALL
+from learner.advantages.common import route_reasoning
+from tests.learner.advantages.groups import K, batch, groups, layout, reward
+from tests.learner.advantages.reference import REFERENCES, route
+
+CFG = AdvantageConfig()
+SPEC_CALL = [(K.SYSTEM, 2), (K.USER, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1), (K.SUMMARY, 2)]
+SPEC_NOCALL = [(K.SYSTEM, 2), (K.USER, 1), (K.SUMMARY, 3)]
+
+
+def hand_group() -> AdvantageBatch:
+    # member 2 makes no call on a task that needs one: the omission guard sets its r_pref to −0.5.
+    return batch([SPEC_CALL, SPEC_CALL, SPEC_NOCALL], [(1.0, 0.5), (0.0, 1.0), (0.0, 0.75)])
+
+
+# Hand computation (unbiased std, ε = 1e-6):
+#   exec over P_exec = {0, 1}: [1, 0] → ±0.5/0.70711 = ±0.70711
+#   pref over P_pref = {0, 1, 2}: [0.5, 1, −0.5] → mean 1/3, std 0.76376 → [0.21822, 0.87287, −1.09109]
+#   R = exec + pref = [1.5, 1.0, −0.5] → mean 2/3, std 1.04083 → [0.80064, 0.32026, −1.12090]
+E, P, G = 0.70711, [0.21822, 0.87287, -1.09109], [0.80064, 0.32026, -1.12090]
+EXPECTED = {
+    "slca": [[0, 0, 0, E, E, 0, P[0], P[0]], [0, 0, 0, -E, -E, 0, P[1], P[1]], [0, 0, 0, P[2], P[2], P[2]]],
+    "grpo": [[0, 0, 0, G[0], G[0], 0, G[0], G[0]], [0, 0, 0, G[1], G[1], 0, G[1], G[1]], [0, 0, 0] + [G[2]] * 3],
+    "toolpo": [
+        [0, 0, 0, G[0] + E, G[0] + E, 0, G[0], G[0]],
+        [0, 0, 0, G[1] - E, G[1] - E, 0, G[1], G[1]],
+        [0, 0, 0] + [G[2]] * 3,
+    ],
+    "rltr": [[0, 0, 0, E, E, 0, 0, 0], [0, 0, 0, -E, -E, 0, 0, 0], [0] * 6],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_hand_built_group_matches_hand_computed_values(name):
+    adv, _ = get_estimator(name)(hand_group(), CFG)
+    for got, want in zip(adv, EXPECTED[name]):
+        assert got.tolist() == pytest.approx(want, abs=1e-4)
+
+
+def test_every_registered_estimator_has_a_reference_and_a_docstring():
+    assert set(ESTIMATORS) == set(REFERENCES)
+    assert all(fn.__doc__ and "arXiv" in fn.__doc__ for fn in ESTIMATORS.values())
+
+
+def test_unknown_estimator_fails_listing_known_names():
+    with pytest.raises(UnknownEstimatorError, match="known: grpo, rltr, slca, toolpo"):
+        get_estimator("ppo")
+
+
+def check_against_reference(name, b, cfg):
+    adv, metrics = get_estimator(name)(b, cfg)
+    want = REFERENCES[name](b, cfg)
+    assert len(adv) == b.size
+    for got, ref, m in zip(adv, want, b.members):
+        assert got.shape == m.kinds.shape and got.dtype == torch.float32
+        assert torch.isfinite(got).all()
+        assert got.tolist() == pytest.approx(ref, rel=1e-4, abs=1e-4)
+    return adv, metrics
+
+
+EDGE_CASES = {
+    "zero_variance": ([SPEC_CALL] * 3, [(0.5, 0.5)] * 3),
+    "one_member_with_tool_call": ([SPEC_CALL, SPEC_NOCALL, SPEC_NOCALL], [(1.0, 0.2), (0.0, 0.9), (0.3, 0.1)]),
+    "no_summary": ([[(K.SYSTEM, 1), (K.TOOL_CALL, 3)]] * 3, [(1.0, 0.0), (0.0, 0.0), (0.5, 0.0)]),
+    "no_tool_call": ([SPEC_NOCALL] * 3, [(0.0, 1.0), (0.0, 0.0), (0.0, 0.5)]),
+    "huge_rewards": ([SPEC_CALL] * 3, [(1e12, -1e12), (-3e11, 7e11), (0.0, 1e-12)]),
+    "single_member": ([SPEC_CALL], [(1.0, 1.0)]),
+    "reasoning": (
+        [[(K.SYSTEM, 1), (K.REASONING, 2), (K.TOOL_CALL, 1), (K.TOOL_RESULT, 1), (K.REASONING, 1), (K.SUMMARY, 1)]] * 2,
+        [(1.0, 0.0), (0.0, 1.0)],
+    ),
+}
+CONFIGS = {
+    "default": CFG,
+    "turn_level": dataclasses.replace(CFG, turn_level=True),
+    "route_prev": dataclasses.replace(CFG, reasoning_route="prev"),
+    "route_none_no_guard": dataclasses.replace(CFG, reasoning_route="none", omission_guard=False, w_pref=0.5),
+}
+
+
+@pytest.mark.parametrize("cfg_name", sorted(CONFIGS))
+@pytest.mark.parametrize("case", sorted(EDGE_CASES))
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_edge_cases_match_reference(name, case, cfg_name):
+    specs, rewards = EDGE_CASES[case]
+    check_against_reference(name, batch(specs, rewards), CONFIGS[cfg_name])
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_single_member_and_zero_variance_give_zero_advantages(name):
+    for case in ("single_member", "zero_variance"):
+        adv, _ = get_estimator(name)(batch(*EDGE_CASES[case]), dataclasses.replace(CFG, omission_guard=False))
+        assert all(bool((a == 0).all()) for a in adv)
+
+
+def test_zero_variance_is_counted_per_channel():
+    _, metrics = get_estimator("slca")(batch([SPEC_CALL] * 3, [(0.5, 0.1), (0.5, 0.9), (0.5, 0.3)]), CFG)
+    assert metrics["zero_variance/exec"] == 1.0 and metrics["zero_variance/pref"] == 0.0
+
+
+def test_one_member_with_a_segment_gets_zero_not_its_raw_score():
+    adv, _ = get_estimator("slca")(batch(*EDGE_CASES["one_member_with_tool_call"]), CFG)
+    assert bool((adv[0][3:5] == 0).all())  # |P_exec| = 1 → 0 on its tool_call tokens
+
+
+def test_turn_level_uses_per_call_scores_of_the_turn():
+    spec = [(K.SYSTEM, 1), (K.TOOL_CALL, 1), (K.TOOL_RESULT, 1), (K.TOOL_CALL, 1), (K.TOOL_RESULT, 1), (K.SUMMARY, 1)]
+    from slca.contracts import CallScore
+
+    rewards = [
+        reward(0, 0.5, 0.5, per_call=[CallScore(turn=0, score=1.0), CallScore(turn=1, score=0.0)]),
+        reward(1, 0.5, 0.5, per_call=[CallScore(turn=0, score=0.0), CallScore(turn=1, score=1.0)]),
+    ]
+    b = AdvantageBatch([layout(spec), layout(spec)], rewards)
+    adv, _ = get_estimator("slca")(b, dataclasses.replace(CFG, turn_level=True))
+    assert adv[0][1] > 0 > adv[0][3] and adv[1][1] < 0 < adv[1][3]
+    flat, _ = get_estimator("slca")(b, CFG)  # trajectory level: equal r_exec → zero
+    assert float(flat[0][1]) == 0.0
+
+
+@pytest.mark.parametrize("mode", ["next", "prev", "none"])
+def test_reasoning_routing_matches_reference(mode):
+    kinds = layout([(K.REASONING, 2), (K.TOOL_CALL, 1), (K.REASONING, 1), (K.SUMMARY, 1), (K.REASONING, 2)]).kinds
+    assert route_reasoning(kinds, mode).tolist() == route(kinds.tolist(), mode)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(b=groups(), name=st.sampled_from(sorted(REFERENCES)), cfg=st.sampled_from(sorted(CONFIGS)))
+def test_random_groups_match_reference(b, name, cfg):
+    check_against_reference(name, b, CONFIGS[cfg])
+
+
+def _with_rewards(b: AdvantageBatch, exec_shift: float, pref_shift: float) -> AdvantageBatch:
+    rewards = [r.model_copy(update={"exec": r.exec + exec_shift * (i + 1) ** 2, "pref": r.pref - pref_shift * (i % 3)})
+               for i, r in enumerate(b.rewards)]  # fmt: skip
+    return AdvantageBatch(b.members, rewards, b.tool_needed)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(b=groups(), cfg=st.sampled_from(sorted(CONFIGS)))
+def test_slca_never_crosses_channels(b, cfg):
+    """Perturbing r_pref never moves a tool_call token's advantage; perturbing r_exec never moves a summary's."""
+    config = CONFIGS[cfg]
+    base, _ = get_estimator("slca")(b, config)
+    pref_moved, _ = get_estimator("slca")(_with_rewards(b, 0.0, 0.37), config)
+    exec_moved, _ = get_estimator("slca")(_with_rewards(b, 0.29, 0.0), config)
+    for m, a0, ap, ae in zip(b.members, base, pref_moved, exec_moved):
+        credit = route_reasoning(m.kinds, config.reasoning_route)
+        assert torch.equal(a0[credit == TOOL_CALL], ap[credit == TOOL_CALL])
+        assert torch.equal(a0[credit == SUMMARY], ae[credit == SUMMARY])
+        assert bool((a0[~m.generated] == 0).all())
