@@ -1,8 +1,53 @@
-"""Settings of the supervisor (`slca up`) and the task feed."""
+"""Settings of the supervisor (`slca up`), the task feed (`slca feed`) and evaluation (`slca eval`)."""
+
+from pydantic import Field
 
 from slca.config import SectionSettings
+
+
+def _default_metrics_ports() -> dict[str, int]:
+    return {"worker": 9101, "assembler": 9102, "learn": 9103, "feed": 9104}
 
 
 class OpsSettings(SectionSettings):
     status_interval_s: float = 5.0
     """Seconds between live status table refreshes."""
+    processes: list[str] = Field(default_factory=lambda: ["serve", "worker", "assembler", "learn", "feed"])
+    """Processes `slca up` runs, by name (each is the `slca <name>` command of its component)."""
+    metrics_ports: dict[str, int] = Field(default_factory=_default_metrics_ports)
+    """Prometheus port per non-HTTP process (serve exposes /metrics on its API port); 0 = off.
+    `ops/prometheus.yml` scrapes these defaults."""
+    restart_backoff_initial_s: float = 1.0
+    """Delay before the first restart of a crashed process; doubles after each further crash."""
+    restart_backoff_max_s: float = 60.0
+    """Upper bound of the restart delay."""
+    restart_reset_after_s: float = 60.0
+    """A process that stayed up this long counts as healthy again: its next crash restarts after the initial delay."""
+    shutdown_grace_s: float = 20.0
+    """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes."""
+    warm_model_name: str = "SmolLM2-135M-Instruct-sft"
+    """Model directory under `<cache_dir>/models/` that `slca sft` writes; `slca up` serves it when present
+    and no model is configured explicitly."""
+
+    feed_url: str | None = None
+    """Base URL of the agent API the feed drives. None: http://<serve.host>:<serve.port>."""
+    feed_pack: str = "everyday"
+    """Task pack the feed draws training tasks from (`sim.tasks.load_tasks(pack, "train")`)."""
+    feed_concurrency: int = Field(default=2, ge=1)
+    """Agent-run requests in flight at once."""
+    feed_group_size: int | None = None
+    """Rollouts per request (`n`). None: the workers' group size (so one request makes one group)."""
+    feed_max_tokens: int = 192
+    """Token budget per model turn."""
+    feed_max_turns: int = 3
+    """Model turns per episode."""
+    feed_temperature: float = 1.0
+    """Sampling temperature of training rollouts."""
+    feed_top_p: float = 1.0
+    """Nucleus sampling bound of training rollouts."""
+    feed_retry_initial_s: float = 0.5
+    """First back-off after a 503 or a connection error; doubles per retry."""
+    feed_retry_max_s: float = 30.0
+    """Upper bound of the feed's retry back-off."""
+    feed_seed: int = 0
+    """Seed of the task order."""

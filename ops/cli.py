@@ -1,0 +1,83 @@
+"""`slca up | status | feed | eval` and `slca bench learning` (heavy imports inside the handlers)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+
+def register(commands, bench) -> None:
+    up = commands.add_parser("up", help="the whole system: Redis (if none configured), API, workers, learner, feed")
+    up.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    up.set_defaults(func=_up)
+
+    status = commands.add_parser("status", help="processes, queue depths, served version, recent rewards")
+    status.add_argument("--window", type=int, default=50, help="recent rewards to average")
+    status.set_defaults(func=_status)
+
+    feed = commands.add_parser("feed", help="drive training traffic through the agent API from a task pack")
+    feed.add_argument("--url", help="agent API base URL (default: ops.feed_url, else serve's host:port)")
+    feed.add_argument("--pack", help="task pack (default: ops.feed_pack)")
+    feed.add_argument("--requests", type=int, default=0, help="stop after this many requests (0: run forever)")
+    feed.add_argument("--concurrency", type=int, help="requests in flight (default: ops.feed_concurrency)")
+    feed.add_argument("--ids-out", type=Path, help="append every recorded trajectory id to this file")
+    feed.set_defaults(func=_feed)
+
+    ev = commands.add_parser("eval", help="in-domain test split and BFCL (offline, official checker)")
+    ev.add_argument("--model", required=True, help="model directory ('embedded', 'tiny' or a path)")
+    ev.add_argument("--limit", type=int, default=50, help="examples per BFCL category and in-domain tasks")
+    ev.add_argument("--categories", default="simple_python,multiple,parallel,parallel_multiple,irrelevance")
+    ev.add_argument("--pack", default="everyday", help="in-domain task pack (test split)")
+    ev.add_argument("--skip", choices=["bfcl", "indomain"], action="append", default=[])
+    ev.add_argument("--max-tokens", type=int, default=256)
+    ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--out", type=Path, help="JSON result file (default: <data_dir>/eval/<model>-<time>.json)")
+    ev.set_defaults(func=_eval)
+
+    learning = bench.add_parser("learning", help="slca vs grpo vs toolpo vs rltr: same model, seeds, budget")
+    learning.add_argument("--estimators", default="slca,grpo,toolpo,rltr")
+    learning.add_argument("--steps", type=int, default=20, help="training steps per estimator")
+    learning.add_argument("--seed", type=int, default=0)
+    learning.add_argument("--model", help="warm-started model (default: the sft model, else embedded)")
+    learning.add_argument("--eval-limit", type=int, default=20, help="BFCL / in-domain examples per category")
+    learning.add_argument("--out", type=Path, default=Path("bench/learning"))
+    learning.add_argument("--train-arg", action="append", default=[], help="extra argument for `slca train`")
+    learning.set_defaults(func=_bench_learning)
+
+
+def _logging(config) -> None:
+    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def _up(args, config) -> int:
+    from ops.supervisor.up import run_up
+
+    _logging(config)
+    return run_up(args, config)
+
+
+def _status(args, config) -> int:
+    from ops.status_cmd import run_status
+
+    return run_status(args, config)
+
+
+def _feed(args, config) -> int:
+    from ops.feed.main import run_feed
+
+    _logging(config)
+    return run_feed(args, config)
+
+
+def _eval(args, config) -> int:
+    from ops.eval.main import run_eval
+
+    _logging(config)
+    return run_eval(args, config)
+
+
+def _bench_learning(args, config) -> int:
+    from ops.learning_bench import run_bench_learning
+
+    _logging(config)
+    return run_bench_learning(args, config)

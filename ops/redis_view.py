@@ -1,0 +1,134 @@
+"""What the system looks like from Redis: queue depths, the published weight version, recent rewards and
+learner steps. Shared by `slca status`, the live table of `slca up` and the dashboard."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from slca.contracts import Streams
+from slca.contracts.queues import STATS_LEARNER, STATS_REWARDS
+
+REWARD_FIELDS = ("exec", "pref", "tool_turns", "policy_version", "ts")
+LEARNER_FIELDS = ("step", "version", "loss", "kl", "clip_frac", "ts")
+
+
+@dataclass
+class QueueDepth:
+    stream: str
+    length: int
+    """XLEN: entries kept in the stream (consumed ones too, until trimmed)."""
+    backlog: int
+    """Entries not yet processed: the largest (lag + pending) over the stream's consumer groups, or the
+    length when no group reads it yet."""
+
+
+@dataclass
+class Snapshot:
+    queues: list[QueueDepth] = field(default_factory=list)
+    published_version: int | None = None
+    rewards: list[dict[str, Any]] = field(default_factory=list)
+    """Oldest first: exec, pref, tool_turns, policy_version, ts."""
+    learner: list[dict[str, Any]] = field(default_factory=list)
+    """Oldest first: step, version, loss, kl, clip_frac, ts."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _number(v: Any) -> float | None:
+    try:
+        return float(_text(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_stats(entries: list, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """XRANGE/XREVRANGE entries → dicts of the numeric fields (unparseable values become None), oldest first."""
+    rows = []
+    for entry_id, fields in entries:
+        decoded = {_text(k): v for k, v in fields.items()}
+        row = {name: _number(decoded.get(name)) for name in names}
+        row["id"] = _text(entry_id)
+        rows.append(row)
+    rows.sort(key=lambda r: tuple(int(x) for x in r["id"].split("-")))
+    return rows
+
+
+def parse_version(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    try:
+        return int(json.loads(raw)["version"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def backlog_of(length: int, groups: list[dict]) -> int:
+    best = None
+    for g in groups:
+        g = {_text(k): v for k, v in g.items()}
+        lag = g.get("lag")
+        lag = length if lag is None else int(lag)  # lag is None when Redis cannot tell (after XDEL)
+        total = lag + int(g.get("pending", 0))
+        best = total if best is None else max(best, total)
+    return length if best is None else best
+
+
+def streams_to_watch(streams: Streams) -> list[str]:
+    return [streams.trajectories, streams.groups, streams.dead]
+
+
+def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner: int = 200) -> Snapshot:
+    """Synchronous read (for the CLI) with a `redis.Redis` client."""
+    import redis
+
+    streams = Streams(prefix)
+    names = streams_to_watch(streams)
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.xlen(name)
+    pipe.get(streams.weights_latest)
+    pipe.xrevrange(streams.stats(STATS_REWARDS), count=n_rewards)
+    pipe.xrevrange(streams.stats(STATS_LEARNER), count=n_learner)
+    results = pipe.execute()
+    queues = []
+    for name, length in zip(names, results[: len(names)]):
+        try:
+            groups = client.xinfo_groups(name) if length else []
+        except redis.ResponseError:
+            groups = []
+        queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
+    rest = results[len(names) :]
+    return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
+                    parse_stats(rest[2], LEARNER_FIELDS))  # fmt: skip
+
+
+async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500) -> Snapshot:
+    """The same read with a `redis.asyncio.Redis` client (the dashboard runs inside the API's event loop)."""
+    import redis
+
+    streams = Streams(prefix)
+    names = streams_to_watch(streams)
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.xlen(name)
+    pipe.get(streams.weights_latest)
+    pipe.xrevrange(streams.stats(STATS_REWARDS), count=n_rewards)
+    pipe.xrevrange(streams.stats(STATS_LEARNER), count=n_learner)
+    results = await pipe.execute()
+    queues = []
+    for name, length in zip(names, results[: len(names)]):
+        try:
+            groups = await client.xinfo_groups(name) if length else []
+        except redis.ResponseError:
+            groups = []
+        queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
+    rest = results[len(names) :]
+    return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
+                    parse_stats(rest[2], LEARNER_FIELDS))  # fmt: skip

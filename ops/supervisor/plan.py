@@ -1,0 +1,96 @@
+"""Which processes `slca up` runs and how: one registry entry per process kind (no if-chains)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ops.settings import OpsSettings
+from ops.supervisor.process import ProcessSpec
+from slca.config import SECTIONS, Config, ConfigError
+
+log = logging.getLogger("slca.up")
+
+
+@dataclass(frozen=True)
+class ProcessKind:
+    command: str
+    """The `slca` subcommand that runs it."""
+    section: str
+    """Settings section of its component (where its `metrics_port` field lives)."""
+    metrics_on_api: bool = False
+    """True for serve: /metrics on the API port instead of a separate metrics port."""
+
+
+PROCESS_KINDS: dict[str, ProcessKind] = {
+    "serve": ProcessKind("serve", "serve", metrics_on_api=True),
+    "worker": ProcessKind("worker", "workers"),
+    "assembler": ProcessKind("assembler", "workers"),
+    "learn": ProcessKind("learn", "learner"),
+    "feed": ProcessKind("feed", "ops"),
+}
+
+
+def registered_commands() -> set[str]:
+    """Top-level `slca` commands whose component CLI is importable right now."""
+    from slca.cli import build_parser
+
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+def serve_url(config: Config) -> str:
+    try:
+        serve = config.section("serve")
+    except (ModuleNotFoundError, ConfigError):
+        return "http://127.0.0.1:8000"
+    host = "127.0.0.1" if getattr(serve, "host", "0.0.0.0") in ("0.0.0.0", "::") else serve.host
+    return f"http://{host}:{getattr(serve, 'port', 8000)}"
+
+
+def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dict[str, str]:
+    """Env that sets the child's metrics port, only when its settings class declares one (unknown fields are
+    configuration errors in the child)."""
+    if kind.section == "ops":
+        return {}  # the feed reads ops.metrics_ports itself
+    try:
+        fields = config.section(kind.section).model_fields
+    except (ModuleNotFoundError, ConfigError):
+        return {}
+    if "metrics_port" not in fields:
+        log.warning("%s: %s settings have no metrics_port field; its metrics are not exposed", name, kind.section)
+        return {}
+    return {f"SLCA_{kind.section.upper()}__METRICS_PORT": str(port)}
+
+
+def build_specs(config: Config, global_argv: list[str], base_env: dict[str, str], log_dir: Path,
+                available: set[str] | None = None) -> tuple[list[ProcessSpec], list[str]]:  # fmt: skip
+    """Process specs for every configured process whose command exists; returns (specs, skipped names)."""
+    ops = config.get(OpsSettings)
+    available = registered_commands() if available is None else available
+    specs, skipped = [], []
+    for name in ops.processes:
+        kind = PROCESS_KINDS.get(name)
+        if kind is None:
+            raise ConfigError(f"ops.processes: unknown process {name!r}; known: {', '.join(PROCESS_KINDS)}")
+        if kind.command not in available:
+            skipped.append(name)
+            continue
+        port = ops.metrics_ports.get(name, 0)
+        env = {**base_env, **_metrics_env(kind, name, port, config)} if port else dict(base_env)
+        if kind.metrics_on_api:
+            url = serve_url(config)
+        else:
+            url = f"http://127.0.0.1:{port}/metrics" if port else None
+        argv = [sys.executable, "-m", "slca", *global_argv, kind.command]
+        specs.append(ProcessSpec(name, argv, log_dir / f"{name}.log", env, url))
+    return specs, skipped
+
+
+def known_sections() -> list[str]:
+    return list(SECTIONS)

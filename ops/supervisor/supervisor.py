@@ -1,0 +1,63 @@
+"""The supervision loop: start every process, restart crashed ones after their back-off, stop in reverse order."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec
+
+log = logging.getLogger("slca.up")
+
+
+class Supervisor:
+    def __init__(self, specs: Sequence[ProcessSpec], backoff: Backoff, grace_s: float = 20.0,
+                 poll_interval_s: float = 0.2):  # fmt: skip
+        self.processes = [ManagedProcess(spec, backoff) for spec in specs]
+        self.grace_s = grace_s
+        self.poll_interval_s = poll_interval_s
+        self.stop_event = threading.Event()
+
+    def get(self, name: str) -> ManagedProcess:
+        return next(p for p in self.processes if p.spec.name == name)
+
+    def start_all(self) -> None:
+        for proc in self.processes:
+            proc.start()
+            log.info("started %s (pid %s), log %s", proc.spec.name, proc.pid, proc.spec.log_path)
+
+    def tick(self) -> None:
+        """One supervision step: notice exits, restart those whose delay has passed."""
+        for proc in self.processes:
+            if proc.poll():
+                delay = proc.restart_at - proc.clock() if proc.restart_at else 0.0
+                log.warning("%s exited with status %s; restarting in %.1fs (see %s)",
+                            proc.spec.name, proc.last_exit, delay, proc.spec.log_path)  # fmt: skip
+            if proc.due():
+                proc.restart()
+                log.info("restarted %s (pid %s, restart #%d)", proc.spec.name, proc.pid, proc.restarts)
+
+    def run(self, on_tick: Callable[["Supervisor"], None] | None = None, tick_every_s: float = 1.0) -> None:
+        """Supervise until `stop_event` is set (by a signal handler), then stop everything."""
+        self.start_all()
+        last_report = 0.0
+        try:
+            while not self.stop_event.wait(self.poll_interval_s):
+                self.tick()
+                if on_tick and time.monotonic() - last_report >= tick_every_s:
+                    last_report = time.monotonic()
+                    on_tick(self)
+        finally:
+            self.stop_all()
+
+    def stop_all(self) -> None:
+        """SIGTERM every group (feed first, API last, so that producers stop before consumers), wait, SIGKILL."""
+        ordered = list(reversed(self.processes))
+        for proc in ordered:
+            proc.begin_stop()
+        deadline = time.monotonic() + self.grace_s
+        for proc in ordered:
+            proc.finish_stop(deadline)
+            log.info("stopped %s (exit %s)", proc.spec.name, proc.last_exit)

@@ -1,0 +1,148 @@
+"""`slca up`: the whole system under one supervisor.
+
+Plan: (1) Redis — the configured one, or an owned `redis-server` (AOF) under `<data_dir>/redis`;
+(2) the environment every child shares (Redis URL, admin token, model); (3) one process per registered
+component command, each with its own log; (4) supervise until Ctrl-C / SIGTERM, showing a live status table;
+(5) stop the children (process groups: SIGTERM, grace, SIGKILL), then Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from ops.probe import sample_value, scrape
+from ops.redis_view import read_snapshot
+from ops.settings import OpsSettings
+from ops.supervisor.plan import build_specs
+from ops.supervisor.process import Backoff
+from ops.supervisor.state import describe, state_path, write_state
+from ops.supervisor.supervisor import Supervisor
+from ops.supervisor.table import process_table, system_lines
+from slca.config import Config
+from slca.redis_server import RedisServer
+
+log = logging.getLogger("slca.up")
+
+
+def run_up(args, config: Config) -> int:
+    common, ops = config.common, config.get(OpsSettings)
+    data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
+    data_dir.mkdir(parents=True, exist_ok=True)
+    owned_redis = None if common.redis_url else RedisServer(data_dir / "redis", appendonly=True).start()
+    redis_url = common.redis_url or owned_redis.url
+    try:
+        env, model_note = child_env(config, redis_url, data_dir)
+        specs, skipped = build_specs(config, global_argv(args), env, data_dir / "logs")
+        for name in skipped:
+            log.warning("skipping %s: the `slca %s` command is not registered (component not built yet)", name, name)
+        supervisor = Supervisor(specs, Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s,
+                                               ops.restart_reset_after_s), grace_s=ops.shutdown_grace_s)  # fmt: skip
+        install_stop_handlers(supervisor)
+        print_banner(supervisor, redis_url, owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env)
+        reporter = StatusReporter(redis_url, common.stream_prefix, state_path(data_dir), ops.status_interval_s,
+                                  extra={"redis_url": redis_url, "data_dir": str(data_dir)})  # fmt: skip
+        if getattr(args, "duration", None):
+            stop_after(supervisor, args.duration)
+        supervisor.run(on_tick=reporter, tick_every_s=1.0)
+        reporter(supervisor, final=True)
+    finally:
+        if owned_redis is not None:
+            owned_redis.stop()
+    print("slca up: stopped", flush=True)
+    return 0
+
+
+def global_argv(args) -> list[str]:
+    """The `--config` / `--set` options the user gave, forwarded so every child sees the same configuration."""
+    argv = ["--config", args.config] if getattr(args, "config", None) else []
+    for item in getattr(args, "set", []) or []:
+        argv += ["--set", item]
+    return argv
+
+
+def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str, str], str]:
+    common, ops = config.common, config.get(OpsSettings)
+    env = {"SLCA_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    if not common.admin_token:
+        # one token for this run: serve accepts it and the learner uses it; kept out of the state file
+        token = secrets.token_urlsafe(24)
+        env["SLCA_ADMIN_TOKEN"] = token
+        token_file = data_dir / "admin-token"
+        token_file.write_text(token + "\n")
+        token_file.chmod(0o600)
+    explicit_model = "model" in config.raw.get("common", {})
+    warm = Path(common.cache_dir).expanduser() / "models" / ops.warm_model_name
+    if not explicit_model and (warm / "config.json").is_file():
+        env["SLCA_MODEL"] = str(warm)
+        note = f"{warm} (warm start written by `slca sft`)"
+    elif explicit_model:
+        note = f"{common.model_path()}"
+    else:
+        note = f"{common.model_path()} (embedded; `slca sft` writes a warm start that `slca up` then prefers)"
+    return env, note
+
+
+def install_stop_handlers(supervisor: Supervisor) -> None:
+    def handler(signum, frame):
+        supervisor.stop_event.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def stop_after(supervisor: Supervisor, seconds: float) -> None:
+    import threading
+
+    threading.Timer(seconds, supervisor.stop_event.set).start()
+
+
+def print_banner(supervisor: Supervisor, redis_url: str, owned_redis, model_note: str, data_dir: Path,
+                 generated_token: bool) -> None:  # fmt: skip
+    where = f"owned redis-server, data {owned_redis.data_dir}" if owned_redis else "configured"
+    lines = [f"slca up: redis {redis_url} ({where})", f"model: {model_note}", f"logs: {data_dir / 'logs'}/"]
+    for spec in supervisor.processes:
+        url = f"  {spec.spec.url}" if spec.spec.url else ""
+        lines.append(f"  {spec.spec.name:<10}{url}  log {spec.spec.log_path}")
+    api = next((p.spec.url for p in supervisor.processes if p.spec.name == "serve"), None)
+    if api:
+        lines += [f"API: {api}/v1   dashboard: {api}/dashboard/   metrics: {api}/metrics"]
+    if generated_token:
+        lines.append(f"admin token (generated for this run): {data_dir / 'admin-token'}")
+    lines.append("Ctrl-C stops everything.")
+    print("\n".join(lines), flush=True)
+
+
+class StatusReporter:
+    """Called once a second by the supervisor: writes the state file; redraws the table every interval."""
+
+    def __init__(self, redis_url: str, prefix: str, path: Path, interval_s: float, extra: dict):
+        self.client = redis.Redis.from_url(redis_url, socket_timeout=1.0)
+        self.prefix = prefix
+        self.path = path
+        self.interval_s = interval_s
+        self.extra = extra
+        self.last_table = 0.0
+        self.tty = sys.stdout.isatty()
+
+    def __call__(self, supervisor: Supervisor, final: bool = False) -> None:
+        state = describe(supervisor, self.extra)
+        write_state(self.path, state)
+        if final or time.monotonic() - self.last_table < self.interval_s:
+            return
+        self.last_table = time.monotonic()
+        try:
+            snapshot = read_snapshot(self.client, self.prefix, n_rewards=50, n_learner=1)
+        except redis.RedisError:
+            snapshot = None
+        api = next((p["url"] for p in state["processes"] if p["name"] == "serve"), None)
+        text = scrape(api + "/metrics", 0.5) if api else None
+        served = sample_value(text, "slca_policy_version") if text else None
+        table = process_table(state["processes"]) + "\n" + system_lines(snapshot, served)
+        print(("\x1b[H\x1b[J" if self.tty else "") + table + "\n", flush=True)

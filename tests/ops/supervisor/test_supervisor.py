@@ -1,0 +1,112 @@
+"""The supervisor with small real child processes: crash → restart with back-off; SIGTERM → clean stop."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ops.supervisor import Backoff, ManagedProcess, ProcessSpec, ProcessState, Supervisor
+
+PY = sys.executable
+HELPER = Path(__file__).with_name("run_supervisor.py")
+REPO = Path(__file__).resolve().parents[3]
+
+
+def wait_for(predicate, timeout=20.0, step=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+@pytest.mark.parametrize("crashes,expected", [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (10, 5.0)])
+def test_backoff_doubles_and_caps(crashes, expected):
+    assert Backoff(0.5, 5.0, 60.0).delay(crashes) == expected
+
+
+def test_backoff_resets_after_a_healthy_run(tmp_path):
+    now = [0.0]
+    proc = ManagedProcess(ProcessSpec("x", [PY, "-c", "pass"], tmp_path / "x.log"), Backoff(1.0, 60.0, 10.0),
+                          clock=lambda: now[0])  # fmt: skip
+    proc.start()
+    proc.proc.wait()
+    assert proc.poll() and proc.restart_at == 1.0  # first crash: initial delay
+    now[0] = 1.0
+    proc.restart()
+    proc.proc.wait()
+    assert proc.poll() and proc.restart_at == 1.0 + 2.0  # crash right after restart: doubled
+    now[0] = 3.0
+    proc.restart()
+    proc.proc.wait()
+    now[0] = 3.0 + 11.0  # it ran longer than reset_after_s before crashing
+    assert proc.poll() and proc.restart_at == now[0] + 1.0
+    assert proc.restarts == 2
+
+
+def test_crashed_child_is_restarted_with_growing_delay(tmp_path):
+    counter = tmp_path / "runs"
+    code = f"open({str(counter)!r}, 'a').write('x'); import sys; sys.exit(3)"
+    sup = Supervisor([ProcessSpec("crasher", [PY, "-c", code], tmp_path / "crasher.log")], Backoff(0.1, 1.0, 60.0),
+                     grace_s=2.0, poll_interval_s=0.01)  # fmt: skip
+    sup.start_all()
+    proc = sup.get("crasher")
+    delays = []
+    try:
+        deadline = time.monotonic() + 20
+        while not (proc.restarts == 3 and proc.state == ProcessState.BACKOFF) and time.monotonic() < deadline:
+            was = proc.state
+            sup.tick()
+            if was == ProcessState.RUNNING and proc.state == ProcessState.BACKOFF:
+                delays.append(round(proc.restart_at - proc.clock(), 2))
+            time.sleep(0.01)
+    finally:
+        sup.stop_all()
+    assert proc.last_exit == 3
+    assert counter.read_text() == "xxxx"  # the first run and three restarts
+    assert delays == pytest.approx([0.1, 0.2, 0.4, 0.8], abs=0.03)
+    assert "starting crasher" in (tmp_path / "crasher.log").read_text()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigterm_stops_every_child_group_then_exits(tmp_path):
+    # a child that spawns a grandchild (as a Celery worker does), and one that ignores SIGTERM (→ SIGKILL)
+    with_grandchild = ("import subprocess, sys, time; "
+                       "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)")
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    plan = {"log_dir": str(tmp_path), "grace_s": 1.0,
+            "children": {"parent": [PY, "-c", with_grandchild], "stubborn": [PY, "-c", stubborn]}}  # fmt: skip
+    sup = subprocess.Popen([PY, str(HELPER), json.dumps(plan)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    pids_file = tmp_path / "pids.json"
+    try:
+        assert wait_for(lambda: pids_file.exists() and all(json.loads(pids_file.read_text()).values()))
+        pids = json.loads(pids_file.read_text())
+        # the grandchild is in the parent's group: wait until it exists
+        assert wait_for(lambda: len(subprocess.run(["pgrep", "-g", str(pids["parent"])], capture_output=True,
+                                                   text=True).stdout.split()) == 2)  # fmt: skip
+        started = time.monotonic()
+        sup.send_signal(signal.SIGTERM)
+        out, _ = sup.communicate(timeout=20)
+        took = time.monotonic() - started
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+    assert sup.returncode == 0, out.decode()
+    # an orphaned grandchild is a zombie until init reaps it: give that a moment
+    assert wait_for(lambda: not _group_alive(pids["parent"]) and not _group_alive(pids["stubborn"]), 5)
+    assert took < 10  # grace 1 s, then SIGKILL: no hang on the stubborn child
+    assert b"stopped stubborn" in out and b"stopped parent" in out
