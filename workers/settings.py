@@ -1,10 +1,101 @@
 """Settings of the scoring workers, stream consumer and group assembler."""
 
+from typing import Literal
+
+from pydantic import Field
+
 from slca.config import SectionSettings
 
 
 class WorkerSettings(SectionSettings):
-    group_size: int = 4
+    group_size: int = Field(default=4, ge=1)
     """G: rollouts per task in one group."""
-    concurrency: int = 1
+    concurrency: int = Field(default=1, ge=1)
     """Celery worker processes."""
+
+    # --- HierR scoring (DESIGN.md §4) ---
+    scorer_version: str = "hierr-1"
+    """Part of the idempotence key of a stored reward: bump it when scoring changes so old rewards are not reused."""
+    call_source: Literal["tokens", "records"] = "tokens"
+    """Where tool calls are read from: 'tokens' decodes the sampled token ids of each turn's generated segments
+    (the ground truth of what the policy wrote); 'records' uses `Trajectory.tool_calls` (no tokenizer needed)."""
+    tokenizer: str = "embedded"
+    """Tokenizer used to decode sampled tokens: 'embedded', 'tiny' (cached models) or a model directory."""
+    exec_mode: Literal["auto", "gold", "outcome"] = "auto"
+    """'gold': compare with gold calls; 'outcome': `exec_outcome` (valid, executed, completed); 'auto': outcome
+    only for tasks that need a tool but have no gold calls."""
+    w_format: float = 0.10
+    """Weight of the format component in r_exec."""
+    w_name: float = 0.25
+    """Weight of the tool-name multiset F1 in r_exec."""
+    w_key: float = 0.15
+    """Weight of the argument-key Jaccard in r_exec."""
+    w_value: float = 0.20
+    """Weight of the loose argument-value match in r_exec."""
+    w_parallel: float = 0.30
+    """Weight of the first-step parallel-count match in r_exec."""
+    no_call_penalty: float = -0.5
+    """Omission guard: r_pref when the task needs a tool and no parseable call exists."""
+    judge: Literal["rule", "openai"] = "rule"
+    """Preference judge: the deterministic rule scorer (offline default) or an OpenAI-compatible endpoint."""
+    judge_url: str | None = None
+    """Base URL of the OpenAI-compatible judge (e.g. http://127.0.0.1:8000/v1)."""
+    judge_model: str = "judge"
+    """Model name sent to the judge endpoint."""
+    judge_api_key_env: str = "SLCA_JUDGE_API_KEY"
+    """Environment variable holding the judge's API key (never put the key in a config file)."""
+    judge_timeout_s: float = Field(default=30.0, gt=0)
+    """Timeout of one judge request."""
+    judge_retries: int = Field(default=2, ge=0)
+    """In-process retries of a transient judge failure before the error reaches Celery's retry."""
+    rule_min_chars: int = Field(default=8, ge=0)
+    """Rule judge: shortest sensible final reply (characters)."""
+    rule_max_chars: int = Field(default=1200, ge=1)
+    """Rule judge: longest sensible final reply (characters)."""
+
+    # --- Celery ---
+    score_queue: str = "slca.score"
+    """Celery queue of the scoring tasks."""
+    visibility_timeout_s: float = Field(default=300.0, gt=0)
+    """Broker visibility timeout: an unacknowledged task is redelivered after this; keep it longer than the
+    slowest scorer (an LLM judge with retries)."""
+    task_max_retries: int = Field(default=5, ge=0)
+    """Celery retries of a transient failure (judge unreachable, Redis blip) before the entry is dead-lettered."""
+    retry_backoff_s: float = Field(default=1.0, gt=0)
+    """First retry delay; doubles per retry, with full jitter."""
+    retry_backoff_max_s: float = Field(default=60.0, gt=0)
+    """Cap of the retry delay."""
+
+    # --- stream consumer and group assembly ---
+    consumer_group: str = "slca-assembler"
+    """Consumer group on the trajectories stream."""
+    consumer_name: str | None = None
+    """This consumer's name in the group; None: host-pid."""
+    read_batch: int = Field(default=256, ge=1)
+    """Entries per XREADGROUP."""
+    read_block_ms: int = Field(default=200, ge=1)
+    """XREADGROUP blocking time."""
+    claim_idle_ms: int = Field(default=30000, ge=1)
+    """XAUTOCLAIM entries pending longer than this (a dead consumer's work)."""
+    max_deliveries: int = Field(default=5, ge=1)
+    """After this many failed deliveries an entry goes to the dead-letter stream."""
+    version_window: int = Field(default=1, ge=1)
+    """Members of a group share `policy_version // version_window`."""
+    group_timeout_s: float = Field(default=60.0, gt=0)
+    """After this, a group with ≥ 2 scored members is emitted as partial; a lone member is dead-lettered."""
+    late_window_s: float = Field(default=3600.0, gt=0)
+    """How long after a partial emission late members of that group are recognised (and dead-lettered as late)."""
+    claim_stale_s: float = Field(default=30.0, gt=0)
+    """A completed group not yet written (its writer died) is written by the assembler after this."""
+    max_groups_len: int = Field(default=10000, ge=1)
+    """Bound of `slca:groups`: at this length groups wait (nothing lost) and intake pauses."""
+    max_inflight: int = Field(default=20000, ge=1)
+    """Intake pauses while the Celery scoring queue holds this many tasks."""
+    sweep_interval_s: float = Field(default=1.0, gt=0)
+    """How often the assembler looks for timed-out groups and stale claims."""
+    key_ttl_s: int = Field(default=7 * 86400, ge=60)
+    """TTL of the idempotence keys (stored rewards, group membership, dead-letter marks)."""
+    stats_maxlen: int = Field(default=2000, ge=1)
+    """MAXLEN (approximate) of the dashboard rewards stats stream."""
+    metrics_port: int = Field(default=0, ge=0)
+    """Prometheus port of `slca worker` / `slca assembler` (0 = off)."""

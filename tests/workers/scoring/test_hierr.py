@@ -1,0 +1,189 @@
+"""HierR against hand-computed values (DESIGN.md §4 weights: .10 format, .25 name, .15 key, .20 value, .30 parallel)."""
+
+import pytest
+
+from slca.contracts import GoldCall, GroundTruth, ToolCallRecord
+from tests.workers.builders import call
+from workers.scoring import score_trajectory
+from workers.settings import WorkerSettings
+
+PARIS = GoldCall(name="get_weather", arguments={"city": "Paris", "unit": "celsius"})
+ROME = GoldCall(name="get_weather", arguments={"city": "Rome", "unit": "celsius"})
+TOKYO_TIME = GoldCall(name="get_time", arguments={"city": "Tokyo"})
+GOOD_REPLY = "It is 18 degrees Celsius in Paris right now."
+RESULT = {"temp": 18, "unit": "celsius"}
+
+
+def gt(*calls, facts=("18",), **kw):
+    return GroundTruth(calls=list(calls), facts=list(facts), **kw)
+
+
+def exec_parts(r):
+    return {k: r.components[k] for k in ("format", "name", "key", "value", "parallel")}
+
+
+def test_perfect_single_call_loose_values(builder, settings):
+    traj = builder.build([[("tool_call", call("get_weather", city=" paris ", unit="CELSIUS"))],
+                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))  # fmt: skip
+    r = score_trajectory(traj, settings)
+    assert exec_parts(r) == {"format": 1.0, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 1.0}
+    assert r.exec == pytest.approx(1.0)
+    assert r.pref == 1.0 and not r.omission_penalized
+    assert r.components["success"] == 1.0 and r.components["action"] == 1.0
+    assert [(c.turn, c.score, c.name) for c in r.per_call] == [(0, 1.0, "get_weather")]
+
+
+def test_parallel_calls_in_one_turn_vs_sequential(builder, settings):
+    both = call("get_weather", city="Paris", unit="celsius") + "\n" + call("get_weather", city="Rome", unit="celsius")
+    parallel = builder.build([[("tool_call", both)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS, ROME))
+    r = score_trajectory(parallel, settings)
+    assert r.components["parallel"] == 1.0 and r.exec == pytest.approx(1.0)
+    sequential = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
+                                [("tool_call", call("get_weather", city="Rome", unit="celsius"))],
+                                [("summary", GOOD_REPLY)]], [RESULT, RESULT], gt(PARIS, ROME))  # fmt: skip
+    r = score_trajectory(sequential, settings)
+    assert exec_parts(r) == {"format": 1.0, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 0.0}
+    assert r.exec == pytest.approx(0.70)
+    assert [(c.turn, c.score) for c in r.per_call] == [(0, 1.0), (1, 1.0)]
+
+
+def test_missing_call(builder, settings):
+    traj = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
+                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS, TOKYO_TIME))  # fmt: skip
+    r = score_trajectory(traj, settings)
+    # name F1: precision 1, recall 1/2 → 2/3; key/value: one of two gold calls matched → 1/2; parallel 1 vs 2 → 0
+    assert r.components["name"] == pytest.approx(2 / 3)
+    assert (r.components["key"], r.components["value"], r.components["parallel"]) == (0.5, 0.5, 0.0)
+    assert r.exec == pytest.approx(0.10 + 0.25 * 2 / 3 + 0.15 * 0.5 + 0.20 * 0.5)
+    assert (r.components["action"], r.components["completeness"], r.components["success"]) == (0.5, 0.5, 0.0)
+
+
+def test_extra_call(builder, settings):
+    text = call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris")
+    traj = builder.build([[("tool_call", text)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
+    r = score_trajectory(traj, settings)
+    assert r.components["name"] == pytest.approx(2 / 3)  # precision 1/2, recall 1
+    assert (r.components["key"], r.components["value"], r.components["parallel"]) == (1.0, 1.0, 0.0)
+    assert r.exec == pytest.approx(0.10 + 0.25 * 2 / 3 + 0.15 + 0.20)
+    assert [c.score for c in r.per_call] == [1.0, 0.0]  # the extra call earns nothing
+    assert r.components["action"] == 1.0 and r.components["success"] == 1.0
+
+
+def test_wrong_argument_types(builder, settings):
+    gold = GoldCall(name="get_forecast", arguments={"city": "Paris", "days": 3, "metric": True})
+    traj = builder.build([[("tool_call", call("get_forecast", city="paris", days="3", metric="true"))],
+                          [("summary", GOOD_REPLY)]], [RESULT], gt(gold))  # fmt: skip
+    r = score_trajectory(traj, settings)
+    # "3" is not 3 (type error); "true" loosely equals True; "paris" equals "Paris"
+    assert r.components["value"] == pytest.approx(2 / 3) and r.components["key"] == 1.0
+    assert r.exec == pytest.approx(0.10 + 0.25 + 0.15 + 0.20 * 2 / 3 + 0.30)
+    assert r.components["action"] == 0.0 and r.components["completeness"] == 1.0
+    assert r.per_call[0].score == pytest.approx((1 + 1 + 2 / 3) / 3)
+
+
+def test_malformed_json_next_to_a_valid_call(builder, settings):
+    bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": Paris}}\n</tool_call>'
+    good = call("get_weather", city="Paris", unit="celsius")
+    traj = builder.build([[("tool_call", bad + good)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
+    r = score_trajectory(traj, settings)
+    # 1 of 2 blocks well-formed; the malformed block is not a call, so parallel counts 1 valid call = gold's 1
+    assert exec_parts(r) == {"format": 0.5, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 1.0}
+    assert r.exec == pytest.approx(0.95)
+    assert r.components["invalid_format"] == 1.0
+    assert [c.score for c in r.per_call] == [0.0, 1.0]
+
+
+def test_only_malformed_json_triggers_omission_guard(builder, settings):
+    bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": Paris}\n</tool_call>'
+    traj = builder.build([[("tool_call", bad)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
+    r = score_trajectory(traj, settings)
+    assert r.exec == 0.0 and r.components["format"] == 0.0
+    assert r.pref == -0.5 and r.omission_penalized and r.components["pref_raw"] == 1.0
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_calls_inside_reasoning_do_not_count(builder, settings, inline):
+    thought = "<think>I could use " + call("get_weather", city="Paris", unit="celsius") + " but I guess.</think>"
+    parts = [("summary", thought + GOOD_REPLY)] if inline else [("reasoning", thought), ("summary", GOOD_REPLY)]
+    traj = builder.build([parts], [], gt(PARIS))
+    r = score_trajectory(traj, settings)
+    assert r.components["num_calls"] == 0.0
+    assert r.exec == 0.0  # format 0 (a call was expected), name 0, key 0, value 0, parallel 0 ≠ 1
+    assert r.omission_penalized and r.pref == -0.5
+
+
+def test_no_tool_needed(builder, settings):
+    chat = gt(facts=(), needs_tool=False)
+    traj = builder.build([[("summary", "Hello! How can I help you today?")]], [], chat, question="Hi there")
+    r = score_trajectory(traj, settings)
+    assert r.exec == 1.0 and r.pref == 1.0 and not r.omission_penalized and r.components["success"] == 1.0
+    called = builder.build([[("tool_call", call("get_time", city="Paris"))], [("summary", "It is noon in Paris.")]],
+                           [{"time": "12:00"}], chat, question="Hi there")  # fmt: skip
+    r = score_trajectory(called, settings)
+    # format 1, name F1 0 (gold empty), key/value 1 (no gold arguments), parallel 0 (a call where none expected)
+    assert r.exec == pytest.approx(0.10 + 0.15 + 0.20)
+    assert r.components["completeness"] == 0.0 and not r.omission_penalized
+
+
+def test_omission_guard_only_touches_the_summary_channel(builder, settings):
+    traj = builder.build([[("summary", GOOD_REPLY)]], [], gt(PARIS))
+    r = score_trajectory(traj, settings)
+    assert r.omission_penalized and r.pref == -0.5
+    assert r.components["pref_raw"] == 1.0  # the judge's own verdict is kept
+    assert r.exec == 0.0
+    custom = score_trajectory(traj, settings.model_copy(update={"no_call_penalty": -1.0}))
+    assert custom.pref == -1.0
+
+
+@pytest.mark.parametrize(
+    "reply, level",
+    [
+        (GOOD_REPLY, 1.0),
+        ('{"temp": 18, "unit": "celsius"}', 0.75),  # raw JSON dumped
+        ("It is warm.", 0.5),  # not grounded, no key fact, but clean and long enough
+        ('{"weather": "warm"}', 0.25),  # only a sensible length
+        ("18", 0.75),  # grounded, states the fact, clean, too short
+        ("", 0.0),
+    ],
+)
+def test_rule_judge_levels(builder, settings, reply, level):
+    turns = [[("tool_call", call("get_weather", city="Paris", unit="celsius"))]]
+    if reply:
+        turns.append([("summary", reply)])
+    traj = builder.build(turns, [RESULT], gt(PARIS))
+    assert score_trajectory(traj, settings).pref == level
+
+
+def test_exec_outcome_without_gold_calls(builder, settings):
+    needs = GroundTruth(needs_tool=True)
+    ok = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", GOOD_REPLY)]], [RESULT],
+                       needs, records=[ToolCallRecord(turn=0, name="get_weather", arguments={"city": "Paris"},
+                                                      result=RESULT)])  # fmt: skip
+    r = score_trajectory(ok, settings)
+    assert r.components["exec_outcome_mode"] == 1.0 and r.exec == 1.0
+    bad = builder.build([[("tool_call", call("get_weather", city=5))], [("summary", GOOD_REPLY)]], [RESULT], needs,
+                        records=[ToolCallRecord(turn=0, name="get_weather", arguments={"city": 5},
+                                                error="400: city must be a string")])  # fmt: skip
+    r = score_trajectory(bad, settings)
+    assert (r.components["outcome_valid"], r.components["outcome_executed"], r.components["outcome_complete"]) == (
+        0.0, 0.0, 0.0)  # fmt: skip
+    assert r.exec == 0.0 and r.components["failed_calls"] == 1.0
+
+
+def test_repeated_calls_counted(builder, settings):
+    same = call("get_time", city="Tokyo")
+    traj = builder.build([[("tool_call", same)], [("tool_call", same)], [("summary", "It is 9:00 in Tokyo.")]],
+                         [{"time": "9:00"}] * 2, gt(TOKYO_TIME, facts=("9:00",)))  # fmt: skip
+    r = score_trajectory(traj, settings)
+    assert r.components["repeated_calls"] == 1.0 and r.components["name"] == pytest.approx(2 / 3)
+
+
+def test_deterministic_and_records_source_agrees(builder, settings):
+    records = [ToolCallRecord(turn=0, name="get_weather", arguments={"city": "Paris", "unit": "celsius"},
+                              result=RESULT)]  # fmt: skip
+    traj = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
+                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS), records=records)  # fmt: skip
+    a, b = score_trajectory(traj, settings), score_trajectory(traj, settings)
+    assert a == b
+    from_records = score_trajectory(traj, WorkerSettings(call_source="records"))
+    assert (from_records.exec, from_records.pref) == (a.exec, a.pref)

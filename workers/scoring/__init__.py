@@ -1,0 +1,7 @@
+"""HierR scoring (DESIGN.md §4). Public API: `score_trajectory(traj, settings=None) -> Reward`."""
+
+from workers.scoring.extract import ScoringError
+from workers.scoring.hierr import score_trajectory
+from workers.scoring.judges import TransientJudgeError
+
+__all__ = ["ScoringError", "TransientJudgeError", "score_trajectory"]

@@ -1,0 +1,144 @@
+"""The execution (process) channel r_exec: the gold-call formula and the `exec_outcome` variant (DESIGN.md §4).
+
+Interpretations written down (where §4 leaves room):
+- A "block" for `format` is one `<tool_call>` block; it is well-formed when every call in it is valid
+  (JSON object or array of objects, a name among the offered tools, object arguments). No block at all:
+  format = 1 when no gold call is expected, else 0.
+- "The first tool-call block" for `parallel` is the first model turn that wrote any call block: Hermes renders
+  parallel calls as several blocks in one turn, so the turn is the step. Its number of valid calls (a malformed
+  block is not a call) must equal the number of gold calls of the lowest `step`. No gold calls: 1 when no call
+  was made.
+- `exec_outcome` = mean(outcome_valid, outcome_executed, outcome_complete): share of calls valid against the
+  tool's JSON schema, share executed without error, and the task's completion check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from slca.contracts import CallScore, GroundTruth
+from workers.scoring.extract import Observed
+from workers.scoring.match import CallMatch, canonical_json, match_calls, name_f1
+from workers.settings import WorkerSettings
+
+
+@dataclass
+class ExecResult:
+    value: float
+    mode: str
+    components: dict[str, float]
+    per_call: list[CallScore] = field(default_factory=list)
+    matches: list[CallMatch] = field(default_factory=list)
+
+
+def format_share(obs: Observed, gold_expected: bool) -> float:
+    blocks: dict[tuple[int, int], bool] = {}
+    for turn in obs.turns:
+        for call in turn.calls:
+            key = (turn.turn, call.block)
+            blocks[key] = blocks.get(key, True) and call.valid
+    if not blocks:
+        return 0.0 if gold_expected else 1.0
+    return sum(blocks.values()) / len(blocks)
+
+
+def parallel_match(obs: Observed, gt: GroundTruth) -> float:
+    first_turn = sum(c.valid for c in obs.turns[0].calls) if obs.turns else 0
+    if not gt.calls:
+        return 1.0 if first_turn == 0 else 0.0
+    first_step = min(c.step for c in gt.calls)
+    expected = sum(1 for c in gt.calls if c.step == first_step)
+    return 1.0 if first_turn == expected else 0.0
+
+
+def exec_gold(obs: Observed, gt: GroundTruth, s: WorkerSettings) -> ExecResult:
+    valid = obs.valid_calls
+    preds = [(c.name, c.arguments) for c in valid]
+    matches = match_calls(gt.calls, preds)
+    with_args = [m for m in matches if m.gold.arguments]
+    comps = {
+        "format": format_share(obs, bool(gt.calls)),
+        "name": name_f1([c.name for c in gt.calls], [c.name for c in valid]),
+        "key": sum(m.key for m in with_args) / len(with_args) if with_args else 1.0,
+        "value": sum(m.value for m in with_args) / len(with_args) if with_args else 1.0,
+        "parallel": parallel_match(obs, gt),
+    }
+    value = (s.w_format * comps["format"] + s.w_name * comps["name"] + s.w_key * comps["key"]
+             + s.w_value * comps["value"] + s.w_parallel * comps["parallel"])  # fmt: skip
+    return ExecResult(value, "gold", comps, _per_call_gold(obs, matches), matches)
+
+
+def _per_call_gold(obs: Observed, matches: list[CallMatch]) -> list[CallScore]:
+    """Per call: invalid → 0; valid but matching no gold call (extra) → 0; matched → mean(1, key, value)."""
+    by_pred = {m.pred_index: m for m in matches if m.pred_index is not None}
+    out, valid_index = [], 0
+    for turn in obs.turns:
+        for call in turn.calls:
+            score = 0.0
+            if call.valid:
+                m = by_pred.get(valid_index)
+                score = (1.0 + m.key + m.value) / 3 if m else 0.0
+                valid_index += 1
+            out.append(CallScore(turn=turn.turn, score=score, name=call.name))
+    return out
+
+
+def _schema_valid(call, schemas: dict[str, dict]) -> bool:
+    if not call.valid:
+        return False
+    try:
+        jsonschema.validate(call.arguments, schemas.get(call.name) or {"type": "object"})
+    except jsonschema.ValidationError:
+        return False
+    except jsonschema.SchemaError:
+        return True  # the tool's schema is broken, not the call
+    return True
+
+
+def completion_holds(obs: Observed, gt: GroundTruth | None, executed_ok: int) -> bool:
+    """`completion_check` keys: `required_tools` (each called validly) and/or the task's facts in the reply;
+    without either, at least one call executed without error."""
+    check: dict[str, Any] = (gt.completion_check if gt else None) or {}
+    facts = gt.facts if gt else []
+    required = check.get("required_tools") or []
+    called = {c.name for c in obs.valid_calls}
+    if required or facts:
+        return all(r in called for r in required) and facts_present(obs.reply, facts) == 1.0
+    return executed_ok > 0
+
+
+def exec_outcome(obs: Observed, gt: GroundTruth | None) -> ExecResult:
+    calls = obs.calls
+    valid_flags = [_schema_valid(c, obs.schemas) for c in calls]
+    executed_ok = max(0, len(calls) - obs.failed_calls) if calls else 0
+    comps = {
+        "outcome_valid": sum(valid_flags) / len(calls) if calls else 0.0,
+        "outcome_executed": executed_ok / len(calls) if calls else 0.0,
+        "outcome_complete": 1.0 if calls and completion_holds(obs, gt, executed_ok) else 0.0,
+    }
+    per_call, i = [], 0
+    for turn in obs.turns:
+        for call in turn.calls:
+            per_call.append(CallScore(turn=turn.turn, score=float(valid_flags[i]), name=call.name))
+            i += 1
+    return ExecResult(sum(comps.values()) / 3, "outcome", comps, per_call)
+
+
+def facts_present(reply: str, facts: list[str]) -> float:
+    """Share of key facts found in the reply (case-insensitive substring); 1 when there are none."""
+    if not facts:
+        return 1.0
+    text = reply.casefold()
+    return sum(1 for f in facts if str(f).strip().casefold() in text) / len(facts)
+
+
+def repeated_calls(obs: Observed) -> int:
+    seen, repeats = set(), 0
+    for c in obs.valid_calls:
+        key = (c.name, canonical_json(c.arguments))
+        repeats += key in seen
+        seen.add(key)
+    return repeats

@@ -1,0 +1,77 @@
+"""HierR: the two reward channels of one trajectory, every component stored (DESIGN.md §4).
+
+`score_trajectory` is pure and synchronous (the learner's `slca train` calls it directly); with the rule
+judge it is deterministic. Storage and idempotence (trajectory id + scorer version) live in `workers.store`.
+"""
+
+from __future__ import annotations
+
+from slca.contracts import GroundTruth, Reward, Trajectory
+from workers.scoring.execution import ExecResult, exec_gold, exec_outcome, facts_present, repeated_calls
+from workers.scoring.extract import Observed, observe, resolve_tokenizer_dir
+from workers.scoring.judges import get_judge
+from workers.settings import WorkerSettings
+
+
+def score_trajectory(traj: Trajectory, settings: WorkerSettings | None = None) -> Reward:
+    s = settings or WorkerSettings()
+    tokenizer_dir = resolve_tokenizer_dir(s.tokenizer) if s.call_source == "tokens" else None
+    obs = observe(traj, s.call_source, tokenizer_dir)
+    gt = traj.ground_truth
+    exec_result = _execution(obs, gt, s)
+    verdict = get_judge(s.judge)(obs, gt, s, traj.messages)
+    pref, penalized = verdict.score, _omission(obs, gt)
+    if penalized:
+        pref = s.no_call_penalty  # the summary channel only: r_exec keeps its own (low) score
+    components = {
+        **exec_result.components,
+        **verdict.components,
+        "exec_outcome_mode": float(exec_result.mode == "outcome"),
+        "pref_raw": verdict.score,
+        **_baselines(obs, gt, exec_result),
+    }
+    return Reward(trajectory_id=traj.id, exec=exec_result.value, pref=pref, components=components,
+                  per_call=exec_result.per_call, omission_penalized=penalized, scorer_version=s.scorer_version,
+                  judge=s.judge)  # fmt: skip
+
+
+def _execution(obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> ExecResult:
+    mode = s.exec_mode
+    if mode == "auto":
+        mode = "outcome" if gt is None or (not gt.calls and gt.tool_needed) else "gold"
+    if mode == "outcome":
+        return exec_outcome(obs, gt)
+    return exec_gold(obs, gt or GroundTruth(), s)
+
+
+def _omission(obs: Observed, gt: GroundTruth | None) -> bool:
+    """A needed call is missing: the task needs a tool and no call parsed into a named JSON object."""
+    return bool(gt and gt.tool_needed) and not any(c.name for c in obs.calls)
+
+
+def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[str, float]:
+    """Components the learner's baseline estimators read (DESIGN.md §5: ToolPO and RLTR)."""
+    gold = gt.calls if gt else []
+    facts = facts_present(obs.reply, gt.facts if gt else [])
+    if gold:
+        correct = sum(m.correct for m in ex.matches)
+        action = correct / len(gold)
+        completeness = sum(m.covers_keys for m in ex.matches) / len(gold)
+        success = float(correct == len(gold) and facts == 1.0)
+    elif ex.mode == "outcome":
+        action = completeness = ex.components["outcome_complete"]
+        success = float(ex.value == 1.0)
+    else:  # no tool needed: doing nothing is complete and correct
+        action = completeness = float(not obs.calls)
+        success = float(not obs.calls and facts == 1.0)
+    return {
+        "success": success,
+        "action": action,
+        "completeness": completeness,
+        "facts": facts,
+        "repeated_calls": float(repeated_calls(obs)),
+        "failed_calls": float(obs.failed_calls),
+        "invalid_format": float(any(not c.valid for c in obs.calls)),
+        "num_calls": float(len(obs.calls)),
+        "tool_turns": float(len(obs.turns)),
+    }
