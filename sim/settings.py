@@ -1,4 +1,6 @@
-"""Settings of SGLS, the schema-guided tool simulator."""
+"""Settings of SGLS, the schema-guided tool simulator, and of the real tool registry."""
+
+from pydantic import Field
 
 from slca.config import SectionSettings
 
@@ -6,5 +8,53 @@ from slca.config import SectionSettings
 class SimSettings(SectionSettings):
     backend: str = "schema"
     """'schema' (deterministic synthesiser), 'local' (embedded model, frozen) or 'llm' (OpenAI-compatible endpoint)."""
-    fault_rate: float = 0.0
-    """Global probability of an injected fault per simulated call."""
+    fault_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Global probability of an injected fault per simulated call, spread evenly over `fault_kinds`."""
+    fault_kinds: list[str] = Field(
+        default_factory=lambda: ["rate_limit", "timeout", "server_error", "malformed", "missing_fields"]
+    )
+    """Fault kinds that `fault_rate` spreads over."""
+    fault_rates: dict[str, float] = Field(default_factory=dict)
+    """Explicit global rate per fault kind (overrides the `fault_rate` share of that kind)."""
+    tool_fault_rates: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per-tool rates per fault kind, `{tool: {kind: rate}}`; they replace the global rates for that tool."""
+    fault_seed: int | None = None
+    """Seed of the fault injector's random stream (None: a fresh random seed)."""
+    timeout_fault_delay_s: float = Field(default=0.0, ge=0.0)
+    """How long an injected timeout waits before answering 504 (0: answer at once)."""
+    cache: bool = True
+    """Cache simulated responses in Redis (key: tool + canonical arguments + episode-state hash)."""
+    cache_ttl_s: int = Field(default=86400, ge=1)
+    """Lifetime of a cached response."""
+    key_prefix: str = "slca"
+    """Prefix of the Redis keys the cache writes (`<prefix>:sim:cache:...`)."""
+    llm_base_url: str | None = None
+    """OpenAI-compatible endpoint of the `llm` backend, e.g. http://127.0.0.1:8000/v1."""
+    llm_model: str = "default"
+    """Model name sent to that endpoint."""
+    llm_api_key: str | None = None
+    """Bearer token for that endpoint, if it needs one."""
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    """Timeout of one request to the endpoint."""
+    llm_guided: str = "auto"
+    """'auto' (use response_format json_schema, drop it if the endpoint refuses), 'on' or 'off'."""
+    max_retries: int = Field(default=2, ge=0)
+    """Validate-and-retry: extra attempts after an invalid model answer, before the schema fallback."""
+    temperature: float = Field(default=0.7, ge=0.0)
+    """Sampling temperature of the llm/local backends (retries need variety)."""
+    max_new_tokens: int = Field(default=256, ge=8)
+    """Longest simulated response the llm/local backends may generate, in tokens."""
+    local_model: str = "embedded"
+    """Model of the `local` backend: 'embedded', 'tiny' or a HF model directory. Frozen: never the policy."""
+    cache_dir: str | None = None
+    """Model cache dir for 'embedded'/'tiny' (None: ~/.cache/slca)."""
+    real_timeout_s: float = Field(default=10.0, gt=0)
+    """Timeout of one real tool call."""
+    http_allowlist: list[str] = Field(default_factory=list)
+    """Hosts that real HTTP tools may reach; an HTTP tool pointing elsewhere is refused."""
+    http_tools: dict[str, dict] = Field(default_factory=dict)
+    """Real HTTP tools `{name: {url, method, description, parameters}}` (arguments sent as JSON)."""
+    http_max_response_bytes: int = Field(default=1_000_000, ge=1)
+    """Largest HTTP tool response accepted; a larger one is an error result."""
+    real_packs: list[str] = Field(default_factory=lambda: ["everyday", "airline", "retail"])
+    """Real tool packs registered at start."""

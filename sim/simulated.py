@@ -1,0 +1,93 @@
+"""A simulated tool (SGLS): validate, maybe fault, answer from cache or backend, keep episode state."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sim.backends import Backend, SimRequest
+from sim.cache import ResponseCache
+from sim.faults import FAULTS, FaultPlan
+from sim.metrics import SimMetrics
+from sim.schemas import ToolSpec, is_valid, validation_error
+from sim.state import EpisodeState
+from slca.contracts import ToolResult
+
+
+@dataclass
+class SimContext:
+    """What every simulated tool of a provider shares."""
+
+    backend: Backend
+    faults: FaultPlan
+    metrics: SimMetrics
+    cache: ResponseCache | None
+    timeout_delay_s: float = 0.0
+
+
+def bad_request(message: str) -> ToolResult:
+    return ToolResult(ok=False, status=400, error=message)
+
+
+class SimulatedTool:
+    def __init__(self, spec: ToolSpec, ctx: SimContext):
+        self.spec = spec
+        self.ctx = ctx
+        self.name = spec.name
+        self.description = spec.description
+        self.parameters = spec.parameters
+        self.response_schema = spec.response_schema
+
+    async def call(self, arguments: Any, episode) -> ToolResult:
+        start = time.perf_counter()
+        result = await self._call(arguments, episode.state)
+        result.latency_s = time.perf_counter() - start
+        self.ctx.metrics.seconds.labels(self.name).observe(result.latency_s)
+        self.ctx.metrics.calls.labels(self.name, self.ctx.backend.name).inc()
+        result.meta.setdefault("mode", "simulated")
+        return result
+
+    async def _call(self, arguments: Any, state: EpisodeState) -> ToolResult:
+        problem = "arguments must be a JSON object" if not isinstance(arguments, dict) else None
+        problem = problem or validation_error(self.parameters, arguments)
+        if problem:
+            self.ctx.metrics.validation_failures.labels(self.name).inc()
+            return bad_request(problem)
+        fault = self.ctx.faults.draw(self.name)
+        if fault is None and (gone := state.deleted(arguments)):
+            return ToolResult(ok=False, status=404, error=f"'{gone}' not found (it was deleted)")
+        content_meta: dict[str, Any] = {}
+
+        async def content() -> Any:
+            value, meta = await self._content(arguments, state)
+            content_meta.update(meta)
+            return value
+
+        if fault is not None:
+            self.ctx.metrics.faults.labels(self.name, fault).inc()
+            result = await FAULTS[fault](content, self.ctx.timeout_delay_s)
+        else:
+            result = ToolResult(ok=True, content=await content())
+        result.meta.update(content_meta)
+        return result
+
+    async def _content(self, arguments: dict[str, Any], state: EpisodeState) -> tuple[Any, dict[str, Any]]:
+        """The response body, consistent with the episode, and where it came from."""
+        backend = self.ctx.backend
+        key = None
+        if self.ctx.cache is not None:
+            key = self.ctx.cache.key(backend.name, self.name, arguments, state.fingerprint(), self.response_schema)
+            cached = await self.ctx.cache.get(key)
+            if not self.ctx.cache.missed(cached):
+                self.ctx.metrics.cache_hits.labels(self.name).inc()
+                state.record(self.name, arguments, cached)
+                return cached, {"source": "cache"}
+        answer = await backend.respond(SimRequest(self.spec, arguments, state.history))
+        content = state.overlay(answer.content, self.response_schema, state.known_fields(self.name, arguments))
+        if not is_valid(self.response_schema, content):  # never hand out an invalid body
+            content = answer.content
+        state.record(self.name, arguments, content)
+        if key is not None:
+            await self.ctx.cache.set(key, content)
+        return content, {"source": answer.source, "attempts": answer.attempts}
