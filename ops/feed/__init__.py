@@ -1,0 +1,1 @@
+"""`slca feed`: training traffic through the agent API, from a task pack."""

@@ -1,0 +1,151 @@
+"""The feed loop: tasks → `POST /v1/agent/runs` (n = group size), bounded concurrency, retry with back-off.
+
+A 503 (the API is loading, swapping or shedding load) and a refused connection (the API is not up yet, or is
+being restarted by `slca up`) are transient: the same request is retried after a doubling delay. Any other
+error is counted and the feed moves on to the next task, so one bad task cannot stall training.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from ops.feed.metrics import FeedMetrics
+from slca.contracts import Task
+
+log = logging.getLogger("slca.feed")
+
+
+@dataclass(frozen=True)
+class FeedPlan:
+    url: str
+    group_size: int
+    concurrency: int = 2
+    max_tokens: int = 192
+    max_turns: int = 3
+    temperature: float = 1.0
+    top_p: float = 1.0
+    retry_initial_s: float = 0.5
+    retry_max_s: float = 30.0
+    requests: int = 0
+    """Stop after this many requests; 0 runs until stopped."""
+    seed: int = 0
+    request_timeout_s: float = 900.0
+
+
+@dataclass
+class FeedReport:
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    retries: int = 0
+    trajectory_ids: list[str] = field(default_factory=list)
+
+
+class TransientError(Exception):
+    """Worth retrying the same request: 503, connection refused/reset."""
+
+
+def task_cycle(tasks: list[Task], seed: int) -> Iterator[Task]:
+    """Every task once per epoch, in a fresh seeded order each epoch."""
+    rng = random.Random(seed)
+    while True:
+        order = list(tasks)
+        rng.shuffle(order)
+        yield from order
+
+
+def request_body(task: Task, plan: FeedPlan) -> dict:
+    return {
+        "messages": task.messages, "tools": task.tools, "task_id": task.task_id,
+        "ground_truth": task.ground_truth.model_dump(mode="json"), "n": plan.group_size,
+        "temperature": plan.temperature, "top_p": plan.top_p, "max_tokens": plan.max_tokens,
+        "max_turns": plan.max_turns, "record": True, "return_trajectories": False, "stream": False,
+    }  # fmt: skip
+
+
+class Feeder:
+    def __init__(self, plan: FeedPlan, tasks: list[Task], metrics: FeedMetrics,
+                 on_ids: Callable[[list[str]], None] = lambda ids: None,
+                 on_done: Callable[[], None] = lambda: None):  # fmt: skip
+        self.plan = plan
+        self.tasks = task_cycle(tasks, plan.seed)
+        self.metrics = metrics
+        self.on_ids = on_ids
+        self.on_done = on_done
+        self.report = FeedReport()
+        self.endpoint = plan.url.rstrip("/") + "/v1/agent/runs"
+
+    async def run(self, stop: asyncio.Event) -> FeedReport:
+        timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            workers = [asyncio.create_task(self._worker(session, stop)) for _ in range(self.plan.concurrency)]
+            await asyncio.gather(*workers)
+        return self.report
+
+    def _next_task(self) -> Task | None:
+        if self.plan.requests and self.report.sent >= self.plan.requests:
+            return None
+        self.report.sent += 1
+        return next(self.tasks)
+
+    async def _worker(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
+        # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
+        while not stop.is_set() and (task := self._next_task()) is not None:
+            ids = await self._post_with_retry(session, task, stop)
+            if ids is None:
+                self.report.failed += 1
+            else:
+                self.report.ok += 1
+                self.report.trajectory_ids.extend(ids)
+                self.metrics.trajectories.inc(len(ids))
+                self.on_ids(ids)
+            self.on_done()
+
+    async def _post_with_retry(self, session, task: Task, stop: asyncio.Event) -> list[str] | None:
+        delay = self.plan.retry_initial_s
+        while True:
+            try:
+                return await self._post(session, task)
+            except TransientError as exc:
+                if stop.is_set():
+                    return None
+                self.report.retries += 1
+                self.metrics.retries.labels(reason=str(exc)).inc()
+                log.info("%s: %s; retrying in %.1fs", task.task_id, exc, delay)
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                except asyncio.TimeoutError:
+                    pass
+                delay = min(self.plan.retry_max_s, delay * 2)
+
+    async def _post(self, session, task: Task) -> list[str] | None:
+        started = time.monotonic()
+        self.metrics.inflight.inc()
+        try:
+            async with session.post(self.endpoint, json=request_body(task, self.plan)) as resp:
+                if resp.status == 503:
+                    self.metrics.requests.labels(status="503").inc()
+                    raise TransientError("unavailable")
+                text = await resp.text()
+                self.metrics.requests.labels(status=str(resp.status)).inc()
+                if resp.status != 200:
+                    log.warning("%s: HTTP %d: %s", task.task_id, resp.status, text[:300])
+                    return None
+                runs = (await resp.json(content_type=None)).get("runs", [])
+                return [r["trajectory_id"] for r in runs if r.get("trajectory_id")]
+        except (aiohttp.ClientConnectionError, ConnectionError) as exc:
+            raise TransientError("connection") from exc
+        except (asyncio.TimeoutError, ValueError) as exc:
+            self.metrics.requests.labels(status="error").inc()
+            log.warning("%s: %s", task.task_id, exc or type(exc).__name__)
+            return None
+        finally:
+            self.metrics.inflight.dec()
+            self.metrics.request_seconds.observe(time.monotonic() - started)

@@ -1,0 +1,132 @@
+"""The feeder against a hand-written agent API: retries 503 and refused connections, bounds concurrency,
+records every trajectory id, moves on after a 4xx."""
+
+import asyncio
+import uuid
+
+import pytest
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from ops.feed.builtin_tasks import builtin_tasks
+from ops.feed.feeder import Feeder, FeedPlan, request_body, task_cycle
+from ops.feed.metrics import FeedMetrics
+from slca.redis_server import free_port
+
+
+class FakeAgentApi:
+    """Answers 503 for the first `unavailable` requests, 422 for one poisoned task id, else `n` runs."""
+
+    def __init__(self, unavailable: int = 0, poisoned: str | None = None):
+        self.unavailable = unavailable
+        self.poisoned = poisoned
+        self.inflight = 0
+        self.max_inflight = 0
+        self.bodies: list[dict] = []
+        self.issued: list[str] = []
+
+    async def runs(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.inflight += 1
+        self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            await asyncio.sleep(0.02)
+            if self.unavailable > 0:
+                self.unavailable -= 1
+                return web.json_response({"error": "loading"}, status=503)
+            if body["task_id"] == self.poisoned:
+                return web.json_response({"error": "bad task"}, status=422)
+            self.bodies.append(body)
+            ids = [str(uuid.uuid4()) for _ in range(body["n"])]
+            self.issued += ids
+            return web.json_response({"id": "r", "task_id": body["task_id"],
+                                      "runs": [{"trajectory_id": i, "policy_version": 0} for i in ids]})
+        finally:
+            self.inflight -= 1
+
+
+async def _serve(api: FakeAgentApi, port: int) -> web.AppRunner:
+    app = web.Application()
+    app.router.add_post("/v1/agent/runs", api.runs)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner
+
+
+def _plan(port: int, **kw) -> FeedPlan:
+    return FeedPlan(url=f"http://127.0.0.1:{port}", group_size=3, retry_initial_s=0.01, retry_max_s=0.05, **kw)
+
+
+def test_retries_503_bounds_concurrency_and_records_every_id():
+    async def main():
+        port = free_port()
+        api = FakeAgentApi(unavailable=3)
+        runner = await _serve(api, port)
+        seen: list[str] = []
+        metrics = FeedMetrics.create(CollectorRegistry())
+        try:
+            report = await Feeder(_plan(port, concurrency=2, requests=7), builtin_tasks(), metrics,
+                                  on_ids=seen.extend).run(asyncio.Event())  # fmt: skip
+        finally:
+            await runner.cleanup()
+        return api, report, seen, metrics
+
+    api, report, seen, metrics = asyncio.run(main())
+    assert report.sent == 7 and report.ok == 7 and report.failed == 0
+    assert report.retries == 3
+    assert api.max_inflight == 2
+    assert sorted(seen) == sorted(api.issued) and len(seen) == 21  # n = 3 per request
+    assert all(b["n"] == 3 and b["record"] is True and b["ground_truth"]["calls"] for b in api.bodies)
+    assert metrics.retries.labels(reason="unavailable")._value.get() == 3
+
+
+def test_waits_for_an_api_that_is_not_up_yet():
+    async def main():
+        port = free_port()
+        api = FakeAgentApi()
+        feeder = Feeder(_plan(port, requests=2), builtin_tasks(), FeedMetrics.create(CollectorRegistry()))
+        run = asyncio.create_task(feeder.run(asyncio.Event()))
+        await asyncio.sleep(0.2)  # connection refused meanwhile: retried, not failed
+        runner = await _serve(api, port)
+        try:
+            return await asyncio.wait_for(run, 10)
+        finally:
+            await runner.cleanup()
+
+    report = asyncio.run(main())
+    assert report.ok == 2 and report.failed == 0 and report.retries >= 1
+
+
+def test_a_rejected_task_is_counted_and_skipped():
+    tasks = builtin_tasks()[:2]
+
+    async def main():
+        port = free_port()
+        api = FakeAgentApi(poisoned=tasks[0].task_id)
+        runner = await _serve(api, port)
+        try:
+            return await Feeder(_plan(port, concurrency=1, requests=4), tasks,
+                                FeedMetrics.create(CollectorRegistry())).run(asyncio.Event())  # fmt: skip
+        finally:
+            await runner.cleanup()
+
+    report = asyncio.run(main())
+    assert report.failed == 2 and report.ok == 2 and report.retries == 0
+
+
+def test_task_cycle_visits_every_task_each_epoch():
+    tasks = builtin_tasks()
+    it = task_cycle(tasks, seed=1)
+    first = [next(it).task_id for _ in tasks]
+    second = [next(it).task_id for _ in tasks]
+    assert sorted(first) == sorted(t.task_id for t in tasks) == sorted(second)
+    assert first != second
+
+
+@pytest.mark.parametrize("task", builtin_tasks()[:3], ids=lambda t: t.task_id)
+def test_request_body_follows_the_agent_api_contract(task):
+    body = request_body(task, FeedPlan(url="http://x", group_size=4))
+    assert set(body) == {"messages", "tools", "task_id", "ground_truth", "n", "temperature", "top_p",
+                         "max_tokens", "max_turns", "record", "return_trajectories", "stream"}  # fmt: skip
+    assert body["n"] == 4 and body["stream"] is False and body["return_trajectories"] is False
