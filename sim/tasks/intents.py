@@ -1,0 +1,54 @@
+"""Intents: a kind of request with several phrasings, a slot sampler, gold calls and an answer template.
+
+A task pack is a list of intents. The generator samples slots, renders one phrasing, executes the gold
+calls against the real tools (so key facts are exact), and offers the gold tools plus distractors.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from slca.contracts import GoldCall
+
+Slots = dict[str, Any]
+Results = list[Any]
+
+
+@dataclass
+class Intent:
+    name: str
+    phrasings: list[str]
+    """`str.format` templates over the slots."""
+    sample: Callable[[random.Random], Slots]
+    calls: Callable[[Slots], list[GoldCall]]
+    """Gold calls for the slots. A call's arguments may depend on earlier results: see `needs_results`."""
+    facts: Callable[[Slots, Results], list[str]]
+    answer: Callable[..., str]
+    """`answer(facts, results[, query])`: final answer text from the key facts (and the tool results, for
+    simulated tools); intents without tools may also take the user's query."""
+    tools: list[str] = field(default_factory=list)
+    """Offered tool names the gold calls use (the rest of the offer are distractors)."""
+    per_task: int = 30
+    """How many tasks the generator draws for this intent."""
+
+
+def fmt_number(value: Any) -> str:
+    """A number as an answer would state it: integers plain, other floats with at most two decimals."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def summarise(result: Any) -> str:
+    """Plain-language rendering of a simulated result's scalar fields (never raw JSON)."""
+    if isinstance(result, dict):
+        parts = [f"{k.replace('_', ' ')}: {fmt_number(v)}" for k, v in result.items() if not isinstance(v, (dict, list))]
+        lists = [k for k, v in result.items() if isinstance(v, list)]
+        parts += [f"{len(result[k])} {k.replace('_', ' ')}" for k in lists]
+        return "; ".join(parts) if parts else "the request went through"
+    return str(result)
