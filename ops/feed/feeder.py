@@ -45,7 +45,12 @@ class FeedReport:
     ok: int = 0
     failed: int = 0
     retries: int = 0
+    abandoned: int = 0
+    """Requests still waiting to retry when the feed was stopped (never answered: nothing to lose)."""
     trajectory_ids: list[str] = field(default_factory=list)
+
+
+ABANDONED: list[str] = []  # identity marker, see `FeedReport.abandoned`
 
 
 class TransientError(Exception):
@@ -99,7 +104,9 @@ class Feeder:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
         while not stop.is_set() and (task := self._next_task()) is not None:
             ids = await self._post_with_retry(session, task, stop)
-            if ids is None:
+            if ids is ABANDONED:
+                self.report.abandoned += 1
+            elif ids is None:
                 self.report.failed += 1
             else:
                 self.report.ok += 1
@@ -115,7 +122,7 @@ class Feeder:
                 return await self._post(session, task)
             except TransientError as exc:
                 if stop.is_set():
-                    return None
+                    return ABANDONED
                 self.report.retries += 1
                 self.metrics.retries.labels(reason=str(exc)).inc()
                 log.info("%s: %s; retrying in %.1fs", task.task_id, exc, delay)

@@ -51,6 +51,7 @@ def run_feed(args, config: Config) -> int:
              plan.url, len(tasks), args.pack or ops.feed_pack, plan.group_size, plan.concurrency, ids_path)  # fmt: skip
     report = asyncio.run(_feed(plan, tasks, ids_path))
     print(f"feed: {report.sent} requests sent, {report.ok} ok, {report.failed} failed, {report.retries} retries, "
+          f"{report.abandoned} abandoned at stop, "
           f"{len(report.trajectory_ids)} trajectories recorded")  # fmt: skip
     return 0 if report.failed == 0 or report.ok else 1
 
