@@ -1,0 +1,66 @@
+"""Operational endpoints: health, readiness, metrics, models, and the token-protected weight swap."""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
+
+from serve.engines.base import WeightLoadError
+from serve.errors import BadRequest, EngineUnavailable, Forbidden, Unauthorized, WeightsRejected
+from serve.http_util import read_json
+from serve.keys import COMMON, ENGINE, METRICS, REDIS, SWAPPER
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE]
+    try:
+        redis_ok = bool(await request.app[REDIS].ping())
+    except (RedisError, OSError):
+        redis_ok = False
+    body = {"engine": engine.loaded, "redis": redis_ok, "policy_version": engine.version, "model": engine.model_name}
+    if not (engine.loaded and redis_ok):
+        raise EngineUnavailable(f"not ready: {body}")
+    return web.json_response({"status": "ready", **body})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    data = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def models(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE]
+    card = {"id": engine.model_name, "object": "model", "created": int(time.time()), "owned_by": "slca",
+            "policy_version": engine.version, "engine": engine.name}  # fmt: skip
+    return web.json_response({"object": "list", "data": [card]})
+
+
+def _authorize(request: web.Request) -> None:
+    token = request.app[COMMON].admin_token
+    if not token:
+        raise Forbidden("admin endpoints are disabled: no common.admin_token is configured")
+    given = request.headers.get("Authorization", "")
+    if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
+        raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")
+
+
+async def admin_weights(request: web.Request) -> web.Response:
+    """Swap to `{"version": N, "path": DIR}`; waits for the swap (requests keep being served meanwhile)."""
+    _authorize(request)
+    body = await read_json(request)
+    version, path = (body.get("version"), body.get("path")) if isinstance(body, dict) else (None, None)
+    if not isinstance(version, int) or version < 0 or not isinstance(path, str) or not path:
+        raise BadRequest("body must be {\"version\": <int >= 0>, \"path\": <weight directory>}")
+    try:
+        seconds = await request.app[SWAPPER].swap(version, path)
+    except WeightLoadError as exc:
+        raise WeightsRejected(f"weights v{version} not loaded, still serving v{request.app[ENGINE].version}: {exc}")
+    return web.json_response({"version": request.app[ENGINE].version, "swap_seconds": seconds})

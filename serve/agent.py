@@ -1,0 +1,142 @@
+"""The multi-turn agent loop behind POST /v1/agent/runs.
+
+An episode: model turn → parse `<tool_call>` blocks → execute them through the tool provider (SGLS or the
+fallback) → feed `<tool_response>` turns back → … until a turn without calls (the final answer), the turn
+limit, or the context limit. The trajectory keeps the exact sampled ids; environment text is tokenized
+turn by turn through the chat template, never the generated text.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from serve.engines.base import SamplingParams
+from serve.engines.grammar import tool_call_grammar
+from serve.metrics import ServeMetrics
+from serve.prompting import continuation_ids, prompt_chunks, to_template_messages
+from serve.trajectory import TrajectoryBuilder
+from serve.turns import Turn, decode_turn, openai_tool_call, sample
+from slca.chat.hermes import ParsedCall, parse_tool_calls, render_tool_response, text_outside_calls
+from slca.contracts import GroundTruth, SegmentKind, ToolCallRecord, ToolResult, Trajectory
+
+
+@dataclass
+class EpisodeSpec:
+    """One rollout's inputs (shared by the n rollouts of a group, except the seed)."""
+
+    task_id: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    offered: set[str]
+    params: SamplingParams
+    first_turn_grammar: str | None
+    max_turns: int
+    max_model_len: int
+    ground_truth: GroundTruth | None = None
+
+
+@dataclass
+class EpisodeOutcome:
+    trajectory: Trajectory
+    message: dict[str, Any]
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class AgentRunner:
+    def __init__(self, engine, tools_provider, metrics: ServeMetrics, timeout_s: float):
+        self.engine = engine
+        self.tools = tools_provider
+        self.metrics = metrics
+        self.timeout_s = timeout_s
+
+    async def run(self, spec: EpisodeSpec, seed: int) -> EpisodeOutcome:
+        tok = self.engine.tokenizer
+        started = time.time()
+        history = to_template_messages(spec.messages, spec.tools)
+        messages = list(spec.messages)
+        builder = TrajectoryBuilder()
+        for ids, kind in prompt_chunks(tok, history):
+            builder.add_environment(ids, kind, 0)
+        records: list[ToolCallRecord] = []
+        episode = await self.tools.new_episode(spec.tools, str(uuid.uuid4()))
+        try:
+            for turn_no in range(spec.max_turns):
+                turn = await self._model_turn(spec, builder, seed + 7919 * turn_no, turn_no)
+                calls = parse_tool_calls(turn.text, spec.offered) if spec.tools else []
+                history.append({"role": "assistant", "content": turn.text})
+                messages.append(_assistant_message(turn, calls))
+                if not calls or turn.result.finish_reason == "length":
+                    finish = "length" if turn.result.finish_reason == "length" else "stop"
+                    break
+                results = [await self._execute(episode, call, turn_no, records, spec.offered) for call in calls]
+                tool_messages = _tool_messages(messages[-1], calls, results)
+                messages += tool_messages
+                new = [{"role": "tool", "content": render_tool_response(m["content"])} for m in tool_messages]
+                builder.add_environment(continuation_ids(tok, history, new, turn.closed), SegmentKind.TOOL_RESULT, turn_no)
+                history += new
+                if len(builder.tokens) + 8 >= spec.max_model_len:
+                    finish = "length"
+                    break
+            else:
+                finish = "max_turns"
+        finally:
+            await episode.close()
+        self.metrics.tool_turns.observe(sum(1 for m in messages[len(spec.messages):] if m.get("tool_calls")))
+        meta = {"engine": self.engine.name, "temperature": spec.params.temperature, "top_p": spec.params.top_p,
+                "seed": seed, "finish_reason": finish, "duration_s": time.time() - started}  # fmt: skip
+        traj = builder.build(task_id=spec.task_id, tools=spec.tools, messages=messages, tool_calls=records,
+                             ground_truth=spec.ground_truth, meta=meta, fallback_version=self.engine.version)  # fmt: skip
+        final = messages[-1] if messages[-1]["role"] == "assistant" else next(
+            m for m in reversed(messages) if m["role"] == "assistant")  # fmt: skip
+        log = [r.model_dump(mode="json") for r in records]
+        return EpisodeOutcome(traj, final, log, finish)
+
+    async def _model_turn(self, spec: EpisodeSpec, builder: TrajectoryBuilder, seed: int, turn_no: int) -> Turn:
+        budget = spec.max_model_len - len(builder.tokens)
+        grammar = spec.first_turn_grammar if turn_no == 0 else None
+        params = SamplingParams(spec.params.temperature, spec.params.top_p, min(spec.params.max_tokens, budget),
+                                seed, [], grammar)  # fmt: skip
+        result = await sample(self.engine, self.metrics, builder.tokens, params, self.timeout_s)
+        turn = decode_turn(self.engine, result)
+        builder.add_generated(result.token_ids, result.logprobs, turn.kinds, turn_no, result.versions)
+        return turn
+
+    async def _execute(self, episode, call: ParsedCall, turn_no: int, records: list[ToolCallRecord],
+                       offered: set[str]) -> ToolResult:  # fmt: skip
+        t0 = time.perf_counter()
+        if call.valid:
+            result = await episode.call(call.name, call.arguments)
+        else:  # a malformed call is answered like an API would, and kept as training signal
+            result = ToolResult(ok=False, status=400, error=call.error or "malformed tool call")
+        latency = time.perf_counter() - t0
+        outcome = "ok" if result.ok else ("malformed" if not call.valid else "error")
+        self.metrics.tool_calls.labels(tool=ServeMetrics.known_tool(call.name, offered),
+                                       outcome=outcome).inc()  # fmt: skip
+        records.append(ToolCallRecord(turn=turn_no, name=call.name, arguments=call.arguments, valid=call.valid,
+                                      raw=call.raw, result=result.for_model(), error=result.error,
+                                      latency_s=result.latency_s or latency))  # fmt: skip
+        return result
+
+
+def _assistant_message(turn: Turn, calls: list[ParsedCall]) -> dict[str, Any]:
+    valid = [c for c in calls if c.valid]
+    if not calls:
+        return {"role": "assistant", "content": turn.text}
+    message: dict[str, Any] = {"role": "assistant", "content": text_outside_calls(turn.text) or None,
+                               "raw_content": turn.text}  # fmt: skip
+    message["tool_calls"] = [openai_tool_call(c) for c in valid]
+    return message
+
+
+def _tool_messages(assistant: dict[str, Any], calls: list[ParsedCall], results: list[ToolResult]) -> list[dict]:
+    ids = iter(c["id"] for c in assistant.get("tool_calls", []))
+    out = []
+    for call, result in zip(calls, results):
+        call_id = next(ids) if call.valid else f"call_invalid_{uuid.uuid4().hex[:8]}"
+        out.append({"role": "tool", "tool_call_id": call_id, "name": call.name, "content": result.for_model()})
+    return out

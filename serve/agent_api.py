@@ -1,0 +1,97 @@
+"""POST /v1/agent/runs — n rollouts of one task (one group), recorded to `slca:trajectories`."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
+from serve.engines.base import SamplingParams
+from serve.engines.grammar import tool_call_grammar
+from serve.errors import BadRequest, ContextTooLong, ServeError
+from serve.http_util import check_model, read_json, sse
+from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS, TOOLS
+from serve.prompting import prompt_chunks, to_template_messages
+from serve.requests import AgentRunRequest, check_tools, parse_body, resolve_tool_choice
+
+
+def _spec(request: web.Request, req: AgentRunRequest) -> EpisodeSpec:
+    settings, engine = request.app[SETTINGS], request.app[ENGINE]
+    check_model(request, req.model)
+    offered = check_tools(req.tools)
+    _, forced = resolve_tool_choice(req.tool_choice, req.tools)
+    if req.n > settings.max_n:
+        raise BadRequest(f"n={req.n} exceeds the limit of {settings.max_n}", param="n")
+    messages = [m.model_dump(exclude_none=True) for m in req.messages]
+    prompt_len = sum(len(ids) for ids, _ in prompt_chunks(engine.tokenizer, to_template_messages(messages, req.tools)))
+    max_tokens = req.max_completion_tokens or req.max_tokens or settings.max_tokens_default
+    if prompt_len + max_tokens > settings.max_model_len:
+        raise ContextTooLong(f"prompt of {prompt_len} tokens + max_tokens {max_tokens} exceeds the context of "
+                             f"{settings.max_model_len} tokens", param="messages")  # fmt: skip
+    return EpisodeSpec(
+        task_id=req.task_id, messages=messages, tools=req.tools, offered=offered,
+        params=SamplingParams(req.temperature, req.top_p, max_tokens),
+        first_turn_grammar=tool_call_grammar(forced) if forced else None,
+        max_turns=req.max_turns or settings.max_turns_default, max_model_len=settings.max_model_len,
+        ground_truth=req.ground_truth,
+    )  # fmt: skip
+
+
+def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
+    t = outcome.trajectory
+    out = {"trajectory_id": t.id, "policy_version": t.policy_version, "mixed_version": t.mixed_version,
+           "message": outcome.message, "tool_calls": outcome.tool_calls, "finish_reason": outcome.finish_reason}  # fmt: skip
+    if with_trajectory:
+        out["trajectory"] = t.model_dump(mode="json")
+    return out
+
+
+async def agent_runs(request: web.Request) -> web.StreamResponse:
+    req = parse_body(AgentRunRequest, await read_json(request))
+    spec = _spec(request, req)
+    app = request.app
+    runner = AgentRunner(app[ENGINE], app[TOOLS], app[METRICS], app[SETTINGS].engine_timeout_s)
+    seed = req.seed if req.seed is not None else random.getrandbits(31)
+    run_id = f"run-{uuid.uuid4().hex}"
+
+    async def one(i: int) -> dict[str, Any]:
+        outcome = await runner.run(spec, seed + 1_000_003 * i)
+        if req.record:
+            await app[RECORDER].record(outcome.trajectory)  # never raises: back-pressure is counted
+        return _run_json(outcome, req.return_trajectories)
+
+    tasks = [asyncio.create_task(one(i)) for i in range(req.n)]
+    if req.stream:
+        return await _stream_runs(request, run_id, req.task_id, tasks)
+    try:
+        runs = await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+    return web.json_response({"id": run_id, "task_id": req.task_id, "runs": runs})
+
+
+async def _stream_runs(request: web.Request, run_id: str, task_id: str, tasks: list[asyncio.Task]):
+    """Progress as server-sent events: one `run` event per finished rollout, then `done` with all of them."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    runs: list[dict[str, Any]] = []
+    try:
+        for finished in asyncio.as_completed(tasks):
+            try:
+                run = await finished
+            except ServeError as exc:
+                await response.write(sse({"event": "error", **exc.body()}))
+                continue
+            runs.append(run)
+            await response.write(sse({"event": "run", "id": run_id, "run": run}))
+        await response.write(sse({"event": "done", "id": run_id, "task_id": task_id, "runs": runs}))
+        await response.write(b"data: [DONE]\n\n")
+    finally:
+        for t in tasks:
+            t.cancel()
+    return response

@@ -1,0 +1,125 @@
+"""The aiohttp application factory: routes, one error middleware, resources in cleanup_ctx."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import AsyncIterator, Callable
+
+import redis.asyncio as aioredis
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from serve import admin
+from serve.agent_api import agent_runs
+from serve.chat import chat_completions
+from serve.engines.base import Engine, create_engine
+from serve.errors import ServeError
+from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, RECORDER, REDIS, SETTINGS, STREAMS, SWAPPER, TOOLS
+from serve.metrics import ServeMetrics
+from serve.recorder import TrajectoryRecorder
+from serve.settings import ServeSettings
+from serve.swap import WeightSwapper
+from serve.tools_fallback import make_tool_provider
+from slca.config import CommonSettings
+from slca.contracts import Streams
+
+log = logging.getLogger(__name__)
+
+EngineFactory = Callable[[], Engine]
+
+
+def _endpoint(request: web.Request) -> str:
+    """Bounded metric label: the route's path template, never the raw URL."""
+    route = request.match_info.route
+    return route.resource.canonical if route.resource is not None else "unmatched"
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+    """Our exceptions → OpenAI-style error JSON; aiohttp's own HTTP errors too; anything else → 500, logged."""
+    started, endpoint = time.perf_counter(), _endpoint(request)
+    try:
+        response = await handler(request)
+    except ServeError as exc:
+        response = web.json_response(exc.body(), status=exc.status, headers=exc.headers())
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        body = {"error": {"message": exc.reason, "type": "invalid_request_error", "param": None, "code": exc.status}}
+        response = web.json_response(body, status=exc.status)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # the last line of defence: a bug must not leak a traceback to the client
+        log.exception("unhandled error on %s", request.path)
+        body = {"error": {"message": "internal server error", "type": "server_error", "param": None, "code": 500}}
+        response = web.json_response(body, status=500)
+    metrics = request.config_dict[METRICS]  # config_dict: also right inside mounted sub-apps
+    metrics.requests.labels(endpoint=endpoint, status=str(response.status)).inc()
+    metrics.request_seconds.labels(endpoint=endpoint).observe(time.perf_counter() - started)
+    return response
+
+
+def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factory: EngineFactory | None = None,
+               registry: CollectorRegistry | None = None) -> web.Application:  # fmt: skip
+    app = web.Application(client_max_size=settings.max_body_bytes + 1, middlewares=[error_middleware])
+    app[SETTINGS], app[COMMON] = settings, common
+    app[STREAMS] = Streams(common.stream_prefix)
+    app[METRICS] = ServeMetrics(registry)
+    app[BACKGROUND] = []
+    factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
+    app.cleanup_ctx.append(_engine_ctx(factory))
+    app.cleanup_ctx.append(_redis_ctx)
+    app.cleanup_ctx.append(_weights_ctx)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/agent/runs", agent_runs)
+    app.router.add_get("/v1/models", admin.models)
+    app.router.add_get("/healthz", admin.healthz)
+    app.router.add_get("/readyz", admin.readyz)
+    app.router.add_get("/metrics", admin.metrics)
+    app.router.add_post("/admin/weights", admin.admin_weights)
+    _mount_dashboard(app, common)
+    return app
+
+
+def _engine_ctx(factory: EngineFactory):
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        engine = factory()
+        await engine.start()
+        app[ENGINE] = engine
+        app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default())
+        yield
+        await engine.close()
+
+    return ctx
+
+
+async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
+    client = aioredis.Redis.from_url(app[COMMON].redis_or_default(), decode_responses=False)
+    app[REDIS] = client
+    app[RECORDER] = TrajectoryRecorder(client, app[STREAMS], app[SETTINGS].max_stream_len, app[METRICS])
+    yield
+    await client.aclose()
+
+
+async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
+    app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS])
+    if app[SETTINGS].subscribe_weights:
+        # A separate connection: a subscribed connection cannot run other commands.
+        client = aioredis.Redis.from_url(app[COMMON].redis_or_default(), decode_responses=False)
+        app[BACKGROUND].append(asyncio.create_task(app[SWAPPER].follow(client, app[STREAMS]), name="weights"))
+    yield
+    for task in app[BACKGROUND]:
+        task.cancel()
+    await asyncio.gather(*app[BACKGROUND], return_exceptions=True)
+    if app[SETTINGS].subscribe_weights:
+        await client.aclose()
+
+
+def _mount_dashboard(app: web.Application, common: CommonSettings) -> None:
+    try:
+        from ops.dashboard import make_app
+    except ImportError:
+        return  # ops has not built the dashboard (or is not installed): the API works without it
+    app.add_subapp("/dashboard/", make_app(common.redis_or_default(), common.stream_prefix))

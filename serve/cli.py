@@ -1,0 +1,53 @@
+"""`slca serve` (the agent API) and `slca bench serve` (agent API vs raw engine vs vLLM's own server)."""
+
+from __future__ import annotations
+
+import logging
+
+from slca.cli import CliError
+
+
+def register(commands, bench) -> None:
+    serve = commands.add_parser("serve", help="the OpenAI-compatible agent API (hot-swaps published weights)")
+    serve.add_argument("--engine", choices=["vllm", "hf"], help="override serve.engine")
+    serve.add_argument("--host", help="override serve.host")
+    serve.add_argument("--port", type=int, help="override serve.port")
+    serve.set_defaults(func=run_serve)
+    b = bench.add_parser("serve", help="tokens/s: agent API vs raw engine (vs vLLM's OpenAI server), as ratios")
+    b.add_argument("--engine", choices=["vllm", "hf"], help="override serve.engine")
+    b.add_argument("--requests", type=int, default=16, help="concurrent requests per measurement")
+    b.add_argument("--max-tokens", type=int, default=64, help="tokens per request (ignore_eos-like: fixed budget)")
+    b.add_argument("--sequential", action="store_true", help="also measure the same requests one by one")
+    b.add_argument("--no-vllm-server", action="store_true", help="skip vLLM's own OpenAI server")
+    b.set_defaults(func=run_bench)
+
+
+def _settings(args, config):
+    from serve.settings import ServeSettings
+
+    settings = config.get(ServeSettings)
+    updates = {k: v for k, v in (("engine", args.engine), ("host", getattr(args, "host", None)),
+                                 ("port", getattr(args, "port", None))) if v is not None}  # fmt: skip
+    return settings.model_copy(update=updates)
+
+
+def run_serve(args, config) -> int:
+    from aiohttp import web
+
+    from serve.app import create_app
+
+    settings, common = _settings(args, config), config.common
+    if not common.model_path().is_dir():
+        raise CliError(f"model directory not found: {common.model_path()} (run `slca model fetch` or set common.model)")
+    logging.basicConfig(level=common.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    web.run_app(create_app(settings, common), host=settings.host, port=settings.port, access_log=None)
+    return 0
+
+
+def run_bench(args, config) -> int:
+    from serve.bench import run_serve_bench
+
+    settings, common = _settings(args, config), config.common
+    if not common.model_path().is_dir():
+        raise CliError(f"model directory not found: {common.model_path()}")
+    return run_serve_bench(settings, common, args)

@@ -1,0 +1,78 @@
+"""Our exceptions, each carrying its HTTP status and OpenAI error type; mapped to JSON in one middleware."""
+
+from __future__ import annotations
+
+
+class ServeError(Exception):
+    status = 400
+    type = "invalid_request_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class BadRequest(ServeError):
+    code = "invalid_request"
+
+
+class InvalidJSON(ServeError):
+    code = "invalid_json"
+
+
+class InvalidToolSchema(ServeError):
+    code = "invalid_tool_schema"
+
+
+class ContextTooLong(ServeError):
+    code = "context_length_exceeded"
+
+
+class ModelNotFound(ServeError):
+    status = 404
+    code = "model_not_found"
+
+
+class PayloadTooLarge(ServeError):
+    status = 413
+    code = "payload_too_large"
+
+
+class Unauthorized(ServeError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class Forbidden(ServeError):
+    status = 403
+    type = "permission_error"
+    code = "forbidden"
+
+
+class WeightsRejected(ServeError):
+    status = 422
+    code = "weights_rejected"
+
+
+class EngineUnavailable(ServeError):
+    status = 503
+    type = "server_error"
+    code = "engine_unavailable"
+
+    def __init__(self, message: str, retry_after: int = 5):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}

@@ -1,0 +1,28 @@
+"""Typed application keys: every resource the handlers share, in one place."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from serve.engines.base import Engine
+from serve.metrics import ServeMetrics
+from serve.recorder import TrajectoryRecorder
+from serve.settings import ServeSettings
+from serve.swap import WeightSwapper
+from slca.config import CommonSettings
+from slca.contracts import Streams
+
+SETTINGS = web.AppKey("settings", ServeSettings)
+COMMON = web.AppKey("common", CommonSettings)
+STREAMS = web.AppKey("streams", Streams)
+METRICS = web.AppKey("metrics", ServeMetrics)
+ENGINE = web.AppKey("engine", Engine)
+REDIS = web.AppKey("redis", aioredis.Redis)
+RECORDER = web.AppKey("recorder", TrajectoryRecorder)
+SWAPPER = web.AppKey("swapper", WeightSwapper)
+TOOLS = web.AppKey("tools", object)
+"""The ToolProvider of agent runs (SGLS, or the minimal fallback)."""
+BACKGROUND = web.AppKey("background", list[asyncio.Task])

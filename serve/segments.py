@@ -1,0 +1,60 @@
+"""Segment tags for sampled tokens, computed by incremental decode of the token ids (DESIGN.md §3).
+
+Each generated token is decoded as the text it adds; a character map marks `<think>…</think>` as reasoning
+and `<tool_call>…</tool_call>` (delimiters included) as tool_call; everything else is summary. A token
+takes the kind of its first non-whitespace character (so "\n<" opening a block is tool_call); an
+all-whitespace token and the end-of-turn token take the kind of the token before them: the end-of-turn
+token belongs to the segment it closes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from slca.contracts import SegmentKind
+
+_SPANS = (
+    (re.compile(r"<think>.*?(?:</think>|$)", re.S), SegmentKind.REASONING),
+    (re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S), SegmentKind.TOOL_CALL),
+)
+
+
+def token_texts(tokenizer, token_ids: list[int]) -> list[str]:
+    """Text added by each token (incremental decode: prefix decodes, so multi-token characters are exact)."""
+    texts, previous = [], ""
+    for i in range(len(token_ids)):
+        text = tokenizer.decode(token_ids[: i + 1], skip_special_tokens=False)
+        # An incomplete UTF-8 sequence decodes to U+FFFD until its last byte arrives: attribute it then.
+        if text.endswith("\ufffd"):
+            texts.append("")
+            continue
+        texts.append(text[len(previous) :] if text.startswith(previous) else text)
+        previous = text
+    return texts
+
+
+def char_kinds(text: str) -> list[SegmentKind]:
+    kinds = [SegmentKind.SUMMARY] * len(text)
+    for pattern, kind in _SPANS:
+        for match in pattern.finditer(text):
+            if kind == SegmentKind.TOOL_CALL and kinds[match.start()] == SegmentKind.REASONING:
+                continue  # a call written inside reasoning is reasoning
+            kinds[match.start() : match.end()] = [kind] * (match.end() - match.start())
+    return kinds
+
+
+def generated_kinds(tokenizer, token_ids: list[int], end_ids: set[int]) -> list[SegmentKind]:
+    """One segment kind per sampled token."""
+    texts = token_texts(tokenizer, token_ids)
+    kinds_of_chars = char_kinds("".join(texts))
+    out: list[SegmentKind] = []
+    offset = 0
+    for token, text in zip(token_ids, texts):
+        previous = out[-1] if out else SegmentKind.SUMMARY
+        lead = len(text) - len(text.lstrip())
+        if token in end_ids or lead == len(text):
+            out.append(previous)
+        else:
+            out.append(kinds_of_chars[offset + lead])
+        offset += len(text)
+    return out
