@@ -32,7 +32,10 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    data = generate_latest(request.app[METRICS].registry)
+    stats, m = request.app[ENGINE].stats, request.app[METRICS]
+    m.engine_max_batch.set(stats.max_batch)
+    m.engine_steps.set(stats.steps)
+    data = generate_latest(m.registry)
     return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -24,6 +24,8 @@ class ServeMetrics:
         self.trajectories_recorded = Counter("slca_trajectories_recorded_total", "Trajectories added", registry=r)
         self.backpressure = Counter("slca_backpressure_total", "Trajectories not added: stream full", registry=r)
         self.engine_failures = Counter("slca_engine_failures_total", "Requests failed by the engine", registry=r)
+        self.engine_max_batch = Gauge("slca_engine_max_batch", "Most requests one engine step ran together", registry=r)
+        self.engine_steps = Gauge("slca_engine_steps", "Engine batches (hf) or steps (vllm) run", registry=r)
         self.record_failures = Counter("slca_record_failures_total", "Trajectories not added: Redis error", registry=r)
 
     @staticmethod

@@ -63,12 +63,27 @@ class GenerationResult:
         return len(set(self.versions)) > 1
 
 
+@dataclass
+class EngineStats:
+    """Evidence of batching, exported in /metrics: how many requests ran together."""
+
+    steps: int = 0
+    requests: int = 0
+    max_batch: int = 0
+
+    def observe(self, batch: int, new_requests: int = 0) -> None:
+        self.steps += 1
+        self.requests += new_requests
+        self.max_batch = max(self.max_batch, batch)
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str
     model_name: str
     tokenizer: object
     version: int
+    stats: EngineStats
 
     async def start(self) -> None: ...
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, SamplingParams, TokenStep, WeightLoadError
+from serve.engines.base import EngineError, EngineStats, SamplingParams, TokenStep, WeightLoadError
 from serve.engines.weights_io import load_state_dict
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class HFEngine:
         self.model_name = settings.served_model_name or Path(model_dir).name
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.version = 0
+        self.stats = EngineStats()
         self.model: Any = None
         self._pending: list[_Job] = []
         self._wakeup: asyncio.Event | None = None
@@ -135,6 +136,7 @@ class HFEngine:
         from transformers import DynamicCache
 
         rows = [_Row(job, self) for job in jobs]
+        self.stats.observe(len(rows), len(rows))
         width = max(len(j.prompt_ids) for j in jobs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in jobs])

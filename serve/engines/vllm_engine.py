@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, SamplingParams, TokenStep, WeightLoadError
+from serve.engines.base import EngineError, EngineStats, SamplingParams, TokenStep, WeightLoadError
 from serve.engines.weights_io import check_weight_dir
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ class VLLMEngine:
         self.model_name = settings.served_model_name or Path(model_dir).name
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.version = 0
+        self.stats = EngineStats()
         self.engine: Any = None
         self._commands: queue.Queue = queue.Queue()
         self._streams: dict[str, _Stream] = {}
@@ -137,6 +138,7 @@ class VLLMEngine:
             while not self._stopping.is_set():
                 self._apply_commands(block=not self.engine.has_unfinished_requests())
                 if self.engine.has_unfinished_requests():
+                    self.stats.observe(self.engine.get_num_unfinished_requests())
                     self._dispatch(self.engine.step())
         except BaseException as exc:  # the engine died: fail every waiting request, readiness goes false
             log.exception("vllm driver failed")
@@ -163,6 +165,7 @@ class VLLMEngine:
             if request_id in self._streams:
                 try:
                     self.engine.add_request(request_id, {"prompt_token_ids": prompt_ids}, params)
+                    self.stats.requests += 1
                 except Exception as exc:  # e.g. a prompt longer than max_model_len
                     self._streams[request_id].put(exc)
         elif kind == "abort":

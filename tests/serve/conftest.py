@@ -1,0 +1,112 @@
+"""Fixtures of the serve tests: a real `slca serve` process on the tiny model (hf engine) with a real Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+
+from slca.redis_server import RedisServer, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+ADMIN_TOKEN = "test-admin-token"
+
+
+class ServerProcess:
+    """`python -m slca serve` in its own process group; killed by pid at teardown."""
+
+    def __init__(self, redis_url: str, model_dir: Path, log_path: Path, *overrides: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        sets = ["common.model=" + str(model_dir), f"common.redis_url={redis_url}", "serve.engine=hf",
+                f"serve.port={self.port}", f"common.admin_token={ADMIN_TOKEN}", "serve.max_model_len=1024",
+                *overrides]  # fmt: skip
+        cmd = [sys.executable, "-m", "slca"] + [a for s in sets for a in ("--set", s)] + ["serve"]
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 120.0) -> "ServerProcess":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"server not ready: {self.log_path.read_text()[-3000:]}")
+
+    def get_json(self, path: str):
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            return r.read().decode()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=15)
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def serve_redis(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("serve-redis"), appendonly=False).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="session")
+def hf_server(serve_redis, tiny_model_dir, tmp_path_factory):
+    """One shared server for the read-mostly tests (its weight version never changes)."""
+    server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path_factory.mktemp("serve") / "server.log",
+                           "serve.subscribe_weights=false")  # fmt: skip
+    try:
+        yield server.wait_ready()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def rclient(serve_redis):
+    client = redis.Redis.from_url(serve_redis.url)
+    yield client
+    client.close()
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                           "unit": {"type": "string", "enum": ["c", "f"]}},  # fmt: skip
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+        "x-response-schema": {"type": "object", "properties": {"temp": {"type": "number"}, "sky": {"type": "string"}},
+                              "required": ["temp", "sky"]},  # fmt: skip
+    },
+}
