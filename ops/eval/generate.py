@@ -1,0 +1,60 @@
+"""In-process greedy generation with transformers for evaluation: batched, left-padded, Hermes tool prompts.
+
+Evaluation needs determinism and no running system, so it owns a small engine instead of importing serve's
+internals; prompts follow the same convention as the API (`slca.chat.hermes`: tools in the system message,
+`<tool_call>` blocks, `<tool_response>` turns).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from slca.chat.hermes import render_tool_response, render_tools_system
+
+
+def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """OpenAI-style messages (assistant turns as raw generated text, tool turns as results) → template messages."""
+    out: list[dict[str, str]] = []
+    for m in messages:
+        content = m.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        if m["role"] == "tool":
+            text = render_tool_response(content)
+        out.append({"role": m["role"], "content": text})
+    if tools:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": render_tools_system(tools, out[0]["content"])}
+        else:
+            out.insert(0, {"role": "system", "content": render_tools_system(tools)})
+    return out
+
+
+class HfGenerator:
+    def __init__(self, model_dir: Path, max_new_tokens: int = 256, dtype: str = "bfloat16", threads: int | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()
+        self.max_new_tokens = max_new_tokens
+
+    def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return self.tokenizer.apply_chat_template(template_messages(messages, tools), tokenize=False,
+                                                  add_generation_prompt=True)  # fmt: skip
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        """Greedy completions of a batch of rendered prompts (text after the prompt, special tokens dropped)."""
+        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with self.torch.inference_mode():
+            out = self.model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                      pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
+        new = out[:, batch["input_ids"].shape[1] :]
+        return [self.tokenizer.decode(row, skip_special_tokens=True) for row in new]
