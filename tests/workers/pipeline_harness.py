@@ -1,0 +1,97 @@
+"""A running pipeline for tests: real Celery worker processes, the assembler loop in a thread, a feeder."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import redis
+
+from slca.contracts import GoldCall, GroundTruth, RolloutGroup, Streams, Trajectory, decode_entry, encode_entry
+from tests.workers.builders import TrajectoryBuilder, call
+from workers.settings import WorkerSettings
+
+FAST = {"group_size": 4, "visibility_timeout_s": 4.0, "group_timeout_s": 2.0, "claim_idle_ms": 3000,
+        "claim_stale_s": 3.0, "sweep_interval_s": 0.2, "read_block_ms": 100, "retry_backoff_s": 0.2,
+        "retry_backoff_max_s": 1.0}  # fmt: skip
+
+
+def worker_env(settings: WorkerSettings) -> dict[str, str]:
+    return {f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}
+
+
+class RunningAssembler:
+    def __init__(self, settings: WorkerSettings, redis_url: str):
+        from workers.assembler import run_assembler
+        from workers.celery_app import create_app
+
+        self.stop = threading.Event()
+        app = create_app(settings, redis_url)
+        self.thread = threading.Thread(target=run_assembler, args=(settings, redis_url, "slca", app, self.stop),
+                                       daemon=True)  # fmt: skip
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def templates(builder: TrajectoryBuilder) -> list[Trajectory]:
+    """A few distinct episodes (good, wrong argument, no call) to vary rewards inside groups."""
+    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
+    good = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]],
+                         [{"temp": 18}], gt)  # fmt: skip
+    wrong = builder.build([[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]],
+                          [{"temp": 20}], gt)  # fmt: skip
+    none = builder.build([[("summary", "I think it is sunny.")]], [], gt)
+    return [good, wrong, none]
+
+
+def make_trajectory(template: Trajectory, task_id: str, index: int, version: int = 0) -> Trajectory:
+    return template.model_copy(update={"id": f"{task_id}-r{index}", "task_id": task_id, "policy_version": version})
+
+
+def feed(client: redis.Redis, items: list[Trajectory | dict]) -> None:
+    """XADD every item (a trajectory, or raw fields for a malformed entry), pipelined."""
+    stream = Streams().trajectories
+    pipe = client.pipeline(transaction=False)
+    for item in items:
+        pipe.xadd(stream, encode_entry(item, id=item.id) if isinstance(item, Trajectory) else item)
+    pipe.execute()
+
+
+def read_groups(client: redis.Redis) -> list[RolloutGroup]:
+    return [decode_entry(RolloutGroup, fields) for _id, fields in client.xrange(Streams().groups)]
+
+
+def read_dead(client: redis.Redis) -> dict[str, str]:
+    return {f[b"id"].decode(): f[b"reason"].decode() for _id, f in client.xrange(Streams().dead)}
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)  # polling another process's progress: there is no event to wait on
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def drained(client: redis.Redis, settings: WorkerSettings) -> bool:
+    """Every stream entry delivered and acked, no task queued or held unacked by a worker."""
+    streams = Streams()
+    groups = client.xinfo_groups(streams.trajectories)
+    if not groups or groups[0]["pending"] or groups[0].get("lag"):
+        return False
+    return client.llen(settings.score_queue) == 0 and client.hlen("unacked") == 0
+
+
+def assert_every_trajectory_once(groups: list[RolloutGroup], dead: dict[str, str], expected_ids: set[str]) -> None:
+    counts = Counter(t.id for g in groups for t in g.trajectories)
+    assert all(c == 1 for c in counts.values()), [k for k, c in counts.items() if c > 1][:5]
+    grouped = set(counts)
+    assert not grouped & set(dead), sorted(grouped & set(dead))[:5]
+    assert grouped | set(dead) >= expected_ids, sorted(expected_ids - grouped - set(dead))[:5]
+    assert all(reason for reason in dead.values())

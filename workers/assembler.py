@@ -1,0 +1,90 @@
+"""`slca assembler`: the stream consumer plus the group sweeper, in one loop.
+
+Plan: connect → ensure the consumer group → loop { poll the stream (enqueue scoring tasks, ack) ; every
+`sweep_interval_s`: emit partial groups past the timeout and claims left behind by dead writers, update the
+queue gauges } until SIGTERM/SIGINT. Redis errors never end the loop: it backs off and resumes where the
+consumer group says it was (a restarted Redis with AOF still has the group and its pending entries).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import time
+
+import redis
+from celery import Celery
+
+from workers.consumer import BROKER_ERRORS, StreamConsumer, lag_seconds
+from workers.pipeline import ScoringPipeline
+from workers.redisconn import connect
+from workers.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+
+class Sweeper:
+    """Timed-out buckets → partial groups (or a lone member → dead letter); stale claims → written."""
+
+    def __init__(self, pipeline: ScoringPipeline, settings: WorkerSettings):
+        self.pipeline = pipeline
+        self.s = settings
+
+    def sweep(self) -> dict[str, int]:
+        counts = {"partial": 0, "lone": 0, "stale": 0}
+        groups = self.pipeline.groups
+        for status, ident in groups.seal_expired(self.s.group_timeout_s):
+            if status == "partial":
+                counts["partial"] += 1
+                self.pipeline.emit(ident)
+            elif status == "lone":
+                counts["lone"] += 1
+                self.pipeline.metrics.dead_letters.labels(reason="group_timeout").inc()
+        for group_id in groups.stale_claims(self.s.claim_stale_s):
+            if self.pipeline.emit(group_id)[0] == "full":
+                break  # no room downstream: try again next sweep
+            counts["stale"] += 1
+        return counts
+
+    def update_gauges(self, consumer: StreamConsumer) -> None:
+        client, m, streams = self.pipeline.client, self.pipeline.metrics, consumer.streams
+        for name in (streams.trajectories, streams.groups, streams.dead):
+            m.queue_depth.labels(stream=name).set(client.xlen(name))
+        m.queue_depth.labels(stream=self.s.score_queue).set(client.llen(self.s.score_queue))
+        m.queue_lag.labels(stream=streams.trajectories).set(lag_seconds(client, consumer.stream, self.s.consumer_group))
+
+
+def run_assembler(settings: WorkerSettings, redis_url: str, prefix: str, app: Celery,
+                  stop: threading.Event | None = None) -> None:  # fmt: skip
+    stop = stop or _stop_on_signals()
+    client = connect(redis_url)
+    pipeline = ScoringPipeline(client, settings, prefix)
+    consumer = StreamConsumer(client, app, settings, prefix, pipeline.metrics)
+    sweeper = Sweeper(pipeline, settings)
+    next_sweep, backoff = 0.0, 0.1
+    while not stop.is_set():
+        try:
+            if next_sweep == 0.0:
+                consumer.ensure_group()  # also after a reconnect: idempotent
+            consumer.poll()
+            if time.monotonic() >= next_sweep:
+                sweeper.sweep()
+                sweeper.update_gauges(consumer)
+                next_sweep = time.monotonic() + settings.sweep_interval_s
+            backoff = 0.1
+        except (redis.RedisError, *BROKER_ERRORS) as exc:
+            # Redis down or restarting: wait with jittered backoff, then re-read our own pending entries
+            log.warning("assembler: %s: %s; retrying in %.1fs", type(exc).__name__, exc, backoff)
+            consumer.recover_own, next_sweep = True, 0.0
+            stop.wait(backoff * random.uniform(0.5, 1.5))
+            backoff = min(backoff * 2, 5.0)
+    client.close()
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop

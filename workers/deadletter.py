@@ -1,0 +1,39 @@
+"""The dead-letter stream: entries that cannot be processed, each with a reason and the original payload.
+
+Idempotent per entry id: a redelivered or re-fed entry is dead-lettered once.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from workers.keys import Keys
+
+_DEAD_LETTER = """
+if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'EX', tonumber(ARGV[5])) then
+  redis.call('XADD', KEYS[2], '*', 'id', ARGV[1], 'reason', ARGV[2], 'source', ARGV[3], 'data', ARGV[4])
+  return 1
+end
+return 0
+"""
+
+REASON_KINDS = ("invalid_payload", "scoring_error", "max_deliveries", "late", "group_timeout", "retries_exhausted")
+"""Bounded set of reason prefixes (the metric label); the full reason text is in the entry."""
+
+
+def reason_kind(reason: str) -> str:
+    head = reason.split(":", 1)[0]
+    return head if head in REASON_KINDS else "other"
+
+
+class DeadLetters:
+    def __init__(self, client: redis.Redis, keys: Keys, ttl_s: int):
+        self.keys = keys
+        self.ttl_s = ttl_s
+        self._script = client.register_script(_DEAD_LETTER)
+
+    def add(self, entry_id: str, reason: str, source: str, data: bytes | None, client=None) -> bool:
+        """Record the entry; False when it was already dead-lettered."""
+        keys = [self.keys.dead_mark(entry_id), self.keys.streams.dead]
+        args = [entry_id, reason, source, data or b"", self.ttl_s]
+        return bool(self._script(keys=keys, args=args, client=client))

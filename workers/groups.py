@@ -1,0 +1,170 @@
+"""Group assembly: scored members of one task (and policy-version window) become one `RolloutGroup`, once.
+
+Every state change is a Lua script, so concurrent workers and a redelivered task never see half a change:
+- `add`: a member joins its bucket (a member key makes a second delivery a no-op); the G-th member renames
+  the bucket to a claim named by the group id (sha1 of the sorted member ids, so re-feeding the same input
+  names the same group).
+- `emit`: writes the claimed group to `slca:groups` only if it was not emitted before, and only when the
+  stream has room (back-pressure: a full stream leaves the claim in place; nothing is dropped).
+- `seal`: a bucket older than the timeout becomes a partial claim (≥ 2 members) or, with one member, a dead
+  letter; later members of a partial group are recognised as late and dead-lettered, not silently dropped.
+The group payload is built in Python between `add`/`seal` and `emit`; if that process dies, the claim stays
+and the assembler's sweep emits it (`emit_stale`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import redis
+
+from slca.contracts import Reward, RolloutGroup, Trajectory, encode_entry
+from slca.contracts.wire import load_msgpack
+from workers.keys import Keys
+
+_ADD = """
+local member, bucket, buckets, sealed, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local tid, traj, reward, G, now, ttl, claim_prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+if redis.call('EXISTS', member) == 1 then return {'duplicate'} end
+local remaining = tonumber(redis.call('GET', sealed) or '0')
+if remaining > 0 then
+  redis.call('DECR', sealed)
+  redis.call('SET', member, 'late', 'EX', ttl)
+  return {'late'}
+end
+redis.call('SET', member, bucket, 'EX', ttl)
+redis.call('HSET', bucket, 't:' .. tid, traj, 'r:' .. tid, reward)
+redis.call('ZADD', buckets, 'NX', now, bucket)
+if redis.call('HLEN', bucket) < 2 * G then return {'pending'} end
+local fields = redis.call('HKEYS', bucket)
+local ids = {}
+for _, f in ipairs(fields) do if string.sub(f, 1, 2) == 't:' then table.insert(ids, string.sub(f, 3)) end end
+table.sort(ids)
+local gid = redis.sha1hex(table.concat(ids, ','))
+redis.call('RENAME', bucket, claim_prefix .. gid)
+redis.call('HSET', claim_prefix .. gid, 'partial', '0')
+redis.call('ZREM', buckets, bucket)
+redis.call('ZADD', claims, now, gid)
+return {'complete', gid}
+"""
+
+_SEAL = """
+local bucket, buckets, sealed, claims, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local G, now, late_ttl, claim_prefix, dead_prefix, ttl = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local source = ARGV[7]
+redis.call('ZREM', buckets, bucket)
+local fields = redis.call('HKEYS', bucket)
+local ids = {}
+for _, f in ipairs(fields) do if string.sub(f, 1, 2) == 't:' then table.insert(ids, string.sub(f, 3)) end end
+if #ids == 0 then return {'empty'} end
+if #ids < 2 then
+  local tid = ids[1]
+  if redis.call('SET', dead_prefix .. tid, 'group_timeout', 'NX', 'EX', ttl) then
+    redis.call('XADD', dead, '*', 'id', tid, 'reason', 'group_timeout: alone in its group after the timeout',
+               'source', source, 'data', redis.call('HGET', bucket, 't:' .. tid))
+  end
+  redis.call('DEL', bucket)
+  return {'lone', tid}
+end
+table.sort(ids)
+local gid = redis.sha1hex(table.concat(ids, ','))
+redis.call('RENAME', bucket, claim_prefix .. gid)
+redis.call('HSET', claim_prefix .. gid, 'partial', '1')
+redis.call('ZADD', claims, now, gid)
+if #ids < G then redis.call('SET', sealed, G - #ids, 'EX', late_ttl) end
+return {'partial', gid}
+"""
+
+_EMIT = """
+local claim, claims, groups, emitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local gid, payload, maxlen, ttl, partial = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+if redis.call('EXISTS', emitted) == 1 then
+  redis.call('DEL', claim); redis.call('ZREM', claims, gid)
+  return 'duplicate'
+end
+if redis.call('EXISTS', claim) == 0 then return 'gone' end
+if redis.call('XLEN', groups) >= maxlen then
+  redis.call('ZADD', claims, 0, gid)  -- oldest first: the sweep retries it as soon as there is room
+  return 'full'
+end
+redis.call('XADD', groups, '*', 'data', payload, 'id', gid, 'partial', partial)
+redis.call('SET', emitted, '1', 'EX', ttl)
+redis.call('DEL', claim); redis.call('ZREM', claims, gid)
+return 'emitted'
+"""
+
+
+@dataclass
+class AddOutcome:
+    status: str
+    """'pending' | 'complete' | 'late' | 'duplicate'"""
+    group_id: str | None = None
+
+
+class GroupAssembler:
+    def __init__(self, client: redis.Redis, keys: Keys, group_size: int, version_window: int, ttl_s: int,
+                 max_groups_len: int, late_window_s: float):  # fmt: skip
+        self.client = client
+        self.keys = keys
+        self.group_size = group_size
+        self.version_window = version_window
+        self.ttl_s = ttl_s
+        self.max_groups_len = max_groups_len
+        self.late_window_s = late_window_s
+        self._add = client.register_script(_ADD)
+        self._seal = client.register_script(_SEAL)
+        self._emit = client.register_script(_EMIT)
+
+    def bucket_of(self, traj: Trajectory) -> str:
+        return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
+
+    def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward) -> AddOutcome:
+        bucket = self.bucket_of(traj)
+        keys = [self.keys.member(traj.id), bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims]
+        args = [traj.id, traj_payload, reward.model_dump_json(), self.group_size, time.time(), self.ttl_s,
+                self.keys.claim_prefix]  # fmt: skip
+        out = [x.decode() if isinstance(x, bytes) else x for x in self._add(keys=keys, args=args)]
+        return AddOutcome(out[0], out[1] if len(out) > 1 else None)
+
+    def emit(self, group_id: str) -> tuple[str, bool]:
+        """Build the group from its claim and write it once. Returns ('emitted' | 'duplicate' | 'gone' | 'full',
+        partial)."""
+        claim = self.keys.claim_prefix + group_id
+        fields = self.client.hgetall(claim)
+        if not fields:
+            return "gone", False
+        group = build_group(group_id, fields)
+        keys = [claim, self.keys.claims, self.keys.streams.groups, self.keys.emitted(group_id)]
+        args = [group_id, encode_entry(group)[b"data"], self.max_groups_len, self.ttl_s, int(group.partial)]
+        return self._emit(keys=keys, args=args).decode(), group.partial
+
+    def seal_expired(self, timeout_s: float) -> list[tuple[str, str]]:
+        """Buckets open longer than the timeout → partial claims (or lone dead letters). Returns (status, id)."""
+        cutoff = time.time() - timeout_s
+        out = []
+        for bucket in self.client.zrangebyscore(self.keys.buckets, "-inf", cutoff, start=0, num=1000):
+            bucket = bucket.decode()
+            keys = [bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims, self.keys.streams.dead]
+            args = [self.group_size, time.time(), int(self.late_window_s), self.keys.claim_prefix,
+                    self.keys.base + ":dead:", self.ttl_s, self.keys.streams.trajectories]  # fmt: skip
+            res = [x.decode() if isinstance(x, bytes) else x for x in self._seal(keys=keys, args=args)]
+            out.append((res[0], res[1] if len(res) > 1 else ""))
+        return out
+
+    def stale_claims(self, older_than_s: float) -> list[str]:
+        cutoff = time.time() - older_than_s
+        return [g.decode() for g in self.client.zrangebyscore(self.keys.claims, "-inf", cutoff, start=0, num=1000)]
+
+
+def build_group(group_id: str, fields: dict[bytes, bytes]) -> RolloutGroup:
+    trajs, rewards = [], []
+    ids = sorted(k[2:].decode() for k in fields if k.startswith(b"t:"))
+    for tid in ids:
+        trajs.append(load_msgpack(Trajectory, fields[b"t:" + tid.encode()]))
+        rewards.append(Reward.model_validate(json.loads(fields[b"r:" + tid.encode()])))
+    versions = [t.policy_version for t in trajs]
+    return RolloutGroup(group_id=group_id, task_id=trajs[0].task_id, policy_version_min=min(versions),
+                        policy_version_max=max(versions), trajectories=trajs, rewards=rewards,
+                        partial=fields.get(b"partial") == b"1")  # fmt: skip
