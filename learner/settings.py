@@ -1,10 +1,115 @@
 """Settings of the learner."""
 
+from typing import Literal
+
+from pydantic import Field
+
 from slca.config import SectionSettings
 
 
 class LearnerSettings(SectionSettings):
     estimator: str = "slca"
     """Advantage estimator: slca | grpo | toolpo | rltr."""
+    loss: str = "clip"
+    """Policy loss: clip (behaviour-logprob clipped surrogate) | clip_tis (truncated importance weights)."""
     lr: float = 1e-6
     """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (0: off)."""
+    init_model: str | None = None
+    """Model to start from; None: `common.model` (the served base model)."""
+    groups_per_step: int = 1
+    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch)."""
+    eps_low: float = 0.2
+    """Lower clip range ε_low of the ratio."""
+    eps_high: float = 0.28
+    """Upper clip range ε_high of the ratio (DAPO clip-higher)."""
+    kl_beta: float = 0.0
+    """Weight β of the k3 KL to the frozen reference (0: no reference model is loaded)."""
+    tis_cap: float = 2.0
+    """Truncation C of the importance weights for the clip_tis loss."""
+    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
+    """Loss aggregation over generated tokens."""
+    w_exec: float = 1.0
+    """Weight of the execution channel (applied after normalisation)."""
+    w_pref: float = 1.0
+    """Weight of the preference channel (applied after normalisation)."""
+    adv_eps: float = 1e-6
+    """ε added to the group standard deviation."""
+    reasoning_route: Literal["next", "prev", "none"] = "next"
+    """Credit of reasoning tokens: the segment they precede, the one they follow, or none."""
+    turn_level: bool = False
+    """slca: per-turn normalised per-call scores on tool_call segments (GiGPO-style)."""
+    omission_guard: bool = True
+    """No parseable call on a task that needs one → no_call_penalty on the summary channel."""
+    no_call_penalty: float = -0.5
+    """The omission guard's preference reward."""
+    toolpo_lambda: float = 1.0
+    """ToolPO: weight λ of the action advantage on tool_call tokens."""
+    rltr_repeat_penalty: float = 0.2
+    """RLTR: μ per repeated call."""
+    rltr_fail_penalty: float = 0.1
+    """RLTR: λ per failed call."""
+    skip_zero_advantage_groups: bool = True
+    """Skip forward/backward for a group whose advantages are all zero (it contributes nothing)."""
+    max_staleness: int = 4
+    """Drop groups whose oldest member is more than this many versions behind the learner."""
+    publish_every: int = 1
+    """Publish weights every K optimizer steps."""
+    checkpoint_every: int = 1
+    """Checkpoint every K steps; groups are acknowledged only once the step that used them is checkpointed."""
+    keep_versions: int = 3
+    """Published weight versions kept on disk (older ones are deleted; 0 keeps all)."""
+    lora_rank: int = 0
+    """LoRA rank (peft); 0: full fine-tuning. LoRA is merged before publishing."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, more time)."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """auto: bf16 autocast on GPU and on CPUs with bf16 support, else fp32. Master weights stay fp32."""
+    consumer_group: str = "learner"
+    """Redis consumer group on the groups stream."""
+    block_ms: int = 1000
+    """XREADGROUP block time."""
+    max_steps: int = 0
+    """Stop after this many optimizer steps in total (0: run forever)."""
+    seed: int = 0
+    """Random seed."""
+    metrics_port: int = 0
+    """Prometheus metrics port of `slca learn` (0: off)."""
+    run_dir: str | None = None
+    """Checkpoints and metrics log; None: `<common.data_dir>/learner`."""
+    sft_lr: float = 5e-5
+    """`slca sft` learning rate (FINDINGS: 5e-5, 10 warm-up steps, linear decay)."""
+    sft_batch: int = 8
+    """`slca sft` conversations per step."""
+    sft_max_tokens: int = 512
+    """`slca sft` longest conversation in tokens."""
+    train_group_size: int = 8
+    """`slca train`: trajectories per group (the `n` of the agent API)."""
+    train_temperature: float = 1.0
+    """`slca train`: sampling temperature."""
+    train_max_tokens: int = 128
+    """`slca train`: max generated tokens per model turn."""
+    extra_adv: dict = Field(default_factory=dict)
+    """Extra knobs passed to estimators registered by plug-ins."""
+
+    def advantage_config(self):
+        from learner.advantages import AdvantageConfig
+
+        return AdvantageConfig(
+            w_exec=self.w_exec,
+            w_pref=self.w_pref,
+            eps=self.adv_eps,
+            reasoning_route=self.reasoning_route,
+            turn_level=self.turn_level,
+            omission_guard=self.omission_guard,
+            no_call_penalty=self.no_call_penalty,
+            toolpo_lambda=self.toolpo_lambda,
+            rltr_repeat_penalty=self.rltr_repeat_penalty,
+            rltr_fail_penalty=self.rltr_fail_penalty,
+            extra=dict(self.extra_adv),
+        )

@@ -1,0 +1,105 @@
+"""`slca learn`, `slca sft`, `slca train`, `slca bench learner` (heavy imports inside handlers)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(commands, bench) -> None:
+    learn = commands.add_parser("learn", help="the online learner: groups from Redis → SLCA-GRPO steps → weights")
+    learn.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total")
+    learn.add_argument("--estimator", default=None, help="advantage estimator (default: learner.estimator)")
+    learn.set_defaults(func=_learn)
+
+    sft = commands.add_parser("sft", help="warm start on task-pack demonstrations (loss on assistant tokens)")
+    sft.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
+    sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes)")
+    sft.add_argument("--out", default=None, help="output dir (default <cache>/models/<model>-sft)")
+    sft.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
+    sft.add_argument("--pack", default="everyday", help="task pack for demonstrations")
+    sft.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks for the before/after check (0: skip)")
+    sft.add_argument("--seed", type=int, default=0)
+    sft.set_defaults(func=_sft)
+
+    train = commands.add_parser("train", help="controlled synchronous run: generate, score, update, publish")
+    train.add_argument("--estimator", required=True, help="slca | grpo | toolpo | rltr")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--steps", type=int, default=20)
+    train.add_argument("--api", default=None, help="base URL of a running `slca serve` (default: start one in-process)")
+    train.add_argument("--pack", default="everyday", help="task pack")
+    train.add_argument("--log", default=None, help="JSON-lines metrics file (default <run_dir>/train-<estimator>-<seed>.jsonl)")
+    train.set_defaults(func=_train)
+
+    b = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
+    b.add_argument("--groups", type=int, default=2, help="groups per step")
+    b.add_argument("--group-size", type=int, default=8)
+    b.add_argument("--tokens", type=int, default=128, help="generated tokens per member")
+    b.add_argument("--model", default=None, help="model (default common.model)")
+    b.add_argument("--repeats", type=int, default=3)
+    b.set_defaults(func=_bench)
+
+
+def _learn(args: argparse.Namespace, config) -> int:
+    import logging
+    import threading
+    from pathlib import Path
+    import signal
+
+    import redis
+    from prometheus_client import start_http_server
+
+    from learner.loop import LoopContext, run_dir_of, run_learner
+    from learner.metrics import LearnerMetrics
+    from learner.settings import LearnerSettings
+
+    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(message)s")
+    settings = config.get(LearnerSettings)
+    updates = {k: v for k, v in (("max_steps", args.max_steps), ("estimator", args.estimator)) if v is not None}
+    settings = settings.model_copy(update=updates)
+    _check_estimator(settings.estimator)
+    common = config.common
+    run_dir = run_dir_of(settings, common)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model_dir = Path(settings.init_model).expanduser() if settings.init_model else common.model_path()
+    if not (model_dir / "config.json").is_file():
+        from slca.cli import CliError
+
+        raise CliError(f"model not found: {model_dir} (run `slca model fetch`, or set learner.init_model)")
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    ctx = LoopContext(settings, common, redis.Redis.from_url(common.redis_or_default()), run_dir,
+                      Path(common.data_dir) / "weights", model_dir, LearnerMetrics.create(), stop)  # fmt: skip
+    state = run_learner(ctx)
+    print(f"learner stopped at step {state.step}, version {state.version}, {len(state.consumed)} groups consumed")
+    return 0
+
+
+def _check_estimator(name: str) -> None:
+    from learner.advantages import UnknownEstimatorError, get_estimator
+    from slca.cli import CliError
+
+    try:
+        get_estimator(name)
+    except UnknownEstimatorError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _sft(args, config) -> int:
+    from learner.sft import run_sft_cli
+
+    return run_sft_cli(args, config)
+
+
+def _train(args, config) -> int:
+    _check_estimator(args.estimator)
+    from learner.controlled import run_train_cli
+
+    return run_train_cli(args, config)
+
+
+def _bench(args, config) -> int:
+    from learner.bench import run_bench_cli
+
+    return run_bench_cli(args, config)

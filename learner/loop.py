@@ -1,0 +1,166 @@
+"""The online learner (`slca learn`): groups from Redis → step → publish → checkpoint → acknowledge.
+
+Order per step, and why:
+1. train on `groups_per_step` fresh groups (duplicates of applied ids are acknowledged and skipped;
+   groups staler than `max_staleness` versions are dropped and counted);
+2. publish vN when due (before the checkpoint: a crash in between re-runs the step from the old checkpoint
+   and publishes a *higher* version, never the same number twice);
+3. checkpoint when due (model, optimizer, step, version, consumed ids), atomically;
+4. XACK the entries whose steps are now in a checkpoint — never earlier, so nothing accepted is lost;
+5. stats stream entry, metrics log line, Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
+from learner.consumer import GroupConsumer, GroupEntry
+from learner.metrics import LearnerMetrics
+from learner.model import load_policy, load_reference
+from learner.publish import publish
+from learner.settings import LearnerSettings
+from learner.trainer import StepReport, Trainer
+from slca.config import CommonSettings
+from slca.contracts import Streams
+from slca.contracts.queues import STATS_LEARNER
+
+log = logging.getLogger("slca.learner")
+
+
+@dataclass
+class LoopContext:
+    settings: LearnerSettings
+    common: CommonSettings
+    client: redis.Redis
+    run_dir: Path
+    weights_dir: Path
+    model_dir: Path
+    metrics: LearnerMetrics
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def streams(self) -> Streams:
+        return Streams(self.common.stream_prefix)
+
+
+def run_dir_of(settings: LearnerSettings, common: CommonSettings) -> Path:
+    return Path(settings.run_dir or Path(common.data_dir) / "learner")
+
+
+def is_main_rank() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def run_learner(ctx: LoopContext) -> LearnerState:
+    """The plan: restore, then loop {collect groups, step, publish, checkpoint, ack, report}."""
+    s = ctx.settings
+    policy = load_policy(ctx.model_dir, s)
+    ref = load_reference(ctx.model_dir, policy.device) if s.kl_beta > 0 else None
+    trainer = Trainer(policy, s, ref)
+    state = load_checkpoint(ctx.run_dir, policy.model, trainer.optimizer) or LearnerState()
+    trainer.step = state.step
+    consumed = set(state.consumed)
+    ctx.metrics.published_version.set(state.version)
+    consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, f"learner-{socket.gethostname()}-{os.environ.get('RANK', '0')}")
+    unacked: list[bytes] = []
+    log.info("learner: step %d, version %d, %d groups consumed so far", state.step, state.version, len(consumed))
+    while not ctx.stop.is_set() and not (s.max_steps and state.step >= s.max_steps):
+        entries = collect(ctx, consumer, state, consumed, unacked)
+        if not entries:
+            continue
+        report = trainer.train_step([e.group for e in entries])
+        state.step = report.step
+        state.consumed.extend(e.group.group_id for e in entries)
+        consumed.update(e.group.group_id for e in entries)
+        unacked.extend(e.entry_id for e in entries)
+        published = maybe_publish(ctx, policy, state)
+        if state.step % s.checkpoint_every == 0 or (s.max_steps and state.step >= s.max_steps):
+            save_checkpoint(ctx.run_dir, state, policy.model, trainer.optimizer)
+            consumer.ack(unacked)
+            unacked.clear()
+        record_step(ctx, state, report, entries, published)
+    return state
+
+
+def collect(ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, consumed: set[str],
+            unacked: list[bytes]) -> list[GroupEntry]:  # fmt: skip
+    """Up to `groups_per_step` usable groups; blocks at most ~block_ms per read so `stop` is honoured."""
+    want = ctx.settings.groups_per_step
+    usable: list[GroupEntry] = []
+    while len(usable) < want and not ctx.stop.is_set():
+        entries = consumer.read(want - len(usable), ctx.settings.block_ms)
+        if not entries:
+            if not usable:
+                return []
+            continue
+        for entry in entries:
+            if entry.group is None:
+                consumer.dead_letter(entry)
+            elif entry.group.group_id in consumed or any(u.group.group_id == entry.group.group_id for u in usable):
+                consumer.ack([entry.entry_id])  # redelivered after a crash, already applied: never twice
+            elif (stale := state.version - entry.group.policy_version_min) > ctx.settings.max_staleness:
+                ctx.metrics.stale_dropped.inc()
+                state.dropped_stale += 1
+                consumed.add(entry.group.group_id)
+                state.consumed.append(entry.group.group_id)
+                unacked.append(entry.entry_id)  # acked with the next checkpoint, like applied ones
+            else:
+                ctx.metrics.staleness.set(stale)
+                usable.append(entry)
+    return usable if len(usable) == want else []
+
+
+def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
+    s = ctx.settings
+    if not is_main_rank() or state.step % s.publish_every:
+        return None
+    manifest, seconds = publish(policy.model, ctx.model_dir, ctx.weights_dir, state.version, state.step,
+                                str(ctx.model_dir), ctx.client, ctx.streams, s.keep_versions)  # fmt: skip
+    state.version = manifest.version
+    ctx.metrics.published_version.set(manifest.version)
+    ctx.metrics.publish_seconds.observe(seconds)
+    return manifest, seconds
+
+
+def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entries, published) -> None:
+    ctx.metrics.observe_step(report)
+    m = report.metrics
+    ts = time.time()
+    ctx.client.xadd(
+        ctx.streams.stats(STATS_LEARNER),
+        {"step": state.step, "version": state.version, "loss": report.loss, "kl": m.get("all/kl", 0.0),
+         "clip_frac": m.get("all/clip_frac", 0.0), "ts": ts},  # fmt: skip
+        maxlen=2000,
+        approximate=True,
+    )
+    line = {
+        "step": state.step,
+        "version": state.version,
+        "loss": report.loss,
+        "tokens": report.tokens,
+        "tokens_per_s": report.tokens_per_second,
+        "step_s": report.seconds,
+        "advantage_s": report.advantage_seconds,
+        "skipped_zero": report.skipped_zero,
+        "groups": report.group_ids,
+        "group_versions": [e.group.policy_version_min for e in entries],
+        "exec_mean": sum(r.exec for e in entries for r in e.group.rewards) / sum(e.group.size for e in entries),
+        "published": published[0].version if published else None,
+        "publish_s": published[1] if published else None,
+        "ts": ts,
+        **{k: v for k, v in m.items() if not k.endswith("/tokens")},
+    }
+    with open(ctx.run_dir / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps(line) + "\n")
+    log.info("step %d v%d loss %.4f tokens %d %.1f tok/s", state.step, state.version, report.loss, report.tokens,
+             report.tokens_per_second)  # fmt: skip

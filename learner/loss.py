@@ -1,0 +1,182 @@
+"""Policy losses: one registry, `loss(inputs, config) -> (scalar, metrics)` (DESIGN.md §5).
+
+Shapes: N generated tokens of a micro-batch (one packed group), flattened; `seq (N,)` says which
+trajectory each token belongs to. Aggregation divides by the step's totals (`LossConfig.total_tokens`,
+`total_seqs`) so that gradient accumulation over micro-batches equals one big batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from learner.advantages.batch import CODE_KIND, GENERATED_CODES
+
+
+@dataclass
+class LossInputs:
+    logprobs: torch.Tensor
+    """(N,) log π_θ of the sampled tokens (requires grad)."""
+    behaviour: torch.Tensor
+    """(N,) log π_behaviour recorded by the engine at sampling time."""
+    advantages: torch.Tensor
+    """(N,) per-token advantages from the estimator."""
+    seq: torch.Tensor
+    """(N,) int64 trajectory index of each token within the step."""
+    kinds: torch.Tensor
+    """(N,) segment-kind codes (for per-kind metrics)."""
+    entropy: torch.Tensor | None = None
+    """(N,) entropy of π_θ (detached), for metrics."""
+    ref_logprobs: torch.Tensor | None = None
+    """(N,) log π_ref of a frozen reference, for the k3 KL."""
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    kl_beta: float = 0.0
+    tis_cap: float = 2.0
+    aggregation: str = "token_mean"
+    total_tokens: int = 1
+    """Generated tokens in the whole step (token_mean divides by it)."""
+    total_seqs: int = 1
+    """Trajectories in the whole step (seq_mean divides by it)."""
+
+
+LossFn = Callable[[LossInputs, LossConfig], tuple[torch.Tensor, dict[str, float]]]
+LOSSES: dict[str, LossFn] = {}
+
+
+class UnknownLossError(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register_loss(name: str):
+    def deco(fn: LossFn) -> LossFn:
+        LOSSES[name] = fn
+        return fn
+
+    return deco
+
+
+def get_loss(name: str) -> LossFn:
+    try:
+        return LOSSES[name]
+    except KeyError:
+        raise UnknownLossError(f"unknown policy loss {name!r}; known: {', '.join(sorted(LOSSES))}") from None
+
+
+def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """(N,) k3 estimator of KL(π_θ‖π_ref): `exp(ref − logp) − (ref − logp) − 1` (Schulman, 'Approximating KL')."""
+    d = ref_logprobs - logprobs
+    return torch.exp(d) - d - 1
+
+
+def aggregate(per_token: torch.Tensor, inputs: LossInputs, config: LossConfig) -> torch.Tensor:
+    """token_mean: Σ_t ℓ_t / total_tokens; seq_mean: Σ_i mean_{t∈i} ℓ_t / total_seqs."""
+    if config.aggregation == "token_mean":
+        return per_token.sum() / max(config.total_tokens, 1)
+    if config.aggregation == "seq_mean":
+        seq_ids, inverse, counts = torch.unique(inputs.seq, return_inverse=True, return_counts=True)
+        per_seq = torch.zeros(len(seq_ids), dtype=per_token.dtype, device=per_token.device).index_add(0, inverse, per_token)
+        return (per_seq / counts.to(per_token.dtype)).sum() / max(config.total_seqs, 1)
+    raise ValueError(f"aggregation: unknown {config.aggregation!r}; known: token_mean, seq_mean")
+
+
+def _surrogate(ratio: torch.Tensor, adv: torch.Tensor, config: LossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) and (N,) bool: the clipped branch was taken."""
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1 - config.eps_low, 1 + config.eps_high) * adv
+    return -torch.minimum(unclipped, clipped), clipped < unclipped
+
+
+def _finish(per_token, ratio, was_clipped, inputs, config):
+    kl = None
+    if config.kl_beta > 0 and inputs.ref_logprobs is not None:
+        kl = k3_kl(inputs.logprobs, inputs.ref_logprobs)
+        per_token = per_token + config.kl_beta * kl
+    loss = aggregate(per_token, inputs, config)
+    return loss, token_metrics(inputs, ratio.detach(), was_clipped, kl)
+
+
+@register_loss("clip")
+def clipped_surrogate(inputs: LossInputs, config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Token-level clipped surrogate with behaviour logprobs (DESIGN.md §5; PPO arXiv 1707.06347, DAPO
+    clip-higher arXiv 2503.14476): `ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t) + β·KL_k3`,
+    `ρ_t = exp(log π_θ − log π_behaviour)` (this also corrects for staleness)."""
+    ratio = torch.exp(inputs.logprobs - inputs.behaviour)
+    per_token, was_clipped = _surrogate(ratio, inputs.advantages, config)
+    return _finish(per_token, ratio, was_clipped, inputs, config)
+
+
+@register_loss("clip_tis")
+def clipped_surrogate_tis(inputs: LossInputs, config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate against the learner's own recompute with truncated importance weights for the
+    behaviour/learner mismatch (Yao et al. 2025, 'Your efficient RL framework secretly brings you off-policy
+    RL training'): `ℓ_t = −min(C, π_old/π_beh)·min(r_t A_t, clip(r_t) A_t)`, `r_t = π_θ/π_old`, π_old = the
+    learner's values at the start of the step (detached)."""
+    old = inputs.logprobs.detach()
+    ratio = torch.exp(inputs.logprobs - old)
+    weight = torch.exp(old - inputs.behaviour).clamp(max=config.tis_cap)
+    per_token, was_clipped = _surrogate(ratio, inputs.advantages, config)
+    return _finish(per_token * weight, torch.exp(old - inputs.behaviour), was_clipped, inputs, config)
+
+
+@torch.no_grad()
+def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> dict[str, float]:
+    """Sums per segment kind (the trainer divides by counts): advantage, |advantage|, clip fraction, ratio,
+    KL, entropy, behaviour-vs-recompute logprob gap. Keys: `<kind>/<name>` and `all/<name>`."""
+    out: dict[str, float] = {}
+    gap = (inputs.behaviour - inputs.logprobs.detach()).abs()
+    masks = {"all": torch.ones_like(inputs.kinds, dtype=torch.bool)}
+    masks.update({CODE_KIND[c].value: inputs.kinds == c for c in GENERATED_CODES})
+    for name, mask in masks.items():
+        n = int(mask.sum())
+        if n == 0:
+            continue
+        out[f"{name}/tokens"] = float(n)
+        out[f"{name}/adv_sum"] = float(inputs.advantages[mask].sum())
+        out[f"{name}/adv_abs_sum"] = float(inputs.advantages[mask].abs().sum())
+        out[f"{name}/clip_sum"] = float(was_clipped[mask].sum())
+        out[f"{name}/ratio_sum"] = float(ratio[mask].sum())
+        out[f"{name}/logprob_gap_sum"] = float(gap[mask].sum())
+        if inputs.entropy is not None:
+            out[f"{name}/entropy_sum"] = float(inputs.entropy[mask].sum())
+        if kl is not None:
+            out[f"{name}/kl_sum"] = float(kl[mask].sum())
+    out["all/ratio_max"] = float(ratio.max())
+    out["all/ratio_min"] = float(ratio.min())
+    return out
+
+
+def summarise(sums: dict[str, float]) -> dict[str, float]:
+    """Turn accumulated `<kind>/<x>_sum` + `<kind>/tokens` into means: adv_mean, adv_abs_mean, clip_frac, ..."""
+    out = {}
+    for key, value in sums.items():
+        kind, _, name = key.partition("/")
+        if name.endswith("_sum"):
+            n = sums.get(f"{kind}/tokens", 0.0)
+            base = name[: -len("_sum")]
+            base = {"clip": "clip_frac", "adv": "adv_mean", "adv_abs": "adv_abs_mean"}.get(base, base + ("_mean" if base in ("ratio", "entropy", "logprob_gap") else ""))
+            out[f"{kind}/{base}"] = value / n if n else 0.0
+        else:
+            out[key] = value
+    return out
+
+
+def merge_metrics(acc: dict[str, float], new: dict[str, float]) -> dict[str, float]:
+    """Accumulate micro-batch metric sums (`_max` keys take the max, `_min` the min)."""
+    for key, value in new.items():
+        if key not in acc:
+            acc[key] = value
+        elif key.endswith("_max"):
+            acc[key] = max(acc[key], value)
+        elif key.endswith("_min"):
+            acc[key] = min(acc[key], value)
+        else:
+            acc[key] += value
+    return acc

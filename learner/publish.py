@@ -1,0 +1,84 @@
+"""Publishing weights vN for the server (DESIGN.md §8, brief 'learner → serve').
+
+`<data_dir>/weights/v{N}/` holds model.safetensors (full HF LlamaForCausalLM names; LoRA merged), config.json,
+tokenizer files and manifest.json (a `WeightManifest` with sha256 per file). Written into a temp dir, fsynced,
+renamed; only then `SET slca:weights:latest` and `PUBLISH slca:weights`, so a subscriber never sees a version
+whose files are incomplete."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import time
+from pathlib import Path
+
+from learner.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
+from slca.contracts import Streams, WeightManifest, dump_json
+from slca.contracts.weights import MANIFEST_NAME, sha256_file
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "vocab.json", "merges.txt", "generation_config.json")  # fmt: skip
+_VERSION_DIR = re.compile(r"^v(\d+)$")
+
+
+def existing_versions(weights_dir: Path) -> list[int]:
+    if not weights_dir.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in weights_dir.iterdir() if (m := _VERSION_DIR.match(p.name)))
+
+
+def next_version(weights_dir: Path, last_published: int) -> int:
+    """Strictly above both this learner's record and anything on disk (a crash after a publish but before the
+    checkpoint must not reuse a number the server may already serve)."""
+    return max([last_published, *existing_versions(weights_dir)]) + 1
+
+
+def _plain_model(model):
+    """A LlamaForCausalLM with LoRA merged (a copy: training continues on the adapters)."""
+    if hasattr(model, "merge_and_unload"):
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+def write_version(model, source_dir: Path, weights_dir: Path, version: int, train_step: int, base_model: str) -> WeightManifest:
+    remove_stale_temps(weights_dir)
+    target = weights_dir / f"v{version}"
+    tmp = temp_dir_next_to(target)
+    plain = _plain_model(model)
+    plain.save_pretrained(str(tmp), safe_serialization=True)
+    for name in TOKENIZER_FILES:
+        if (source_dir / name).is_file() and not (tmp / name).exists():
+            shutil.copy2(source_dir / name, tmp / name)
+    digests = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+    manifest = WeightManifest(version=version, path=str(target.resolve()), sha256=digests, base_model=base_model,
+                              train_step=train_step)  # fmt: skip
+    (tmp / MANIFEST_NAME).write_text(dump_json(manifest))
+    commit_dir(tmp, target)
+    return manifest
+
+
+def announce(redis_client, streams: Streams, manifest: WeightManifest) -> None:
+    text = dump_json(manifest)
+    redis_client.set(streams.weights_latest, text)
+    redis_client.publish(streams.weights_channel, text)
+
+
+def prune_versions(weights_dir: Path, keep: int, protect: int) -> None:
+    """Delete all but the newest `keep` versions (never `protect`, the one just announced)."""
+    if keep <= 0:
+        return
+    for v in existing_versions(weights_dir)[:-keep]:
+        if v != protect:
+            shutil.rmtree(weights_dir / f"v{v}", ignore_errors=True)
+
+
+def publish(model, source_dir: Path, weights_dir: Path, last_published: int, train_step: int, base_model: str,
+            redis_client, streams: Streams, keep: int = 3) -> tuple[WeightManifest, float]:  # fmt: skip
+    t0 = time.perf_counter()
+    version = next_version(weights_dir, last_published)
+    manifest = write_version(model, source_dir, weights_dir, version, train_step, base_model)
+    if redis_client is not None:
+        announce(redis_client, streams, manifest)
+    prune_versions(weights_dir, keep, version)
+    return manifest, time.perf_counter() - t0

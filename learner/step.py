@@ -1,0 +1,99 @@
+"""From a `RolloutGroup` to a differentiable loss: advantages, token selection, packed forward.
+
+`prepare_group` is model-free (estimator + bookkeeping); `group_loss` runs the model on one packed group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from learner.advantages import AdvantageConfig, batch_of, get_estimator
+from learner.forward import select_rows, token_logprobs
+from learner.loss import LossConfig, LossInputs, get_loss
+from learner.packing import pack_group
+from slca.contracts import RolloutGroup
+
+
+@dataclass
+class PreparedGroup:
+    group_id: str
+    tokens: list[list[int]]
+    selected: list[torch.Tensor]
+    """Per member, (n_i,) indices of its generated tokens (all ≥ 1)."""
+    behaviour: torch.Tensor
+    """(N,) behaviour logprobs of the selected tokens, members concatenated."""
+    advantages: torch.Tensor
+    """(N,) float32."""
+    kinds: torch.Tensor
+    """(N,) kind codes."""
+    seq: torch.Tensor
+    """(N,) member index within the group."""
+    estimator_metrics: dict[str, float]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.advantages.numel())
+
+    @property
+    def all_zero(self) -> bool:
+        return bool((self.advantages == 0).all())
+
+
+def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageConfig) -> PreparedGroup:
+    batch = batch_of(group)
+    advantages, metrics = get_estimator(estimator)(batch, config)
+    selected, behaviour, adv, kinds, seq = [], [], [], [], []
+    for i, (traj, layout, a) in enumerate(zip(group.trajectories, batch.members, advantages)):
+        idx = torch.nonzero(layout.generated).flatten()
+        idx = idx[idx >= 1]  # token 0 has no context to be predicted from
+        selected.append(idx)
+        lp = torch.tensor([traj.logprobs[t] for t in idx.tolist()], dtype=torch.float32)
+        behaviour.append(lp)
+        adv.append(a[idx])
+        kinds.append(layout.kinds[idx])
+        seq.append(torch.full((idx.numel(),), i, dtype=torch.long))
+    return PreparedGroup(
+        group_id=group.group_id,
+        tokens=[list(t.tokens) for t in group.trajectories],
+        selected=selected,
+        behaviour=torch.cat(behaviour),
+        advantages=torch.cat(adv),
+        kinds=torch.cat(kinds),
+        seq=torch.cat(seq),
+        estimator_metrics=metrics,
+    )
+
+
+def group_loss(
+    model,
+    prepared: PreparedGroup,
+    loss_name: str,
+    loss_config: LossConfig,
+    autocast: bool,
+    ref_model=None,
+    seq_offset: int = 0,
+) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+    """Loss of one group (already divided by the step totals), its metric sums, and the (N,) logprobs.
+
+    `model` is a `LogprobModule` (possibly DDP-wrapped); `ref_model` a plain HF model."""
+    packed = pack_group(prepared.tokens)
+    rows, targets = select_rows(packed, prepared.tokens, prepared.selected)
+    out = model(packed, rows, targets, autocast)
+    device = out.logprobs.device
+    ref = None
+    if ref_model is not None and loss_config.kl_beta > 0:
+        with torch.no_grad():
+            ref = token_logprobs(ref_model, packed, rows, targets, autocast).logprobs
+    inputs = LossInputs(
+        logprobs=out.logprobs,
+        behaviour=prepared.behaviour.to(device),
+        advantages=prepared.advantages.to(device),
+        seq=(prepared.seq + seq_offset).to(device),
+        kinds=prepared.kinds.to(device),
+        entropy=out.entropy,
+        ref_logprobs=ref,
+    )
+    loss, metrics = get_loss(loss_name)(inputs, loss_config)
+    return loss, metrics, out.logprobs

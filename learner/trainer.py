@@ -1,0 +1,118 @@
+"""One optimizer step over a list of rollout groups: advantages, packed forward/backward per group
+(gradient accumulation), clipping, AdamW. No Redis, no files: the loop and the CLI drive it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from learner.loss import LossConfig, merge_metrics, summarise
+from learner.model import Policy
+from learner.settings import LearnerSettings
+from learner.step import PreparedGroup, group_loss, prepare_group
+from slca.contracts import RolloutGroup
+
+
+@dataclass
+class StepReport:
+    step: int
+    loss: float
+    tokens: int
+    """Generated tokens trained on (all groups of the step)."""
+    row_tokens: int
+    """Tokens the model actually ran (packed rows: shared prompts counted once)."""
+    seconds: float
+    advantage_seconds: float
+    group_ids: list[str]
+    skipped_zero: int
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.row_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+class Trainer:
+    def __init__(self, policy: Policy, settings: LearnerSettings, ref_model=None):
+        self.policy = policy
+        self.settings = settings
+        self.ref_model = ref_model
+        self.adv_config = settings.advantage_config()
+        params = [p for p in policy.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+        self.step = 0
+
+    def prepare(self, groups: list[RolloutGroup]) -> tuple[list[PreparedGroup], float]:
+        t0 = time.perf_counter()
+        prepared = [prepare_group(g, self.settings.estimator, self.adv_config) for g in groups]
+        return prepared, time.perf_counter() - t0
+
+    def train_step(self, groups: list[RolloutGroup]) -> StepReport:
+        t0 = time.perf_counter()
+        prepared, adv_seconds = self.prepare(groups)
+        loss_config = self._loss_config(prepared)
+        # Under DDP every rank must run the same number of forwards, so nothing is skipped there.
+        skip = self.settings.skip_zero_advantage_groups and not self.policy.distributed
+        work = [p for p in prepared if p.num_tokens and not (skip and p.all_zero)]
+        total_loss, sums, row_tokens, seq_offset = 0.0, {}, 0, 0
+        self.optimizer.zero_grad(set_to_none=True)
+        for k, group in enumerate(work):
+            sync = k == len(work) - 1 or not self.policy.distributed
+            ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
+            with ctx:
+                loss, metrics, _ = group_loss(
+                    self.policy.runner, group, self.settings.loss, loss_config, self.policy.autocast,
+                    self.ref_model, seq_offset,
+                )  # fmt: skip
+                loss.backward()
+            total_loss += float(loss.detach())
+            merge_metrics(sums, metrics)
+            row_tokens += sum(len(t) for t in group.tokens) - (len(group.tokens) - 1) * _prefix(group)
+            seq_offset += len(group.tokens)
+        grad_norm = self._apply()
+        self.step += 1
+        metrics = summarise(sums)
+        metrics["grad_norm"] = grad_norm
+        for p in prepared:
+            merge_metrics(metrics, {f"estimator/{k}": v for k, v in p.estimator_metrics.items()})
+        return StepReport(
+            step=self.step,
+            loss=total_loss,
+            tokens=sum(p.num_tokens for p in prepared),
+            row_tokens=row_tokens,
+            seconds=time.perf_counter() - t0,
+            advantage_seconds=adv_seconds,
+            group_ids=[g.group_id for g in groups],
+            skipped_zero=len(prepared) - len(work),
+            metrics=metrics,
+        )
+
+    def _loss_config(self, prepared: list[PreparedGroup]) -> LossConfig:
+        s = self.settings
+        return LossConfig(
+            eps_low=s.eps_low,
+            eps_high=s.eps_high,
+            kl_beta=s.kl_beta,
+            tis_cap=s.tis_cap,
+            aggregation=s.aggregation,
+            total_tokens=sum(p.num_tokens for p in prepared),
+            total_seqs=sum(len(p.tokens) for p in prepared),
+        )
+
+    def _apply(self) -> float:
+        params = [p for p in self.policy.model.parameters() if p.requires_grad]
+        if not any(p.grad is not None for p in params):
+            return 0.0
+        norm = torch.nn.utils.clip_grad_norm_(params, self.settings.max_grad_norm or float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+
+def _prefix(group: PreparedGroup) -> int:
+    from learner.packing import common_prefix_len
+
+    return common_prefix_len(group.tokens)
