@@ -18,7 +18,7 @@ def register(commands, bench) -> None:
     feed = commands.add_parser("feed", help="drive training traffic through the agent API from a task pack")
     feed.add_argument("--url", help="agent API base URL (default: ops.feed_url, else serve's host:port)")
     feed.add_argument("--pack", help="task pack (default: ops.feed_pack)")
-    feed.add_argument("--requests", type=int, default=0, help="stop after this many requests (0: run forever)")
+    feed.add_argument("--requests", type=int, help="stop after this many requests (default: ops.feed_requests; 0: forever)")
     feed.add_argument("--concurrency", type=int, help="requests in flight (default: ops.feed_concurrency)")
     feed.add_argument("--ids-out", type=Path, help="append every recorded trajectory id to this file")
     feed.set_defaults(func=_feed)

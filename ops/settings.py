@@ -49,5 +49,7 @@ class OpsSettings(SectionSettings):
     """First back-off after a 503 or a connection error; doubles per retry."""
     feed_retry_max_s: float = 30.0
     """Upper bound of the feed's retry back-off."""
+    feed_requests: int = 0
+    """Requests the feed sends before it exits (status 0: `slca up` does not restart it); 0 = no limit."""
     feed_seed: int = 0
     """Seed of the task order."""

@@ -32,7 +32,8 @@ def make_plan(args, config: Config) -> FeedPlan:
         url=args.url or ops.feed_url or serve_url(config), group_size=group_size(config, ops),
         concurrency=args.concurrency or ops.feed_concurrency, max_tokens=ops.feed_max_tokens,
         max_turns=ops.feed_max_turns, temperature=ops.feed_temperature, top_p=ops.feed_top_p,
-        retry_initial_s=ops.feed_retry_initial_s, retry_max_s=ops.feed_retry_max_s, requests=args.requests,
+        retry_initial_s=ops.feed_retry_initial_s, retry_max_s=ops.feed_retry_max_s,
+        requests=ops.feed_requests if args.requests is None else args.requests,
         seed=ops.feed_seed,
     )  # fmt: skip
 

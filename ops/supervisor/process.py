@@ -15,6 +15,8 @@ class ProcessState(str, enum.Enum):
     RUNNING = "running"
     BACKOFF = "backoff"
     """Crashed; waiting for its restart delay."""
+    EXITED = "exited"
+    """Finished on its own with status 0 (a feed with a request budget): done, not restarted."""
     STOPPING = "stopping"
     STOPPED = "stopped"
 
@@ -83,6 +85,9 @@ class ManagedProcess:
         if self.state != ProcessState.RUNNING or self.proc is None or self.proc.poll() is None:
             return False
         self.last_exit = self.proc.returncode
+        if self.last_exit == 0:
+            self.state = ProcessState.EXITED
+            return True
         if self.uptime_at_exit() >= self.backoff.reset_after_s:
             self.consecutive_crashes = 0
         self.consecutive_crashes += 1

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec
+from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec, ProcessState
 
 log = logging.getLogger("slca.up")
 
@@ -32,9 +32,11 @@ class Supervisor:
         """One supervision step: notice exits, restart those whose delay has passed."""
         for proc in self.processes:
             if proc.poll():
-                delay = proc.restart_at - proc.clock() if proc.restart_at else 0.0
-                log.warning("%s exited with status %s; restarting in %.1fs (see %s)",
-                            proc.spec.name, proc.last_exit, delay, proc.spec.log_path)  # fmt: skip
+                if proc.state == ProcessState.EXITED:
+                    log.info("%s finished (exit 0); not restarted", proc.spec.name)
+                else:
+                    log.warning("%s exited with status %s; restarting in %.1fs (see %s)", proc.spec.name,
+                                proc.last_exit, proc.restart_at - proc.clock(), proc.spec.log_path)  # fmt: skip
             if proc.due():
                 proc.restart()
                 log.info("restarted %s (pid %s, restart #%d)", proc.spec.name, proc.pid, proc.restarts)

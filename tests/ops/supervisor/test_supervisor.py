@@ -33,7 +33,7 @@ def test_backoff_doubles_and_caps(crashes, expected):
 
 def test_backoff_resets_after_a_healthy_run(tmp_path):
     now = [0.0]
-    proc = ManagedProcess(ProcessSpec("x", [PY, "-c", "pass"], tmp_path / "x.log"), Backoff(1.0, 60.0, 10.0),
+    proc = ManagedProcess(ProcessSpec("x", [PY, "-c", "raise SystemExit(1)"], tmp_path / "x.log"), Backoff(1.0, 60.0, 10.0),
                           clock=lambda: now[0])  # fmt: skip
     proc.start()
     proc.proc.wait()
@@ -110,3 +110,15 @@ def test_sigterm_stops_every_child_group_then_exits(tmp_path):
     assert wait_for(lambda: not _group_alive(pids["parent"]) and not _group_alive(pids["stubborn"]), 5)
     assert took < 10  # grace 1 s, then SIGKILL: no hang on the stubborn child
     assert b"stopped stubborn" in out and b"stopped parent" in out
+
+
+def test_a_clean_exit_is_done_not_restarted(tmp_path):
+    sup = Supervisor([ProcessSpec("oneshot", [PY, "-c", "pass"], tmp_path / "o.log")], Backoff(0.01, 0.1, 60.0))
+    sup.start_all()
+    proc = sup.get("oneshot")
+    proc.proc.wait()
+    for _ in range(5):
+        sup.tick()
+        time.sleep(0.02)
+    sup.stop_all()
+    assert proc.restarts == 0 and proc.last_exit == 0
