@@ -57,3 +57,14 @@ class TwoToolTask:
 
 def exec_mean(group: RolloutGroup) -> float:
     return sum(r.exec for r in group.rewards) / group.size
+
+
+@torch.no_grad()
+def choice_probability(model, task: TwoToolTask) -> float:
+    """Exact probability that constrained sampling picks the gold tool: the model's softmax at the token
+    where the two candidates diverge, renormalised over the two."""
+    a, b = task.candidates
+    n = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    logits = model(torch.tensor([task.prompt + a[:n]])).logits[0, -1]
+    pair = torch.softmax(logits[[a[n], b[n]]].float(), -1)
+    return float(pair[0])
