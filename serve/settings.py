@@ -16,6 +16,8 @@ class ServeSettings(SectionSettings):
     """Engine dtype of the hf engine (float32: it is the logprob reference)."""
     max_model_len: int = 2048
     """Longest prompt + completion, in tokens."""
+    torch_threads: int = 0
+    """Intra-op threads of the hf engine (0: torch's default). On a shared, oversubscribed CPU 1 is far faster."""
     max_batch: int = 64
     """Most requests one engine batch runs together."""
     kv_cache_gib: float = 1.0

@@ -65,6 +65,7 @@ class HFEngine:
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-engine")
         self._compiler: Any = None
+        self._compiled: dict[str, Any] = {}
         self.stop_ids = {self.tokenizer.eos_token_id}
 
     @property
@@ -81,6 +82,8 @@ class HFEngine:
         import torch
         from transformers import AutoModelForCausalLM
 
+        if self.settings.torch_threads > 0:
+            torch.set_num_threads(self.settings.torch_threads)
         model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.settings.hf_dtype))
         model.eval()
         gen_eos = model.generation_config.eos_token_id
@@ -225,7 +228,10 @@ class HFEngine:
                 self.tokenizer, vocab_size=self.model.config.vocab_size, stop_token_ids=sorted(self.stop_ids)
             )
             self._compiler = xgr.GrammarCompiler(info)
-        return xgr.GrammarMatcher(self._compiler.compile_grammar(grammar))
+        compiled = self._compiled.get(grammar)
+        if compiled is None:  # compiling costs far more than a decode step: once per distinct grammar
+            compiled = self._compiled[grammar] = self._compiler.compile_grammar(grammar)
+        return xgr.GrammarMatcher(compiled)
 
     # --- hot swap -----------------------------------------------------------------------------
     async def swap_weights(self, path: str, version: int) -> float:

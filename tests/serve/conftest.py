@@ -29,10 +29,10 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         sets = ["common.model=" + str(model_dir), f"common.redis_url={redis_url}", "serve.engine=hf",
-                f"serve.port={self.port}", f"common.admin_token={ADMIN_TOKEN}", "serve.max_model_len=1024",
+                f"serve.port={self.port}", "serve.torch_threads=1", f"common.admin_token={ADMIN_TOKEN}", "serve.max_model_len=1024",
                 *overrides]  # fmt: skip
         cmd = [sys.executable, "-m", "slca"] + [a for s in sets for a in ("--set", s)] + ["serve"]
-        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -1,0 +1,110 @@
+"""POST /v1/agent/runs: n rollouts of a two-turn task, recorded as exact-token, segment-tagged trajectories."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from slca.contracts import SegmentKind, Streams, Trajectory, decode_entry
+from tests.serve.conftest import WEATHER_TOOL
+
+TOLERANCE = 2e-3
+"""hf engine (fp32, batched, left-padded, KV cache) vs a fresh fp32 teacher-forced forward: same model and
+dtype, so only reduction-order noise separates them."""
+
+
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def group(hf_server, serve_redis):
+    import redis
+
+    client = redis.Redis.from_url(serve_redis.url)
+    streams = Streams("slca")
+    before = client.xlen(streams.trajectories)
+    body = {"messages": [{"role": "user", "content": "Weather in Oslo, in celsius?"}], "tools": [WEATHER_TOOL],
+            "task_id": "task-weather-1", "n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 96,
+            "max_turns": 2, "seed": 42, "tool_choice": "required", "record": True, "return_trajectories": True}  # fmt: skip
+    response = post(hf_server.url + "/v1/agent/runs", body)
+    entries = client.xrange(streams.trajectories)[before:]
+    client.close()
+    return response, [decode_entry(Trajectory, fields) for _, fields in entries]
+
+
+def test_four_trajectories_recorded(group):
+    response, recorded = group
+    assert response["task_id"] == "task-weather-1" and len(response["runs"]) == 4
+    ids = {r["trajectory_id"] for r in response["runs"]}
+    assert {t.id for t in recorded} == ids
+    assert all(t.task_id == "task-weather-1" and t.policy_version == 0 and not t.mixed_version for t in recorded)
+
+
+def test_two_turns_with_a_tool_call_and_result(group):
+    response, recorded = group
+    for run in response["runs"]:
+        (call,) = run["tool_calls"]
+        assert call["name"] == "get_weather" and call["valid"] and call["turn"] == 0
+        assert set(call["result"]) == {"temp", "sky"}  # schema-valid simulated response
+        assert run["message"]["role"] == "assistant"
+    for traj in recorded:
+        kinds = [s.kind for s in traj.segments]
+        assert kinds[:2] == [SegmentKind.SYSTEM, SegmentKind.USER]
+        assert SegmentKind.TOOL_CALL in kinds and SegmentKind.TOOL_RESULT in kinds
+        assert {s.turn for s in traj.segments if s.kind.generated} <= {0, 1}
+
+
+def test_tokens_decode_to_the_returned_text(group, tiny_model_dir):
+    response, recorded = group
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    by_id = {t.id: t for t in recorded}
+    for run in response["runs"]:
+        traj = by_id[run["trajectory_id"]]
+        assert run["trajectory"]["tokens"] == traj.tokens
+        for turn, message in enumerate(m for m in traj.messages if m["role"] == "assistant"):
+            ids = [traj.tokens[i] for s in traj.segments if s.kind.generated and s.turn == turn
+                   for i in range(s.start, s.end)]  # fmt: skip
+            if ids and ids[-1] == tok.eos_token_id:
+                ids = ids[:-1]
+            assert tok.decode(ids, skip_special_tokens=False) == message.get("raw_content", message["content"])
+        final = [m for m in traj.messages if m["role"] == "assistant"][-1]
+        assert final == run["message"]
+
+
+def test_segments_cover_every_token_once_with_the_right_kinds(group, tiny_model_dir):
+    _, recorded = group
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    for traj in recorded:
+        covered = sorted(i for s in traj.segments for i in range(s.start, s.end))
+        assert covered == list(range(len(traj.tokens)))
+        call_tokens = [traj.tokens[i] for s in traj.segments if s.kind == SegmentKind.TOOL_CALL
+                       for i in range(s.start, s.end)]  # fmt: skip
+        text = tok.decode(call_tokens, skip_special_tokens=False)
+        assert text.startswith("<tool_call>") and "</tool_call>" in text
+        assert call_tokens[-1] == tok.eos_token_id  # the end-of-turn token belongs to the segment it closes
+        for s in traj.segments:
+            generated = all(traj.logprobs[i] is not None for i in range(s.start, s.end))
+            assert generated == s.kind.generated
+
+
+def test_behaviour_logprobs_match_teacher_forced_recompute(group, tiny_model_dir):
+    _, recorded = group
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    gaps = []
+    for traj in recorded:
+        with torch.inference_mode():
+            logits = model(torch.tensor([traj.tokens])).logits[0].float()
+        logp = torch.log_softmax(logits, -1)
+        for i, lp in enumerate(traj.logprobs):
+            if lp is not None:
+                gaps.append(abs(float(logp[i - 1, traj.tokens[i]]) - lp))
+    mean, worst = sum(gaps) / len(gaps), max(gaps)
+    print(f"hf engine vs teacher-forced fp32: {len(gaps)} tokens, mean |gap| {mean:.2e}, max {worst:.2e}")
+    assert worst < TOLERANCE
