@@ -1,0 +1,74 @@
+"""Policy losses: clipping, k3 KL, aggregation, truncated importance weights, registry."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from learner.advantages.batch import SUMMARY, TOOL_CALL
+from learner.loss import LOSSES, LossConfig, LossInputs, UnknownLossError, get_loss, k3_kl, summarise
+
+
+def inputs(logp, behaviour, adv, seq=None, kinds=None, ref=None):
+    logp = torch.tensor(logp, requires_grad=True)
+    n = logp.numel()
+    return LossInputs(
+        logprobs=logp, behaviour=torch.tensor(behaviour), advantages=torch.tensor(adv),
+        seq=torch.tensor(seq if seq is not None else [0] * n), kinds=torch.tensor(kinds or [TOOL_CALL] * n),
+        ref_logprobs=None if ref is None else torch.tensor(ref),
+    )  # fmt: skip
+
+
+def test_on_policy_gradient_is_minus_advantage_over_tokens():
+    x = inputs([-1.0, -2.0, -0.5], [-1.0, -2.0, -0.5], [1.0, -2.0, 0.5])
+    loss, _ = get_loss("clip")(x, LossConfig(total_tokens=3))
+    loss.backward()
+    assert torch.allclose(x.logprobs.grad, -torch.tensor([1.0, -2.0, 0.5]) / 3)
+
+
+@pytest.mark.parametrize(
+    "delta,adv,clipped",
+    [(0.5, 1.0, True), (0.5, -1.0, False), (-0.5, -1.0, True), (-0.5, 1.0, False), (0.1, 1.0, False)],
+)
+def test_clip_cuts_the_gradient_outside_the_trust_region(delta, adv, clipped):
+    x = inputs([-1.0 + delta], [-1.0], [adv])
+    loss, metrics = get_loss("clip")(x, LossConfig(eps_low=0.2, eps_high=0.28))
+    loss.backward()
+    assert (float(x.logprobs.grad[0]) == 0.0) == clipped
+    assert metrics["all/clip_sum"] == float(clipped)
+
+
+def test_k3_kl_is_nonnegative_and_zero_at_equality():
+    a = torch.tensor([-1.0, -2.0, -0.1])
+    assert torch.allclose(k3_kl(a, a), torch.zeros(3))
+    assert bool((k3_kl(a, a + torch.tensor([0.3, -0.7, 0.05])) > 0).all())
+    x = inputs([-1.0, -1.0], [-1.0, -1.0], [0.0, 0.0], ref=[-1.5, -0.5])
+    loss, metrics = get_loss("clip")(x, LossConfig(kl_beta=0.1, total_tokens=2))
+    assert float(loss.detach()) == pytest.approx(0.1 * float(k3_kl(x.logprobs, x.ref_logprobs).detach().mean()))
+    assert metrics["all/kl_sum"] > 0
+
+
+def test_seq_mean_weights_sequences_equally():
+    x = inputs([-1.0] * 4, [-1.0] * 4, [1.0, 1.0, 1.0, -3.0], seq=[0, 0, 0, 1])
+    tok, _ = get_loss("clip")(x, LossConfig(total_tokens=4))
+    seq, _ = get_loss("clip")(x, LossConfig(aggregation="seq_mean", total_seqs=2))
+    assert float(tok) == pytest.approx(0.0)
+    assert float(seq) == pytest.approx(-(1.0 + -3.0) / 2)
+
+
+def test_truncated_importance_weights_cap_the_behaviour_ratio():
+    x = inputs([-1.0, -1.0], [-3.0, -1.2], [1.0, 1.0])  # π/π_beh = e² (capped at 2) and e^0.2
+    loss, _ = get_loss("clip_tis")(x, LossConfig(tis_cap=2.0, total_tokens=2))
+    loss.backward()
+    assert torch.allclose(x.logprobs.grad, -torch.tensor([2.0, float(torch.exp(torch.tensor(0.2)))]) / 2, atol=1e-5)
+
+
+def test_metrics_per_kind_and_unknown_loss():
+    x = inputs([-1.0, -1.1], [-1.0, -1.0], [0.5, -1.5], kinds=[TOOL_CALL, SUMMARY])
+    _, sums = get_loss("clip")(x, LossConfig(total_tokens=2))
+    m = summarise(sums)
+    assert m["tool_call/adv_mean"] == 0.5 and m["summary/adv_abs_mean"] == 1.5
+    assert m["summary/logprob_gap_mean"] == pytest.approx(0.1)
+    assert set(LOSSES) == {"clip", "clip_tis"}
+    with pytest.raises(UnknownLossError, match="known: clip, clip_tis"):
+        get_loss("ppo2")
