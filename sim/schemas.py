@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -57,12 +58,29 @@ def tool_spec(tool: dict[str, Any]) -> ToolSpec:
     if mode not in ("simulated", "real"):
         raise ValueError(f"tool {name}: x-mode must be 'simulated' or 'real', got {mode!r}")
     for label, schema in (("parameters", params), ("x-response-schema", response)):
-        if schema is not None:
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError as exc:
-                raise ValueError(f"tool {name}: {label} is not a valid JSON schema: {exc.message}") from None
+        if schema is not None and (problem := schema_problem(canonical_json(schema))):
+            raise ValueError(f"tool {name}: {label} is not a valid JSON schema: {problem}")
     return ToolSpec(name, str(fn.get("description", "")), params, response, mode, _ext(tool, fn, "x-pack"))
+
+
+@lru_cache(maxsize=1024)
+def schema_problem(schema_json: str) -> str | None:
+    """Why a schema (as canonical JSON) is not a valid JSON schema, or None. Cached: checking is slow."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as exc:
+        return exc.message
+    return None
+
+
+@lru_cache(maxsize=1024)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """A cached validator per distinct schema (building one resolves every `$ref`, which is costly)."""
+    return _validator(canonical_json(schema))
 
 
 def _path(error) -> str:
@@ -77,7 +95,7 @@ def _path(error) -> str:
 
 def validation_error(schema: dict[str, Any], value: Any) -> str | None:
     """None when `value` satisfies `schema`, else one message naming the offending field."""
-    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: (len(e.absolute_path), e.path))
+    errors = sorted(validator(schema).iter_errors(value), key=lambda e: (len(e.absolute_path), e.path))
     if not errors:
         return None
     first = errors[0]
@@ -85,4 +103,4 @@ def validation_error(schema: dict[str, Any], value: Any) -> str | None:
 
 
 def is_valid(schema: dict[str, Any] | None, value: Any) -> bool:
-    return Draft202012Validator(schema or GENERIC_OBJECT).is_valid(value)
+    return validator(schema or GENERIC_OBJECT).is_valid(value)

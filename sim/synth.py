@@ -81,8 +81,11 @@ class Synthesiser:
         for key, sub in props.items():
             if key in required or self.rng.random() < 0.8:
                 out[key] = self.value(sub, key, depth + 1)
-        if not props and isinstance(schema.get("additionalProperties"), dict):
-            out[f"{name or 'item'}_1"] = self.value(schema["additionalProperties"], name, depth + 1)
+        extra = schema.get("additionalProperties")
+        if not props and isinstance(extra, dict):
+            keys = self._resolve(schema.get("propertyNames", {})).get("enum") or [f"{name or 'item'}_1"]
+            for key in keys[: self.rng.randint(1, len(keys))]:
+                out[key] = self.value(extra, key if keys[0] != f"{name or 'item'}_1" else name, depth + 1)
         return out
 
     def _array(self, schema: dict[str, Any], name: str, depth: int) -> list[Any]:

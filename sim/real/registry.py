@@ -51,19 +51,20 @@ class RealTool:
         return {"type": "function", "function": fn}
 
     async def call(self, arguments: Any, episode) -> ToolResult:
+        # The pack's per-episode state (a fresh database copy) is set-up, not call latency: made first.
+        state = await episode.pack_state(self.pack)
         start = time.perf_counter()
-        result = await self._call(arguments, episode)
+        result = await self._call(arguments, state)
         result.latency_s = time.perf_counter() - start
         result.meta.setdefault("mode", "real")
         return result
 
-    async def _call(self, arguments: Any, episode) -> ToolResult:
+    async def _call(self, arguments: Any, state: Any) -> ToolResult:
         problem = "arguments must be a JSON object" if not isinstance(arguments, dict) else None
         problem = problem or validation_error(self.parameters, arguments)
         if problem:
             return ToolResult(ok=False, status=400, error=problem)
         try:
-            state = await episode.pack_state(self.pack)
             content = await asyncio.wait_for(self.fn(arguments, state), self.timeout_s)
         except ToolError as exc:
             return ToolResult(ok=False, status=exc.status, error=str(exc))

@@ -69,6 +69,27 @@ def fresh_toolkit(domain: str):
     return toolkit_cls(db_cls.model_validate(db_json(domain)))
 
 
+@lru_cache(maxsize=None)
+def pristine_toolkit(domain: str):
+    """One shared, never-written toolkit per domain, for reads before an episode's first write."""
+    return fresh_toolkit(domain)
+
+
+class EpisodeDatabase:
+    """Copy-on-write: reads use the shared pristine database until the episode's first write, which
+    gets (and keeps) a fresh private copy. Why: parsing a copy costs ~0.1-0.5 s; most episodes only read.
+    tau2 read tools do not mutate the database, so sharing it between episodes is safe."""
+
+    def __init__(self, domain: str):
+        self.domain = domain
+        self._own = None
+
+    def toolkit(self, writes: bool):
+        if self._own is None and writes:
+            self._own = fresh_toolkit(self.domain)
+        return self._own if self._own is not None else pristine_toolkit(self.domain)
+
+
 def to_json(value: Any) -> Any:
     """tau2 results as JSON (pydantic models dumped), as its environment serialises them."""
     if isinstance(value, BaseModel):
@@ -92,8 +113,9 @@ def response_schema(tool) -> dict[str, Any]:
     return inner
 
 
-def _runner(name: str):
-    async def run(arguments: dict[str, Any], toolkit) -> Any:
+def _runner(name: str, writes: bool):
+    async def run(arguments: dict[str, Any], database) -> Any:
+        toolkit = database.toolkit(writes) if isinstance(database, EpisodeDatabase) else database
         try:
             return to_json(toolkit.use_tool(name, **arguments))
         except Exception as exc:  # the domain code's own errors (ValueError, pydantic, TypeError) → API errors
@@ -107,17 +129,18 @@ def tau2_pack(domain: str, timeout_s: float = 10.0) -> RealPack:
     """The domain's assistant tools as a real pack; per-episode state is a fresh toolkit + database."""
     if domain not in DOMAINS:
         raise KeyError(f"unknown τ² domain {domain!r}; known: {', '.join(DOMAINS)}")
-    probe = fresh_toolkit(domain)
+    probe = pristine_toolkit(domain)
 
     async def new_state():
-        return fresh_toolkit(domain)
+        return EpisodeDatabase(domain)
 
     pack = RealPack(domain, new_state=new_state)
     for name, tool in sorted(probe.get_tools().items()):
         params = tool.params.model_json_schema()
         params.pop("title", None)
         pack.add(RealTool(
-            name=name, description=tool._get_description(), parameters=params, fn=_runner(name),
+            name=name, description=tool._get_description(), parameters=params,
+            fn=_runner(name, probe.tool_type(name).value != "read"),
             response_schema=response_schema(tool), kind=probe.tool_type(name).value, timeout_s=timeout_s,
         ))  # fmt: skip
     return pack

@@ -13,7 +13,7 @@ from typing import Any
 
 from sim.real import RealPack, RealTool, ToolError
 from sim.real.everyday import everyday_pack
-from sim.real.tau2 import fresh_toolkit, tau2_pack
+from sim.real.tau2 import EpisodeDatabase, tau2_pack
 from sim.tasks.catalog import SIMULATED_TOOLS
 from sim.tasks.everyday import everyday_intents
 from sim.tasks.intents import Intent
@@ -38,8 +38,8 @@ class PackSource:
 
 PACK_SOURCES: dict[str, PackSource] = {
     "everyday": PackSource(everyday_intents, everyday_pack, lambda: None, SIMULATED_TOOLS),
-    "airline": PackSource(airline_intents, lambda: tau2_pack("airline"), lambda: fresh_toolkit("airline"), []),
-    "retail": PackSource(retail_intents, lambda: tau2_pack("retail"), lambda: fresh_toolkit("retail"), []),
+    "airline": PackSource(airline_intents, lambda: tau2_pack("airline"), lambda: EpisodeDatabase("airline"), []),
+    "retail": PackSource(retail_intents, lambda: tau2_pack("retail"), lambda: EpisodeDatabase("retail"), []),
 }
 
 
