@@ -29,7 +29,7 @@ def check_weight_dir(path: str) -> Path:
 
 
 def load_state_dict(path: str) -> dict:
-    from safetensors import SafetensorsError
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     root = check_weight_dir(path)
@@ -37,6 +37,6 @@ def load_state_dict(path: str) -> dict:
     try:
         for file in sorted(root.glob("*.safetensors")):
             state.update(load_file(str(file)))
-    except (SafetensorsError, OSError) as exc:
+    except (SafetensorError, OSError) as exc:
         raise WeightLoadError(f"{path}: cannot read safetensors ({exc})") from None
     return state

@@ -1,0 +1,33 @@
+"""Publishing test weight versions the way the learner does (safetensors + manifest, atomic rename)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from slca.contracts import WeightManifest
+from slca.contracts.weights import MANIFEST_NAME, sha256_file
+
+
+def publish_version(model_dir: Path, root: Path, version: int, scale: float) -> WeightManifest:
+    """v{version}: the model's tensors scaled by `scale` (a real, different set of weights)."""
+    final = root / f"v{version}"
+    tmp = root / f".tmp-v{version}"
+    tmp.mkdir(parents=True)
+    state = {k: (v.float() * scale).contiguous() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    save_file(state, str(tmp / "model.safetensors"))
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        if (model_dir / name).exists():
+            shutil.copy(model_dir / name, tmp / name)
+    manifest = WeightManifest(version=version, path=str(final), base_model=str(model_dir),
+                              sha256={"model.safetensors": sha256_file(tmp / "model.safetensors")})  # fmt: skip
+    (tmp / MANIFEST_NAME).write_text(manifest.model_dump_json())
+    os.rename(tmp, final)
+    return manifest
+
+
+__all__ = ["publish_version", "torch"]
