@@ -86,8 +86,8 @@ class LearnerSettings(SectionSettings):
     """`slca sft` learning rate (FINDINGS: 5e-5, 10 warm-up steps, linear decay)."""
     sft_batch: int = 8
     """`slca sft` conversations per step."""
-    sft_max_tokens: int = 512
-    """`slca sft` longest conversation in tokens."""
+    sft_max_tokens: int = 1024
+    """`slca sft` longest conversation in tokens (everyday demonstrations: median 820 with the tool schemas)."""
     train_group_size: int = 8
     """`slca train`: trajectories per group (the `n` of the agent API)."""
     train_temperature: float = 1.0
