@@ -35,17 +35,16 @@ class Sweeper:
     def sweep(self) -> dict[str, int]:
         counts = {"partial": 0, "lone": 0, "stale": 0}
         groups = self.pipeline.groups
+        partial = []
         for status, ident in groups.seal_expired(self.s.group_timeout_s):
             if status == "partial":
-                counts["partial"] += 1
-                self.pipeline.emit(ident)
+                partial.append(ident)
             elif status == "lone":
                 counts["lone"] += 1
                 self.pipeline.metrics.dead_letters.labels(reason="group_timeout").inc()
-        for group_id in groups.stale_claims(self.s.claim_stale_s):
-            if self.pipeline.emit(group_id)[0] == "full":
-                break  # no room downstream: try again next sweep
-            counts["stale"] += 1
+        counts["partial"] = self.pipeline.emit(partial).count("emitted")
+        # stale: completed by a worker that died before writing, or waiting for room in a full groups stream
+        counts["stale"] = self.pipeline.emit(groups.stale_claims(self.s.claim_stale_s)).count("emitted")
         return counts
 
     def update_gauges(self, consumer: StreamConsumer) -> None:

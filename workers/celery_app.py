@@ -40,24 +40,26 @@ class ScoreTask(Task):
         return self._pipeline
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        """Retries exhausted (or an unexpected bug): record the entry as dead rather than lose it."""
-        traj_id, payload_b64 = (list(args) + [None, None])[:2]
-        if traj_id is None:
-            return
+        """Retries exhausted (or an unexpected bug): record the entries as dead rather than lose them."""
         import base64
 
+        items = args[0] if args else []
         try:
-            self.pipeline._dead(traj_id, f"retries_exhausted: {type(exc).__name__}: {exc}",
-                                base64.b64decode(payload_b64 or ""))  # fmt: skip
+            for traj_id, payload_b64 in items:
+                if not self.pipeline.client.exists(self.pipeline.keys.member(traj_id)):
+                    self.pipeline.dead_letter(traj_id, f"retries_exhausted: {type(exc).__name__}: {exc}",
+                                        base64.b64decode(payload_b64 or ""))  # fmt: skip
         except redis.RedisError:
-            pass  # Redis is down too: the stream entry was acked, the broker message is gone; logged by Celery
+            pass  # Redis is down too: Celery has logged the failure
 
 
 def create_app(settings: WorkerSettings | None = None, redis_url: str | None = None, prefix: str = "slca") -> Celery:
     s = settings or WorkerSettings()
     url = redis_url or "redis://127.0.0.1:6379/0"
     app = Celery("slca.workers", broker=url, backend=url, set_as_current=False)
-    transport = {"visibility_timeout": s.visibility_timeout_s}
+    # unacked_restore_*: scan for tasks of vanished workers every restore_interval_s (kombu's default is ~100 s)
+    transport = {"visibility_timeout": s.visibility_timeout_s, "unacked_restore_interval": s.restore_interval_s,
+                 "unacked_restore_throttle": 1}  # fmt: skip
     app.conf.update(
         task_serializer="json", result_serializer="json", accept_content=["json"],
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
@@ -72,9 +74,9 @@ def create_app(settings: WorkerSettings | None = None, redis_url: str | None = N
     @app.task(name=SCORE_TASK, base=ScoreTask, bind=True, autoretry_for=TRANSIENT_ERRORS,
               retry_backoff=s.retry_backoff_s, retry_backoff_max=s.retry_backoff_max_s, retry_jitter=True,
               max_retries=s.task_max_retries)  # fmt: skip
-    def score(self, traj_id: str, payload_b64: str) -> str:
-        """Score one trajectory (id + base64 msgpack payload) and add it to its group."""
-        return self.pipeline.process(traj_id, payload_b64).status
+    def score(self, items: list[list[str]]) -> list[str]:
+        """Score a batch of trajectories, each [id, base64 msgpack payload], and add them to their groups."""
+        return self.pipeline.process([(tid, payload) for tid, payload in items])
 
     return app
 

@@ -90,7 +90,7 @@ class StreamConsumer:
     def _handle(self, entries: list, redelivered: bool) -> int:
         if not entries:
             return 0
-        acks = []
+        acks, batch, batch_ids = [], [], []
         try:
             with self.app.producer_or_acquire() as producer:
                 for entry_id, fields in entries:
@@ -103,24 +103,38 @@ class StreamConsumer:
                             self._dead(entry_id, fields, f"max_deliveries: delivered more than {self.s.max_deliveries} times")
                             acks.append(entry_id)
                             continue
-                    if self._enqueue(producer, entry_id, fields):
-                        acks.append(entry_id)
+                    item = self._task_item(entry_id, fields)
+                    if item is None:
+                        acks.append(entry_id)  # dead-lettered
+                        continue
+                    batch.append(item)
+                    batch_ids.append(entry_id)
+                    if len(batch) >= self.s.task_batch:
+                        self._send(producer, batch)
+                        acks += batch_ids
+                        batch, batch_ids = [], []
+                if batch:
+                    self._send(producer, batch)
+                    acks += batch_ids
         finally:
             # ack what is durably enqueued even if the broker failed half-way: the rest stays pending
             if acks:
                 self.client.xack(self.stream, self.s.consumer_group, *acks)
         return len(entries)
 
-    def _enqueue(self, producer, entry_id: bytes, fields: dict) -> bool:
-        """Send the scoring task; False (→ acked) only for an entry that went to the dead letters."""
+    def _task_item(self, entry_id: bytes, fields: dict) -> list[str] | None:
+        """[trajectory id, base64 payload], or None for an entry without them (dead-lettered)."""
         traj_id, data = fields.get(b"id"), fields.get(b"data")
         if not data or not traj_id:
             missing = "data" if not data else "id"
             self._dead(entry_id, fields, f"invalid_payload: stream entry has no '{missing}' field")
-            return True
-        self.app.send_task(SCORE_TASK, args=[traj_id.decode(), base64.b64encode(data).decode()],
-                           queue=self.s.score_queue, producer=producer, retry=False)  # fmt: skip
-        return True
+            return None
+        return [traj_id.decode(errors="replace"), base64.b64encode(data).decode()]
+
+    def _send(self, producer, batch: list[list[str]]) -> None:
+        """Returns once the task message is in the broker (an LPUSH that returned), else raises."""
+        self.app.send_task(SCORE_TASK, args=[batch], queue=self.s.score_queue, producer=producer, retry=False,
+                           ignore_result=True)  # fmt: skip
 
     def _dead(self, entry_id: bytes, fields: dict, reason: str) -> None:
         # without an id, the payload's digest names the entry, so feeding the same bytes again is recognised

@@ -8,7 +8,7 @@ Every state change is a Lua script, so concurrent workers and a redelivered task
   stream has room (back-pressure: a full stream leaves the claim in place; nothing is dropped).
 - `seal`: a bucket older than the timeout becomes a partial claim (≥ 2 members) or, with one member, a dead
   letter; later members of a partial group are recognised as late and dead-lettered, not silently dropped.
-The group payload is built in Python between `add`/`seal` and `emit`; if that process dies, the claim stays
+The group payload is built in Python between `add`/`seal` and `emit_many`; if that process dies, the claim stays
 and the assembler's sweep emits it (`emit_stale`).
 """
 
@@ -20,24 +20,35 @@ from dataclasses import dataclass
 
 import redis
 
-from slca.contracts import Reward, RolloutGroup, Trajectory, encode_entry
-from slca.contracts.wire import load_msgpack
+import msgpack
+
+from slca.contracts import SCHEMA_VERSION, Reward, Trajectory
 from workers.keys import Keys
 
 _ADD = """
-local member, bucket, buckets, sealed, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local member, bucket, buckets, sealed, claims, reward_key, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local tid, traj, reward, G, now, ttl, claim_prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
-if redis.call('EXISTS', member) == 1 then return {'duplicate'} end
+if redis.call('EXISTS', member) == 1 then return {'duplicate', '', '0'} end
+-- the stored reward (trajectory id + scorer version) wins over a re-computed one
+local fresh = '1'
+if not redis.call('SET', reward_key, reward, 'NX', 'EX', ttl) then
+  reward = redis.call('GET', reward_key)
+  fresh = '0'
+elseif ARGV[8] ~= '' then
+  local f = cjson.decode(ARGV[8])
+  redis.call('XADD', stats, 'MAXLEN', '~', ARGV[9], '*', 'exec', f[1], 'pref', f[2], 'tool_turns', f[3],
+             'policy_version', f[4], 'task_id', f[5], 'ts', f[6])
+end
 local remaining = tonumber(redis.call('GET', sealed) or '0')
 if remaining > 0 then
   redis.call('DECR', sealed)
   redis.call('SET', member, 'late', 'EX', ttl)
-  return {'late'}
+  return {'late', '', fresh}
 end
 redis.call('SET', member, bucket, 'EX', ttl)
 redis.call('HSET', bucket, 't:' .. tid, traj, 'r:' .. tid, reward)
 redis.call('ZADD', buckets, 'NX', now, bucket)
-if redis.call('HLEN', bucket) < 2 * G then return {'pending'} end
+if redis.call('HLEN', bucket) < 2 * G then return {'pending', '', fresh} end
 local fields = redis.call('HKEYS', bucket)
 local ids = {}
 for _, f in ipairs(fields) do if string.sub(f, 1, 2) == 't:' then table.insert(ids, string.sub(f, 3)) end end
@@ -47,7 +58,7 @@ redis.call('RENAME', bucket, claim_prefix .. gid)
 redis.call('HSET', claim_prefix .. gid, 'partial', '0')
 redis.call('ZREM', buckets, bucket)
 redis.call('ZADD', claims, now, gid)
-return {'complete', gid}
+return {'complete', gid, fresh}
 """
 
 _SEAL = """
@@ -101,6 +112,8 @@ class AddOutcome:
     status: str
     """'pending' | 'complete' | 'late' | 'duplicate'"""
     group_id: str | None = None
+    fresh_reward: bool = False
+    """The reward was stored by this call (not a stored one reused)."""
 
 
 class GroupAssembler:
@@ -120,25 +133,43 @@ class GroupAssembler:
     def bucket_of(self, traj: Trajectory) -> str:
         return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
 
-    def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward) -> AddOutcome:
+    def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward, reward_key: str, stats_stream: str,
+            stats: list | None, stats_maxlen: int, client=None) -> None:
+        """Queue the atomic add on `client` (a pipeline): store the reward unless one is stored, write the stats
+        entry when it is new, join the bucket. The reply, via `parse_add`, is [status, group id, fresh]."""
         bucket = self.bucket_of(traj)
-        keys = [self.keys.member(traj.id), bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims]
+        keys = [self.keys.member(traj.id), bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims,
+                reward_key, stats_stream]  # fmt: skip
         args = [traj.id, traj_payload, reward.model_dump_json(), self.group_size, time.time(), self.ttl_s,
-                self.keys.claim_prefix]  # fmt: skip
-        out = [x.decode() if isinstance(x, bytes) else x for x in self._add(keys=keys, args=args)]
-        return AddOutcome(out[0], out[1] if len(out) > 1 else None)
+                self.keys.claim_prefix, json.dumps(stats) if stats else "", stats_maxlen]  # fmt: skip
+        return self._add(keys=keys, args=args, client=client)
 
-    def emit(self, group_id: str) -> tuple[str, bool]:
-        """Build the group from its claim and write it once. Returns ('emitted' | 'duplicate' | 'gone' | 'full',
-        partial)."""
-        claim = self.keys.claim_prefix + group_id
-        fields = self.client.hgetall(claim)
-        if not fields:
-            return "gone", False
-        group = build_group(group_id, fields)
-        keys = [claim, self.keys.claims, self.keys.streams.groups, self.keys.emitted(group_id)]
-        args = [group_id, encode_entry(group)[b"data"], self.max_groups_len, self.ttl_s, int(group.partial)]
-        return self._emit(keys=keys, args=args).decode(), group.partial
+    @staticmethod
+    def parse_add(reply) -> AddOutcome:
+        status, gid, fresh = [x.decode() if isinstance(x, bytes) else x for x in reply]
+        return AddOutcome(status, gid or None, fresh == "1")
+
+    def emit_many(self, group_ids: list[str]) -> list[tuple[str, bool]]:
+        """Build each group from its claim and write it once; two round trips for any number of groups.
+        Returns ('emitted' | 'duplicate' | 'gone' | 'full', partial) per group."""
+        if not group_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for gid in group_ids:
+            pipe.hgetall(self.keys.claim_prefix + gid)
+        claims = pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        partials = []
+        for gid, fields in zip(group_ids, claims):
+            if not fields:
+                partials.append(None)
+                continue
+            payload, partial = group_payload(gid, fields)
+            partials.append(partial)
+            keys = [self.keys.claim_prefix + gid, self.keys.claims, self.keys.streams.groups, self.keys.emitted(gid)]
+            self._emit(keys=keys, args=[gid, payload, self.max_groups_len, self.ttl_s, int(partial)], client=pipe)
+        replies = iter(pipe.execute())
+        return [("gone", False) if p is None else (next(replies).decode(), p) for p in partials]
 
     def seal_expired(self, timeout_s: float) -> list[tuple[str, str]]:
         """Buckets open longer than the timeout → partial claims (or lone dead letters). Returns (status, id)."""
@@ -158,13 +189,16 @@ class GroupAssembler:
         return [g.decode() for g in self.client.zrangebyscore(self.keys.claims, "-inf", cutoff, start=0, num=1000)]
 
 
-def build_group(group_id: str, fields: dict[bytes, bytes]) -> RolloutGroup:
-    trajs, rewards = [], []
-    ids = sorted(k[2:].decode() for k in fields if k.startswith(b"t:"))
-    for tid in ids:
-        trajs.append(load_msgpack(Trajectory, fields[b"t:" + tid.encode()]))
-        rewards.append(Reward.model_validate(json.loads(fields[b"r:" + tid.encode()])))
-    versions = [t.policy_version for t in trajs]
-    return RolloutGroup(group_id=group_id, task_id=trajs[0].task_id, policy_version_min=min(versions),
-                        policy_version_max=max(versions), trajectories=trajs, rewards=rewards,
-                        partial=fields.get(b"partial") == b"1")  # fmt: skip
+def group_payload(group_id: str, fields: dict[bytes, bytes]) -> tuple[bytes, bool]:
+    """The msgpack of a `RolloutGroup` assembled from the members' stored payloads, without re-validating each
+    trajectory (each was validated when scored; the bucket guarantees one task and distinct ids). Readers
+    validate it with `decode_entry(RolloutGroup, ...)` as any entry."""
+    ids = sorted(k[2:] for k in fields if k.startswith(b"t:"))
+    trajs = [msgpack.unpackb(fields[b"t:" + tid], raw=False, strict_map_key=False) for tid in ids]
+    rewards = [json.loads(fields[b"r:" + tid]) for tid in ids]
+    versions = [t["policy_version"] for t in trajs]
+    partial = fields.get(b"partial") == b"1"
+    group = {"schema_version": SCHEMA_VERSION, "group_id": group_id, "task_id": trajs[0]["task_id"],
+             "policy_version_min": min(versions), "policy_version_max": max(versions), "trajectories": trajs,
+             "rewards": rewards, "partial": partial, "created_at": time.time()}  # fmt: skip
+    return msgpack.packb(group, use_bin_type=True), partial

@@ -1,10 +1,12 @@
-"""What one scoring task does with one trajectory, independent of Celery (so it can be tested and benchmarked).
+"""What one scoring task does with a batch of trajectories, independent of Celery (tested and benchmarked alone).
 
-Idempotent, keyed by trajectory id: a trajectory already in a group is skipped; a stored reward (trajectory id
-+ scorer version) is reused instead of re-scored; group membership and emission are Lua scripts that a second
-delivery cannot double. Order matters for crash safety: the reward is stored before the member joins its
-bucket, and the bucket keeps the trajectory until its group is written, so a crash at any point leaves work
-that a redelivery (or the assembler's sweep) finishes.
+Idempotent, keyed by trajectory id: the reward is stored under trajectory id + scorer version and a stored one
+wins over a re-computed one; group membership and emission are Lua scripts a second delivery cannot double.
+Round trips are what costs on a busy host, so a batch takes two: one pipeline of atomic adds (reward, dashboard
+stats, bucket) for all members, then the emission of the groups they completed. With a non-deterministic judge
+(an LLM) a first pipeline skips members already grouped and reuses stored rewards before any judge call.
+Crash safety: the bucket keeps each member's trajectory and reward until its group is written, so a crash at
+any point leaves work that a redelivery (or the assembler's sweep) finishes.
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ def process_metrics() -> WorkerMetrics:
 
 
 @dataclass
-class Outcome:
-    status: str
-    """'grouped' | 'pending' | 'late' | 'duplicate' | 'dead'"""
-    group_id: str | None = None
+class Scored:
+    traj: Trajectory
+    payload: bytes
+    reward: Reward
 
 
 class ScoringPipeline:
@@ -51,53 +53,95 @@ class ScoringPipeline:
         self.groups = GroupAssembler(client, self.keys, settings.group_size, settings.version_window,
                                      settings.key_ttl_s, settings.max_groups_len, settings.late_window_s)  # fmt: skip
 
-    def process(self, traj_id: str, payload_b64: str) -> Outcome:
-        """Score one stream entry and add it to its group. Transient errors (Redis, judge) propagate."""
-        if self.client.exists(self.keys.member(traj_id)):
-            self.metrics.duplicates.inc()
-            return Outcome("duplicate")
-        payload = base64.b64decode(payload_b64)
-        try:
-            traj = load_msgpack(Trajectory, payload)
-            if traj.id != traj_id:
-                raise ContractError(f"invalid Trajectory: entry id {traj_id!r} != payload id {traj.id!r}")
-        except ContractError as exc:
-            return self._dead(traj_id, f"invalid_payload: {exc}", payload)
-        try:
-            reward = self._reward(traj)
-        except ScoringError as exc:
-            return self._dead(traj_id, f"scoring_error: {exc}", payload)
-        added = self.groups.add(traj, payload, reward)
-        if added.status == "late":
-            self.metrics.late_members.inc()
-            return self._dead(traj_id, "late: its group was already emitted as partial", payload)
-        if added.status == "duplicate":
-            self.metrics.duplicates.inc()
-        if added.status != "complete":
-            return Outcome(added.status)
-        return Outcome(*self.emit(added.group_id))
+    def process(self, items: list[tuple[str, str]]) -> list[str]:
+        """Score (traj_id, base64 payload) entries and add them to their groups; returns a status per entry
+        ('pending', 'grouped', 'late', 'duplicate', 'dead', 'full'). Transient errors (Redis, judge) propagate."""
+        status: dict[str, str] = {}
+        decoded = self._decode(items, status)
+        stored = self._prefetch(decoded, status) if self.settings.judge != "rule" else {}
+        scored = []
+        for traj, payload in decoded:
+            if traj.id in status:
+                continue
+            try:
+                scored.append(Scored(traj, payload, stored.get(traj.id) or self._score(traj)))
+            except ScoringError as exc:
+                status[traj.id] = self.dead_letter(traj.id, f"scoring_error: {exc}", payload)
+        self.emit(self._add_all(scored, status))
+        return [status.get(tid, "dead") for tid, _ in items]
 
-    def emit(self, group_id: str) -> tuple[str, str]:
-        result, partial = self.groups.emit(group_id)
-        if result == "emitted":
-            self.metrics.groups_emitted.labels(partial=str(partial).lower()).inc()
-        return ("grouped" if result in ("emitted", "duplicate") else result, group_id)
+    def _decode(self, items: list[tuple[str, str]], status: dict[str, str]) -> list[tuple[Trajectory, bytes]]:
+        out = []
+        for traj_id, payload_b64 in items:
+            payload = base64.b64decode(payload_b64)
+            try:
+                traj = load_msgpack(Trajectory, payload)
+                if traj.id != traj_id:
+                    raise ContractError(f"invalid Trajectory: entry id {traj_id!r} != payload id {traj.id!r}")
+            except ContractError as exc:
+                status[traj_id] = self.dead_letter(traj_id, f"invalid_payload: {exc}", payload)
+                continue
+            out.append((traj, payload))
+        return out
 
-    def _reward(self, traj: Trajectory) -> Reward:
-        key = self.keys.reward(self.settings.scorer_version, traj.id)
-        stored = self.client.get(key)
-        if stored is not None:
-            return Reward.model_validate_json(stored)
+    def _prefetch(self, decoded, status: dict[str, str]) -> dict[str, Reward]:
+        """Before calling an expensive judge: skip grouped members, reuse stored rewards (one round trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        for traj, _ in decoded:
+            pipe.exists(self.keys.member(traj.id))
+            pipe.get(self.keys.reward(self.settings.scorer_version, traj.id))
+        replies = pipe.execute()
+        stored = {}
+        for i, (traj, _) in enumerate(decoded):
+            if replies[2 * i]:
+                status[traj.id] = "duplicate"
+                self.metrics.duplicates.inc()
+            elif replies[2 * i + 1] is not None:
+                stored[traj.id] = Reward.model_validate_json(replies[2 * i + 1])
+        return stored
+
+    def _score(self, traj: Trajectory) -> Reward:
         started = time.perf_counter()
         reward = score_trajectory(traj, self.settings)
         self.metrics.score_seconds.observe(time.perf_counter() - started)
-        # NX: if two deliveries raced, both keep the first stored reward (scoring is deterministic anyway)
-        if not self.client.set(key, reward.model_dump_json(), nx=True, ex=self.settings.key_ttl_s):
-            return Reward.model_validate_json(self.client.get(key))
-        self._observe(traj, reward)
         return reward
 
-    def _observe(self, traj: Trajectory, reward: Reward) -> None:
+    def _add_all(self, scored: list[Scored], status: dict[str, str]) -> list[str]:
+        """One pipeline of atomic adds; returns the ids of the groups completed by this batch."""
+        if not scored:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        stats_stream = self.keys.streams.stats(STATS_REWARDS)
+        for item in scored:
+            self.groups.add(item.traj, item.payload, item.reward,
+                            self.keys.reward(self.settings.scorer_version, item.traj.id), stats_stream,
+                            _stats(item.traj, item.reward), self.settings.stats_maxlen, client=pipe)  # fmt: skip
+        completed = []
+        for item, reply in zip(scored, pipe.execute()):
+            added = self.groups.parse_add(reply)
+            if added.fresh_reward:
+                self._observe(item.reward)
+            if added.status == "late":
+                self.metrics.late_members.inc()
+                status[item.traj.id] = self.dead_letter(item.traj.id, "late: its group was already emitted as partial",
+                                                  item.payload)  # fmt: skip
+                continue
+            if added.status == "duplicate":
+                self.metrics.duplicates.inc()
+            if added.status == "complete":
+                completed.append(added.group_id)
+                added.status = "grouped"
+            status[item.traj.id] = added.status
+        return completed
+
+    def emit(self, group_ids: list[str]) -> list[str]:
+        results = self.groups.emit_many(group_ids)
+        for result, partial in results:
+            if result == "emitted":
+                self.metrics.groups_emitted.labels(partial=str(partial).lower()).inc()
+        return [r for r, _ in results]
+
+    def _observe(self, reward: Reward) -> None:
         m = self.metrics
         m.scored.inc()
         m.reward_exec.observe(reward.exec)
@@ -105,12 +149,15 @@ class ScoringPipeline:
         for name in OBSERVED_COMPONENTS:
             if name in reward.components:
                 m.reward_component.labels(component=name).observe(reward.components[name])
-        stats = {"exec": reward.exec, "pref": reward.pref, "tool_turns": int(reward.components.get("tool_turns", 0)),
-                 "policy_version": traj.policy_version, "task_id": traj.task_id, "ts": time.time()}  # fmt: skip
-        self.client.xadd(self.keys.streams.stats(STATS_REWARDS), stats, maxlen=self.settings.stats_maxlen,
-                         approximate=True)  # fmt: skip
 
-    def _dead(self, entry_id: str, reason: str, payload: bytes | None) -> Outcome:
+    def dead_letter(self, entry_id: str, reason: str, payload: bytes | None) -> str:
         if self.dead.add(entry_id, reason, self.keys.streams.trajectories, payload):
             self.metrics.dead_letters.labels(reason=reason_kind(reason)).inc()
-        return Outcome("dead")
+        return "dead"
+
+
+def _stats(traj: Trajectory, reward: Reward) -> list[str]:
+    """Dashboard entry fields, in the order the add script writes them: exec, pref, tool_turns,
+    policy_version, task_id, ts."""
+    return [repr(reward.exec), repr(reward.pref), str(int(reward.components.get("tool_turns", 0))),
+            str(traj.policy_version), traj.task_id, repr(time.time())]  # fmt: skip

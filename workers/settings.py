@@ -59,6 +59,9 @@ class WorkerSettings(SectionSettings):
     visibility_timeout_s: float = Field(default=300.0, gt=0)
     """Broker visibility timeout: an unacknowledged task is redelivered after this; keep it longer than the
     slowest scorer (an LLM judge with retries)."""
+    restore_interval_s: int = Field(default=10, ge=1)
+    """How often a worker scans for unacknowledged tasks past the visibility timeout (kombu's restore sweep;
+    kombu's own default is only every ~100 s)."""
     task_max_retries: int = Field(default=5, ge=0)
     """Celery retries of a transient failure (judge unreachable, Redis blip) before the entry is dead-lettered."""
     retry_backoff_s: float = Field(default=1.0, gt=0)
@@ -73,6 +76,9 @@ class WorkerSettings(SectionSettings):
     """This consumer's name in the group; None: host-pid."""
     read_batch: int = Field(default=256, ge=1)
     """Entries per XREADGROUP."""
+    task_batch: int = Field(default=16, ge=1)
+    """Trajectories per scoring task: Celery's per-message cost (several Redis round trips) is paid once per
+    batch. A killed worker's batch is redelivered whole; the duplicates are absorbed by idempotence."""
     read_block_ms: int = Field(default=200, ge=1)
     """XREADGROUP blocking time."""
     claim_idle_ms: int = Field(default=30000, ge=1)
@@ -82,7 +88,9 @@ class WorkerSettings(SectionSettings):
     version_window: int = Field(default=1, ge=1)
     """Members of a group share `policy_version // version_window`."""
     group_timeout_s: float = Field(default=60.0, gt=0)
-    """After this, a group with ≥ 2 scored members is emitted as partial; a lone member is dead-lettered."""
+    """After this, a group with ≥ 2 scored members is emitted as partial; a lone member is dead-lettered.
+    Keep it above `visibility_timeout_s` + `restore_interval_s`, else a member whose worker died is
+    redelivered only after its group went out partial, and then counts as late."""
     late_window_s: float = Field(default=3600.0, gt=0)
     """How long after a partial emission late members of that group are recognised (and dead-lettered as late)."""
     claim_stale_s: float = Field(default=30.0, gt=0)
@@ -90,7 +98,7 @@ class WorkerSettings(SectionSettings):
     max_groups_len: int = Field(default=10000, ge=1)
     """Bound of `slca:groups`: at this length groups wait (nothing lost) and intake pauses."""
     max_inflight: int = Field(default=20000, ge=1)
-    """Intake pauses while the Celery scoring queue holds this many tasks."""
+    """Intake pauses while the Celery scoring queue holds this many tasks (each up to `task_batch` entries)."""
     sweep_interval_s: float = Field(default=1.0, gt=0)
     """How often the assembler looks for timed-out groups and stale claims."""
     key_ttl_s: int = Field(default=7 * 86400, ge=60)

@@ -19,3 +19,23 @@ def builder(tiny_tokenizer) -> TrajectoryBuilder:
 @pytest.fixture(scope="session")
 def settings(tiny_model_dir) -> WorkerSettings:
     return WorkerSettings(tokenizer=str(tiny_model_dir))
+
+
+@pytest.fixture
+def fast_redis(tmp_path):
+    """An owned Redis with AOF fsync once a second (the production default): for tests that push volume.
+    The `redis_server` fixture's fsync-per-write costs several ms per write on this shared disk."""
+    from slca.redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis-fast", appendonly=True, appendfsync="everysec").start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def fast_celery_workers(fast_redis, tmp_path):
+    from tests.conftest import CeleryWorkers
+
+    workers = CeleryWorkers(fast_redis.url, tmp_path)
+    yield workers
+    workers.stop_all()

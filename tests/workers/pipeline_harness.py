@@ -12,7 +12,7 @@ from slca.contracts import GoldCall, GroundTruth, RolloutGroup, Streams, Traject
 from tests.workers.builders import TrajectoryBuilder, call
 from workers.settings import WorkerSettings
 
-FAST = {"group_size": 4, "visibility_timeout_s": 4.0, "group_timeout_s": 2.0, "claim_idle_ms": 3000,
+FAST = {"group_size": 4, "visibility_timeout_s": 4.0, "restore_interval_s": 1, "group_timeout_s": 30.0, "claim_idle_ms": 3000,
         "claim_stale_s": 3.0, "sweep_interval_s": 0.2, "read_block_ms": 100, "retry_backoff_s": 0.2,
         "retry_backoff_max_s": 1.0}  # fmt: skip
 

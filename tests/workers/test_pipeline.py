@@ -1,8 +1,10 @@
 """The whole queue path with real Redis and real Celery worker processes: stream → scoring → groups."""
 
+import threading
 import time
 
 import pytest
+import redis
 
 from tests.workers.pipeline_harness import (
     FAST, RunningAssembler, assert_every_trajectory_once, drained, feed, make_trajectory, read_dead, read_groups,
@@ -17,10 +19,23 @@ def settings(tiny_model_dir) -> WorkerSettings:
 
 
 @pytest.fixture
-def assembler(settings, redis_url):
-    running = RunningAssembler(settings, redis_url)
-    yield running
-    running.close()
+def fast_client(fast_redis):
+    client = redis.Redis.from_url(fast_redis.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def start_assembler(settings):
+    running = []
+
+    def start(url: str, **overrides) -> RunningAssembler:
+        running.append(RunningAssembler(settings.model_copy(update=overrides), url))
+        return running[-1]
+
+    yield start
+    for r in running:
+        r.close()
 
 
 def thousand(builder):
@@ -34,15 +49,17 @@ def thousand(builder):
     return trajs, bad
 
 
-def test_thousand_trajectories_make_exactly_the_expected_groups(builder, settings, redis_client, celery_workers,
-                                                                assembler):  # fmt: skip
-    celery_workers.start("workers.celery_app", queues=settings.score_queue, env=worker_env(settings))
+def test_thousand_trajectories_make_exactly_the_expected_groups(builder, settings, fast_redis, fast_client,
+                                                                fast_celery_workers, start_assembler):  # fmt: skip
+    redis_client = fast_client
+    start_assembler(fast_redis.url, group_timeout_s=2.0)  # short, so that the test sees partial groups
+    fast_celery_workers.start("workers.celery_app", queues=settings.score_queue, env=worker_env(settings), concurrency=2)
     trajs, bad = thousand(builder)
     feed(redis_client, trajs + bad)
     started = time.monotonic()
     wait_until(lambda: len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10, 150,
                "250 groups and 10 dead letters")  # fmt: skip
-    print(f"1000 entries → 250 groups in {time.monotonic() - started:.1f}s (1 worker process, 2 shared cores)")
+    print(f"1000 entries → 250 groups in {time.monotonic() - started:.1f}s (2 worker processes, 2 shared cores)")
     groups, dead = read_groups(redis_client), read_dead(redis_client)
     assert_every_trajectory_once(groups, dead, {t.id for t in trajs})
     assert sorted(g.size for g in groups if g.partial) == [3] * 10
@@ -57,3 +74,59 @@ def test_thousand_trajectories_make_exactly_the_expected_groups(builder, setting
     wait_until(lambda: drained(redis_client, settings), 120, "the re-fed entries to drain")
     wait_until(lambda: not redis_client.zcard("slca:w:buckets"), 30, "no open bucket")
     assert len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10
+
+
+def four_per_task(builder, tasks: int, prefix: str):
+    tpl = templates(builder)
+    return [make_trajectory(tpl[(t + i) % 3], f"{prefix}-{t}", i) for t in range(tasks) for i in range(4)]
+
+
+def test_worker_killed_mid_task_work_is_redelivered(builder, settings, fast_redis, fast_client, fast_celery_workers,
+                                                    start_assembler):  # fmt: skip
+    start_assembler(fast_redis.url)
+    env = worker_env(settings)
+    first = fast_celery_workers.start("workers.celery_app", queues=settings.score_queue, env=env, name="first")
+    trajs = four_per_task(builder, 100, "kill")
+    feed(fast_client, trajs)
+    wait_until(lambda: len(read_groups(fast_client)) >= 10, 60, "the first groups")
+    fast_celery_workers.kill(first)  # SIGKILL to the worker's process group, mid-stream
+    held = fast_client.hlen("unacked")  # the task it was running, delivered but not acknowledged
+    assert held >= 1
+    fast_celery_workers.start("workers.celery_app", queues=settings.score_queue, env=env, name="second")
+    wait_until(lambda: len(read_groups(fast_client)) == 100, 120, "all 100 groups after the kill")
+    wait_until(lambda: drained(fast_client, settings), 60, "the redelivered task to be acknowledged")
+    groups = read_groups(fast_client)
+    assert len(groups) == 100 and not any(g.partial for g in groups) and not read_dead(fast_client)
+    assert_every_trajectory_once(groups, {}, {t.id for t in trajs})
+
+
+def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, settings, redis_server, redis_client,
+                                                                       celery_workers, start_assembler):  # fmt: skip
+    """AOF with appendfsync always (the fixture): every acknowledged write survives a SIGKILL of Redis."""
+    start_assembler(redis_server.url)
+    celery_workers.start("workers.celery_app", queues=settings.score_queue, env=worker_env(settings))
+    trajs = four_per_task(builder, 60, "crash")
+    acknowledged: list[str] = []
+
+    def produce():
+        for start in range(0, len(trajs), 8):
+            batch = trajs[start : start + 8]
+            while True:
+                try:
+                    feed(redis_client, batch)
+                    acknowledged.extend(t.id for t in batch)
+                    break
+                except redis.RedisError:
+                    time.sleep(0.05)  # Redis is restarting: the producer retries what was not acknowledged
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    wait_until(lambda: len(read_groups(redis_client)) >= 5, 60, "the first groups")
+    redis_server.restart()  # SIGKILL, then start on the same data dir and port
+    producer.join(timeout=60)
+    assert len(acknowledged) == len(trajs)
+    wait_until(lambda: len(read_groups(redis_client)) >= 60, 150, "all 60 groups after the restart")
+    wait_until(lambda: drained(redis_client, settings), 60, "every task to be acknowledged")
+    groups = read_groups(redis_client)
+    assert_every_trajectory_once(groups, read_dead(redis_client), set(acknowledged))
+    assert len(groups) == 60 and not any(g.partial for g in groups) and not read_dead(redis_client)

@@ -1,0 +1,226 @@
+"""`slca bench queue`: the queue path measured side by side in one run, on one owned Redis.
+
+1. raw stream: `redis-benchmark` XADD (pipelined ×16, the trajectory's payload size) vs our producer's XADD of
+   encoded trajectories (redis-py, pipelined ×16), and consumer-group reads + acks (XREADGROUP 256 + XACK);
+2. intake: the assembler's consumer moving entries into Celery tasks (XREADGROUP → send_task → XACK);
+3. scoring alone: `score_trajectory` in this process (rule judge);
+4. end to end: stream → Celery worker processes → groups on `slca:groups`, trajectories/s and per worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+from slca.contracts import GoldCall, GroundTruth, Segment, Streams, Trajectory, encode_entry
+from slca.redis_server import RedisServer
+from workers.settings import WorkerSettings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Trajectory]:
+    """Real episodes: a tokenized ChatML prompt, a Hermes call, a tool result and an answer; G per task."""
+    from workers.scoring.extract import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    parts = [("system", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"),
+             ("user", "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"),
+             ("tool_call", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'),
+             ("tool_result", '\n<|im_start|>user\n<tool_response>\n{"temp": 18}\n</tool_response><|im_end|>\n'
+                             "<|im_start|>assistant\n"),
+             ("summary", "It is 18 degrees in Paris.<|im_end|>")]  # fmt: skip
+    tokens, segments, turn = [], [], 0
+    for kind, text in parts:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        segments.append(Segment(start=len(tokens), end=len(tokens) + len(ids), kind=kind, turn=turn))
+        tokens += ids
+        turn += kind == "tool_result"
+    logprobs = [-0.1 if s.kind.generated else None for s in segments for _ in range(s.end - s.start)]
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]  # fmt: skip
+    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
+    base = Trajectory(task_id="t", policy_version=0, tools=tools, tokens=tokens, logprobs=logprobs,
+                      segments=segments, ground_truth=gt)  # fmt: skip
+    return [base.model_copy(update={"id": f"b{i}", "task_id": f"task-{i // group_size}"}) for i in range(n)]
+
+
+def redis_benchmark_xadd(port: int, payload_bytes: int, n: int) -> float:
+    """requests/s of redis-benchmark's XADD of a payload of the given size, pipelined ×16."""
+    cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", "16", "-c", "4", "-q",
+           "XADD", "bench:rb", "*", "data", "x" * payload_bytes]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    rates = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
+    if not rates:
+        raise RuntimeError(f"redis-benchmark gave no rate: {out[-300:]}")
+    return float(rates[-1])
+
+
+def our_xadd(client: redis.Redis, stream: str, entries: list[dict], batch: int = 16) -> float:
+    started = time.perf_counter()
+    for i in range(0, len(entries), batch):
+        pipe = client.pipeline(transaction=False)
+        for fields in entries[i : i + batch]:
+            pipe.xadd(stream, fields)
+        pipe.execute()
+    return len(entries) / (time.perf_counter() - started)
+
+
+def our_read_ack(client: redis.Redis, stream: str, n: int) -> float:
+    client.xgroup_create(stream, "bench", id="0")
+    started, done = time.perf_counter(), 0
+    while done < n:
+        reply = client.xreadgroup("bench", "c", {stream: ">"}, count=256)
+        ids = [entry_id for entry_id, _ in reply[0][1]] if reply else []
+        if not ids:
+            break
+        client.xack(stream, "bench", *ids)
+        done += len(ids)
+    return done / (time.perf_counter() - started)
+
+
+def intake_rate(url: str, settings: WorkerSettings, entries: list[dict]) -> float:
+    """The assembler's consumer alone (no worker running): entries/s from the stream into Celery's queue."""
+    from workers.celery_app import create_app
+    from workers.consumer import StreamConsumer
+    from workers.metrics import WorkerMetrics
+    from prometheus_client import CollectorRegistry
+
+    client = redis.Redis.from_url(url)
+    s = settings.model_copy(update={"consumer_group": "bench-intake", "score_queue": "bench.intake",
+                                    "max_inflight": 10**9})  # fmt: skip
+    consumer = StreamConsumer(client, create_app(s, url, "benchintake"), s, "benchintake",
+                              WorkerMetrics.create(CollectorRegistry()))  # fmt: skip
+    our_xadd(client, consumer.stream, entries)
+    consumer.ensure_group()
+    consumer.recover_own = False
+    started, done = time.perf_counter(), 0
+    while done < len(entries):
+        done += consumer.poll()
+    rate = done / (time.perf_counter() - started)
+    client.delete(consumer.stream, "bench.intake")
+    return rate
+
+
+def scoring_rate(settings: WorkerSettings, trajs: list[Trajectory]) -> float:
+    from workers.scoring import score_trajectory
+
+    started = time.perf_counter()
+    for t in trajs:
+        score_trajectory(t, settings)
+    return len(trajs) / (time.perf_counter() - started)
+
+
+def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Path) -> subprocess.Popen:
+    env = {**os.environ, "SLCA_REDIS_URL": url, "PYTHONPATH": str(REPO),
+           **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}  # fmt: skip
+    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "prefork", "-c",
+           str(processes), "-Q", settings.score_queue, "--without-gossip", "--without-mingle", "--loglevel",
+           "WARNING", "-n", "bench@%h"]  # fmt: skip
+    log = open(log_dir / "celery-bench.log", "wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    from celery import Celery
+
+    probe = Celery(broker=url, backend=url)
+    deadline = time.monotonic() + 120
+    while not (probe.control.ping(timeout=0.5) or []):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"celery worker did not start; see {log_dir}/celery-bench.log")
+    probe.close()
+    return proc
+
+
+def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path) -> dict:
+    from workers.assembler import run_assembler
+    from workers.celery_app import create_app
+
+    client = redis.Redis.from_url(url)
+    worker = start_celery(url, settings, processes, log_dir)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_assembler, args=(settings, url, "slca", create_app(settings, url), stop),
+                              daemon=True)  # fmt: skip
+    try:
+        thread.start()
+        expected = len(trajs) // settings.group_size
+        groups = Streams().groups
+        started = time.perf_counter()
+        our_xadd(client, Streams().trajectories, [encode_entry(t, id=t.id) for t in trajs])
+        while client.xlen(groups) < expected:
+            if time.perf_counter() - started > 600:
+                raise RuntimeError(f"end-to-end run stalled at {client.xlen(groups)}/{expected} groups")
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        os.killpg(worker.pid, 9)
+        worker.wait()
+    return {"trajectories": len(trajs), "groups": expected, "seconds": elapsed,
+            "trajectories_per_s": len(trajs) / elapsed, "per_worker_process": len(trajs) / elapsed / processes}  # fmt: skip
+
+
+def run_queue_bench(args, config) -> int:
+    settings = config.get(WorkerSettings)
+    tokenizer_dir = str(Path(config.common.model_path())) if settings.tokenizer == "embedded" else settings.tokenizer
+    if not (Path(tokenizer_dir) / "tokenizer.json").is_file():
+        from slca.cli import CliError
+
+        raise CliError(f"no tokenizer at {tokenizer_dir}: run `slca model fetch` (or set workers.tokenizer)")
+    settings = settings.model_copy(update={"tokenizer": tokenizer_dir, "max_inflight": 10**9,
+                                           "max_groups_len": 10**9})  # fmt: skip
+    trajs = sample_trajectories(tokenizer_dir, max(args.trajectories, args.stream_entries), settings.group_size)
+    payload = len(encode_entry(trajs[0], id=trajs[0].id)[b"data"])
+    results: dict = {"payload_bytes": payload, "redis": "owned redis-server, AOF appendfsync everysec, loopback"}
+    with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
+        server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
+        try:
+            results.update(_measure(server, settings, trajs, args, Path(tmp)))
+        finally:
+            server.kill()
+    _print(results, args.workers)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def _measure(server: RedisServer, settings: WorkerSettings, trajs: list[Trajectory], args, tmp: Path) -> dict:
+    client = redis.Redis.from_url(server.url)
+    n = args.stream_entries
+    entries = [encode_entry(t, id=t.id) for t in trajs[:n]]
+    out = {"redis_benchmark_xadd_per_s": redis_benchmark_xadd(server.port, len(entries[0][b"data"]), n)}
+    out["our_xadd_per_s"] = our_xadd(client, "bench:ours", entries)
+    out["our_readgroup_ack_per_s"] = our_read_ack(client, "bench:ours", n)
+    client.flushall()
+    out["intake_stream_to_celery_per_s"] = intake_rate(server.url, settings, entries[: min(n, 20000)])
+    out["scoring_only_per_s"] = scoring_rate(settings, trajs[:2000])
+    client.flushall()
+    out["end_to_end"] = end_to_end(server.url, settings, trajs[: args.trajectories], args.workers, tmp)
+    return out
+
+
+def _print(r: dict, workers: int) -> None:
+    rb = r["redis_benchmark_xadd_per_s"]
+    e2e = r["end_to_end"]
+    print(f"slca bench queue — {r['redis']}; trajectory payload {r['payload_bytes']} B")
+    print(f"  redis-benchmark XADD (-P 16, same payload)   {rb:>10,.0f} /s   1.00×")
+    print(f"  our producer XADD (pipeline 16)             {r['our_xadd_per_s']:>10,.0f} /s   "
+          f"{r['our_xadd_per_s'] / rb:.2f}×")
+    print(f"  our consumer XREADGROUP 256 + XACK          {r['our_readgroup_ack_per_s']:>10,.0f} /s   "
+          f"{r['our_readgroup_ack_per_s'] / rb:.2f}×")
+    print(f"  intake: stream → Celery task → XACK         {r['intake_stream_to_celery_per_s']:>10,.0f} /s")
+    print(f"  scoring only (rule judge, one process)      {r['scoring_only_per_s']:>10,.0f} /s")
+    print(f"  end to end: stream → Celery ({workers} worker process(es)) → groups: "
+          f"{e2e['trajectories']} trajectories in {e2e['seconds']:.1f} s = {e2e['trajectories_per_s']:,.0f} /s, "
+          f"{e2e['per_worker_process']:,.0f} /s per worker process")
+    print(f"  targets: ≥ 10,000 /s through the stream: {'met' if r['our_readgroup_ack_per_s'] >= 1e4 else 'NOT met'} "
+          f"(raw), {'met' if r['intake_stream_to_celery_per_s'] >= 1e4 else 'NOT met'} (into Celery); "
+          f"≥ 500 scored /s per worker: {'met' if e2e['per_worker_process'] >= 500 else 'NOT met'}")
