@@ -5,8 +5,10 @@ Every engine:
   that produced them);
 - batches concurrent requests itself (callers just `await`/iterate concurrently);
 - hot-swaps weights between engine steps (`swap_weights`), keeping the old version when a load fails.
-Log-probabilities are those of the raw model distribution (temperature 1, before top-p and grammar masks),
-which is what the learner recomputes teacher-forced.
+Log-probabilities are those of the model distribution at temperature 1, before top-p — what the learner
+recomputes teacher-forced. Exception: under a grammar (forced tool choice) they are taken after the grammar
+mask, renormalised over the allowed tokens (vLLM applies its bitmask before taking logprobs; hf matches it);
+the agent loop lists such turns in `Trajectory.meta["constrained_turns"]`.
 """
 
 from __future__ import annotations

@@ -174,18 +174,22 @@ class HFEngine:
                 row.done = True
                 next_ids.append(self.tokenizer.eos_token_id)
                 continue
-            token = self._choose(logits[i], row)
+            token, masked_logprob = self._choose(logits[i], row)
             row.job.generated.append(token)
             finish = self._finish_reason(row, token)
             row.done = finish is not None
-            step = TokenStep([token], [float(logprobs[i, token])], version, finish)
+            logprob = masked_logprob if masked_logprob is not None else float(logprobs[i, token])
+            step = TokenStep([token], [logprob], version, finish)
             loop.call_soon_threadsafe(row.job.queue.put_nowait, step)
             next_ids.append(token)
         return next_ids
 
-    def _choose(self, logits_row, row: _Row) -> int:
+    def _choose(self, logits_row, row: _Row) -> tuple[int, float | None]:
+        """The sampled token, and under a grammar the logprob of the masked distribution it came from
+        (as vLLM reports it: its grammar bitmask is applied before its logprobs are taken)."""
         import torch
 
+        masked_logprob = None
         params = row.job.params
         scores = logits_row.clone()
         if row.matcher is not None:
@@ -205,7 +209,8 @@ class HFEngine:
             token = int(torch.multinomial(probs, 1, generator=row.generator))
         if row.matcher is not None:
             row.matcher.accept_token(token)
-        return token
+            masked_logprob = float(torch.log_softmax(scores, dim=-1)[token])
+        return token, masked_logprob
 
     def _finish_reason(self, row: _Row, token: int) -> str | None:
         if token in self.stop_ids:
