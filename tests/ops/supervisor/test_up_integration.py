@@ -1,0 +1,134 @@
+"""`slca up` on the tiny model with every real component: bring-up, live /metrics cover the Grafana dashboard,
+a SIGKILLed process is restarted, and every trajectory the API recorded reaches a rollout group (ids in = out)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from ops.metrics_check import load_dashboard, missing_metrics
+from ops.probe import scrape
+from slca.contracts import RolloutGroup, Streams, decode_entry
+from slca.redis_server import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+PROCESSES = ["serve", "worker", "assembler", "learn", "feed"]
+FEED_REQUESTS, GROUP = 6, 2
+
+pytestmark = pytest.mark.slow  # five real processes, two of them loading a model: about two minutes on 2 cores
+
+
+def write_config(tmp: Path, redis_url: str, model: Path) -> Path:
+    ports = {name: free_port() for name in ["worker", "assembler", "learn", "feed"]}
+    cfg = tmp / "slca.toml"
+    cfg.write_text(f"""
+[common]
+model = "{model}"
+redis_url = "{redis_url}"
+data_dir = "{tmp / 'var'}"
+[serve]
+port = {free_port()}
+engine = "hf"
+[workers]
+group_size = {GROUP}
+visibility_timeout_s = 10.0
+claim_idle_ms = 3000
+group_timeout_s = 20.0
+[ops]
+status_interval_s = 2.0
+metrics_ports = {json.dumps(ports).replace(':', ' =').replace('"', '')}
+restart_backoff_initial_s = 0.5
+shutdown_grace_s = 15.0
+feed_requests = {FEED_REQUESTS}
+feed_concurrency = 2
+feed_max_tokens = 24
+feed_max_turns = 2
+""")
+    return cfg
+
+
+def read_state(tmp: Path) -> dict:
+    try:
+        return {p["name"]: p for p in json.loads((tmp / "var" / "up-state.json").read_text())["processes"]}
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def wait_for(predicate, timeout: float, what: str, up: subprocess.Popen, step: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (value := predicate()):
+            return value
+        assert up.poll() is None, f"slca up exited early while waiting for {what}"
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def ids_in_groups(client: redis.Redis) -> set[str]:
+    streams = Streams("slca")
+    ids = set()
+    for _, fields in client.xrange(streams.groups):
+        ids |= {t.id for t in decode_entry(RolloutGroup, fields).trajectories}
+    for _, fields in client.xrange(streams.dead):
+        ids.add(fields.get(b"id", b"").decode())
+    return ids
+
+
+def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_model_dir, tmp_path):
+    cfg = write_config(tmp_path, redis_url, tiny_model_dir)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SLCA_REDIS_URL", None)
+    up = subprocess.Popen([sys.executable, "-m", "slca", "--config", str(cfg), "up"], cwd=tmp_path, env=env,
+                          stdout=open(tmp_path / "up.out", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    client = redis.Redis.from_url(redis_url)
+    ids_file = tmp_path / "var" / "feed-trajectory-ids.log"
+    try:
+        state = wait_for(lambda: (s := read_state(tmp_path)) and all(s.get(n, {}).get("state") == "running"
+                                                                      for n in PROCESSES) and s, 60, "bring-up", up)
+        wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= GROUP, 180, "first rollouts", up)
+
+        pages: dict[str, str] = {}
+
+        def collect_metrics() -> None:
+            """Keep each process's latest answer: the feed exits when its budget is spent, the Celery worker's
+            multiprocess page fills in as its pool children score, a busy process may miss one scrape."""
+            for name, proc in read_state(tmp_path).items():
+                if proc["state"] == "running" and (page := scrape(proc["url"] + ("/metrics" if name == "serve" else ""), 5.0)):
+                    pages[name] = pages.get(name, "") + page
+
+        collect_metrics()
+        victim = state["worker"]["pid"]
+        os.killpg(victim, signal.SIGKILL)
+        wait_for(lambda: (w := read_state(tmp_path).get("worker")) and w["restarts"] >= 1 and w["state"] == "running"
+                 and w["pid"] != victim, 30, "worker restart", up)  # fmt: skip
+
+        collect_metrics()
+        wait_for(lambda: read_state(tmp_path).get("feed", {}).get("state") == "exited", 300, "feed to finish", up)
+        ids_in = set(ids_file.read_text().split())
+        assert len(ids_in) == FEED_REQUESTS * GROUP
+        wait_for(lambda: ids_in <= ids_in_groups(client), 120, "every recorded trajectory in a group", up)
+        collect_metrics()
+        assert set(pages) == set(PROCESSES), f"processes that never answered /metrics: {set(PROCESSES) - set(pages)}"
+        gap = missing_metrics(load_dashboard(), list(pages.values()))
+        assert gap == set(), f"dashboard metrics that no live /metrics declares: {sorted(gap)}"
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)
+            raise
+    out = (tmp_path / "up.out").read_text()
+    assert up.returncode == 0, out[-3000:]
+    assert "slca up: stopped" in out and "dashboard:" in out
+    final = read_state(tmp_path)
+    assert all(p["state"] in ("stopped", "exited") for p in final.values()), final
+    for p in final.values():  # no child group left behind
+        with pytest.raises(ProcessLookupError):
+            os.killpg(p["pid"], 0)
