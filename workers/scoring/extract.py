@@ -61,6 +61,7 @@ def load_tokenizer(model_dir: str):
     return Tokenizer.from_file(str(path))
 
 
+@functools.lru_cache(maxsize=8)
 def resolve_tokenizer_dir(name: str) -> str:
     from slca.config import CommonSettings
     from slca.models.paths import resolve_model

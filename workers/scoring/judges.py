@@ -121,6 +121,10 @@ in plain language (no raw JSON), and has a sensible length. Answer with the digi
 _RATING = re.compile(r"[1-5]")
 
 
+def _results_text(results: list[Any]) -> str:
+    return "\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str) for r in results)
+
+
 def _question(messages: list[dict]) -> str:
     users = [m.get("content") for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
     return users[0] if users else ""
@@ -137,7 +141,7 @@ def openai_judge(obs: Observed, gt: GroundTruth | None, s: WorkerSettings, messa
     client = openai.OpenAI(base_url=s.judge_url, api_key=os.environ.get(s.judge_api_key_env) or "none",
                            timeout=s.judge_timeout_s, max_retries=0)  # fmt: skip
     prompt = JUDGE_PROMPT.format(question=_question(messages)[:4000],
-                                 results=json.dumps(obs.tool_results, ensure_ascii=False, default=str)[:4000],
+                                 results=_results_text(obs.tool_results)[:4000],
                                  reply=obs.reply[:4000])  # fmt: skip
     transient = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
     for attempt in range(s.judge_retries + 1):

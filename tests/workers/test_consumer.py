@@ -1,0 +1,58 @@
+"""The stream consumer alone: dead letters for bad entries and for entries that keep failing to enqueue."""
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry
+
+from slca.contracts import Streams, encode_entry
+from slca.redis_server import free_port
+from tests.workers.pipeline_harness import make_trajectory, read_dead, templates
+from workers.celery_app import create_app
+from workers.consumer import StreamConsumer
+from workers.metrics import WorkerMetrics
+from workers.settings import WorkerSettings
+
+
+@pytest.fixture
+def client(fast_redis):
+    c = redis.Redis.from_url(fast_redis.url)
+    yield c
+    c.close()
+
+
+def consumer_for(client, broker_url: str, **overrides) -> StreamConsumer:
+    s = WorkerSettings(claim_idle_ms=1, max_deliveries=2, read_block_ms=10, **overrides)
+    c = StreamConsumer(client, create_app(s, broker_url), s, "slca", WorkerMetrics.create(CollectorRegistry()))
+    c.ensure_group()
+    return c
+
+
+def test_entries_are_enqueued_in_batches_and_acknowledged(client, fast_redis, builder):
+    c = consumer_for(client, fast_redis.url, task_batch=4)
+    trajs = [make_trajectory(templates(builder)[0], "t", i) for i in range(10)]
+    for t in trajs:
+        client.xadd(Streams().trajectories, encode_entry(t, id=t.id))
+    client.xadd(Streams().trajectories, {b"id": b"no-data"})
+    for _ in range(3):  # the first poll reads our own pending history (empty), the next the new entries
+        c.poll()
+    assert client.llen(c.s.score_queue) == 3  # 10 entries in tasks of ≤ 4
+    assert client.xpending(Streams().trajectories, c.s.consumer_group)["pending"] == 0
+    assert read_dead(client)["no-data"].startswith("invalid_payload")
+
+
+def test_entry_that_cannot_be_enqueued_goes_dead_after_max_deliveries(client, builder):
+    unreachable = f"redis://127.0.0.1:{free_port()}/0"  # the broker is down: every enqueue fails
+    c = consumer_for(client, unreachable)
+    t = make_trajectory(templates(builder)[0], "t", 0)
+    client.xadd(Streams().trajectories, encode_entry(t, id=t.id))
+    failures = 0
+    for _ in range(10):
+        try:
+            c.poll()
+        except Exception:  # noqa: BLE001 — the broker error the assembler loop backs off from
+            failures += 1
+        if read_dead(client):
+            break
+    assert failures >= 2
+    assert read_dead(client)[t.id].startswith("max_deliveries")
+    assert client.xpending(Streams().trajectories, c.s.consumer_group)["pending"] == 0

@@ -1,0 +1,93 @@
+"""Group assembly scripts against a real Redis, without Celery: late members, lone members, re-feeding, back-pressure."""
+
+import base64
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry
+
+from slca.contracts import RolloutGroup, Streams, decode_entry, encode_entry
+from tests.workers.pipeline_harness import make_trajectory, read_dead, read_groups, templates
+from workers.assembler import Sweeper
+from workers.metrics import WorkerMetrics
+from workers.pipeline import ScoringPipeline
+from workers.settings import WorkerSettings
+
+
+@pytest.fixture
+def client(fast_redis):
+    c = redis.Redis.from_url(fast_redis.url)
+    yield c
+    c.close()
+
+
+def make_pipeline(client, tiny_model_dir, **overrides) -> ScoringPipeline:
+    s = WorkerSettings(tokenizer=str(tiny_model_dir), group_size=4, **overrides)
+    return ScoringPipeline(client, s, metrics=WorkerMetrics.create(CollectorRegistry()))
+
+
+def items(trajs):
+    return [(t.id, base64.b64encode(encode_entry(t, id=t.id)[b"data"]).decode()) for t in trajs]
+
+
+def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir)
+    trajs = [make_trajectory(templates(builder)[i % 3], "task-a", i) for i in range(4)]
+    assert p.process(items(trajs[:3])) == ["pending"] * 3
+    assert p.process(items(trajs[3:])) == ["grouped"]
+    assert p.process(items(trajs)) == ["duplicate"] * 4
+    (group,) = read_groups(client)
+    assert isinstance(group, RolloutGroup) and group.size == 4 and not group.partial
+    assert [r.trajectory_id for r in group.rewards] == [t.id for t in group.trajectories]
+    stats = client.xrange(Streams().stats("stats:rewards"))
+    assert len(stats) == 4 and set(stats[0][1]) == {b"exec", b"pref", b"tool_turns", b"policy_version", b"task_id", b"ts"}
+
+
+def test_partial_group_after_timeout_then_late_members_are_dead_lettered(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir)
+    sweeper = Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0}))
+    trajs = [make_trajectory(templates(builder)[0], "task-b", i) for i in range(6)]
+    p.process(items(trajs[:2]))
+    assert sweeper.sweep()["partial"] == 1
+    (group,) = read_groups(client)
+    assert group.partial and group.size == 2
+    # two members were missing: both are late; the one after them opens a new group
+    assert p.process(items(trajs[2:5])) == ["dead", "dead", "pending"]
+    assert {k: v.split(":")[0] for k, v in read_dead(client).items()} == {"task-b-r2": "late", "task-b-r3": "late"}
+
+
+def test_lone_member_is_dead_lettered_and_versions_are_windowed(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir, version_window=2)
+    tpl = templates(builder)[0]
+    # versions 0 and 1 share a window; version 2 does not
+    trajs = [make_trajectory(tpl, "task-c", 0, 0), make_trajectory(tpl, "task-c", 1, 1), make_trajectory(tpl, "task-c", 2, 2)]
+    p.process(items(trajs))
+    Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0})).sweep()
+    (group,) = read_groups(client)
+    assert (group.policy_version_min, group.policy_version_max, group.size) == (0, 1, 2)
+    assert read_dead(client)["task-c-r2"].startswith("group_timeout")
+
+
+def test_full_groups_stream_holds_groups_back_without_losing_them(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir, max_groups_len=1)
+    tpl = templates(builder)[1]
+    trajs = [make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]
+    p.process(items(trajs))
+    assert client.xlen(Streams().groups) == 1  # the other two wait as claims
+    assert client.zcard(p.keys.claims) == 2
+    sweeper = Sweeper(p, p.settings)
+    emitted = []
+    for _ in range(3):  # a reader consumes the stream; each sweep then writes one more group
+        emitted += [decode_entry(RolloutGroup, f).task_id for _id, f in client.xrange(Streams().groups)]
+        client.delete(Streams().groups)
+        sweeper.sweep()
+    assert sorted(emitted) == ["task-0", "task-1", "task-2"]
+
+
+def test_invalid_payload_and_mismatched_id_are_dead_lettered(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir)
+    t = make_trajectory(templates(builder)[0], "task-d", 0)
+    good_payload = items([t])[0][1]
+    assert p.process([("x", base64.b64encode(b"\xc1").decode()), ("other-id", good_payload)]) == ["dead", "dead"]
+    dead = read_dead(client)
+    assert dead["x"].startswith("invalid_payload") and "!= payload id" in dead["other-id"]
