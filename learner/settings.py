@@ -52,6 +52,8 @@ class LearnerSettings(SectionSettings):
     """RLTR: μ per repeated call."""
     rltr_fail_penalty: float = 0.1
     """RLTR: λ per failed call."""
+    share_prefix: bool = True
+    """Pack each group as one row that runs the shared prompt once (False: every member runs it)."""
     skip_zero_advantage_groups: bool = True
     """Skip forward/backward for a group whose advantages are all zero (it contributes nothing)."""
     max_staleness: int = 4

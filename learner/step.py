@@ -74,11 +74,12 @@ def group_loss(
     autocast: bool,
     ref_model=None,
     seq_offset: int = 0,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
     """Loss of one group (already divided by the step totals), its metric sums, and the (N,) logprobs.
 
     `model` is a `LogprobModule` (possibly DDP-wrapped); `ref_model` a plain HF model."""
-    packed = pack_group(prepared.tokens)
+    packed = pack_group(prepared.tokens, share_prefix)
     rows, targets = select_rows(packed, prepared.tokens, prepared.selected)
     out = model(packed, rows, targets, autocast)
     device = out.logprobs.device

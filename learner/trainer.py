@@ -65,12 +65,13 @@ class Trainer:
             with ctx:
                 loss, metrics, _ = group_loss(
                     self.policy.runner, group, self.settings.loss, loss_config, self.policy.autocast,
-                    self.ref_model, seq_offset,
+                    self.ref_model, seq_offset, self.settings.share_prefix,
                 )  # fmt: skip
                 loss.backward()
             total_loss += float(loss.detach())
             merge_metrics(sums, metrics)
-            row_tokens += sum(len(t) for t in group.tokens) - (len(group.tokens) - 1) * _prefix(group)
+            shared = _prefix(group) if self.settings.share_prefix else 0
+            row_tokens += sum(len(t) for t in group.tokens) - (len(group.tokens) - 1) * shared
             seq_offset += len(group.tokens)
         grad_norm = self._apply()
         self.step += 1

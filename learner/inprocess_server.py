@@ -1,0 +1,52 @@
+"""`slca serve` in this process, on a free port, in a background thread with its own event loop — for
+`slca train` without `--api`. Uses serve's public app factory; never serve's internals."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+
+from slca.config import Config
+from slca.redis_server import free_port
+
+
+class InProcessServer:
+    def __init__(self, config: Config):
+        from serve.settings import ServeSettings
+
+        self.common = config.common
+        if not self.common.admin_token:
+            self.common = self.common.model_copy(update={"admin_token": secrets.token_hex(16)})
+        self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": False, "port": free_port()})
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="slca-serve", daemon=True)
+        self.runner = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port}"
+
+    @property
+    def admin_token(self) -> str:
+        return self.common.admin_token
+
+    def start(self) -> "InProcessServer":
+        from aiohttp import web
+
+        from serve.app import create_app
+
+        async def go():
+            self.runner = web.AppRunner(create_app(self.settings, self.common), access_log=None)
+            await self.runner.setup()
+            await web.TCPSite(self.runner, "127.0.0.1", self.settings.port).start()
+
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(go(), self.loop).result(timeout=600)
+        return self
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=120)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
