@@ -1,0 +1,105 @@
+"""Segment tags from incremental decode of token ids, and prompt attribution through the chat template."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from serve.prompting import continuation_ids, prompt_chunks, render, to_template_messages
+from serve.segments import generated_kinds, token_texts
+from serve.trajectory import TrajectoryBuilder
+from slca.contracts import SegmentKind
+
+S, C, R = SegmentKind.SUMMARY, SegmentKind.TOOL_CALL, SegmentKind.REASONING
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def kinds_by_text(tok, text: str, eos: bool = True):
+    ids = tok.encode(text, add_special_tokens=False) + ([tok.eos_token_id] if eos else [])
+    kinds = generated_kinds(tok, ids, {tok.eos_token_id})
+    texts = token_texts(tok, ids)
+    return ids, kinds, texts
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Just an answer.", {S}),
+    ('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', {C}),
+    ("<think>let me see</think>The answer is 4.", {R, S}),
+    ('Let me check.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>', {S, C}),
+    ('<think>maybe <tool_call>{"name": "f"}</tool_call></think>No call.', {R, S}),
+    ("<tool_call>\n{\"name\": \"f\", \"argu", {C}),  # unterminated: still the call it started
+])  # fmt: skip
+def test_kinds_follow_the_text_spans(tok, text, expected):
+    ids, kinds, texts = kinds_by_text(tok, text)
+    assert len(kinds) == len(ids) and set(kinds) == expected
+    joined = "".join(texts)
+    assert joined == text + tok.eos_token
+    for t, k in zip(texts, kinds):
+        if "<tool_call>"[:3] in t and k != C:
+            assert k == R  # a call inside reasoning stays reasoning
+
+
+def test_end_of_turn_token_belongs_to_the_segment_it_closes(tok):
+    _, kinds, _ = kinds_by_text(tok, '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>')
+    assert kinds[-1] == C
+    _, kinds, _ = kinds_by_text(tok, "Plain answer")
+    assert kinds[-1] == S
+
+
+def test_delimiters_are_part_of_the_call(tok):
+    ids, kinds, texts = kinds_by_text(tok, 'Sure.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', eos=False)
+    first_call = kinds.index(C)
+    assert "".join(texts[first_call:]).lstrip().startswith("<tool_call>")
+    assert all(k == S for k in kinds[:first_call])
+    assert "".join(texts[:first_call]).strip() == "Sure."
+
+
+def test_multibyte_characters_are_attributed_once(tok):
+    ids, kinds, texts = kinds_by_text(tok, "Température: 20 °C ☀️", eos=False)
+    assert "".join(texts) == "Température: 20 °C ☀️"
+
+
+def test_prompt_chunks_reproduce_the_template_exactly(tok):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    msgs = to_template_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], tools)
+    chunks = prompt_chunks(tok, msgs)
+    assert [k for _, k in chunks] == [SegmentKind.SYSTEM, SegmentKind.USER]
+    assert tok.decode([t for ids, _ in chunks for t in ids]) == render(tok, msgs, True)
+    assert "<tools>" in msgs[0]["content"] and "Be brief." in msgs[0]["content"]
+
+
+def test_default_system_text_is_system(tok):
+    chunks = prompt_chunks(tok, [{"role": "user", "content": "hi"}])
+    assert [k for _, k in chunks] == [SegmentKind.SYSTEM, SegmentKind.USER]
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_continuation_after_a_sampled_turn(tok, closed):
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "calling"}]
+    new = [{"role": "tool", "content": "<tool_response>\n{}\n</tool_response>"}]
+    text = tok.decode(continuation_ids(tok, history, new, closed))
+    assert text.startswith("\n<|im_start|>tool" if closed else "<|im_end|>\n<|im_start|>tool")
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_assistant_tool_calls_render_as_hermes_blocks():
+    msgs = to_template_messages([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'}], None)  # fmt: skip
+    assert msgs[0]["content"] == '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    assert msgs[1] == {"role": "tool", "content": '<tool_response>\n{"ok": true}\n</tool_response>'}
+
+
+def test_builder_merges_runs_and_flags_mixed_versions():
+    b = TrajectoryBuilder()
+    b.add_environment([1, 2], SegmentKind.SYSTEM, 0)
+    b.add_environment([3], SegmentKind.USER, 0)
+    b.add_generated([4, 5, 6], [-0.1, -0.2, -0.3], [C, C, S], 0, [0, 0, 1])
+    traj = b.build(task_id="t", tools=[], messages=[], tool_calls=[], ground_truth=None, meta={}, fallback_version=0)
+    assert [(s.start, s.end, s.kind) for s in traj.segments] == [(0, 2, SegmentKind.SYSTEM), (2, 3, SegmentKind.USER),
+                                                                 (3, 5, C), (5, 6, S)]  # fmt: skip
+    assert traj.mixed_version and traj.policy_version == 1
