@@ -89,7 +89,8 @@ class AgentRunner:
         self.metrics.tool_turns.observe(sum(1 for m in messages[len(spec.messages):] if m.get("tool_calls")))
         meta = {"engine": self.engine.name, "temperature": spec.params.temperature, "top_p": spec.params.top_p,
                 "seed": seed, "finish_reason": finish, "duration_s": time.time() - started,
-                "constrained_turns": [0] if spec.first_turn_grammar else []}  # fmt: skip
+                "constrained_turns": [0] if spec.first_turn_grammar else [],
+                "tools_backend": type(self.tools).__module__}  # fmt: skip
         traj = builder.build(task_id=spec.task_id, tools=spec.tools, messages=messages, tool_calls=records,
                              ground_truth=spec.ground_truth, meta=meta, fallback_version=self.engine.version)  # fmt: skip
         final = messages[-1] if messages[-1]["role"] == "assistant" else next(

@@ -62,14 +62,15 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
 
 
 def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factory: EngineFactory | None = None,
-               registry: CollectorRegistry | None = None) -> web.Application:  # fmt: skip
+               registry: CollectorRegistry | None = None, sim_settings=None) -> web.Application:  # fmt: skip
+    """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults)."""
     app = web.Application(client_max_size=settings.max_body_bytes + 1, middlewares=[error_middleware])
     app[SETTINGS], app[COMMON] = settings, common
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)
     app[BACKGROUND] = []
     factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
-    app.cleanup_ctx.append(_engine_ctx(factory))
+    app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_weights_ctx)
     app.router.add_post("/v1/chat/completions", chat_completions)
@@ -83,12 +84,12 @@ def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factor
     return app
 
 
-def _engine_ctx(factory: EngineFactory):
+def _engine_ctx(factory: EngineFactory, sim_settings):
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         engine = factory()
         await engine.start()
         app[ENGINE] = engine
-        app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default())
+        app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings)
         yield
         await engine.close()
 

@@ -40,8 +40,17 @@ def run_serve(args, config) -> int:
     if not common.model_path().is_dir():
         raise CliError(f"model directory not found: {common.model_path()} (run `slca model fetch` or set common.model)")
     logging.basicConfig(level=common.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    web.run_app(create_app(settings, common), host=settings.host, port=settings.port, access_log=None)
+    app = create_app(settings, common, sim_settings=_sim_settings(config))
+    web.run_app(app, host=settings.host, port=settings.port, access_log=None)
     return 0
+
+
+def _sim_settings(config):
+    """The `[sim]` section when the sim component is installed (the agent loop's tools), else None."""
+    try:
+        return config.section("sim")
+    except ModuleNotFoundError:
+        return None
 
 
 def run_bench(args, config) -> int:

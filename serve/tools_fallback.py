@@ -70,15 +70,14 @@ class SchemaToolProvider:
         return SchemaEpisode(tools, episode_id or str(uuid.uuid4()))
 
 
-def make_tool_provider(redis_url: str | None):
-    """SGLS when `sim/` is installed, else the minimal fallback above."""
+def make_tool_provider(redis_url: str | None, sim_settings=None):
+    """SGLS (`sim.make_provider`) when `sim/` is installed, else the minimal fallback above."""
     try:
         import sim
-        from sim.settings import SimSettings
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "sim":
             return SchemaToolProvider()
         raise
     if not hasattr(sim, "make_provider"):
         return SchemaToolProvider()
-    return sim.make_provider(SimSettings(), redis_url)
+    return sim.make_provider(sim_settings, redis_url)

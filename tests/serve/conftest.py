@@ -94,6 +94,20 @@ def rclient(serve_redis):
     client.close()
 
 
+async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, **common):
+    """Run `scenario(client, app)` against an in-process app (hf engine on the tiny model)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from serve.app import create_app
+    from serve.settings import ServeSettings
+    from slca.config import CommonSettings
+
+    settings = settings or ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1)
+    app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common))
+    async with TestClient(TestServer(app)) as client:
+        return await scenario(client, app)
+
+
 WEATHER_TOOL = {
     "type": "function",
     "function": {

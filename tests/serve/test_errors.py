@@ -8,12 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
-
-from serve.app import create_app
-from serve.settings import ServeSettings
-from slca.config import CommonSettings
-from tests.serve.conftest import WEATHER_TOOL
+from tests.serve.conftest import WEATHER_TOOL, run_in_app
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -77,13 +72,6 @@ def test_unknown_route_is_json_404(hf_server):
         pytest.fail("expected 404")
 
 
-async def _with_app(tiny_model_dir, redis_url, scenario, **common):
-    settings = ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1)
-    app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common))
-    async with TestClient(TestServer(app)) as client:
-        return await scenario(client, app)
-
-
 def test_engine_failure_is_503_with_retry_after(tiny_model_dir, serve_redis):
     from serve.keys import ENGINE
 
@@ -94,7 +82,7 @@ def test_engine_failure_is_503_with_retry_after(tiny_model_dir, serve_redis):
         ready = await client.get("/readyz")
         return r.status, r.headers.get("Retry-After"), await r.json(), ready.status
 
-    status, retry_after, body, ready = asyncio.run(_with_app(tiny_model_dir, serve_redis.url, scenario))
+    status, retry_after, body, ready = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
     assert status == 503 and retry_after is not None and int(retry_after) > 0
     assert body["error"]["type"] == "server_error" and body["error"]["code"] == "engine_unavailable"
     assert ready == 503
@@ -108,7 +96,7 @@ def test_admin_without_configured_token_is_403_for_everyone(tiny_model_dir, serv
             out.append((r.status, (await r.json())["error"]["code"]))
         return out
 
-    assert asyncio.run(_with_app(tiny_model_dir, serve_redis.url, scenario)) == [(403, "forbidden")] * 2
+    assert asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario)) == [(403, "forbidden")] * 2
 
 
 def test_readyz_fails_when_redis_is_unreachable(tiny_model_dir):
@@ -118,5 +106,5 @@ def test_readyz_fails_when_redis_is_unreachable(tiny_model_dir):
         r = await client.get("/readyz")
         return r.status, await r.json()
 
-    status, body = asyncio.run(_with_app(tiny_model_dir, f"redis://127.0.0.1:{free_port()}/0", scenario))
+    status, body = asyncio.run(run_in_app(tiny_model_dir, f"redis://127.0.0.1:{free_port()}/0", scenario))
     assert status == 503 and "redis" in body["error"]["message"]

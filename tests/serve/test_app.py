@@ -1,0 +1,75 @@
+"""App wiring: streamed agent runs, recording a share of chat traffic, the mounted dashboard, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from serve.settings import ServeSettings
+from slca.contracts import Streams, Trajectory, decode_entry
+from tests.serve.conftest import WEATHER_TOOL, run_in_app
+
+
+def test_agent_runs_stream_progress_events(tiny_model_dir, serve_redis):
+    async def scenario(client, app):
+        body = {"messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL], "task_id": "s1", "n": 2,
+                "max_tokens": 8, "stream": True, "record": False}  # fmt: skip
+        r = await client.post("/v1/agent/runs", json=body)
+        return r.status, r.headers["Content-Type"], await r.text()
+
+    status, ctype, text = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
+    assert status == 200 and ctype.startswith("text/event-stream")
+    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    assert [e["event"] for e in events] == ["run", "run", "done"]
+    assert len(events[-1]["runs"]) == 2 and text.rstrip().endswith("data: [DONE]")
+
+
+def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, serve_redis, rclient):
+    settings = ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1,
+                             record_chat_share=1.0, record_chat_n=2)  # fmt: skip
+
+    async def scenario(client, app):
+        r = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                            "max_tokens": 6, "n": 3})  # fmt: skip
+        return r.status, await r.json()
+
+    status, body = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, settings,
+                                          stream_prefix="chatrec"))  # fmt: skip
+    assert status == 200 and len(body["choices"]) == 3
+    recorded = [decode_entry(Trajectory, f) for _, f in rclient.xrange(Streams("chatrec").trajectories)]
+    assert len(recorded) == 2 and len({t.task_id for t in recorded}) == 1  # one group of record_chat_n
+    assert all(t.num_generated == 6 and t.meta["source"] == "chat" for t in recorded)
+
+
+def test_dashboard_is_mounted_and_metrics_are_served(tiny_model_dir, serve_redis):
+    pytest.importorskip("ops.dashboard")
+
+    async def scenario(client, app):
+        dash = await client.get("/dashboard/")
+        await client.get("/healthz")
+        metrics = await (await client.get("/metrics")).text()
+        return dash.status, metrics
+
+    dash, metrics = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
+    assert dash == 200
+    assert 'slca_requests_total{endpoint="/healthz",status="200"} 1.0' in metrics
+    for name in ("slca_policy_version", "slca_swap_seconds", "slca_tokens_generated_total", "slca_backpressure_total"):
+        assert name in metrics
+
+
+def test_agent_tools_run_through_sim_when_installed(tiny_model_dir, serve_redis):
+    pytest.importorskip("sim")
+
+    async def scenario(client, app):
+        body = {"messages": [{"role": "user", "content": "Rome?"}], "tools": [WEATHER_TOOL], "task_id": "sim1",
+                "max_tokens": 96, "max_turns": 2, "seed": 1, "tool_choice": "required", "record": False,
+                "return_trajectories": True}  # fmt: skip
+        r = await client.post("/v1/agent/runs", json=body)
+        return r.status, await r.json()
+
+    status, body = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
+    run = body["runs"][0]
+    assert status == 200 and run["trajectory"]["meta"]["tools_backend"].startswith("sim")
+    assert run["tool_calls"][0]["name"] == "get_weather"
