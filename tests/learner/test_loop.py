@@ -1,0 +1,69 @@
+"""The learner loop in-process against a real Redis: stale groups dropped and counted, undecodable entries
+dead-lettered, publication (files, sha256, SET + PUBLISH), stats stream, acknowledgements."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from learner.loop import LoopContext, run_learner
+from learner.metrics import LearnerMetrics
+from learner.publish import next_version
+from learner.settings import LearnerSettings
+from slca.config import CommonSettings
+from slca.contracts import WeightManifest, encode_entry
+from slca.contracts.wire import load_json
+from tests.learner.two_tools import TwoToolTask
+
+
+@pytest.fixture
+def context(redis_client, redis_url, tmp_path, tiny_model_dir):
+    def make(**overrides) -> LoopContext:
+        settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
+        common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
+        (tmp_path / "learner").mkdir(exist_ok=True)
+        return LoopContext(settings, common, redis_client, tmp_path / "learner", tmp_path / "weights", tiny_model_dir,
+                           LearnerMetrics.create(CollectorRegistry()))  # fmt: skip
+
+    return make
+
+
+def test_stale_groups_dropped_bad_entries_dead_lettered_versions_published(context, rollout_model, redis_client):
+    model, tokenizer = rollout_model
+    task = TwoToolTask(tokenizer, seed=2)
+    ctx = context(max_staleness=0, max_steps=2)
+    streams = ctx.streams
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(streams.weights_channel)
+    redis_client.xadd(streams.groups, encode_entry(task.group(model, 0, size=4, index=0), id="g0"))
+    redis_client.xadd(streams.groups, {b"data": b"\x00not msgpack", b"id": b"bad"})
+    redis_client.xadd(streams.groups, encode_entry(task.group(model, 0, size=4, index=1), id="g1"))  # stale after v1
+    redis_client.xadd(streams.groups, encode_entry(task.group(model, 1, size=4, index=2), id="g2"))
+    state = run_learner(ctx)
+
+    assert state.step == 2 and state.version == 2 and state.dropped_stale == 1
+    assert state.consumed == ["g0-v0", "g1-v0", "g2-v1"]
+    lines = [json.loads(x) for x in (ctx.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [x["groups"] for x in lines] == [["g0-v0"], ["g2-v1"]]
+    assert ctx.metrics.stale_dropped._value.get() == 1
+    dead = redis_client.xrange(streams.dead)
+    assert len(dead) == 1 and b"not msgpack" in dead[0][1][b"reason"] and dead[0][1][b"source"] == streams.groups.encode()
+    assert redis_client.xpending(streams.groups, "learner")["pending"] == 0
+
+    latest = load_json(WeightManifest, redis_client.get(streams.weights_latest))
+    assert latest.version == 2 and latest.verify() == [] and latest.train_step == 2
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(latest.sha256)
+    announced = [m for m in iter(lambda: pubsub.get_message(timeout=1.0), None) if m["type"] == "message"]
+    assert [load_json(WeightManifest, m["data"]).version for m in announced] == [1, 2]
+    assert len(redis_client.xrange(streams.stats("stats:learner"))) == 2
+    assert next_version(ctx.weights_dir, 0) == 3  # numbers on disk are never reused
+
+
+def test_stop_event_ends_an_idle_loop(context):
+    ctx = context()
+    threading.Timer(0.5, ctx.stop.set).start()
+    state = run_learner(ctx)
+    assert state.step == 0
