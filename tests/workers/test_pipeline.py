@@ -10,6 +10,7 @@ from tests.workers.pipeline_harness import (
     FAST, RunningAssembler, assert_every_trajectory_once, drained, feed, make_trajectory, read_dead, read_groups,
     templates, wait_until, worker_env,
 )  # fmt: skip
+from tests.workers.judge_endpoint import Endpoint
 from workers.settings import WorkerSettings
 
 
@@ -83,21 +84,28 @@ def four_per_task(builder, tasks: int, prefix: str):
 
 def test_worker_killed_mid_task_work_is_redelivered(builder, settings, fast_redis, fast_client, fast_celery_workers,
                                                     start_assembler):  # fmt: skip
-    start_assembler(fast_redis.url)
-    env = worker_env(settings)
-    first = fast_celery_workers.start("workers.celery_app", queues=settings.score_queue, env=env, name="first")
-    trajs = four_per_task(builder, 100, "kill")
-    feed(fast_client, trajs)
-    wait_until(lambda: len(read_groups(fast_client)) >= 10, 60, "the first groups")
-    fast_celery_workers.kill(first)  # SIGKILL to the worker's process group, mid-stream
-    held = fast_client.hlen("unacked")  # the task it was running, delivered but not acknowledged
-    assert held >= 1
-    fast_celery_workers.start("workers.celery_app", queues=settings.score_queue, env=env, name="second")
-    wait_until(lambda: len(read_groups(fast_client)) == 100, 120, "all 100 groups after the kill")
-    wait_until(lambda: drained(fast_client, settings), 60, "the redelivered task to be acknowledged")
+    """The judge hangs until the worker is killed, so the kill provably lands mid-task."""
+    judge = Endpoint()
+    judge.hold.clear()
+    try:
+        s = settings.model_copy(update={"judge": "openai", "judge_url": judge.url, "task_batch": 4})
+        start_assembler(fast_redis.url, task_batch=4)
+        trajs = four_per_task(builder, 10, "kill")
+        feed(fast_client, trajs)
+        first = fast_celery_workers.start("workers.celery_app", queues=s.score_queue, env=worker_env(s), name="first")
+        assert judge.received.wait(timeout=60)  # the first task is inside the judge call
+        assert fast_client.hlen("unacked") >= 1  # delivered, not acknowledged
+        fast_celery_workers.kill(first)
+        judge.hold.set()
+        fast_celery_workers.start("workers.celery_app", queues=s.score_queue, env=worker_env(s), name="second")
+        wait_until(lambda: len(read_groups(fast_client)) == 10, 120, "all 10 groups after the kill")
+        wait_until(lambda: drained(fast_client, s), 60, "the redelivered task to be acknowledged")
+    finally:
+        judge.close()
     groups = read_groups(fast_client)
-    assert len(groups) == 100 and not any(g.partial for g in groups) and not read_dead(fast_client)
+    assert len(groups) == 10 and not any(g.partial for g in groups) and not read_dead(fast_client)
     assert_every_trajectory_once(groups, {}, {t.id for t in trajs})
+    assert all(r.judge == "openai" and r.pref == 0.75 for g in groups for r in g.rewards if not r.omission_penalized)
 
 
 def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, settings, redis_server, redis_client,

@@ -1,54 +1,19 @@
 """The OpenAI-compatible judge against a small local HTTP endpoint (a stand-in for a vLLM server)."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from slca.contracts import GoldCall, GroundTruth
+from tests.workers.judge_endpoint import Endpoint
 from tests.workers.builders import call
 from workers.scoring import TransientJudgeError, score_trajectory
 from workers.scoring.judges import JUDGES, get_judge
-
-
-class Endpoint:
-    """Answers /v1/chat/completions with `reply`, or with HTTP `status` when set; records the prompts."""
-
-    def __init__(self):
-        self.reply, self.status, self.prompts = "4", 200, []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.prompts.append(body["messages"][0]["content"])
-                if outer.status != 200:
-                    self.send_response(outer.status)
-                    self.end_headers()
-                    return
-                data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": outer.reply}}]}).encode()  # fmt: skip
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
 
 
 @pytest.fixture
 def endpoint():
     e = Endpoint()
     yield e
-    e.server.shutdown()
+    e.close()
 
 
 @pytest.fixture
