@@ -80,7 +80,7 @@ def train_sft(model, examples: list[Example], settings: LearnerSettings, minutes
 
 
 @torch.no_grad()
-def parseable_call_share(model, tokenizer, tasks, max_new: int = 96, batch: int = 8) -> float:
+def parseable_call_share(model, tokenizer, tasks, max_new: int = 80, batch: int = 8) -> float:
     """Share of held-out tasks needing a tool whose first reply (greedy) holds ≥1 call, all parseable and
     naming offered tools (`slca.chat.hermes.parse_tool_calls`)."""
     from learner.rollout_local import prompt_ids
