@@ -1,1 +1,14 @@
-"""serve component."""
+"""serve: the OpenAI-compatible agent API (DESIGN.md §1-3, §8, §10).
+
+Where things live:
+- `app.py`        app factory: routes, the one error middleware, resources in cleanup_ctx
+- `keys.py`       typed app keys;  `errors.py` our exceptions → HTTP;  `metrics.py` Prometheus metrics
+- `chat.py`       POST /v1/chat/completions (tools, tool_choice, SSE);  `agent_api.py` POST /v1/agent/runs
+- `agent.py`      the multi-turn tool loop;  `tools_fallback.py` sim/ or a minimal schema-valid tool
+- `prompting.py`  chat template + Hermes tools, prompt tokens attributed per message
+- `segments.py`   segment kinds of sampled tokens (incremental decode);  `trajectory.py` Trajectory builder
+- `recorder.py`   bounded XADD to slca:trajectories with back-pressure;  `swap.py` weight hot-swap
+- `admin.py`      /healthz /readyz /metrics /v1/models /admin/weights
+- `engines/`      one async interface (`base.py`), `hf.py`, `vllm_engine.py`, forced-call grammars
+- `cli.py`        `slca serve`, `slca bench serve` (`bench.py`)
+"""

@@ -19,17 +19,22 @@ _SPANS = (
 )
 
 
-def token_texts(tokenizer, token_ids: list[int]) -> list[str]:
-    """Text added by each token (incremental decode: prefix decodes, so multi-token characters are exact)."""
-    texts, previous = [], ""
+def token_texts(tokenizer, token_ids: list[int], window: int = 8) -> list[str]:
+    """Text added by each token, by incremental decode over a short window of preceding tokens (as vLLM's
+    detokenizer does): O(n) rather than re-decoding the whole prefix. A token that ends inside an incomplete
+    UTF-8 sequence adds "" and the character is attributed to the token that completes it."""
+    texts: list[str] = []
+    pending = 0  # tokens whose bytes have not produced a complete character yet
     for i in range(len(token_ids)):
-        text = tokenizer.decode(token_ids[: i + 1], skip_special_tokens=False)
-        # An incomplete UTF-8 sequence decodes to U+FFFD until its last byte arrives: attribute it then.
-        if text.endswith("\ufffd"):
+        start = max(0, i - pending - window)
+        before = tokenizer.decode(token_ids[start : i - pending], skip_special_tokens=False)
+        after = tokenizer.decode(token_ids[start : i + 1], skip_special_tokens=False)
+        if after.endswith("\ufffd"):
             texts.append("")
+            pending += 1
             continue
-        texts.append(text[len(previous) :] if text.startswith(previous) else text)
-        previous = text
+        texts.append(after[len(before) :] if after.startswith(before) else after)
+        pending = 0
     return texts
 
 

@@ -103,3 +103,13 @@ def test_builder_merges_runs_and_flags_mixed_versions():
     assert [(s.start, s.end, s.kind) for s in traj.segments] == [(0, 2, SegmentKind.SYSTEM), (2, 3, SegmentKind.USER),
                                                                  (3, 5, C), (5, 6, S)]  # fmt: skip
     assert traj.mixed_version and traj.policy_version == 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_windowed_incremental_decode_equals_full_decode(tok, seed):
+    import random
+
+    rng = random.Random(seed)
+    ids = [rng.randrange(len(tok)) for _ in range(200)] + tok.encode(" end.", add_special_tokens=False)
+    texts = token_texts(tok, ids)
+    assert "".join(texts) == tok.decode(ids, skip_special_tokens=False)
