@@ -54,7 +54,9 @@ class LoopContext:
 
 
 def run_dir_of(settings: LearnerSettings, common: CommonSettings) -> Path:
-    return Path(settings.run_dir or Path(common.data_dir) / "learner")
+    """Checkpoints and logs. Under torchrun each rank keeps its own (it consumes its own groups)."""
+    root = Path(settings.run_dir or Path(common.data_dir) / "learner")
+    return root / f"rank{os.environ['RANK']}" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else root
 
 
 def is_main_rank() -> bool:
@@ -122,7 +124,12 @@ def collect(ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, cons
 
 def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
     s = ctx.settings
-    if not is_main_rank() or state.step % s.publish_every:
+    if state.step % s.publish_every:
+        return None
+    if not is_main_rank():  # rank 0 publishes; the others follow its number for their staleness checks
+        latest = ctx.client.get(ctx.streams.weights_latest)
+        if latest:
+            state.version = max(state.version, json.loads(latest)["version"])
         return None
     manifest, seconds = publish(policy.model, ctx.model_dir, ctx.weights_dir, state.version, state.step,
                                 str(ctx.model_dir), ctx.client, ctx.streams, s.keep_versions)  # fmt: skip

@@ -153,18 +153,21 @@ def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> dict[str, float
     return out
 
 
+MEAN_NAMES = {"clip": "clip_frac", "adv": "adv_mean", "adv_abs": "adv_abs_mean", "ratio": "ratio_mean",
+              "entropy": "entropy_mean", "logprob_gap": "logprob_gap_mean", "kl": "kl"}  # fmt: skip
+
+
 def summarise(sums: dict[str, float]) -> dict[str, float]:
-    """Turn accumulated `<kind>/<x>_sum` + `<kind>/tokens` into means: adv_mean, adv_abs_mean, clip_frac, ..."""
+    """Turn accumulated `<kind>/<x>_sum` + `<kind>/tokens` into means (`MEAN_NAMES`); other keys pass through."""
     out = {}
     for key, value in sums.items():
         kind, _, name = key.partition("/")
-        if name.endswith("_sum"):
-            n = sums.get(f"{kind}/tokens", 0.0)
-            base = name[: -len("_sum")]
-            base = {"clip": "clip_frac", "adv": "adv_mean", "adv_abs": "adv_abs_mean"}.get(base, base + ("_mean" if base in ("ratio", "entropy", "logprob_gap") else ""))
-            out[f"{kind}/{base}"] = value / n if n else 0.0
-        else:
+        if not name.endswith("_sum"):
             out[key] = value
+            continue
+        base = name[: -len("_sum")]
+        n = sums.get(f"{kind}/tokens", 0.0)
+        out[f"{kind}/{MEAN_NAMES.get(base, base)}"] = value / n if n else 0.0
     return out
 
 
