@@ -1,0 +1,52 @@
+"""`slca up` as a command, quickly: an owned Redis when none is configured, the banner, the state file,
+`slca status`, and SIGTERM stopping children and Redis."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from slca.redis_server import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_DATA_DIR": str(tmp_path / "var")}
+    env.pop("SLCA_REDIS_URL", None)
+    sets = ["--set", 'ops.processes=["feed"]', "--set", f'ops.metrics_ports={{"feed": {free_port()}}}',
+            "--set", f"serve.port={free_port()}", "--set", "ops.status_interval_s=0.5"]  # fmt: skip
+    up = subprocess.Popen([sys.executable, "-m", "slca", *sets, "up"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    state_file = tmp_path / "var" / "up-state.json"
+    try:
+        deadline = time.monotonic() + 30
+        while not (state_file.exists() and json.loads(state_file.read_text())["processes"][0]["state"] == "running"):
+            assert time.monotonic() < deadline and up.poll() is None
+            time.sleep(0.1)
+        state = json.loads(state_file.read_text())
+        assert redis.Redis.from_url(state["redis_url"]).ping()
+        status = subprocess.run([sys.executable, "-m", "slca", "status"], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=60)  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        assert "feed" in status.stdout and "running" in status.stdout and "slca:trajectories 0" in status.stdout
+    finally:
+        up.send_signal(signal.SIGTERM)
+        out, _ = up.communicate(timeout=60)
+    out = out.decode()
+    assert up.returncode == 0, out
+    assert "owned redis-server" in out and "feed.log" in out and "slca up: stopped" in out
+    assert "skipping" not in out or "feed" not in out.split("skipping")[1][:20]
+    assert (tmp_path / "var" / "redis" / "appendonlydir").exists()  # AOF on
+    try:
+        redis.Redis.from_url(state["redis_url"], socket_connect_timeout=1).ping()
+        raise AssertionError("owned redis still answers after slca up stopped")
+    except redis.ConnectionError:
+        pass
+    final = json.loads(state_file.read_text())
+    assert final["processes"][0]["state"] == "stopped"
