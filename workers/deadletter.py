@@ -8,6 +8,7 @@ from __future__ import annotations
 import redis
 
 from workers.keys import Keys
+from workers.luascripts import LuaScript, ScriptBatch
 
 _DEAD_LETTER = """
 if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'EX', tonumber(ARGV[5])) then
@@ -30,10 +31,12 @@ class DeadLetters:
     def __init__(self, client: redis.Redis, keys: Keys, ttl_s: int):
         self.keys = keys
         self.ttl_s = ttl_s
-        self._script = client.register_script(_DEAD_LETTER)
+        self.client = client
+        self._script = LuaScript(_DEAD_LETTER)
 
-    def add(self, entry_id: str, reason: str, source: str, data: bytes | None, client=None) -> bool:
+    def add(self, entry_id: str, reason: str, source: str, data: bytes | None) -> bool:
         """Record the entry; False when it was already dead-lettered."""
-        keys = [self.keys.dead_mark(entry_id), self.keys.streams.dead]
-        args = [entry_id, reason, source, data or b"", self.ttl_s]
-        return bool(self._script(keys=keys, args=args, client=client))
+        batch = ScriptBatch(self.client)
+        batch.add(self._script, [self.keys.dead_mark(entry_id), self.keys.streams.dead],
+                  [entry_id, reason, source, data or b"", self.ttl_s])  # fmt: skip
+        return bool(batch.execute()[0])

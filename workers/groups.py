@@ -24,6 +24,7 @@ import msgpack
 
 from slca.contracts import SCHEMA_VERSION, Reward, Trajectory
 from workers.keys import Keys
+from workers.luascripts import LuaScript, ScriptBatch
 
 _ADD = """
 local member, bucket, buckets, sealed, claims, reward_key, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -126,23 +127,21 @@ class GroupAssembler:
         self.ttl_s = ttl_s
         self.max_groups_len = max_groups_len
         self.late_window_s = late_window_s
-        self._add = client.register_script(_ADD)
-        self._seal = client.register_script(_SEAL)
-        self._emit = client.register_script(_EMIT)
+        self._add, self._seal, self._emit = LuaScript(_ADD), LuaScript(_SEAL), LuaScript(_EMIT)
 
     def bucket_of(self, traj: Trajectory) -> str:
         return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
 
     def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward, reward_key: str, stats_stream: str,
-            stats: list | None, stats_maxlen: int, client=None) -> None:
-        """Queue the atomic add on `client` (a pipeline): store the reward unless one is stored, write the stats
-        entry when it is new, join the bucket. The reply, via `parse_add`, is [status, group id, fresh]."""
+            stats: list | None, stats_maxlen: int, batch: ScriptBatch) -> None:
+        """Queue the atomic add on `batch`: store the reward unless one is stored, write the stats entry when it
+        is new, join the bucket. The reply, via `parse_add`, is [status, group id, fresh]."""
         bucket = self.bucket_of(traj)
         keys = [self.keys.member(traj.id), bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims,
                 reward_key, stats_stream]  # fmt: skip
         args = [traj.id, traj_payload, reward.model_dump_json(), self.group_size, time.time(), self.ttl_s,
                 self.keys.claim_prefix, json.dumps(stats) if stats else "", stats_maxlen]  # fmt: skip
-        return self._add(keys=keys, args=args, client=client)
+        batch.add(self._add, keys, args)
 
     @staticmethod
     def parse_add(reply) -> AddOutcome:
@@ -158,7 +157,7 @@ class GroupAssembler:
         for gid in group_ids:
             pipe.hgetall(self.keys.claim_prefix + gid)
         claims = pipe.execute()
-        pipe = self.client.pipeline(transaction=False)
+        batch = ScriptBatch(self.client)
         partials = []
         for gid, fields in zip(group_ids, claims):
             if not fields:
@@ -167,8 +166,8 @@ class GroupAssembler:
             payload, partial = group_payload(gid, fields)
             partials.append(partial)
             keys = [self.keys.claim_prefix + gid, self.keys.claims, self.keys.streams.groups, self.keys.emitted(gid)]
-            self._emit(keys=keys, args=[gid, payload, self.max_groups_len, self.ttl_s, int(partial)], client=pipe)
-        replies = iter(pipe.execute())
+            batch.add(self._emit, keys, [gid, payload, self.max_groups_len, self.ttl_s, int(partial)])
+        replies = iter(batch.execute())
         return [("gone", False) if p is None else (next(replies).decode(), p) for p in partials]
 
     def seal_expired(self, timeout_s: float) -> list[tuple[str, str]]:
@@ -180,7 +179,9 @@ class GroupAssembler:
             keys = [bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims, self.keys.streams.dead]
             args = [self.group_size, time.time(), int(self.late_window_s), self.keys.claim_prefix,
                     self.keys.base + ":dead:", self.ttl_s, self.keys.streams.trajectories]  # fmt: skip
-            res = [x.decode() if isinstance(x, bytes) else x for x in self._seal(keys=keys, args=args)]
+            batch = ScriptBatch(self.client)
+            batch.add(self._seal, keys, args)
+            res = [x.decode() if isinstance(x, bytes) else x for x in batch.execute()[0]]
             out.append((res[0], res[1] if len(res) > 1 else ""))
         return out
 

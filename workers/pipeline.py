@@ -24,6 +24,7 @@ from slca.contracts.wire import load_msgpack
 from workers.deadletter import DeadLetters, reason_kind
 from workers.groups import GroupAssembler
 from workers.keys import Keys
+from workers.luascripts import ScriptBatch
 from workers.metrics import OBSERVED_COMPONENTS, WorkerMetrics
 from workers.scoring import ScoringError, score_trajectory
 from workers.settings import WorkerSettings
@@ -110,14 +111,14 @@ class ScoringPipeline:
         """One pipeline of atomic adds; returns the ids of the groups completed by this batch."""
         if not scored:
             return []
-        pipe = self.client.pipeline(transaction=False)
+        batch = ScriptBatch(self.client)
         stats_stream = self.keys.streams.stats(STATS_REWARDS)
         for item in scored:
             self.groups.add(item.traj, item.payload, item.reward,
                             self.keys.reward(self.settings.scorer_version, item.traj.id), stats_stream,
-                            _stats(item.traj, item.reward), self.settings.stats_maxlen, client=pipe)  # fmt: skip
+                            _stats(item.traj, item.reward), self.settings.stats_maxlen, batch)  # fmt: skip
         completed = []
-        for item, reply in zip(scored, pipe.execute()):
+        for item, reply in zip(scored, batch.execute()):
             added = self.groups.parse_add(reply)
             if added.fresh_reward:
                 self._observe(item.reward)

@@ -91,3 +91,12 @@ def test_invalid_payload_and_mismatched_id_are_dead_lettered(client, builder, ti
     assert p.process([("x", base64.b64encode(b"\xc1").decode()), ("other-id", good_payload)]) == ["dead", "dead"]
     dead = read_dead(client)
     assert dead["x"].startswith("invalid_payload") and "!= payload id" in dead["other-id"]
+
+
+def test_scripts_are_reloaded_after_the_server_forgot_them(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir)
+    trajs = [make_trajectory(templates(builder)[0], "task-e", i) for i in range(4)]
+    p.process(items(trajs[:2]))
+    client.script_flush()  # what a restarted Redis looks like: an empty script cache
+    assert p.process(items(trajs[2:])) == ["pending", "grouped"]
+    assert len(read_groups(client)) == 1
