@@ -9,14 +9,17 @@ exponential backoff and full jitter; anything else is dead-lettered by the pipel
 
 from __future__ import annotations
 
+import logging
 import os
 
 import redis
 from celery import Celery, Task
+from celery.signals import worker_init
 
 from workers.scoring import TransientJudgeError
 from workers.settings import WorkerSettings
 
+log = logging.getLogger(__name__)
 SCORE_TASK = "workers.score"
 TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, TransientJudgeError)
 
@@ -47,10 +50,11 @@ class ScoreTask(Task):
         try:
             for traj_id, payload_b64 in items:
                 if not self.pipeline.client.exists(self.pipeline.keys.member(traj_id)):
-                    self.pipeline.dead_letter(traj_id, f"retries_exhausted: {type(exc).__name__}: {exc}",
+                    self.pipeline.dead_letter(traj_id, f"task_failed: {type(exc).__name__}: {exc}",
                                         base64.b64decode(payload_b64 or ""))  # fmt: skip
-        except redis.RedisError:
-            pass  # Redis is down too: Celery has logged the failure
+        except redis.RedisError as redis_exc:  # Redis is down too: say which entries could not be recorded
+            log.error("task %s failed (%s) and its %d entries could not be dead-lettered: %s", task_id, exc,
+                      len(items), redis_exc)  # fmt: skip
 
 
 def create_app(settings: WorkerSettings | None = None, redis_url: str | None = None, prefix: str = "slca") -> Celery:
@@ -102,7 +106,5 @@ def _serve_worker_metrics(**_kwargs) -> None:
         multiprocess.MultiProcessCollector(registry)
         start_http_server(port, registry=registry)
 
-
-from celery.signals import worker_init  # noqa: E402
 
 worker_init.connect(_serve_worker_metrics, weak=False)

@@ -18,7 +18,7 @@ end
 return 0
 """
 
-REASON_KINDS = ("invalid_payload", "scoring_error", "max_deliveries", "late", "group_timeout", "retries_exhausted")
+REASON_KINDS = ("invalid_payload", "scoring_error", "max_deliveries", "late", "group_timeout", "task_failed")
 """Bounded set of reason prefixes (the metric label); the full reason text is in the entry."""
 
 

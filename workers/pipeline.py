@@ -30,6 +30,10 @@ from workers.scoring import ScoringError, score_trajectory
 from workers.settings import WorkerSettings
 
 
+POISON_ERRORS = (ScoringError, ValueError, TypeError, KeyError, IndexError, AttributeError)
+"""Errors that retrying cannot fix (a trajectory the scorer chokes on). Transient ones are not among them."""
+
+
 @functools.lru_cache(maxsize=1)
 def process_metrics() -> WorkerMetrics:
     """One set of metrics per process (the default registry refuses duplicates)."""
@@ -66,8 +70,9 @@ class ScoringPipeline:
                 continue
             try:
                 scored.append(Scored(traj, payload, stored.get(traj.id) or self._score(traj)))
-            except ScoringError as exc:
-                status[traj.id] = self.dead_letter(traj.id, f"scoring_error: {exc}", payload)
+            except POISON_ERRORS as exc:
+                # one trajectory the scorer cannot handle must not fail (and dead-letter) its whole batch
+                status[traj.id] = self.dead_letter(traj.id, f"scoring_error: {type(exc).__name__}: {exc}", payload)
         self.emit(self._add_all(scored, status))
         return [status.get(tid, "dead") for tid, _ in items]
 

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from slca.config import SectionSettings
 
@@ -107,3 +107,9 @@ class WorkerSettings(SectionSettings):
     """MAXLEN (approximate) of the dashboard rewards stats stream."""
     metrics_port: int = Field(default=0, ge=0)
     """Prometheus port of `slca worker` / `slca assembler` (0 = off)."""
+
+    @model_validator(mode="after")
+    def _judge_reachable(self) -> "WorkerSettings":
+        if self.judge == "openai" and not self.judge_url:
+            raise ValueError("judge = 'openai' needs judge_url (the endpoint's base URL, e.g. http://host:8000/v1)")
+        return self

@@ -100,3 +100,14 @@ def test_scripts_are_reloaded_after_the_server_forgot_them(client, builder, tiny
     client.script_flush()  # what a restarted Redis looks like: an empty script cache
     assert p.process(items(trajs[2:])) == ["pending", "grouped"]
     assert len(read_groups(client)) == 1
+
+
+def test_a_trajectory_the_scorer_chokes_on_is_dead_lettered_alone(client, builder, tiny_model_dir):
+    from slca.contracts import GroundTruth
+
+    p = make_pipeline(client, tiny_model_dir)
+    good = make_trajectory(templates(builder)[0], "task-f", 0)
+    poison = make_trajectory(templates(builder)[0], "task-f", 1).model_copy(
+        update={"ground_truth": GroundTruth(needs_tool=True, completion_check={"required_tools": 5})})
+    assert p.process(items([poison, good])) == ["dead", "pending"]
+    assert read_dead(client)[poison.id].startswith("scoring_error: TypeError")
