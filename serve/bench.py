@@ -81,7 +81,7 @@ async def _http(url: str, path: str, n: int, max_tokens: int, model: str | None,
         return Measurement(path + ("" if concurrent else " (sequential)"), sum(counts), time.perf_counter() - t0)
 
 
-async def _bench_in_process(settings, common, args) -> list[Measurement]:
+async def _bench_in_process(settings, common, args, report) -> None:
     from aiohttp import web
 
     from serve.app import create_app
@@ -99,13 +99,12 @@ async def _bench_in_process(settings, common, args) -> list[Measurement]:
     url, engine = f"http://127.0.0.1:{settings.port}", app[ENGINE]
     try:
         await _raw_engine(engine, 2, 8, True)  # warm-up: first-step compilation must not count
-        out = [await _raw_engine(engine, args.requests, args.max_tokens, True),
-               await _http(url, "/v1/agent/runs", args.requests, args.max_tokens, None),
-               await _http(url, "/v1/chat/completions", args.requests, args.max_tokens, None)]  # fmt: skip
+        report(await _raw_engine(engine, args.requests, args.max_tokens, True))
+        report(await _http(url, "/v1/agent/runs", args.requests, args.max_tokens, None))
+        report(await _http(url, "/v1/chat/completions", args.requests, args.max_tokens, None))
         if args.sequential:
-            out.append(await _raw_engine(engine, args.requests, args.max_tokens, False))
-            out.append(await _http(url, "/v1/chat/completions", args.requests, args.max_tokens, None, False))
-        return out
+            report(await _raw_engine(engine, args.requests, args.max_tokens, False))
+            report(await _http(url, "/v1/chat/completions", args.requests, args.max_tokens, None, False))
     finally:
         await runner.cleanup()
 
@@ -153,19 +152,28 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float) -> bool:
     return False
 
 
+class _Table:
+    """Prints each measurement as soon as it exists, as a ratio to the first (the raw engine)."""
+
+    def __init__(self):
+        self.base: float | None = None
+
+    def __call__(self, m: Measurement) -> None:
+        self.base = self.base or m.rate
+        print(f"{m.name:45s} {m.tokens:7d} {m.seconds:8.2f} {m.rate:8.1f} {m.rate / self.base:6.2f}", flush=True)
+
+
 def run_serve_bench(settings, common, args) -> int:
-    results = asyncio.run(_bench_in_process(settings, common, args))
+    print(f"slca bench serve — engine={settings.engine} model={common.model_path().name} "
+          f"requests={args.requests} max_tokens={args.max_tokens}")  # fmt: skip
+    print(f"{'path':45s} {'tokens':>7s} {'seconds':>8s} {'tok/s':>8s} {'ratio':>6s}", flush=True)
+    table = _Table()
+    asyncio.run(_bench_in_process(settings, common, args, table))
     if settings.engine == "vllm" and not args.no_vllm_server:
         vllm = _vllm_server(settings, common, args)
         if isinstance(vllm, Measurement):
             vllm.name = "vLLM OpenAI server /v1/chat/completions"
-            results.append(vllm)
+            table(vllm)
         else:
             print(f"note: {vllm}")
-    base = results[0].rate
-    print(f"slca bench serve — engine={settings.engine} model={common.model_path().name} "
-          f"requests={args.requests} max_tokens={args.max_tokens}")  # fmt: skip
-    print(f"{'path':45s} {'tokens':>7s} {'seconds':>8s} {'tok/s':>8s} {'ratio':>6s}")
-    for m in results:
-        print(f"{m.name:45s} {m.tokens:7d} {m.seconds:8.2f} {m.rate:8.1f} {m.rate / base:6.2f}")
     return 0
