@@ -169,8 +169,8 @@ def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], proc
 
 
 def run_queue_bench(args, config) -> int:
-    settings = config.get(WorkerSettings)
-    tokenizer_dir = str(Path(config.common.model_path())) if settings.tokenizer == "embedded" else settings.tokenizer
+    settings = config.get(WorkerSettings).with_tokenizer_of(config.common)
+    tokenizer_dir = settings.tokenizer
     if not (Path(tokenizer_dir) / "tokenizer.json").is_file():
         from slca.cli import CliError
 

@@ -90,7 +90,8 @@ def app_from_environment() -> Celery:
     from slca.config import load_config
 
     config = load_config()
-    return create_app(config.get(WorkerSettings), config.common.redis_or_default(), config.common.stream_prefix)
+    settings = config.get(WorkerSettings).with_tokenizer_of(config.common)
+    return create_app(settings, config.common.redis_or_default(), config.common.stream_prefix)
 
 
 app = app_from_environment()

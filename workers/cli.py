@@ -63,7 +63,7 @@ def _assembler(args, config) -> int:
     from workers.celery_app import create_app
 
     logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    s = _settings(config)
+    s = _settings(config).with_tokenizer_of(config.common)
     url = config.common.redis_or_default()
     if s.metrics_port:
         from prometheus_client import start_http_server

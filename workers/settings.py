@@ -19,8 +19,9 @@ class WorkerSettings(SectionSettings):
     call_source: Literal["tokens", "records"] = "tokens"
     """Where tool calls are read from: 'tokens' decodes the sampled token ids of each turn's generated segments
     (the ground truth of what the policy wrote); 'records' uses `Trajectory.tool_calls` (no tokenizer needed)."""
-    tokenizer: str = "embedded"
-    """Tokenizer used to decode sampled tokens: 'embedded', 'tiny' (cached models) or a model directory."""
+    tokenizer: str | None = None
+    """Tokenizer used to decode sampled tokens: None = the policy model's (`common.model`), or 'embedded',
+    'tiny' (cached models) or a model directory."""
     exec_mode: Literal["auto", "gold", "outcome"] = "auto"
     """'gold': compare with gold calls; 'outcome': `exec_outcome` (valid, executed, completed); 'auto': outcome
     only for tasks that need a tool but have no gold calls."""
@@ -113,3 +114,12 @@ class WorkerSettings(SectionSettings):
         if self.judge == "openai" and not self.judge_url:
             raise ValueError("judge = 'openai' needs judge_url (the endpoint's base URL, e.g. http://host:8000/v1)")
         return self
+
+    def with_tokenizer_of(self, common) -> "WorkerSettings":
+        """These settings with `tokenizer` resolved to a directory, using the common model and cache dir."""
+        from pathlib import Path
+
+        from slca.models.paths import resolve_model
+
+        name = self.tokenizer or common.model
+        return self.model_copy(update={"tokenizer": str(resolve_model(name, Path(common.cache_dir)))})

@@ -15,7 +15,7 @@ from workers.settings import WorkerSettings
 
 def score_trajectory(traj: Trajectory, settings: WorkerSettings | None = None) -> Reward:
     s = settings or WorkerSettings()
-    tokenizer_dir = resolve_tokenizer_dir(s.tokenizer) if s.call_source == "tokens" else None
+    tokenizer_dir = resolve_tokenizer_dir(s.tokenizer or "embedded") if s.call_source == "tokens" else None
     obs = observe(traj, s.call_source, tokenizer_dir)
     gt = traj.ground_truth
     exec_result = _execution(obs, gt, s)
