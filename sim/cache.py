@@ -6,8 +6,10 @@ A cache failure (Redis down) never fails the call: the response is generated aga
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import weakref
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -21,9 +23,19 @@ _MISS = object()
 
 class ResponseCache:
     def __init__(self, redis_url: str, prefix: str, ttl_s: int):
-        self.client = aioredis.Redis.from_url(redis_url)
+        self.redis_url = redis_url
         self.prefix = prefix
         self.ttl_s = ttl_s
+        # One client per event loop: asyncio Redis connections belong to the loop that opened them, and a
+        # provider may serve several loops (serve's loop, `demonstration()` run from sync code in a thread).
+        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @property
+    def client(self) -> aioredis.Redis:
+        loop = asyncio.get_running_loop()
+        if loop not in self._clients:
+            self._clients[loop] = aioredis.Redis.from_url(self.redis_url)
+        return self._clients[loop]
 
     def key(self, backend: str, tool: str, arguments: Any, state_hash: str, schema: Any) -> str:
         return f"{self.prefix}:sim:cache:{backend}:{tool}:" + digest(
@@ -49,4 +61,7 @@ class ResponseCache:
         return value is _MISS
 
     async def close(self) -> None:
-        await self.client.aclose()
+        """Close this loop's client (clients of loops already gone were closed with their loop)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()

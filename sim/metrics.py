@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
@@ -29,12 +30,17 @@ class SimMetrics:
         )
 
 
-_DEFAULT: SimMetrics | None = None
+_BY_REGISTRY: "weakref.WeakKeyDictionary[CollectorRegistry, SimMetrics]" = weakref.WeakKeyDictionary()
+
+
+def metrics_for(registry: CollectorRegistry | None = None) -> SimMetrics:
+    """The metrics on a registry (default: the process-wide one), created once per registry: Prometheus
+    refuses to register a name twice, and several providers may share one process."""
+    reg = registry if registry is not None else REGISTRY
+    if reg not in _BY_REGISTRY:
+        _BY_REGISTRY[reg] = SimMetrics.create(reg)
+    return _BY_REGISTRY[reg]
 
 
 def default_metrics() -> SimMetrics:
-    """The process-wide metrics on the default registry, created once (Prometheus forbids duplicates)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = SimMetrics.create()
-    return _DEFAULT
+    return metrics_for(None)

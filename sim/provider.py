@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from sim.backends import make_backend
 from sim.cache import ResponseCache
 from sim.faults import FaultPlan
-from sim.metrics import SimMetrics, default_metrics
+from sim.metrics import SimMetrics, default_metrics, metrics_for
 from sim.real import RealRegistry, build_registry
 from sim.schemas import tool_spec
 from sim.settings import SimSettings
@@ -124,5 +124,5 @@ def make_provider(settings: SimSettings | None = None, redis_url: str | None = N
                   metrics_registry: CollectorRegistry | None = None) -> SimProvider:  # fmt: skip
     """The public entry point: a ToolProvider over SGLS and the real packs (see module docstring)."""
     settings = settings or SimSettings()
-    metrics = SimMetrics.create(metrics_registry) if metrics_registry is not None else None
+    metrics = metrics_for(metrics_registry) if metrics_registry is not None else None
     return SimProvider(settings, redis_url, metrics)

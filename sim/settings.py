@@ -46,6 +46,8 @@ class SimSettings(SectionSettings):
     """Longest simulated response the llm/local backends may generate, in tokens."""
     local_model: str = "embedded"
     """Model of the `local` backend: 'embedded', 'tiny' or a HF model directory. Frozen: never the policy."""
+    local_guided: bool = True
+    """Constrain the local model to the response schema with xgrammar (guided decoding) where it compiles."""
     cache_dir: str | None = None
     """Model cache dir for 'embedded'/'tiny' (None: ~/.cache/slca)."""
     real_timeout_s: float = Field(default=10.0, gt=0)

@@ -89,10 +89,12 @@ class Synthesiser:
         return out
 
     def _array(self, schema: dict[str, Any], name: str, depth: int) -> list[Any]:
+        singular = name[:-1] if name.endswith("s") else name
+        if "prefixItems" in schema:  # a tuple: one value per position
+            return [self.value(item, singular, depth + 1) for item in schema["prefixItems"]]
         low = schema.get("minItems", 1 if depth < 3 else 0)
         high = max(low, min(schema.get("maxItems", 3), low + 3))
         items = schema.get("items", {})
-        singular = name[:-1] if name.endswith("s") else name
         return [self.value(items, singular, depth + 1) for _ in range(self.rng.randint(low, high))]
 
     def _string(self, schema: dict[str, Any], name: str, depth: int) -> str:

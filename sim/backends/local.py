@@ -2,8 +2,9 @@
 
 The model is never the policy being trained: it is loaded from the model cache once, put in eval mode
 with gradients off, and never receives weight updates. Generation runs in a worker thread under a lock
-(one generate at a time: the CPU is the bottleneck, and the event loop must not block).
-No guided decoding here: validate-and-retry, then the schema synthesiser.
+(one generation at a time: the CPU is the bottleneck, and the event loop must not block). Decoding is
+guided by the response schema (xgrammar) where it compiles; validate-and-retry, then the schema
+synthesiser, cover the rest (e.g. an answer cut off by `max_new_tokens`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 from pathlib import Path
 
 from sim.backends.base import Answer, SimRequest, build_prompt, validate_and_retry
+from sim.backends.guided import GrammarCache, _has_xgrammar, generate
 
 
 def model_dir(settings) -> Path:
@@ -33,6 +35,7 @@ class LocalBackend:
         self._lock = asyncio.Lock()
         self._model = None
         self._tokenizer = None
+        self._grammars: GrammarCache | None = None
 
     def _load(self) -> None:
         import torch
@@ -43,6 +46,8 @@ class LocalBackend:
         model.eval()
         model.requires_grad_(False)
         self._model = model
+        if self.settings.local_guided and _has_xgrammar():
+            self._grammars = GrammarCache(self._tokenizer, model.config.vocab_size, [self._tokenizer.eos_token_id])
 
     def _generate(self, request: SimRequest, attempt: int) -> str:
         import torch
@@ -51,17 +56,12 @@ class LocalBackend:
             self._load()
         tok = self._tokenizer
         prompt = tok.apply_chat_template(build_prompt(request), tokenize=False, add_generation_prompt=True)
-        ids = tok(prompt, return_tensors="pt")
-        torch.manual_seed((request.seed + attempt) % (2**31))
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        matcher = self._grammars.matcher(request.response_schema) if self._grammars else None
+        temperature = self.settings.temperature if attempt else min(self.settings.temperature, 0.3)
         with torch.inference_mode():
-            out = self._model.generate(
-                **ids,
-                max_new_tokens=self.settings.max_new_tokens,
-                do_sample=True,
-                temperature=max(self.settings.temperature, 1e-3) if attempt else min(max(self.settings.temperature, 1e-3), 0.3),
-                pad_token_id=tok.eos_token_id,
-            )  # fmt: skip
-        return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+            return generate(self._model, tok, ids, self.settings.max_new_tokens, temperature,
+                            (request.seed + attempt) % (2**31), matcher)  # fmt: skip
 
     async def _ask(self, request: SimRequest, attempt: int) -> str | None:
         async with self._lock:

@@ -105,6 +105,8 @@ async def _generate(pack: str, seed: int, source: PackSource, real_pack: RealPac
             except GoldFailed:
                 continue
             facts = intent.facts(slots, results)
+            if calls and not facts and all(c.name in real_pack.tools for c in calls):
+                continue  # e.g. a flight search with no result: nothing to state, draw again
             key = hashlib.sha256(f"{query}|{[c.model_dump() for c in calls]}".encode()).hexdigest()[:10]
             task_id = f"{pack}-{intent.name}-{key}"
             if task_id in tasks:
