@@ -139,7 +139,8 @@ def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Pa
     return proc
 
 
-def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path) -> dict:
+def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path,
+               redis_pid: int) -> dict:  # fmt: skip
     from workers.assembler import run_assembler
     from workers.celery_app import create_app
 
@@ -152,20 +153,51 @@ def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], proc
         thread.start()
         expected = len(trajs) // settings.group_size
         groups = Streams().groups
+        entries = [encode_entry(t, id=t.id) for t in trajs]  # serve encodes once per episode, before XADD
+        worker_cpu0, own_cpu0, redis_cpu0 = process_group_cpu_s(worker.pid), time.process_time(), process_cpu_s(redis_pid)
         started = time.perf_counter()
-        our_xadd(client, Streams().trajectories, [encode_entry(t, id=t.id) for t in trajs])
+        our_xadd(client, Streams().trajectories, entries)
         while client.xlen(groups) < expected:
             if time.perf_counter() - started > 600:
                 raise RuntimeError(f"end-to-end run stalled at {client.xlen(groups)}/{expected} groups")
             time.sleep(0.05)
         elapsed = time.perf_counter() - started
+        worker_cpu, own_cpu = process_group_cpu_s(worker.pid) - worker_cpu0, time.process_time() - own_cpu0
+        redis_cpu = process_cpu_s(redis_pid) - redis_cpu0
     finally:
         stop.set()
         thread.join(timeout=30)
         os.killpg(worker.pid, 9)
         worker.wait()
-    return {"trajectories": len(trajs), "groups": expected, "seconds": elapsed,
-            "trajectories_per_s": len(trajs) / elapsed, "per_worker_process": len(trajs) / elapsed / processes}  # fmt: skip
+    n = len(trajs)
+    return {"trajectories": n, "groups": expected, "seconds": elapsed, "trajectories_per_s": n / elapsed,
+            "per_worker_process": n / elapsed / processes,
+            "worker_cpu_ms_per_trajectory": 1000 * worker_cpu / n,
+            "assembler_and_feeder_cpu_ms_per_trajectory": 1000 * own_cpu / n,
+            "redis_cpu_ms_per_trajectory": 1000 * redis_cpu / n,
+            "load_average_1m": os.getloadavg()[0]}  # fmt: skip
+
+
+def _cpu_fields(pid: str) -> list[str] | None:
+    try:  # fields after the command name: state, ppid, pgrp, ..., utime (index 11), stime (index 12)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def process_cpu_s(pid: int) -> float:
+    fields = _cpu_fields(str(pid))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+def process_group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of every live process in a process group (a Celery worker and its children)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        fields = _cpu_fields(pid)
+        if fields and int(fields[2]) == pgid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def run_queue_bench(args, config) -> int:
@@ -203,7 +235,7 @@ def _measure(server: RedisServer, settings: WorkerSettings, trajs: list[Trajecto
     out["intake_stream_to_celery_per_s"] = intake_rate(server.url, settings, entries[: min(n, 20000)])
     out["scoring_only_per_s"] = scoring_rate(settings, trajs[:2000])
     client.flushall()
-    out["end_to_end"] = end_to_end(server.url, settings, trajs[: args.trajectories], args.workers, tmp)
+    out["end_to_end"] = end_to_end(server.url, settings, trajs[: args.trajectories], args.workers, tmp, server.proc.pid)
     return out
 
 
@@ -221,6 +253,11 @@ def _print(r: dict, workers: int) -> None:
     print(f"  end to end: stream → Celery ({workers} worker process(es)) → groups: "
           f"{e2e['trajectories']} trajectories in {e2e['seconds']:.1f} s = {e2e['trajectories_per_s']:,.0f} /s, "
           f"{e2e['per_worker_process']:,.0f} /s per worker process")
+    print(f"  CPU per trajectory: worker processes {e2e['worker_cpu_ms_per_trajectory']:.2f} ms "
+          f"(⇒ ≈{1000 / e2e['worker_cpu_ms_per_trajectory']:,.0f} /s per worker process on a free core), "
+          f"assembler + feeder {e2e['assembler_and_feeder_cpu_ms_per_trajectory']:.2f} ms, "
+          f"redis-server {e2e['redis_cpu_ms_per_trajectory']:.2f} ms; "
+          f"host load average {e2e['load_average_1m']:.1f} on {os.cpu_count()} cores")
     print(f"  targets: ≥ 10,000 /s through the stream: {'met' if r['our_readgroup_ack_per_s'] >= 1e4 else 'NOT met'} "
           f"(raw), {'met' if r['intake_stream_to_celery_per_s'] >= 1e4 else 'NOT met'} (into Celery); "
           f"≥ 500 scored /s per worker: {'met' if e2e['per_worker_process'] >= 500 else 'NOT met'}")

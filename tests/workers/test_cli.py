@@ -71,3 +71,17 @@ def test_worker_and_assembler_commands_score_a_group_and_export_metrics(fast_red
     assert assembler.wait(timeout=30) == 0
     worker.wait(timeout=30)
     client.close()
+
+
+def test_bench_queue_smoke(tiny_model_dir, tmp_path):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_WORKERS__TOKENIZER": str(tiny_model_dir)}
+    proc = subprocess.run([sys.executable, "-m", "slca", "bench", "queue", "--trajectories", "40", "--stream-entries",
+                           "320", "--out", str(out)], env=env, cwd=REPO, capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "redis-benchmark XADD" in proc.stdout and "end to end" in proc.stdout
+    import json
+
+    figures = json.loads(out.read_text())
+    assert figures["end_to_end"]["groups"] == 10 and figures["end_to_end"]["trajectories_per_s"] > 0
+    assert figures["redis_benchmark_xadd_per_s"] > 0 and figures["our_readgroup_ack_per_s"] > 0
