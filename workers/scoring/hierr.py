@@ -67,6 +67,7 @@ def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[st
     return {
         "success": success,
         "action": action,
+        "call_accuracy": action,  # the name learner/advantages reads for ToolPO's R_action
         "completeness": completeness,
         "facts": facts,
         "repeated_calls": float(repeated_calls(obs)),

@@ -31,6 +31,9 @@ def test_perfect_single_call_loose_values(builder, settings):
     assert r.pref == 1.0 and not r.omission_penalized
     assert r.components["success"] == 1.0 and r.components["action"] == 1.0
     assert [(c.turn, c.score, c.name) for c in r.per_call] == [(0, 1.0, "get_weather")]
+    assert {"format", "name", "key", "value", "parallel", "pref_grounded", "pref_answers", "pref_no_raw_json",
+            "pref_length", "pref_raw", "success", "action", "call_accuracy", "completeness", "repeated_calls",
+            "failed_calls", "invalid_format", "num_calls", "tool_turns"} <= set(r.components)  # fmt: skip
 
 
 def test_parallel_calls_in_one_turn_vs_sequential(builder, settings):
