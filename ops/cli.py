@@ -31,6 +31,7 @@ def register(commands, bench) -> None:
     ev.add_argument("--skip", choices=["bfcl", "indomain"], action="append", default=[])
     ev.add_argument("--max-tokens", type=int, default=256)
     ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--threads", type=int, help="torch threads (default: 1 on a machine with ≤ 2 cores, else torch's)")
     ev.add_argument("--out", type=Path, help="JSON result file (default: <data_dir>/eval/<model>-<time>.json)")
     ev.set_defaults(func=_eval)
 

@@ -22,7 +22,8 @@ def run_eval(args, config: Config) -> int:
     if not (model_dir / "config.json").is_file():
         raise CliError(f"no model at {model_dir} (expected a Hugging Face directory with config.json)")
     result = evaluate(config, model_dir, categories=_categories(args.categories), limit=args.limit, pack=args.pack,
-                      skip=set(args.skip), max_tokens=args.max_tokens, batch_size=args.batch_size)  # fmt: skip
+                      skip=set(args.skip), max_tokens=args.max_tokens, batch_size=args.batch_size,
+                      threads=args.threads)  # fmt: skip
     out = args.out or Path(config.common.data_dir) / "eval" / f"{model_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
@@ -42,11 +43,12 @@ def _categories(text: str) -> list[str]:
 
 
 def evaluate(config: Config, model_dir: Path, categories: list[str], limit: int, pack: str, skip: set[str],
-             max_tokens: int = 256, batch_size: int = 8, max_turns: int = 3) -> dict[str, Any]:  # fmt: skip
+             max_tokens: int = 256, batch_size: int = 8, max_turns: int = 3,
+             threads: int | None = None) -> dict[str, Any]:  # fmt: skip
     from ops.eval.generate import HfGenerator
 
     started = time.monotonic()
-    generator = HfGenerator(model_dir, max_new_tokens=max_tokens)
+    generator = HfGenerator(model_dir, max_new_tokens=max_tokens, threads=threads)
     result: dict[str, Any] = {"model": str(model_dir), "limit": limit, "max_tokens": max_tokens}
     if "indomain" not in skip:
         result["indomain"] = eval_indomain(config, generator, pack, limit, batch_size, max_turns)
