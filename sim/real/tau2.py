@@ -125,8 +125,10 @@ def _runner(name: str, writes: bool):
     return run
 
 
+@lru_cache(maxsize=8)
 def tau2_pack(domain: str, timeout_s: float = 10.0) -> RealPack:
-    """The domain's assistant tools as a real pack; per-episode state is a fresh toolkit + database."""
+    """The domain's assistant tools as a real pack; per-episode state is a copy-on-write database.
+    Cached: deriving the schemas parses every docstring, and the pack itself holds no episode state."""
     if domain not in DOMAINS:
         raise KeyError(f"unknown τ² domain {domain!r}; known: {', '.join(DOMAINS)}")
     probe = pristine_toolkit(domain)

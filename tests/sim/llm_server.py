@@ -8,6 +8,7 @@ with HTTP 500, then behaves as 'guided'. It records every request body it receiv
 from __future__ import annotations
 
 import asyncio
+from functools import lru_cache
 from typing import Any
 
 from aiohttp import web
@@ -18,13 +19,21 @@ MODE = web.AppKey("mode", str)
 STATE = web.AppKey("state", dict)
 
 
-def make_llm_app(model_dir: str, mode: str) -> web.Application:
+@lru_cache(maxsize=2)
+def _load(model_dir: str):
+    """Model, tokenizer and grammar compiler, loaded once per test session (the tests share them)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    grammars = GrammarCache(tokenizer, model.config.vocab_size, [tokenizer.eos_token_id])
+    return model, tokenizer, GrammarCache(tokenizer, model.config.vocab_size, [tokenizer.eos_token_id])
+
+
+def make_llm_app(model_dir: str, mode: str) -> web.Application:
+    import torch
+
+    model, tokenizer, grammars = _load(model_dir)
     app = web.Application()
     app[MODE] = mode
     app[STATE] = {"requests": [], "lock": asyncio.Lock()}

@@ -14,7 +14,7 @@ from sim.schemas import is_valid
 from sim.tasks.catalog import SIMULATED_TOOLS, simulated_by_name
 from tests.sim.conftest import metric
 
-N = 2000
+N = 1000
 
 
 def _tolerance(rate: float, n: int = N) -> float:

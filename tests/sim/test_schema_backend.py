@@ -32,7 +32,7 @@ PROVIDER = make_provider(SimSettings(cache=False, real_packs=[]), None, Collecto
 
 
 @pytest.mark.parametrize("tool", ALL_TOOLS, ids=[f"{t['function'].get('x-pack', 'catalog')}.{t['function']['name']}" for t in ALL_TOOLS])
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**40))
 def test_schema_output_validates_against_response_schema(tool, seed):
     spec = tool_spec(tool)
