@@ -17,6 +17,7 @@ import time
 import redis
 from celery import Celery
 
+from workers.backlog import trim_consumed
 from workers.consumer import BROKER_ERRORS, StreamConsumer, lag_seconds
 from workers.pipeline import ScoringPipeline
 from workers.redisconn import connect
@@ -45,6 +46,8 @@ class Sweeper:
         counts["partial"] = self.pipeline.emit(partial).count("emitted")
         # stale: completed by a worker that died before writing, or waiting for room in a full groups stream
         counts["stale"] = self.pipeline.emit(groups.stale_claims(self.s.claim_stale_s)).count("emitted")
+        if self.s.trim_consumed_groups:
+            counts["trimmed"] = trim_consumed(self.pipeline.client, self.pipeline.keys.streams.groups)
         return counts
 
     def update_gauges(self, consumer: StreamConsumer) -> None:

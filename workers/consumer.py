@@ -21,6 +21,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 
 from slca.contracts import Streams
+from workers.backlog import backlog
 from workers.celery_app import SCORE_TASK
 from workers.deadletter import DeadLetters, reason_kind
 from workers.keys import Keys
@@ -55,7 +56,7 @@ class StreamConsumer:
                 raise
 
     def downstream_full(self) -> bool:
-        full = (self.client.xlen(self.streams.groups) >= self.s.max_groups_len
+        full = (backlog(self.client, self.streams.groups) >= self.s.max_groups_len
                 or self.client.llen(self.s.score_queue) >= self.s.max_inflight)  # fmt: skip
         self.metrics.intake_paused.set(int(full))
         return full

@@ -97,7 +97,22 @@ if redis.call('EXISTS', emitted) == 1 then
   return 'duplicate'
 end
 if redis.call('EXISTS', claim) == 0 then return 'gone' end
-if redis.call('XLEN', groups) >= maxlen then
+local backlog = redis.call('XLEN', groups)
+if backlog >= maxlen then
+  -- the length counts consumed entries too: what matters is what the readers (consumer groups) still owe
+  local infos = redis.call('XINFO', 'GROUPS', groups)
+  if #infos > 0 then
+    backlog = 0
+    for _, g in ipairs(infos) do
+      local t = {}
+      for i = 1, #g, 2 do t[g[i]] = g[i + 1] end
+      local lag = t['lag']
+      if not lag then lag = redis.call('XLEN', groups) end  -- unknown lag (after deletions): assume all
+      backlog = math.max(backlog, t['pending'] + lag)
+    end
+  end
+end
+if backlog >= maxlen then
   redis.call('ZADD', claims, 0, gid)  -- oldest first: the sweep retries it as soon as there is room
   return 'full'
 end

@@ -97,7 +97,11 @@ class WorkerSettings(SectionSettings):
     claim_stale_s: float = Field(default=30.0, gt=0)
     """A completed group not yet written (its writer died) is written by the assembler after this."""
     max_groups_len: int = Field(default=10000, ge=1)
-    """Bound of `slca:groups`: at this length groups wait (nothing lost) and intake pauses."""
+    """Bound of `slca:groups`' backlog (entries its consumer groups have not acknowledged; its length when it
+    has no consumer group): at this bound groups wait as claims (nothing lost) and intake pauses."""
+    trim_consumed_groups: bool = True
+    """The assembler trims `slca:groups` entries that every consumer group has acknowledged (the stream would
+    otherwise keep every group ever written)."""
     max_inflight: int = Field(default=20000, ge=1)
     """Intake pauses while the Celery scoring queue holds this many tasks (each up to `task_batch` entries)."""
     sweep_interval_s: float = Field(default=1.0, gt=0)

@@ -111,3 +111,25 @@ def test_a_trajectory_the_scorer_chokes_on_is_dead_lettered_alone(client, builde
         update={"ground_truth": GroundTruth(needs_tool=True, completion_check={"required_tools": 5})})
     assert p.process(items([poison, good])) == ["dead", "pending"]
     assert read_dead(client)[poison.id].startswith("scoring_error: TypeError")
+
+
+def test_backlog_counts_what_a_consumer_group_owes_and_consumed_groups_are_trimmed(client, builder, tiny_model_dir):
+    p = make_pipeline(client, tiny_model_dir, max_groups_len=1)
+    stream = Streams().groups
+    client.xgroup_create(stream, "learner", id="0", mkstream=True)
+    tpl = templates(builder)[2]
+    p.process(items([make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]))
+    assert client.xlen(stream) == 1 and client.zcard(p.keys.claims) == 2
+    sweeper, received = Sweeper(p, p.settings), []
+    for _ in range(4):
+        reply = client.xreadgroup("learner", "l1", {stream: ">"}, count=10)
+        for entry_id, fields in (reply[0][1] if reply else []):
+            received.append(decode_entry(RolloutGroup, fields).task_id)
+            client.xack(stream, "learner", entry_id)
+        sweeper.sweep()  # acknowledged entries no longer count, and are trimmed
+    assert sorted(received) == ["task-0", "task-1", "task-2"]
+    assert client.xlen(stream) <= 1 and client.zcard(p.keys.claims) == 0
+    pending_entry = client.xadd(stream, {"data": b"x", "id": "unread"})
+    client.xreadgroup("learner", "l1", {stream: ">"}, count=10)  # delivered, not acknowledged
+    sweeper.sweep()
+    assert [e[0] for e in client.xrange(stream)][-1] == pending_entry  # a pending entry is never trimmed
