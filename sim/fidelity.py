@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.real.tau2 import _classes
+from sim.real.tau2 import tasks_path
 from sim.schemas import is_valid
 from sim.state import is_id_key
 from slca.contracts import ToolResult
@@ -41,8 +41,7 @@ class Pair:
 
 def tau2_cases(domain: str, parameters: dict[str, dict[str, Any]]) -> list[Case]:
     """The domain's tasks with expected actions, each with invalid variants of its first actions."""
-    path = str(_classes(domain)[2]).replace("db.json", "tasks.json")
-    with open(path, encoding="utf-8") as fh:
+    with open(tasks_path(domain), encoding="utf-8") as fh:
         tasks = json.load(fh)
     cases = []
     for task in tasks:

@@ -20,8 +20,8 @@ DELETED = "__deleted__"
 
 
 def is_id_key(key: str) -> bool:
-    key = key.lower()
-    return key == "id" or key.endswith("_id") or key.endswith("id") and len(key) <= 6
+    """`id`, `user_id`, `userId` — not `paid` or `valid`."""
+    return key.lower() == "id" or key.lower().endswith("_id") or (len(key) > 2 and key.endswith("Id"))
 
 
 def verb_of(tool: str) -> str:

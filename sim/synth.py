@@ -7,6 +7,7 @@ type lists, bounds, lengths and item counts; `pattern` is honoured only by the g
 
 from __future__ import annotations
 
+import math
 import random
 import string
 from collections.abc import Callable
@@ -111,15 +112,18 @@ class Synthesiser:
         return text + "x" * max(0, low - len(text))
 
     def _number(self, schema: dict[str, Any], name: str, depth: int, integer: bool = False) -> float | int:
-        low, high = _name_range(name)
-        low = max(low, schema.get("minimum", low), schema.get("exclusiveMinimum", low - 1) + (1 if integer else 1e-6))
-        high = min(high, schema.get("maximum", high), schema.get("exclusiveMaximum", high + 1) - (1 if integer else 1e-6))
-        if high < low:
-            high = low
+        low, high = _schema_bounds(schema, integer)
+        pref_low, pref_high = _name_range(name)
+        if max(low, pref_low) <= min(high, pref_high):  # the realistic range for the name, within the schema's
+            low, high = max(low, pref_low), min(high, pref_high)
+        elif low == -BIG or high == BIG:  # half-open schema range: stay near its finite end
+            low, high = (low, low + 1000) if high == BIG else (high - 1000, high)
         if integer:
-            return self.rng.randint(int(-(-low // 1)), max(int(-(-low // 1)), int(high // 1)))
-        digits = 2 if _is_money(name) else 1
-        return round(self.rng.uniform(low, high), digits) if round(low, digits) >= low else self.rng.uniform(low, high)
+            lo, hi = math.ceil(low), math.floor(high)
+            return self.rng.randint(lo, max(lo, hi))
+        value = self.rng.uniform(low, high)
+        nice = round(value, 2 if _is_money(name) else 1)
+        return nice if low <= nice <= high else value
 
     def _integer(self, schema: dict[str, Any], name: str, depth: int) -> int:
         return int(self._number(schema, name, depth, integer=True))
@@ -150,6 +154,17 @@ class Synthesiser:
 
     def day(self, spread: int = 365) -> date:
         return BASE_DAY + timedelta(days=self.rng.randint(-spread // 3, spread))
+
+
+BIG = 1e12
+
+
+def _schema_bounds(schema: dict[str, Any], integer: bool) -> tuple[float, float]:
+    """The closed interval a number must lie in (exclusive bounds moved inwards by one step)."""
+    step = 1 if integer else 1e-6
+    low = max(schema.get("minimum", -BIG), schema.get("exclusiveMinimum", -BIG - step) + step)
+    high = min(schema.get("maximum", BIG), schema.get("exclusiveMaximum", BIG + step) - step)
+    return low, max(low, high)
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -49,6 +50,11 @@ def _classes(domain: str) -> tuple[type, type, str]:
     models = importlib.import_module(f"{spec.module}.data_model")
     utils = importlib.import_module(f"{spec.module}.utils")
     return getattr(tools, spec.toolkit), getattr(models, spec.db_class), str(getattr(utils, spec.db_path))
+
+
+def tasks_path(domain: str) -> str:
+    """The domain's τ² task file (expected actions are replayed by `slca sim fidelity`)."""
+    return str(Path(_classes(domain)[2]).with_name("tasks.json"))
 
 
 @lru_cache(maxsize=None)

@@ -136,3 +136,23 @@ def test_redis_cache_is_shared_and_keyed_by_episode_state(make_sim, metrics_regi
     assert metric(metrics_registry, "slca_sim_calls_total", tool="get_note", backend="schema") == 3
     keys = redis.Redis.from_url(redis_url).keys("slca:sim:cache:schema:get_note:*")
     assert len(keys) == 2  # before and after the write: two episode states
+
+
+NAMES = st.sampled_from(["price", "temperature", "count", "age", "rating", "latitude", "value", "year"])
+BOUND = st.one_of(st.none(), st.integers(-500, 500))
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=NAMES, kind=st.sampled_from(["number", "integer"]), low=BOUND, high=BOUND,
+       exclusive=st.booleans(), seed=st.integers(0, 2**32))  # fmt: skip
+def test_numbers_respect_schema_bounds_whatever_the_field_name(name, kind, low, high, exclusive, seed):
+    if low is not None and high is not None and high - low < 3:
+        high = low + 3
+    schema: dict = {"type": kind}
+    if low is not None:
+        schema["exclusiveMinimum" if exclusive else "minimum"] = low
+    if high is not None:
+        schema["exclusiveMaximum" if exclusive else "maximum"] = high
+    wrapper = {"type": "object", "properties": {name: schema}, "required": [name]}
+    value = synthesise(wrapper, seed)
+    assert is_valid(wrapper, value), (wrapper, value)
