@@ -53,7 +53,7 @@ class LearnerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-def wait_for_version(client, streams: Streams, above: int, learner: LearnerProcess, timeout: float = 120) -> WeightManifest:
+def wait_for_version(client, streams: Streams, above: int, learner: LearnerProcess, timeout: float = 300) -> WeightManifest:
     """Block until `slca:weights:latest` names a version > `above` (polls; the learner process may be slow)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
