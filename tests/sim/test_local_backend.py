@@ -1,0 +1,49 @@
+"""The local backend: a frozen in-process model, guided by the response schema, with the schema fallback."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sim import make_provider
+from sim.schemas import is_valid
+from sim.settings import SimSettings
+from tests.sim.test_llm_backend import HEALTH, TOOL
+
+
+def _run(settings: SimSettings, calls: int = 2):
+    provider = make_provider(settings, None, CollectorRegistry())
+
+    async def run():
+        episode = await provider.new_episode([TOOL])
+        return [await episode.call("check_service", {"service": f"api{i}"}) for i in range(calls)]
+
+    return asyncio.run(run()), provider.ctx.backend
+
+
+@pytest.mark.slow
+def test_local_guided_answers_validate_and_the_model_stays_frozen(tiny_model_dir):
+    settings = SimSettings(backend="local", local_model=str(tiny_model_dir), cache=False, real_packs=[], max_new_tokens=24)
+    results, backend = _run(settings)
+    for result in results:
+        assert result.ok and is_valid(HEALTH, result.content)
+        assert result.meta["source"] == "model"
+    model = backend._model
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.slow
+def test_local_unguided_falls_back_after_bounded_retries(tiny_model_dir):
+    settings = SimSettings(backend="local", local_model=str(tiny_model_dir), local_guided=False, cache=False,
+                           real_packs=[], max_new_tokens=16, max_retries=1)  # fmt: skip
+    results, _ = _run(settings, calls=1)
+    assert results[0].ok and is_valid(HEALTH, results[0].content)
+    assert results[0].meta["source"] == "fallback" and results[0].meta["attempts"] == 2
+
+
+def test_missing_local_model_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no model at"):
+        make_provider(SimSettings(backend="local", local_model=str(tmp_path / "none"), real_packs=[]), None,
+                      CollectorRegistry())  # fmt: skip
