@@ -25,13 +25,16 @@ def http_tool(name: str, spec: dict[str, Any], timeout_s: float, max_bytes: int)
     async def run(arguments: dict[str, Any], _state: Any) -> Any:
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         kwargs = {"json": arguments} if method != "GET" else {"params": {k: str(v) for k, v in arguments.items()}}
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            async with session.request(method, url, allow_redirects=False, **kwargs) as resp:
-                body = await resp.content.read(max_bytes + 1)
-                if len(body) > max_bytes:
-                    raise ToolError(f"response larger than {max_bytes} bytes", 502)
-                if resp.status >= 400:
-                    raise ToolError(f"upstream answered HTTP {resp.status}", resp.status)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                async with session.request(method, url, allow_redirects=False, **kwargs) as resp:
+                    body = await resp.content.read(max_bytes + 1)
+                    if len(body) > max_bytes:
+                        raise ToolError(f"response larger than {max_bytes} bytes", 502)
+                    if resp.status >= 400:
+                        raise ToolError(f"upstream answered HTTP {resp.status}", resp.status)
+        except aiohttp.ClientError as exc:  # refused connection, reset, bad response: a gateway error
+            raise ToolError(f"upstream unreachable: {type(exc).__name__}", 502) from None
         try:
             return json.loads(body)
         except ValueError:
