@@ -18,6 +18,10 @@ class ServeSettings(SectionSettings):
     """Longest prompt + completion, in tokens."""
     torch_threads: int = 0
     """Intra-op threads of the hf engine (0: torch's default). On a shared, oversubscribed CPU 1 is far faster."""
+    hf_concurrent_batches: int = 4
+    """hf engine: batches in flight at once (their forward steps interleave under the engine lock)."""
+    batch_wait_ms: float = 5.0
+    """hf engine: how long a new batch waits for more arrivals before starting."""
     max_batch: int = 64
     """Most requests one engine batch runs together."""
     kv_cache_gib: float = 1.0

@@ -1,8 +1,9 @@
 """transformers engine: the fallback and the logprob reference (fp32 by default).
 
-Concurrency model: requests queue up in `_pending`; one batching task takes every waiting request (up to
-`max_batch`) and runs them together, step by step, in a single worker thread so the event loop is never
-blocked. Requests arriving during a batch join the next one. `_lock` guards the parameters: it is held
+Concurrency model: requests queue up in `_pending`; a batching task takes every waiting request (up to
+`max_batch`, after a short gathering window) and runs them together, step by step, in a worker thread so
+the event loop is never blocked. Requests arriving during a batch start another batch (up to
+`hf_concurrent_batches` in flight) whose steps interleave with the running one. `_lock` guards the parameters: it is held
 for each forward step and by a weight swap, so a swap lands between two steps, never inside one.
 """
 
@@ -63,7 +64,7 @@ class HFEngine:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-engine")
+        self._executor = ThreadPoolExecutor(settings.hf_concurrent_batches, thread_name_prefix="hf-engine")
         self._compiler: Any = None
         self._compiled: dict[str, Any] = {}
         self.stop_ids = {self.tokenizer.eos_token_id}
@@ -120,18 +121,28 @@ class HFEngine:
 
     async def _batch_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        # Up to `hf_concurrent_batches` batches are in flight: a request arriving while a batch runs starts
+        # the next batch at once instead of waiting for the running one to finish. Their forward steps
+        # interleave under `_lock` (one forward at a time), which approximates continuous batching.
+        slots = asyncio.Semaphore(self.settings.hf_concurrent_batches)
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            await asyncio.sleep(self.settings.batch_wait_ms / 1000)  # let a burst of arrivals gather
             while self._pending:
+                await slots.acquire()
                 jobs = self._pending[: self.settings.max_batch]
                 del self._pending[: len(jobs)]
-                try:
-                    await loop.run_in_executor(self._executor, self._run_batch, jobs, loop)
-                except Exception as exc:  # a failed batch fails its requests, never the loop
-                    log.exception("hf batch failed")
-                    for job in jobs:
-                        loop.call_soon_threadsafe(job.queue.put_nowait, exc)
+                task = asyncio.create_task(self._run_jobs(jobs, loop))
+                task.add_done_callback(lambda _: slots.release())
+
+    async def _run_jobs(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            await loop.run_in_executor(self._executor, self._run_batch, jobs, loop)
+        except Exception as exc:  # a failed batch fails its requests, never the loop
+            log.exception("hf batch failed")
+            for job in jobs:
+                loop.call_soon_threadsafe(job.queue.put_nowait, exc)
 
     # --- the batch, in the worker thread -------------------------------------------------------
     def _run_batch(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
