@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serve.engines.base import SamplingParams
-from serve.engines.grammar import tool_call_grammar
 from serve.metrics import ServeMetrics
 from serve.prompting import continuation_ids, prompt_chunks, to_template_messages
 from serve.trajectory import TrajectoryBuilder

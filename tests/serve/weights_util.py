@@ -6,7 +6,6 @@ import os
 import shutil
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file, save_file
 
 from slca.contracts import WeightManifest
@@ -29,5 +28,3 @@ def publish_version(model_dir: Path, root: Path, version: int, scale: float) -> 
     os.rename(tmp, final)
     return manifest
 
-
-__all__ = ["publish_version", "torch"]
