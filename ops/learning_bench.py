@@ -66,6 +66,7 @@ def train(estimator: str, model: Path, args, out: Path) -> dict[str, Any]:
     run_dir = out / "runs"
     argv = [sys.executable, "-m", "slca", *(["--config", args.config] if args.config else []),
             *sum((["--set", s] for s in args.set), []), "--set", f"learner.init_model={model}",
+            "--set", f"common.model={model}",  # the server that generates the rollouts serves the same model
             "--set", f"learner.run_dir={run_dir}", "train", "--estimator", estimator, "--seed", str(args.seed),
             "--steps", str(args.steps), "--log", str(log_path), *args.train_arg]  # fmt: skip
     started = time.monotonic()
