@@ -67,6 +67,10 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
     return 0
 
 
+def _progress(index: int, total: int, task_id: str) -> None:
+    print(f"[{index + 1}/{total}] τ² task {task_id}", file=sys.stderr, flush=True)
+
+
 async def _fidelity(domain: str, sim_settings, limit: int | None) -> dict:
     from prometheus_client import CollectorRegistry
 
@@ -80,7 +84,7 @@ async def _fidelity(domain: str, sim_settings, limit: int | None) -> dict:
     tools = [t.definition("real") for t in pack_tools]
     cases = tau2_cases(domain, {t.name: t.parameters for t in pack_tools})[:limit]
     try:
-        pairs = await replay(cases, tools, real, simulated)
+        pairs = await replay(cases, tools, real, simulated, _progress)
     finally:
         await simulated.close()
         await real.close()

@@ -69,10 +69,13 @@ def invalid_variants(name: str, args: dict[str, Any], schema: dict[str, Any]) ->
     return out
 
 
-async def replay(cases: list[Case], tools: list[dict[str, Any]], real_provider, sim_provider) -> list[Pair]:
+async def replay(cases: list[Case], tools: list[dict[str, Any]], real_provider, sim_provider,
+                 progress=None) -> list[Pair]:  # fmt: skip
     simulated = [_as_simulated(t) for t in tools]
     pairs: list[Pair] = []
-    for case in cases:
+    for index, case in enumerate(cases):
+        if progress is not None:
+            progress(index, len(cases), case.task_id)
         for calls, invalid in ((case.calls, False), (case.variants, True)):
             real_ep = await real_provider.new_episode(tools, f"real-{case.task_id}")
             sim_ep = await sim_provider.new_episode(simulated, f"sim-{case.task_id}")
