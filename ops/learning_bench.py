@@ -21,7 +21,9 @@ from slca.cli import CliError
 from slca.config import Config
 
 log = logging.getLogger("slca.bench")
-SERIES = (("exec_mean", "execution reward"), ("pref_mean", "preference reward"), ("tool_turns", "tool turns"))
+SERIES = ((("exec_mean",), "execution reward"), (("pref_mean",), "preference reward"),
+          (("tool_turns_mean", "tool_turns"), "tool turns"))
+"""(keys of a `slca train` log line, first present wins; panel title)"""
 
 
 def run_bench_learning(args, config: Config) -> int:
@@ -106,13 +108,14 @@ def plot(curves: dict[str, list[dict]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(SERIES), figsize=(5 * len(SERIES), 4))
-    for ax, (key, label) in zip(axes, SERIES):
+    for ax, (keys, label) in zip(axes, SERIES):
         for estimator, rows in curves.items():
-            points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            points = [(r["step"], v) for r in rows if (v := next((r[k] for k in keys if r.get(k) is not None), None))
+                      is not None]  # fmt: skip
             if points:
                 ax.plot(*zip(*points), marker="o", markersize=3, label=estimator)
         if not ax.lines:
-            ax.text(0.5, 0.5, f"`slca train` logs no {key}", ha="center", va="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, f"`slca train` logs no {keys[0]}", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(label)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
