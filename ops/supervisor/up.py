@@ -100,7 +100,9 @@ def install_stop_handlers(supervisor: Supervisor) -> None:
 def stop_after(supervisor: Supervisor, seconds: float) -> None:
     import threading
 
-    threading.Timer(seconds, supervisor.stop_event.set).start()
+    timer = threading.Timer(seconds, supervisor.stop_event.set)
+    timer.daemon = True  # a Ctrl-C before the deadline must not wait for the timer
+    timer.start()
 
 
 def print_banner(supervisor: Supervisor, redis_url: str, owned_redis, model_note: str, data_dir: Path,
