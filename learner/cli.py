@@ -71,7 +71,12 @@ def _learn(args: argparse.Namespace, config) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ctx = LoopContext(settings, common, redis.Redis.from_url(common.redis_or_default()), run_dir,
                       Path(common.data_dir) / "weights", model_dir, LearnerMetrics.create(), stop)  # fmt: skip
-    state = run_learner(ctx)
+    try:
+        state = run_learner(ctx)
+    except redis.ConnectionError as exc:
+        from slca.cli import CliError
+
+        raise CliError(f"cannot reach Redis at {common.redis_or_default()}: {exc}") from None
     print(f"learner stopped at step {state.step}, version {state.version}, {len(state.consumed)} groups consumed")
     return 0
 
