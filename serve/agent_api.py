@@ -11,12 +11,11 @@ from aiohttp import web
 
 from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
 from serve.engines.base import SamplingParams
-from serve.engines.grammar import tool_call_grammar
 from serve.errors import BadRequest, ContextTooLong, ServeError
 from serve.http_util import check_model, read_json, sse
 from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS, TOOLS
 from serve.prompting import prompt_chunks, to_template_messages
-from serve.requests import AgentRunRequest, check_tools, parse_body, resolve_tool_choice
+from serve.requests import AgentRunRequest, check_tools, forced_call_grammar, parse_body, resolve_tool_choice
 
 
 def _spec(request: web.Request, req: AgentRunRequest) -> EpisodeSpec:
@@ -35,7 +34,7 @@ def _spec(request: web.Request, req: AgentRunRequest) -> EpisodeSpec:
     return EpisodeSpec(
         task_id=req.task_id, messages=messages, tools=req.tools, offered=offered,
         params=SamplingParams(req.temperature, req.top_p, max_tokens),
-        first_turn_grammar=tool_call_grammar(forced) if forced else None,
+        first_turn_grammar=forced_call_grammar(forced),
         max_turns=req.max_turns or settings.max_turns_default, max_model_len=settings.max_model_len,
         ground_truth=req.ground_truth,
     )  # fmt: skip

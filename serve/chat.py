@@ -11,12 +11,11 @@ from typing import Any
 from aiohttp import web
 
 from serve.engines.base import EngineError, GenerationResult, SamplingParams
-from serve.engines.grammar import tool_call_grammar
 from serve.errors import BadRequest, ContextTooLong, EngineUnavailable, ServeError
 from serve.http_util import check_model, read_json, sse
 from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS
 from serve.prompting import prompt_chunks, to_template_messages
-from serve.requests import ChatRequest, check_tools, parse_body, resolve_tool_choice
+from serve.requests import ChatRequest, check_tools, forced_call_grammar, parse_body, resolve_tool_choice
 from serve.trajectory import TrajectoryBuilder
 from serve.turns import Turn, decode_turn, end_ids, openai_tool_call, sample
 from slca.chat.hermes import parse_tool_calls, text_outside_calls
@@ -43,7 +42,7 @@ class ChatPlan:
                 param="messages",
             )
         self.stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-        grammar = tool_call_grammar(forced) if forced else None
+        grammar = forced_call_grammar(forced)
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         self.params = [
             SamplingParams(req.temperature, req.top_p, max_tokens, seed + i, self.stop, grammar) for i in range(req.n)

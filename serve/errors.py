@@ -65,6 +65,12 @@ class WeightsRejected(ServeError):
     code = "weights_rejected"
 
 
+class NotSupported(ServeError):
+    status = 501
+    type = "server_error"
+    code = "not_supported"
+
+
 class EngineUnavailable(ServeError):
     status = 503
     type = "server_error"

@@ -107,6 +107,19 @@ def check_tools(tools: list[dict[str, Any]] | None) -> set[str]:
 ToolMode = Literal["none", "auto", "forced"]
 
 
+def forced_call_grammar(forced: list[dict[str, Any]]) -> str | None:
+    """The grammar that forces one call to one of `forced` (None when nothing is forced)."""
+    from serve.engines.grammar import GrammarUnavailable, tool_call_grammar
+    from serve.errors import NotSupported
+
+    if not forced:
+        return None
+    try:
+        return tool_call_grammar(forced)
+    except GrammarUnavailable as exc:
+        raise NotSupported(str(exc), param="tool_choice") from None
+
+
 def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]] | None):
     """(mode, tools the grammar forces). 'required' forces any offered tool, a named choice forces that one."""
     tools = tools or []

@@ -33,9 +33,16 @@ def tool_call_grammar(tools: list[dict[str, Any]]) -> str:
     return _grammar_text(json.dumps(schema))
 
 
+class GrammarUnavailable(RuntimeError):
+    """xgrammar (installed with vLLM) is missing, so calls cannot be forced."""
+
+
 @lru_cache(maxsize=256)
 def _grammar_text(schema_json: str) -> str:
-    import xgrammar as xgr
+    try:
+        import xgrammar as xgr
+    except ModuleNotFoundError:
+        raise GrammarUnavailable("forced tool_choice needs the xgrammar package (installed with vllm)") from None
 
     grammar = xgr.Grammar.concat(
         xgr.Grammar.from_ebnf('root ::= "<tool_call>\\n"'),
