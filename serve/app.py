@@ -89,7 +89,7 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
         engine = factory()
         await engine.start()
         app[ENGINE] = engine
-        app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings)
+        app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings, app[METRICS].registry)
         yield
         await engine.close()
 

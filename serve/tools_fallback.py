@@ -70,7 +70,7 @@ class SchemaToolProvider:
         return SchemaEpisode(tools, episode_id or str(uuid.uuid4()))
 
 
-def make_tool_provider(redis_url: str | None, sim_settings=None):
+def make_tool_provider(redis_url: str | None, sim_settings=None, metrics_registry=None):
     """SGLS (`sim.make_provider`) when `sim/` is installed, else the minimal fallback above."""
     try:
         import sim
@@ -80,4 +80,5 @@ def make_tool_provider(redis_url: str | None, sim_settings=None):
         raise
     if not hasattr(sim, "make_provider"):
         return SchemaToolProvider()
-    return sim.make_provider(sim_settings, redis_url)
+    # the simulator runs inside this process: its metrics belong on the API's /metrics registry
+    return sim.make_provider(sim_settings, redis_url, metrics_registry=metrics_registry)
