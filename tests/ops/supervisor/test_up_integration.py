@@ -40,6 +40,8 @@ group_size = {GROUP}
 visibility_timeout_s = 10.0
 claim_idle_ms = 3000
 group_timeout_s = 20.0
+# keep consumed groups in the stream: the test counts trajectory ids out of it after the learner acknowledged them
+trim_consumed_groups = false
 [ops]
 status_interval_s = 2.0
 metrics_ports = {json.dumps(ports).replace(':', ' =').replace('"', '')}
