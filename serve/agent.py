@@ -35,6 +35,8 @@ class EpisodeSpec:
     max_turns: int
     max_model_len: int
     ground_truth: GroundTruth | None = None
+    run_id: str | None = None
+    """The agent-run request these rollouts belong to: the workers group its n trajectories together."""
 
 
 @dataclass
@@ -90,6 +92,8 @@ class AgentRunner:
                 "seed": seed, "finish_reason": finish, "duration_s": time.time() - started,
                 "constrained_turns": [0] if spec.first_turn_grammar else [],
                 "tools_backend": type(self.tools).__module__}  # fmt: skip
+        if spec.run_id:
+            meta["run_id"] = spec.run_id
         traj = builder.build(task_id=spec.task_id, tools=spec.tools, messages=messages, tool_calls=records,
                              ground_truth=spec.ground_truth, meta=meta, fallback_version=self.engine.version)  # fmt: skip
         final = messages[-1] if messages[-1]["role"] == "assistant" else next(

@@ -56,6 +56,7 @@ async def agent_runs(request: web.Request) -> web.StreamResponse:
     runner = AgentRunner(app[ENGINE], app[TOOLS], app[METRICS], app[SETTINGS].engine_timeout_s)
     seed = req.seed if req.seed is not None else random.getrandbits(31)
     run_id = f"run-{uuid.uuid4().hex}"
+    spec.run_id = run_id
 
     async def one(i: int) -> dict[str, Any]:
         outcome = await runner.run(spec, seed + 1_000_003 * i)

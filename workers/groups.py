@@ -145,6 +145,13 @@ class GroupAssembler:
         self._add, self._seal, self._emit = LuaScript(_ADD), LuaScript(_SEAL), LuaScript(_EMIT)
 
     def bucket_of(self, traj: Trajectory) -> str:
+        """The n rollouts of one agent-run request (`meta.run_id`, set by serve) form one group even when a weight
+        swap landed between them: splitting them by version would strand members as lone dead letters while the
+        learner publishes every step, and their behaviour logprobs already correct for the version gap. Other
+        trajectories share a group by task and policy-version window."""
+        run_id = traj.meta.get("run_id")
+        if isinstance(run_id, str) and run_id:
+            return self.keys.bucket(traj.task_id, f"run-{run_id}")
         return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
 
     def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward, reward_key: str, stats_stream: str,

@@ -27,7 +27,7 @@ class Keys:
         """Set once a trajectory joined a group bucket (or was recorded late): later deliveries are duplicates."""
         return f"{self.base}:member:{traj_id}"
 
-    def bucket(self, task_id: str, window: int) -> str:
+    def bucket(self, task_id: str, window: int | str) -> str:
         """Hash of the scored members of one task in one policy-version window: t:<id> trajectory, r:<id> reward."""
         return f"{self.base}:bucket:{window}:{task_id}"
 

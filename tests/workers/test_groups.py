@@ -133,3 +133,22 @@ def test_backlog_counts_what_a_consumer_group_owes_and_consumed_groups_are_trimm
     client.xreadgroup("learner", "l1", {stream: ">"}, count=10)  # delivered, not acknowledged
     sweeper.sweep()
     assert [e[0] for e in client.xrange(stream)][-1] == pending_entry  # a pending entry is never trimmed
+
+
+def test_rollouts_of_one_run_group_together_across_a_weight_swap(client, builder, tiny_model_dir):
+    """The n rollouts of one agent-run request (serve sets meta.run_id) are one group even when a swap landed
+    between them; two runs of the same task stay two groups."""
+    p = make_pipeline(client, tiny_model_dir)  # version_window 1: versions alone would split them
+    tpl = templates(builder)[0]
+
+    def in_run(traj, run_id):
+        return traj.model_copy(update={"meta": {**traj.meta, "run_id": run_id}})
+
+    run_a = [in_run(make_trajectory(tpl, "task-r", i, version=i % 2), "run-a") for i in range(4)]
+    run_b = [in_run(make_trajectory(tpl, "task-r", 4 + i, version=1), "run-b") for i in range(4)]
+    p.process(items(run_a + run_b))
+    groups = read_groups(client)
+    assert sorted(sorted(t.id for t in g.trajectories) for g in groups) == [
+        sorted(t.id for t in run_a), sorted(t.id for t in run_b)]  # fmt: skip
+    assert {(g.policy_version_min, g.policy_version_max) for g in groups} == {(0, 1), (1, 1)}
+    assert not any(g.partial for g in groups) and client.xlen(Streams().dead) == 0
