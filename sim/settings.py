@@ -49,7 +49,7 @@ class SimSettings(SectionSettings):
     local_guided: bool = True
     """Constrain the local model to the response schema with xgrammar (guided decoding) where it compiles."""
     cache_dir: str | None = None
-    """Model cache dir for 'embedded'/'tiny' (None: ~/.cache/slca)."""
+    """Model cache dir for 'embedded'/'tiny' (None: common.cache_dir)."""
     real_timeout_s: float = Field(default=10.0, gt=0)
     """Timeout of one real tool call."""
     http_allowlist: list[str] = Field(default_factory=list)

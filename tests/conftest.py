@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from slca.config import load_config
 from slca.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parent.parent
-CACHE_DIR = Path(os.environ.get("SLCA_CACHE_DIR", os.path.expanduser("~/.cache/slca")))
+# the same cache `slca model fetch` wrote to (common.cache_dir: $SLCA_CACHE_DIR, else $XDG_CACHE_HOME/slca)
+CACHE_DIR = Path(load_config().common.cache_dir)
 
 
 @pytest.fixture

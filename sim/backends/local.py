@@ -20,7 +20,12 @@ from sim.backends.guided import GrammarCache, _has_xgrammar, generate
 def model_dir(settings) -> Path:
     from slca.models.paths import resolve_model
 
-    cache = settings.cache_dir or os.path.join(os.path.expanduser("~/.cache"), "slca")
+    if settings.cache_dir:
+        cache = settings.cache_dir
+    else:  # the cache `slca model fetch` writes to (common.cache_dir, with its env overrides)
+        from slca.config import load_config
+
+        cache = load_config().common.cache_dir
     return resolve_model(settings.local_model, Path(cache))
 
 
