@@ -5,7 +5,7 @@ import os, random, subprocess, sys, tempfile, json
 from pathlib import Path
 import redis
 from slca.redis_server import RedisServer
-from slca.contracts import encode_entry, Streams
+from slca.contracts import encode_entry
 from learner.bench import synthetic_group
 tmp = Path(tempfile.mkdtemp())
 srv = RedisServer(tmp / "redis").start()

@@ -10,7 +10,6 @@ synthesiser, cover the rest (e.g. an answer cut off by `max_new_tokens`).
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from sim.backends.base import Answer, SimRequest, build_prompt, validate_and_retry

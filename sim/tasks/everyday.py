@@ -6,8 +6,6 @@ from __future__ import annotations
 import random
 from datetime import date, timedelta
 
-from sim.real.calculator import evaluate
-from sim.real.everyday import WEEKDAYS, convert
 from sim.tasks.intents import Intent, fmt_number, summarise
 from slca.contracts import GoldCall
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from slca.contracts import encode_entry
 from tests.learner.conftest import load_weights, wait_for_version

@@ -4,7 +4,6 @@ and the published version keeps increasing."""
 from __future__ import annotations
 
 import json
-import time
 
 from slca.contracts import encode_entry
 from tests.learner.conftest import wait_for_version

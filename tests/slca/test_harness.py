@@ -1,6 +1,5 @@
 """The test harness itself: an owned Redis that survives SIGKILL with AOF, and real Celery workers."""
 
-import os
 
 import pytest
 from celery import Celery
