@@ -7,29 +7,16 @@ internals; prompts follow the same convention as the API (`slca.chat.hermes`: to
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from slca.chat.hermes import render_tool_response, render_tools_system
+from slca.chat.messages import to_template_messages
 
 
 def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """OpenAI-style messages (assistant turns as raw generated text, tool turns as results) → template messages."""
-    out: list[dict[str, str]] = []
-    for m in messages:
-        content = m.get("content")
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        if m["role"] == "tool":
-            text = render_tool_response(content)
-        out.append({"role": m["role"], "content": text})
-    if tools:
-        if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": render_tools_system(tools, out[0]["content"])}
-        else:
-            out.insert(0, {"role": "system", "content": render_tools_system(tools)})
-    return out
+    """OpenAI-style messages → template messages, exactly as the API prompts (`slca.chat.messages`)."""
+    return to_template_messages(messages, tools)
 
 
 def default_threads() -> int | None:
