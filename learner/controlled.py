@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from learner.settings import LearnerSettings
+from slca.contracts import SegmentKind
 
 
 def post_json(url: str, body: dict, token: str | None = None, timeout: float = 900) -> dict:
@@ -101,6 +102,7 @@ def run_train_cli(args, config) -> int:
                 line = {"step": step, "estimator": args.estimator, "seed": args.seed, "task_id": task.task_id,
                         "version": version, "exec_mean": sum(r.exec for r in group.rewards) / group.size,
                         "pref_mean": sum(r.pref for r in group.rewards) / group.size, "loss": report.loss,
+                        "tool_turns_mean": sum(_tool_turns(t) for t in group.trajectories) / group.size,
                         "tokens": report.tokens, "generate_s": gen_s, "step_s": report.seconds,
                         "publish_s": time.perf_counter() - t1, **report.metrics}  # fmt: skip
                 log.write(json.dumps(line) + "\n")
@@ -112,3 +114,8 @@ def run_train_cli(args, config) -> int:
             server.stop()
     print(f"wrote {log_path}")
     return 0
+
+
+def _tool_turns(traj) -> int:
+    """Model turns that wrote at least one tool call (the same count serve's slca_tool_turns observes)."""
+    return len({seg.turn for seg in traj.segments if seg.kind == SegmentKind.TOOL_CALL})

@@ -50,4 +50,5 @@ def test_train_smoke_on_tiny_through_the_in_process_server(tmp_path, tiny_model_
     assert rc == 0
     (line,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert line["version"] == 1 and line["estimator"] == "grpo" and line["tokens"] > 0
+    assert 0 <= line["tool_turns_mean"] <= 3  # at most max_turns (3) model turns per episode
     assert (tmp_path / "learner" / "train-grpo-0" / "weights" / "v1" / "manifest.json").is_file()
