@@ -79,6 +79,23 @@ class EngineStats:
         self.max_batch = max(self.max_batch, batch)
 
 
+class ServedModel:
+    """What every engine holds besides its backend: the model directory, its tokenizer (the one that encodes
+    prompts and decodes sampled ids), the name it is served under, the weight version and batching stats."""
+
+    def __init__(self, model_dir: str, settings) -> None:
+        from pathlib import Path
+
+        from transformers import AutoTokenizer
+
+        self.model_dir = str(model_dir)
+        self.settings = settings
+        self.model_name = settings.served_model_name or Path(model_dir).name
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.version = 0
+        self.stats = EngineStats()
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str

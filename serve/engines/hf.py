@@ -15,10 +15,9 @@ import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, EngineStats, SamplingParams, TokenStep, WeightLoadError
+from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
 from serve.engines.weights_io import load_state_dict
 
 log = logging.getLogger(__name__)
@@ -47,18 +46,11 @@ class _Row:
         self.budget = min(job.params.max_tokens, engine.settings.max_model_len - len(job.prompt_ids))
 
 
-class HFEngine:
+class HFEngine(ServedModel):
     name = "hf"
 
     def __init__(self, model_dir: str, settings):
-        from transformers import AutoTokenizer
-
-        self.model_dir = str(model_dir)
-        self.settings = settings
-        self.model_name = settings.served_model_name or Path(model_dir).name
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self.version = 0
-        self.stats = EngineStats()
+        super().__init__(model_dir, settings)
         self.model: Any = None
         self._pending: list[_Job] = []
         self._wakeup: asyncio.Event | None = None

@@ -18,10 +18,9 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, EngineStats, SamplingParams, TokenStep, WeightLoadError
+from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
 from serve.engines.weights_io import check_weight_dir
 
 log = logging.getLogger(__name__)
@@ -36,18 +35,11 @@ class _Stream:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
 
-class VLLMEngine:
+class VLLMEngine(ServedModel):
     name = "vllm"
 
     def __init__(self, model_dir: str, settings):
-        from transformers import AutoTokenizer
-
-        self.model_dir = str(model_dir)
-        self.settings = settings
-        self.model_name = settings.served_model_name or Path(model_dir).name
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self.version = 0
-        self.stats = EngineStats()
+        super().__init__(model_dir, settings)
         self.engine: Any = None
         self._commands: queue.Queue = queue.Queue()
         self._streams: dict[str, _Stream] = {}
