@@ -4,10 +4,13 @@ Interpretations written down (where §4 leaves room):
 - A "block" for `format` is one `<tool_call>` block; it is well-formed when every call in it is valid
   (JSON object or array of objects, a name among the offered tools, object arguments). No block at all:
   format = 1 when no gold call is expected, else 0.
+- A "call" for `name` and `parallel` is a block entry that parsed into a JSON object with a name (`named_calls`):
+  an invented tool or non-object arguments is still a call the policy made, and must cost at least what an
+  extra real call costs; a block that is not JSON names nothing and is no call (it costs `format` only).
+  key/value match valid calls only (arguments must be an object naming a tool to be compared).
 - "The first tool-call block" for `parallel` is the first model turn that wrote any call block: Hermes renders
-  parallel calls as several blocks in one turn, so the turn is the step. Its number of valid calls (a malformed
-  block is not a call) must equal the number of gold calls of the lowest `step`. No gold calls: 1 when no call
-  was made.
+  parallel calls as several blocks in one turn, so the turn is the step. Its number of calls (as above) must
+  equal the number of gold calls of the lowest `step`. No gold calls: 1 when no call was made.
 - `exec_outcome` = mean(outcome_valid, outcome_executed, outcome_complete): share of calls valid against the
   tool's JSON schema, share executed without error, and the task's completion check.
 """
@@ -45,8 +48,13 @@ def format_share(obs: Observed, gold_expected: bool) -> float:
     return sum(blocks.values()) / len(blocks)
 
 
+def named_calls(calls) -> list:
+    """The calls the policy made: parsed into a JSON object with a name, offered or not, any arguments."""
+    return [c for c in calls if c.name]
+
+
 def parallel_match(obs: Observed, gt: GroundTruth) -> float:
-    first_turn = sum(c.valid for c in obs.turns[0].calls) if obs.turns else 0
+    first_turn = len(named_calls(obs.turns[0].calls)) if obs.turns else 0
     if not gt.calls:
         return 1.0 if first_turn == 0 else 0.0
     first_step = min(c.step for c in gt.calls)
@@ -61,7 +69,7 @@ def exec_gold(obs: Observed, gt: GroundTruth, s: WorkerSettings) -> ExecResult:
     with_args = [m for m in matches if m.gold.arguments]
     comps = {
         "format": format_share(obs, bool(gt.calls)),
-        "name": name_f1([c.name for c in gt.calls], [c.name for c in valid]),
+        "name": name_f1([c.name for c in gt.calls], [c.name for c in named_calls(obs.calls)]),
         "key": sum(m.key for m in with_args) / len(with_args) if with_args else 1.0,
         "value": sum(m.value for m in with_args) / len(with_args) if with_args else 1.0,
         "parallel": parallel_match(obs, gt),

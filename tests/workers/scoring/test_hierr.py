@@ -89,7 +89,7 @@ def test_malformed_json_next_to_a_valid_call(builder, settings):
     good = call("get_weather", city="Paris", unit="celsius")
     traj = builder.build([[("tool_call", bad + good)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
     r = score_trajectory(traj, settings)
-    # 1 of 2 blocks well-formed; the malformed block is not a call, so parallel counts 1 valid call = gold's 1
+    # 1 of 2 blocks well-formed; the unparseable block names nothing and is no call: parallel counts 1 = gold's 1
     assert exec_parts(r) == {"format": 0.5, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 1.0}
     assert r.exec == pytest.approx(0.95)
     assert r.components["invalid_format"] == 1.0
@@ -190,3 +190,20 @@ def test_deterministic_and_records_source_agrees(builder, settings):
     assert a == b
     from_records = score_trajectory(traj, WorkerSettings(call_source="records"))
     assert (from_records.exec, from_records.pref) == (a.exec, a.pref)
+
+
+def test_invented_tool_counts_in_name_f1_and_parallel__unparseable_block_is_not_a_call(builder, settings):
+    """§4: name F1 is over the called tool names, invented ones included, and parallel counts every call of the
+    first block. Choice where §4 is silent: a call is a block entry that parsed into a JSON object with a name
+    (unknown tool or bad arguments included); a block that is not JSON names nothing and is no call (it costs
+    `format` only, see test_malformed_json_next_to_a_valid_call)."""
+    text = call("get_weather", city="Paris", unit="celsius") + call("fake_tool", city="Paris")
+    invented = builder.build([[("tool_call", text)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
+    r = score_trajectory(invented, settings)
+    # format: 1 of 2 blocks names an offered tool; name F1: precision 1/2, recall 1; parallel: 2 calls vs 1
+    assert exec_parts(r) == {"format": 0.5, "name": pytest.approx(2 / 3), "key": 1.0, "value": 1.0, "parallel": 0.0}
+    assert r.exec == pytest.approx(0.05 + 0.25 * 2 / 3 + 0.15 + 0.20)
+    extra_real = call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris")
+    real = score_trajectory(builder.build([[("tool_call", extra_real)], [("summary", GOOD_REPLY)]], [RESULT],
+                                          gt(PARIS)), settings)  # fmt: skip
+    assert r.exec < real.exec  # an invented tool never costs less than an extra real call
