@@ -1,18 +1,18 @@
-"""Operational endpoints: health, readiness, metrics, models, and the token-protected weight swap."""
+"""Operational endpoints: health, readiness, metrics, models, and the weight swap (an 'admin' key, serve/auth.py)."""
 
 from __future__ import annotations
 
-import hmac
 import time
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
+from serve.auth import require_scope
 from serve.engines.base import WeightLoadError
-from serve.errors import BadRequest, EngineUnavailable, Forbidden, Unauthorized, WeightsRejected
+from serve.errors import BadRequest, EngineUnavailable, WeightsRejected
 from serve.http_util import read_json
-from serve.keys import COMMON, ENGINE, METRICS, REDIS, SWAPPER
+from serve.keys import ENGINE, METRICS, REDIS, SWAPPER
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -46,18 +46,9 @@ async def models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [card]})
 
 
-def _authorize(request: web.Request) -> None:
-    token = request.app[COMMON].admin_token
-    if not token:
-        raise Forbidden("admin endpoints are disabled: no common.admin_token is configured")
-    given = request.headers.get("Authorization", "")
-    if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
-        raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")
-
-
 async def admin_weights(request: web.Request) -> web.Response:
     """Swap to `{"version": N, "path": DIR}`; waits for the swap (requests keep being served meanwhile)."""
-    _authorize(request)
+    require_scope(request, "admin")
     body = await read_json(request)
     version, path = (body.get("version"), body.get("path")) if isinstance(body, dict) else (None, None)
     if not isinstance(version, int) or version < 0 or not isinstance(path, str) or not path:

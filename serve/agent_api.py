@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
+from serve.auth import record_refusal
 from serve.engines.base import SamplingParams
 from serve.errors import BadRequest, ContextTooLong, ServeError
 from serve.http_util import check_model, read_json, sse
@@ -57,12 +58,16 @@ async def agent_runs(request: web.Request) -> web.StreamResponse:
     seed = req.seed if req.seed is not None else random.getrandbits(31)
     run_id = f"run-{uuid.uuid4().hex}"
     spec.run_id = run_id
+    # training data (and the ground_truth it is scored against) only from a key with the 'record' scope
+    refused = record_refusal(request) if req.record else None
+    said = {"record_refused": refused} if refused else {}
 
     async def one(i: int) -> dict[str, Any]:
         outcome = await runner.run(spec, seed + 1_000_003 * i)
-        if req.record:
-            await app[RECORDER].record(outcome.trajectory)  # never raises: back-pressure is counted
-        return _run_json(outcome, req.return_trajectories)
+        recorded = False
+        if req.record and not refused:
+            recorded = await app[RECORDER].record(outcome.trajectory)  # never raises: back-pressure is counted
+        return {**_run_json(outcome, req.return_trajectories), "recorded": recorded, **said}
 
     tasks = [asyncio.create_task(one(i)) for i in range(req.n)]
     if req.stream:
@@ -72,7 +77,7 @@ async def agent_runs(request: web.Request) -> web.StreamResponse:
     finally:
         for t in tasks:
             t.cancel()
-    return web.json_response({"id": run_id, "task_id": req.task_id, "runs": runs})
+    return web.json_response({"id": run_id, "task_id": req.task_id, **said, "runs": runs})
 
 
 async def _stream_runs(request: web.Request, run_id: str, task_id: str, tasks: list[asyncio.Task]):

@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from serve.auth import record_refusal
 from serve.engines.base import EngineError, GenerationResult, SamplingParams
 from serve.errors import BadRequest, ContextTooLong, EngineUnavailable, ServeError
 from serve.http_util import check_model, read_json, sse
@@ -109,6 +110,8 @@ async def _maybe_record(request: web.Request, plan: ChatPlan, turns: list[Turn])
     settings = request.app[SETTINGS]
     if settings.record_chat_share <= 0 or random.random() >= settings.record_chat_share:
         return
+    if record_refusal(request):
+        return  # only traffic sent with a 'record' key becomes training data (serve/auth.py)
     task_id = f"chat-{uuid.uuid4().hex}"
     for turn in turns[: max(1, settings.record_chat_n)]:
         builder = TrajectoryBuilder()

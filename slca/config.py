@@ -17,9 +17,9 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class ConfigError(ValueError):
@@ -30,6 +30,10 @@ class SectionSettings(BaseModel):
     """Base of every settings section: unknown keys are errors, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+Scope = Literal["serve", "record", "admin"]
+"""What an API key may do (see `CommonSettings.api_keys`)."""
 
 
 def _default_cache_dir() -> str:
@@ -50,8 +54,28 @@ class CommonSettings(SectionSettings):
     model: str = "embedded"
     """The policy model: 'embedded' (SmolLM2-135M-Instruct from the cache), 'tiny', or a HF model directory."""
     admin_token: str | None = None
-    """Bearer token for admin endpoints. None: admin endpoints refuse every request."""
+    """Bearer token for admin endpoints (a key with the 'admin' scope). None: no admin key besides `api_keys`."""
+    api_keys: dict[str, list[Scope]] = Field(default_factory=dict)
+    """API key → its scopes, sent as `Authorization: Bearer <key>`. Scopes nest: 'admin' ⊇ 'record' ⊇ 'serve'.
+    Serving is open to requests without a key; recording training data (agent runs with `record: true`, the
+    recorded share of chat traffic) needs 'record'; admin endpoints need 'admin'."""
+    record_key: str | None = None
+    """One more key with the 'record' scope: the key the task feed sends. `slca up` generates one when unset."""
     log_level: str = "INFO"
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _check_keys(cls, v: Any) -> Any:
+        # checked here so that an error message never quotes the key itself (it ends up in logs)
+        if not isinstance(v, dict):
+            raise ValueError("must be a mapping of API key → list of scopes")
+        known = set(Scope.__args__)
+        for key, scopes in v.items():
+            if not isinstance(key, str) or not key.strip():
+                raise ValueError("an API key must be a non-blank string")
+            if not isinstance(scopes, list) or not all(s in known for s in scopes):
+                raise ValueError(f"scopes must be a list drawn from {sorted(known)}, got {scopes!r}")
+        return v
 
     def redis_or_default(self) -> str:
         return self.redis_url or "redis://127.0.0.1:6379/0"
