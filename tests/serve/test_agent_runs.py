@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from slca.contracts import SegmentKind, Streams, Trajectory, decode_entry
-from tests.serve.conftest import WEATHER_TOOL
+from tests.serve.conftest import ADMIN_TOKEN, WEATHER_TOOL
 
 TOLERANCE = 2e-3
 """hf engine (fp32, batched, left-padded, KV cache) vs a fresh fp32 teacher-forced forward: same model and
@@ -18,7 +18,9 @@ dtype, so only reduction-order noise separates them."""
 
 
 def post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    # the admin token holds the 'record' scope too: recording needs it (serve/auth.py)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {ADMIN_TOKEN}"}
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers)
     with urllib.request.urlopen(req, timeout=300) as r:
         return json.loads(r.read())
 

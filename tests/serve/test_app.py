@@ -32,11 +32,12 @@ def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, s
 
     async def scenario(client, app):
         r = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
-                                                            "max_tokens": 6, "n": 3})  # fmt: skip
+                                                            "max_tokens": 6, "n": 3},
+                              headers={"Authorization": "Bearer rk"})  # only 'record' keys' traffic is recorded
         return r.status, await r.json()
 
     status, body = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, settings,
-                                          stream_prefix="chatrec"))  # fmt: skip
+                                          stream_prefix="chatrec", api_keys={"rk": ["record"]}))  # fmt: skip
     assert status == 200 and len(body["choices"]) == 3
     recorded = [decode_entry(Trajectory, f) for _, f in rclient.xrange(Streams("chatrec").trajectories)]
     assert len(recorded) == 2 and len({t.task_id for t in recorded}) == 1  # one group of record_chat_n
