@@ -2,7 +2,8 @@
 
 A 503 (the API is loading, swapping or shedding load) and a refused connection (the API is not up yet, or is
 being restarted by `slca up`) are transient: the same request is retried after a doubling delay. Any other
-error is counted and the feed moves on to the next task, so one bad task cannot stall training.
+error is counted and the feed moves on to the next task, so one bad task cannot stall training. So is a run
+the API served without recording it (`record_refused`: the feed's key lacks the 'record' scope, serve/auth.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class FeedPlan:
     """Stop after this many requests; 0 runs until stopped."""
     seed: int = 0
     request_timeout_s: float = 900.0
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as `Authorization: Bearer`; needs the 'record' scope, else the API serves but records nothing."""
 
 
 @dataclass
@@ -86,10 +89,11 @@ class Feeder:
         self.on_done = on_done
         self.report = FeedReport()
         self.endpoint = plan.url.rstrip("/") + "/v1/agent/runs"
+        self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
 
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with aiohttp.ClientSession(timeout=timeout, headers=self.headers) as session:
             workers = [asyncio.create_task(self._worker(session, stop)) for _ in range(self.plan.concurrency)]
             await asyncio.gather(*workers)
         return self.report
@@ -145,8 +149,11 @@ class Feeder:
                 if resp.status != 200:
                     log.warning("%s: HTTP %d: %s", task.task_id, resp.status, text[:300])
                     return None
-                runs = (await resp.json(content_type=None)).get("runs", [])
-                return [r["trajectory_id"] for r in runs if r.get("trajectory_id")]
+                body = await resp.json(content_type=None)
+                if body.get("record_refused"):  # served but not recorded: a retry cannot help, the key is wrong
+                    log.warning("%s: %s", task.task_id, body["record_refused"])
+                    return None
+                return [r["trajectory_id"] for r in body.get("runs", []) if r.get("trajectory_id")]
         except (aiohttp.ClientConnectionError, ConnectionError) as exc:
             raise TransientError("connection") from exc
         except (asyncio.TimeoutError, ValueError) as exc:

@@ -34,7 +34,7 @@ def make_plan(args, config: Config) -> FeedPlan:
         max_turns=ops.feed_max_turns, temperature=ops.feed_temperature, top_p=ops.feed_top_p,
         retry_initial_s=ops.feed_retry_initial_s, retry_max_s=ops.feed_retry_max_s,
         requests=ops.feed_requests if args.requests is None else args.requests,
-        seed=ops.feed_seed,
+        seed=ops.feed_seed, api_key=config.common.record_key,
     )  # fmt: skip
 
 

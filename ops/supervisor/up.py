@@ -1,9 +1,9 @@
 """`slca up`: the whole system under one supervisor.
 
 Plan: (1) Redis — the configured one, or an owned `redis-server` (AOF) under `<data_dir>/redis`;
-(2) the environment every child shares (Redis URL, admin token, model); (3) one process per registered
-component command, each with its own log; (4) supervise until Ctrl-C / SIGTERM, showing a live status table;
-(5) stop the children (process groups: SIGTERM, grace, SIGKILL), then Redis.
+(2) the environment every child shares (Redis URL, admin token, the feed's record key, model); (3) one process
+per registered component command, each with its own log; (4) supervise until Ctrl-C / SIGTERM, showing a live
+status table; (5) stop the children (process groups: SIGTERM, grace, SIGKILL), then Redis.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def run_up(args, config: Config) -> int:
         supervisor = Supervisor(specs, Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s,
                                                ops.restart_reset_after_s), grace_s=ops.shutdown_grace_s)  # fmt: skip
         install_stop_handlers(supervisor)
-        print_banner(supervisor, redis_url, owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env)
+        print_banner(supervisor, redis_url, owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env,
+                     "SLCA_RECORD_KEY" in env)  # fmt: skip
         reporter = StatusReporter(redis_url, common.stream_prefix, state_path(data_dir), ops.status_interval_s,
                                   extra={"redis_url": redis_url, "data_dir": str(data_dir)})  # fmt: skip
         if getattr(args, "duration", None):
@@ -72,11 +73,10 @@ def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str,
     env = {"SLCA_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
     if not common.admin_token:
         # one token for this run: serve accepts it and the learner uses it; kept out of the state file
-        token = secrets.token_urlsafe(24)
-        env["SLCA_ADMIN_TOKEN"] = token
-        token_file = data_dir / "admin-token"
-        token_file.write_text(token + "\n")
-        token_file.chmod(0o600)
+        env["SLCA_ADMIN_TOKEN"] = generated_secret(data_dir / "admin-token")
+    if not common.record_key:
+        # the feed's key (scope 'record'): serve records only what such a key sends, the feed sends it
+        env["SLCA_RECORD_KEY"] = generated_secret(data_dir / "record-key")
     explicit_model = "model" in config.raw.get("common", {})
     warm = Path(common.cache_dir).expanduser() / "models" / ops.warm_model_name
     if not explicit_model and (warm / "config.json").is_file():
@@ -87,6 +87,15 @@ def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str,
     else:
         note = f"{common.model_path()} (embedded; `slca sft` writes a warm start that `slca up` then prefers)"
     return env, note
+
+
+def generated_secret(path: Path) -> str:
+    """A fresh secret for this run, also written (owner-only) to `path` for the operator's own clients."""
+    secret = secrets.token_urlsafe(24)
+    path.touch(mode=0o600)
+    path.chmod(0o600)  # before the secret is in it (touch keeps an existing file's mode)
+    path.write_text(secret + "\n")
+    return secret
 
 
 def install_stop_handlers(supervisor: Supervisor) -> None:
@@ -106,7 +115,7 @@ def stop_after(supervisor: Supervisor, seconds: float) -> None:
 
 
 def print_banner(supervisor: Supervisor, redis_url: str, owned_redis, model_note: str, data_dir: Path,
-                 generated_token: bool) -> None:  # fmt: skip
+                 generated_token: bool, generated_record_key: bool = False) -> None:  # fmt: skip
     where = f"owned redis-server, data {owned_redis.data_dir}" if owned_redis else "configured"
     lines = [f"slca up: redis {redis_url} ({where})", f"model: {model_note}", f"logs: {data_dir / 'logs'}/"]
     for spec in supervisor.processes:
@@ -117,6 +126,8 @@ def print_banner(supervisor: Supervisor, redis_url: str, owned_redis, model_note
         lines += [f"API: {api}/v1   dashboard: {api}/dashboard/   metrics: {api}/metrics"]
     if generated_token:
         lines.append(f"admin token (generated for this run): {data_dir / 'admin-token'}")
+    if generated_record_key:
+        lines.append(f"record key (the feed's; 'record' scope): {data_dir / 'record-key'}")
     lines.append("Ctrl-C stops everything.")
     print("\n".join(lines), flush=True)
 
