@@ -41,17 +41,10 @@ class LearnerSettings(SectionSettings):
     reasoning_route: Literal["next", "prev", "none"] = "next"
     """Credit of reasoning tokens: the segment they precede, the one they follow, or none."""
     turn_level: bool = False
-    """slca: per-turn normalised per-call scores on tool_call segments (GiGPO-style)."""
-    omission_guard: bool = True
-    """No parseable call on a task that needs one → no_call_penalty on the summary channel."""
-    no_call_penalty: float = -0.5
-    """The omission guard's preference reward."""
+    """slca: per-turn normalised per-call scores on tool_call segments (GiGPO-style). Reward shaping (the
+    omission guard, RLTR's penalties) is the scorer's: see `workers.no_call_penalty`, `workers.rltr_*`."""
     toolpo_lambda: float = 1.0
     """ToolPO: weight λ of the action advantage on tool_call tokens."""
-    rltr_repeat_penalty: float = 0.2
-    """RLTR: μ per repeated call."""
-    rltr_fail_penalty: float = 0.1
-    """RLTR: λ per failed call."""
     share_prefix: bool = True
     """Pack each group as one row that runs the shared prompt once (False: every member runs it)."""
     skip_zero_advantage_groups: bool = True
@@ -108,10 +101,6 @@ class LearnerSettings(SectionSettings):
             eps=self.adv_eps,
             reasoning_route=self.reasoning_route,
             turn_level=self.turn_level,
-            omission_guard=self.omission_guard,
-            no_call_penalty=self.no_call_penalty,
             toolpo_lambda=self.toolpo_lambda,
-            rltr_repeat_penalty=self.rltr_repeat_penalty,
-            rltr_fail_penalty=self.rltr_fail_penalty,
             extra=dict(self.extra_adv),
         )

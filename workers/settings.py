@@ -14,7 +14,7 @@ class WorkerSettings(SectionSettings):
     """Celery worker processes."""
 
     # --- HierR scoring (DESIGN.md §4) ---
-    scorer_version: str = "hierr-1"
+    scorer_version: str = "hierr-2"
     """Part of the idempotence key of a stored reward: bump it when scoring changes so old rewards are not reused."""
     call_source: Literal["tokens", "records"] = "tokens"
     """Where tool calls are read from: 'tokens' decodes the sampled token ids of each turn's generated segments
@@ -35,8 +35,17 @@ class WorkerSettings(SectionSettings):
     """Weight of the loose argument-value match in r_exec."""
     w_parallel: float = 0.30
     """Weight of the first-step parallel-count match in r_exec."""
+    omission_guard: bool = True
+    """Apply the omission guard (the scorer is its one home; the learner reads the shaped r_pref)."""
     no_call_penalty: float = -0.5
     """Omission guard: r_pref when the task needs a tool and no parseable call exists."""
+    rltr_repeat_penalty: float = 0.2
+    """RLTR planner reward (component `rltr_plan`): μ per repeated call."""
+    rltr_fail_penalty: float = 0.1
+    """RLTR planner reward: λ per failed call (its execution returned an error)."""
+    rltr_format_penalty: float = -1.0
+    """RLTR planner reward when any call block is invalid format (not a JSON object naming an offered tool
+    with object arguments)."""
     judge: Literal["rule", "openai"] = "rule"
     """Preference judge: the deterministic rule scorer (offline default) or an OpenAI-compatible endpoint."""
     judge_url: str | None = None

@@ -1,13 +1,13 @@
 """The one typed input of every advantage estimator: a group's token layouts and rewards (DESIGN.md §5).
 
 Per member i of a group of G: `kinds (T_i,)` (int codes of `SegmentKind`, see `KIND_CODE`), `turns (T_i,)`
-(model turn of each token), plus the few per-member facts estimators need (tool-call counts, whether a
-parseable call exists). Built once from a `RolloutGroup`; estimators never look at text.
+(model turn of each token), and its `Reward`. Built once from a `RolloutGroup`; estimators never look at text
+nor at the server's call records: reward shaping (the omission guard, RLTR's penalties) is the scorer's
+(`workers.scoring.shaping`), and estimators read its results from the rewards.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import torch
@@ -37,15 +37,6 @@ class MemberLayout:
     """(T,) int64 segment-kind codes (`KIND_CODE`)."""
     turns: torch.Tensor
     """(T,) int64 model turn of each token."""
-    has_valid_call: bool = False
-    """At least one parseable call naming an offered tool (omission guard)."""
-    n_calls: int = 0
-    n_failed_calls: int = 0
-    """Calls that were invalid or whose execution returned an error."""
-    n_repeated_calls: int = 0
-    """Calls identical (name + canonical arguments) to an earlier call of the episode."""
-    format_ok: bool = True
-    """Every `<tool_call>` block parsed (invalid format → RLTR's −1)."""
 
     def has(self, code: int) -> bool:
         return bool((self.kinds == code).any())
@@ -62,8 +53,6 @@ class AdvantageBatch:
 
     members: list[MemberLayout]
     rewards: list[Reward]
-    tool_needed: bool = True
-    """The task needs a tool call (drives the omission guard)."""
     group_id: str = ""
 
     def __post_init__(self) -> None:
@@ -88,51 +77,23 @@ class AdvantageConfig:
     'prev' (segment they follow), 'none' (advantage 0)."""
     turn_level: bool = False
     """slca: tool_call segments at turn t get the group-normalised per-call score of turn t when present."""
-    omission_guard: bool = True
-    no_call_penalty: float = -0.5
     toolpo_lambda: float = 1.0
-    rltr_repeat_penalty: float = 0.2
-    rltr_fail_penalty: float = 0.1
     extra: dict = field(default_factory=dict)
 
 
-def _canonical(args) -> str:
-    try:
-        return json.dumps(args, sort_keys=True, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(args)
-
-
 def layout_of(traj: Trajectory) -> MemberLayout:
-    """Per-token kinds and turns of one trajectory, plus its call statistics."""
+    """Per-token kinds and turns of one trajectory."""
     kinds = torch.zeros(len(traj.tokens), dtype=torch.long)
     turns = torch.zeros(len(traj.tokens), dtype=torch.long)
     for seg in traj.segments:
         kinds[seg.start : seg.end] = KIND_CODE[seg.kind]
         turns[seg.start : seg.end] = seg.turn
-    seen: set[tuple] = set()
-    repeated = failed = 0
-    for call in traj.tool_calls:
-        key = (call.name, _canonical(call.arguments))
-        repeated += key in seen
-        seen.add(key)
-        failed += (not call.valid) or call.error is not None
-    return MemberLayout(
-        kinds=kinds,
-        turns=turns,
-        has_valid_call=any(c.valid and c.name for c in traj.tool_calls),
-        n_calls=len(traj.tool_calls),
-        n_failed_calls=failed,
-        n_repeated_calls=repeated,
-        format_ok=all(c.valid or c.name is not None for c in traj.tool_calls),
-    )
+    return MemberLayout(kinds=kinds, turns=turns)
 
 
 def batch_of(group: RolloutGroup) -> AdvantageBatch:
-    gt = next((t.ground_truth for t in group.trajectories if t.ground_truth is not None), None)
     return AdvantageBatch(
         members=[layout_of(t) for t in group.trajectories],
         rewards=list(group.rewards),
-        tool_needed=gt.tool_needed if gt is not None else True,
         group_id=group.group_id,
     )

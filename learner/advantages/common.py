@@ -94,16 +94,10 @@ def presence(batch: AdvantageBatch, code: int) -> torch.Tensor:
     return torch.tensor([m.has(code) for m in batch.members], dtype=torch.bool)
 
 
-def effective_pref(batch: AdvantageBatch, config: AdvantageConfig) -> torch.Tensor:
-    """(G,) preference rewards after the omission guard: a task that needs a tool and a member without a
-    parseable call → `no_call_penalty` on the summary channel, overriding its score (DESIGN.md §4)."""
-    pref = torch.tensor([r.pref for r in batch.rewards], dtype=torch.float64)
-    if not (config.omission_guard and batch.tool_needed):
-        return pref
-    missing = torch.tensor(
-        [r.omission_penalized or not m.has_valid_call for m, r in zip(batch.members, batch.rewards)]
-    )
-    return torch.where(missing, torch.full_like(pref, config.no_call_penalty), pref)
+def pref_rewards(batch: AdvantageBatch) -> torch.Tensor:
+    """(G,) preference rewards as scored: the omission guard is already in them (`workers.scoring.shaping`
+    is its one home; applying a second rule here would let two definitions of 'no call' disagree)."""
+    return torch.tensor([r.pref for r in batch.rewards], dtype=torch.float64)
 
 
 def exec_rewards(batch: AdvantageBatch) -> torch.Tensor:

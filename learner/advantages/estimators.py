@@ -11,10 +11,10 @@ import torch
 from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, AdvantageBatch, AdvantageConfig
 from learner.advantages.common import (
     channel_metrics,
-    effective_pref,
     exec_rewards,
     flatten,
     group_norm,
+    pref_rewards,
     presence,
 )
 from learner.advantages.registry import register_estimator
@@ -31,9 +31,9 @@ def _any_generated(batch: AdvantageBatch) -> torch.Tensor:
 @register_estimator("grpo")
 def grpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
     """Trajectory-level GRPO (DeepSeekMath, arXiv 2402.03300): `A_i = norm(R)_i` on every generated token,
-    `R = w_exec·r_exec + w_pref·r_pref` (r_pref after the omission guard)."""
+    `R = w_exec·r_exec + w_pref·r_pref` (r_pref as scored: after the scorer's omission guard)."""
     flat = flatten(batch, config)
-    scalar = config.w_exec * exec_rewards(batch) + config.w_pref * effective_pref(batch, config)
+    scalar = config.w_exec * exec_rewards(batch) + config.w_pref * pref_rewards(batch)
     norm = group_norm(scalar, _any_generated(batch), config.eps)
     adv = torch.where(_generated(flat.kinds), norm.values[flat.member], 0.0)
     return flat.split(adv), channel_metrics("scalar", norm)
@@ -72,7 +72,7 @@ def slca(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Ten
     tool_call segment at turn t takes the group-normalised per-call score of turn t where one exists."""
     flat = flatten(batch, config)
     n_exec = group_norm(exec_rewards(batch), presence(batch, TOOL_CALL), config.eps)
-    n_pref = group_norm(effective_pref(batch, config), presence(batch, SUMMARY), config.eps)
+    n_pref = group_norm(pref_rewards(batch), presence(batch, SUMMARY), config.eps)
     exec_tok = config.w_exec * n_exec.values[flat.member]
     metrics = {**channel_metrics("exec", n_exec), **channel_metrics("pref", n_pref)}
     if config.turn_level:
@@ -89,7 +89,7 @@ def toolpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.T
     `λ·norm_{P_exec}(R_action)` on tool_call tokens. R_success = component 'success' (else the scalar R);
     R_action = component 'call_accuracy' = correct calls / gold calls (else r_exec)."""
     flat = flatten(batch, config)
-    pref = effective_pref(batch, config)
+    pref = pref_rewards(batch)
     success = torch.tensor(
         [r.components.get("success", config.w_exec * r.exec + config.w_pref * float(p)) for r, p in zip(batch.rewards, pref)],
         dtype=torch.float64,
@@ -102,19 +102,14 @@ def toolpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.T
     return flat.split(adv), {**channel_metrics("success", n_global), **channel_metrics("action", n_action)}
 
 
-def rltr_reward(batch: AdvantageBatch, config: AdvantageConfig) -> torch.Tensor:
-    """(G,) RLTR planner reward: −1 for invalid call format, else completeness − μ·repeated − λ·failed.
-    Completeness = component 'completeness' (a checker's judgement), else r_exec."""
-    values = []
-    for m, r in zip(batch.members, batch.rewards):
-        if not m.format_ok:
-            values.append(-1.0)
-            continue
-        completeness = r.components.get("completeness", r.exec)
-        values.append(
-            completeness - config.rltr_repeat_penalty * m.n_repeated_calls - config.rltr_fail_penalty * m.n_failed_calls
-        )
-    return torch.tensor(values, dtype=torch.float64)
+def rltr_reward(batch: AdvantageBatch) -> torch.Tensor:
+    """(G,) RLTR planner reward: the scorer's component 'rltr_plan' (−1 for invalid call format, else
+    completeness − μ·repeated − λ·failed; shaped in `workers.scoring.shaping`, never re-derived here). A scorer
+    that does not shape it (a plug-in): its 'completeness', else r_exec, unpenalised."""
+    return torch.tensor(
+        [r.components.get("rltr_plan", r.components.get("completeness", r.exec)) for r in batch.rewards],
+        dtype=torch.float64,
+    )
 
 
 @register_estimator("rltr")
@@ -122,6 +117,6 @@ def rltr(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Ten
     """RLTR (arXiv 2508.19598): only the planner is trained. tool_call tokens get `norm_{P_exec}(R_plan)_i`
     (see `rltr_reward`); summary tokens get 0."""
     flat = flatten(batch, config)
-    norm = group_norm(rltr_reward(batch, config), presence(batch, TOOL_CALL), config.eps)
+    norm = group_norm(rltr_reward(batch), presence(batch, TOOL_CALL), config.eps)
     adv = torch.where(flat.credit == TOOL_CALL, norm.values[flat.member], 0.0)
     return flat.split(adv), channel_metrics("plan", norm)

@@ -10,6 +10,7 @@ from slca.contracts import GroundTruth, Reward, Trajectory
 from workers.scoring.execution import ExecResult, exec_gold, exec_outcome, facts_present, repeated_calls
 from workers.scoring.extract import Observed, observe, resolve_tokenizer_dir
 from workers.scoring.judges import get_judge
+from workers.scoring.shaping import guarded_pref, invalid_format, rltr_plan
 from workers.settings import WorkerSettings
 
 
@@ -20,15 +21,15 @@ def score_trajectory(traj: Trajectory, settings: WorkerSettings | None = None) -
     gt = traj.ground_truth
     exec_result = _execution(obs, gt, s)
     verdict = get_judge(s.judge)(obs, gt, s, traj.messages)
-    pref, penalized = verdict.score, _omission(obs, gt)
-    if penalized:
-        pref = s.no_call_penalty  # the summary channel only: r_exec keeps its own (low) score
+    pref, penalized = guarded_pref(verdict.score, obs, gt, s)
+    baselines = _baselines(obs, gt, exec_result)
     components = {
         **exec_result.components,
         **verdict.components,
         "exec_outcome_mode": float(exec_result.mode == "outcome"),
         "pref_raw": verdict.score,
-        **_baselines(obs, gt, exec_result),
+        **baselines,
+        "rltr_plan": rltr_plan(baselines["completeness"], obs, s),
     }
     return Reward(trajectory_id=traj.id, exec=exec_result.value, pref=pref, components=components,
                   per_call=exec_result.per_call, omission_penalized=penalized, scorer_version=s.scorer_version,
@@ -42,11 +43,6 @@ def _execution(obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> Exec
     if mode == "outcome":
         return exec_outcome(obs, gt)
     return exec_gold(obs, gt or GroundTruth(), s)
-
-
-def _omission(obs: Observed, gt: GroundTruth | None) -> bool:
-    """A needed call is missing: the task needs a tool and no call parsed into a named JSON object."""
-    return bool(gt and gt.tool_needed) and not any(c.name for c in obs.calls)
 
 
 def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[str, float]:
@@ -72,7 +68,7 @@ def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[st
         "facts": facts,
         "repeated_calls": float(repeated_calls(obs)),
         "failed_calls": float(obs.failed_calls),
-        "invalid_format": float(any(not c.valid for c in obs.calls)),
+        "invalid_format": float(invalid_format(obs)),
         "num_calls": float(len(obs.calls)),
         "tool_turns": float(len(obs.turns)),
     }

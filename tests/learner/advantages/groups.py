@@ -6,12 +6,12 @@ import torch
 from hypothesis import strategies as st
 
 from learner.advantages.batch import KIND_CODE, AdvantageBatch, MemberLayout
-from slca.contracts import CallScore, Reward, SegmentKind
+from slca.contracts import CallScore, Reward, RolloutGroup, Segment, SegmentKind, Trajectory
 
 K = SegmentKind
 
 
-def layout(spec: list[tuple[SegmentKind, int]], **facts) -> MemberLayout:
+def layout(spec: list[tuple[SegmentKind, int]]) -> MemberLayout:
     """Tokens from `[(kind, n_tokens), ...]`; the turn increases after each tool_result."""
     kinds, turns, turn = [], [], 0
     for kind, n in spec:
@@ -19,17 +19,15 @@ def layout(spec: list[tuple[SegmentKind, int]], **facts) -> MemberLayout:
         turns += [turn] * n
         if kind == K.TOOL_RESULT:
             turn += 1
-    has_call = any(kind == K.TOOL_CALL for kind, _ in spec)
-    facts.setdefault("has_valid_call", has_call)
-    return MemberLayout(torch.tensor(kinds), torch.tensor(turns), **facts)
+    return MemberLayout(torch.tensor(kinds), torch.tensor(turns))
 
 
 def reward(i: int, exec: float, pref: float, **kw) -> Reward:
     return Reward(trajectory_id=f"t{i}", exec=exec, pref=pref, **kw)
 
 
-def batch(specs, rewards, tool_needed=True) -> AdvantageBatch:
-    return AdvantageBatch([layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)], tool_needed)
+def batch(specs, rewards) -> AdvantageBatch:
+    return AdvantageBatch([layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)])
 
 
 GEN_KINDS = [K.TOOL_CALL, K.SUMMARY, K.REASONING]
@@ -51,15 +49,28 @@ def groups(draw, max_g: int = 6):
     layouts = []
     rewards = []
     for i, spec in enumerate(specs):
-        layouts.append(
-            layout(
-                spec,
-                has_valid_call=draw(st.booleans()),
-                n_repeated_calls=draw(st.integers(0, 2)),
-                n_failed_calls=draw(st.integers(0, 2)),
-                format_ok=draw(st.booleans()),
-            )
-        )
+        layouts.append(layout(spec))
         per_call = [CallScore(turn=t, score=draw(st.floats(0, 1))) for t in draw(st.sets(st.integers(0, 2), max_size=2))]
-        rewards.append(Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call))
-    return AdvantageBatch(layouts, rewards, tool_needed=draw(st.booleans()))
+        components = {} if draw(st.booleans()) else {"rltr_plan": draw(st.sampled_from([-1.0, 0.0, 0.7]))}
+        rewards.append(Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call,
+                              components=components))  # fmt: skip
+    return AdvantageBatch(layouts, rewards)
+
+
+def trajectory(spec: list[tuple[SegmentKind, int]], tool_calls=(), **fields) -> Trajectory:
+    """A contract-valid `Trajectory` laid out like `layout(spec)` (token ids are arbitrary, logprobs −0.5)."""
+    tokens, logprobs, segments, turn = [], [], [], 0
+    for kind, n in spec:
+        segments.append(Segment(start=len(tokens), end=len(tokens) + n, kind=kind, turn=turn))
+        tokens += [7 + len(tokens) + k for k in range(n)]
+        logprobs += [-0.5 if kind.generated else None] * n
+        if kind == K.TOOL_RESULT:
+            turn += 1
+    return Trajectory(task_id="task", policy_version=0, tokens=tokens, logprobs=logprobs, segments=segments,
+                      tool_calls=list(tool_calls), **fields)  # fmt: skip
+
+
+def rollout_group(trajectories: list[Trajectory], rewards: list[Reward]) -> RolloutGroup:
+    rewards = [r.model_copy(update={"trajectory_id": t.id}) for t, r in zip(trajectories, rewards)]
+    return RolloutGroup(task_id="task", policy_version_min=0, policy_version_max=0, trajectories=trajectories,
+                        rewards=rewards)  # fmt: skip

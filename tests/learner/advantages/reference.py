@@ -43,13 +43,7 @@ def route(kinds, mode):
 
 
 def pref_values(batch, cfg):
-    out = []
-    for m, r in zip(batch.members, batch.rewards):
-        if cfg.omission_guard and batch.tool_needed and (r.omission_penalized or not m.has_valid_call):
-            out.append(cfg.no_call_penalty)
-        else:
-            out.append(r.pref)
-    return out
+    return [r.pref for r in batch.rewards]  # the scorer's, omission guard included
 
 
 def has(m, code):
@@ -117,16 +111,8 @@ def ref_toolpo(batch, cfg):
 
 
 def ref_rltr(batch, cfg):
-    R = []
-    for m, r in zip(batch.members, batch.rewards):
-        if not m.format_ok:
-            R.append(-1.0)
-        else:
-            R.append(
-                r.components.get("completeness", r.exec)
-                - cfg.rltr_repeat_penalty * m.n_repeated_calls
-                - cfg.rltr_fail_penalty * m.n_failed_calls
-            )
+    R = [r.components["rltr_plan"] if "rltr_plan" in r.components else r.components.get("completeness", r.exec)
+         for r in batch.rewards]  # fmt: skip
     a = norm(R, [has(m, TOOL_CALL) for m in batch.members], cfg.eps)
     return [
         [a[i] if k == TOOL_CALL else 0.0 for k in route(m.kinds.tolist(), cfg.reasoning_route)]

@@ -21,8 +21,8 @@ SPEC_NOCALL = [(K.SYSTEM, 2), (K.USER, 1), (K.SUMMARY, 3)]
 
 
 def hand_group() -> AdvantageBatch:
-    # member 2 makes no call on a task that needs one: the omission guard sets its r_pref to −0.5.
-    return batch([SPEC_CALL, SPEC_CALL, SPEC_NOCALL], [(1.0, 0.5), (0.0, 1.0), (0.0, 0.75)])
+    # member 2 makes no call on a task that needs one: the scorer's omission guard set its r_pref to −0.5.
+    return batch([SPEC_CALL, SPEC_CALL, SPEC_NOCALL], [(1.0, 0.5), (0.0, 1.0), (0.0, -0.5)])
 
 
 # Hand computation (unbiased std, ε = 1e-6):
@@ -86,7 +86,7 @@ CONFIGS = {
     "default": CFG,
     "turn_level": dataclasses.replace(CFG, turn_level=True),
     "route_prev": dataclasses.replace(CFG, reasoning_route="prev"),
-    "route_none_no_guard": dataclasses.replace(CFG, reasoning_route="none", omission_guard=False, w_pref=0.5),
+    "route_none_w_pref": dataclasses.replace(CFG, reasoning_route="none", w_pref=0.5),
 }
 
 
@@ -101,7 +101,7 @@ def test_edge_cases_match_reference(name, case, cfg_name):
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_single_member_and_zero_variance_give_zero_advantages(name):
     for case in ("single_member", "zero_variance"):
-        adv, _ = get_estimator(name)(batch(*EDGE_CASES[case]), dataclasses.replace(CFG, omission_guard=False))
+        adv, _ = get_estimator(name)(batch(*EDGE_CASES[case]), CFG)
         assert all(bool((a == 0).all()) for a in adv)
 
 
@@ -145,7 +145,7 @@ def test_random_groups_match_reference(b, name, cfg):
 def _with_rewards(b: AdvantageBatch, exec_shift: float, pref_shift: float) -> AdvantageBatch:
     rewards = [r.model_copy(update={"exec": r.exec + exec_shift * (i + 1) ** 2, "pref": r.pref - pref_shift * (i % 3)})
                for i, r in enumerate(b.rewards)]  # fmt: skip
-    return AdvantageBatch(b.members, rewards, b.tool_needed)
+    return AdvantageBatch(b.members, rewards)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
