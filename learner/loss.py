@@ -115,15 +115,26 @@ def clipped_surrogate(inputs: LossInputs, config: LossConfig) -> tuple[torch.Ten
 
 @register_loss("clip_tis")
 def clipped_surrogate_tis(inputs: LossInputs, config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate against the learner's own recompute with truncated importance weights for the
-    behaviour/learner mismatch (Yao et al. 2025, 'Your efficient RL framework secretly brings you off-policy
-    RL training'): `ℓ_t = −min(C, π_old/π_beh)·min(r_t A_t, clip(r_t) A_t)`, `r_t = π_θ/π_old`, π_old = the
-    learner's values at the start of the step (detached)."""
-    old = inputs.logprobs.detach()
-    ratio = torch.exp(inputs.logprobs - old)
-    weight = torch.exp(old - inputs.behaviour).clamp(max=config.tis_cap)
-    per_token, was_clipped = _surrogate(ratio, inputs.advantages, config)
-    return _finish(per_token * weight, torch.exp(old - inputs.behaviour), was_clipped, inputs, config)
+    """Clipped surrogate with truncated importance weights (DESIGN.md §5's option):
+    `ℓ_t = −min(min(ρ_t, C)·A_t, clip(ρ_t, 1−ε_low, 1+ε_high)·A_t) + β·KL_k3`, C = `tis_cap`, with
+    `ρ_t = exp(log π_θ − log π_behaviour)` from the trajectory's behaviour logprobs, as in `clip`.
+
+    For A ≥ 0 it equals `clip` (the clip caps ρ at 1+ε_high < C). For A < 0 the unclipped branch is unbounded
+    in `clip`: a token the policy now likes far more than the sampler did (stale, or an engine/learner logprob
+    mismatch) would dominate the batch; here it contributes at most C·|A| and no gradient — dual-clip PPO
+    (Ye et al., arXiv 1912.09729), i.e. the importance weight truncated at C (IMPALA's V-trace, arXiv 1802.01561).
+
+    Choice: Yao et al.'s decoupled form ('Your efficient RL framework secretly brings you off-policy RL
+    training', 2025: PPO ratio against the learner's own π_old times min(C, π_old/π_beh)) needs π_old at the
+    sampling version, which the learner does not hold; with one update per batch its π_old is π_θ itself,
+    so that ratio is ≡ 1 and never clips. The ratio here is always against the behaviour logprobs."""
+    ratio = torch.exp(inputs.logprobs - inputs.behaviour)
+    truncated = ratio.clamp(max=config.tis_cap) * inputs.advantages
+    clipped = ratio.clamp(1 - config.eps_low, 1 + config.eps_high) * inputs.advantages
+    per_token = -torch.minimum(truncated, clipped)
+    # no gradient where the clipped branch is taken, or the truncated one with ρ above the cap
+    bounded = (clipped < truncated) | ((ratio > config.tis_cap) & (truncated <= clipped))
+    return _finish(per_token, ratio, bounded, inputs, config)
 
 
 @torch.no_grad()

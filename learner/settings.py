@@ -29,7 +29,8 @@ class LearnerSettings(SectionSettings):
     kl_beta: float = 0.0
     """Weight β of the k3 KL to the frozen reference (0: no reference model is loaded)."""
     tis_cap: float = 2.0
-    """Truncation C of the importance weights for the clip_tis loss."""
+    """clip_tis: truncation C of the importance weight ρ = π_θ/π_behaviour in the unclipped branch (with
+    C ≥ 1+eps_high it bounds only negative-advantage tokens: dual-clip)."""
     aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
     """Loss aggregation over generated tokens."""
     w_exec: float = 1.0

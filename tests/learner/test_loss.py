@@ -56,11 +56,37 @@ def test_seq_mean_weights_sequences_equally():
     assert float(seq) == pytest.approx(-(1.0 + -3.0) / 2)
 
 
-def test_truncated_importance_weights_cap_the_behaviour_ratio():
-    x = inputs([-1.0, -1.0], [-3.0, -1.2], [1.0, 1.0])  # π/π_beh = e² (capped at 2) and e^0.2
-    loss, _ = get_loss("clip_tis")(x, LossConfig(tis_cap=2.0, total_tokens=2))
+@pytest.mark.parametrize(
+    "delta,adv,bounded",
+    [
+        (0.5, 1.0, True),  # ρ = e^0.5 > 1 + ε_high, A > 0: clipped
+        (-0.5, -1.0, True),  # ρ = e^-0.5 < 1 − ε_low, A < 0: clipped
+        (0.5, -1.0, False),  # ρ = e^0.5 ≤ C, A < 0: the unclipped branch, gradient −ρA
+        (2.0, -1.0, True),  # ρ = e² > C = 2, A < 0: truncated at C (dual-clip), no gradient
+        (0.1, 1.0, False),  # inside the trust region
+    ],
+)
+def test_clip_tis_ratio_is_against_behaviour_logprobs__clips_and_truncates_negative_advantages_at_cap(
+    delta, adv, bounded
+):
+    """Choice: ρ against the trajectory's behaviour logprobs (not the learner's detached recompute, whose ratio is
+    ≡ 1 and never clips); the importance weight of the unclipped branch is truncated at `tis_cap`."""
+    x = inputs([-1.0], [-1.0 - delta], [adv])
+    loss, metrics = get_loss("clip_tis")(x, LossConfig(eps_low=0.2, eps_high=0.28, tis_cap=2.0))
     loss.backward()
-    assert torch.allclose(x.logprobs.grad, -torch.tensor([2.0, float(torch.exp(torch.tensor(0.2)))]) / 2, atol=1e-5)
+    grad = float(x.logprobs.grad[0])
+    assert grad == (0.0 if bounded else pytest.approx(-float(torch.exp(torch.tensor(delta))) * adv))
+    assert metrics["all/clip_sum"] == float(bounded)
+    assert metrics["all/ratio_sum"] == pytest.approx(float(torch.exp(torch.tensor(delta))))
+
+
+def test_clip_tis_equals_clip_where_the_ratio_is_below_the_cap():
+    torch.manual_seed(0)
+    logp, beh, adv = -torch.rand(64) * 3, -torch.rand(64) * 3, torch.randn(64)
+    keep = torch.exp(logp - beh) <= 2.0
+    a, b = (inputs(logp[keep].tolist(), beh[keep].tolist(), adv[keep].tolist()) for _ in range(2))
+    config = LossConfig(tis_cap=2.0, total_tokens=int(keep.sum()))
+    assert float(get_loss("clip_tis")(a, config)[0]) == pytest.approx(float(get_loss("clip")(b, config)[0]))
 
 
 def test_metrics_per_kind_and_unknown_loss():
