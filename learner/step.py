@@ -1,6 +1,15 @@
 """From a `RolloutGroup` to a differentiable loss: advantages, token selection, packed forward.
 
 `prepare_group` is model-free (estimator + bookkeeping); `group_loss` runs the model on one packed group.
+
+Turns sampled under a grammar (forced `tool_choice`; `Trajectory.meta["constrained_turns"]`) are left out of
+the loss: their behaviour logprobs are renormalised over the tokens the grammar allowed, while the learner
+recomputes them unconstrained, so ρ = π_θ/π_behaviour is biased low on exactly those tokens (the clip would
+then fire on a gap that is not a policy change). Choice: exclude them altogether (no policy gradient, no KL,
+not in the token mean) rather than keep them with advantage 0, which would still count them in the mean and
+the KL. Recomputing the learner's logprobs under the same grammar mask would keep them; we do not (the learner
+has no grammar engine). Advantages are still estimated on whole trajectories: the reward of a constrained
+turn reaches the policy through the member's other tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ class PreparedGroup:
     seq: torch.Tensor
     """(N,) member index within the group."""
     estimator_metrics: dict[str, float]
+    constrained_excluded: int = 0
+    """Generated tokens left out because their turn was sampled under a grammar."""
 
     @property
     def num_tokens(self) -> int:
@@ -44,9 +55,11 @@ class PreparedGroup:
 def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageConfig) -> PreparedGroup:
     batch = batch_of(group)
     advantages, metrics = get_estimator(estimator)(batch, config)
-    selected, behaviour, adv, kinds, seq = [], [], [], [], []
+    selected, behaviour, adv, kinds, seq, excluded = [], [], [], [], [], 0
     for i, (traj, layout, a) in enumerate(zip(group.trajectories, batch.members, advantages)):
-        idx = torch.nonzero(layout.generated).flatten()
+        trainable = layout.generated & ~constrained_mask(traj, layout.turns)
+        excluded += int(layout.generated.sum() - trainable.sum())
+        idx = torch.nonzero(trainable).flatten()
         idx = idx[idx >= 1]  # token 0 has no context to be predicted from
         selected.append(idx)
         lp = torch.tensor([traj.logprobs[t] for t in idx.tolist()], dtype=torch.float32)
@@ -63,7 +76,14 @@ def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageConfig) 
         kinds=torch.cat(kinds),
         seq=torch.cat(seq),
         estimator_metrics=metrics,
+        constrained_excluded=excluded,
     )
+
+
+def constrained_mask(traj, turns: torch.Tensor) -> torch.Tensor:
+    """(T,) bool: tokens of the turns the trajectory lists as sampled under a grammar."""
+    constrained = traj.meta.get("constrained_turns") or []
+    return torch.isin(turns, torch.tensor(constrained, dtype=torch.long))
 
 
 def group_loss(

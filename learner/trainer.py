@@ -77,6 +77,7 @@ class Trainer:
         self.step += 1
         metrics = summarise(sums)
         metrics["grad_norm"] = grad_norm
+        metrics["tokens/constrained_excluded"] = float(sum(p.constrained_excluded for p in prepared))
         for p in prepared:
             merge_metrics(metrics, {f"estimator/{k}": v for k, v in p.estimator_metrics.items()})
         return StepReport(
