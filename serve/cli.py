@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 from slca.cli import CliError
 
@@ -35,14 +37,29 @@ def run_serve(args, config) -> int:
     from aiohttp import web
 
     from serve.app import create_app
+    from serve.keys import ENGINE
 
     settings, common = _settings(args, config), config.common
     if not common.model_path().is_dir():
         raise CliError(f"model directory not found: {common.model_path()} (run `slca model fetch` or set common.model)")
     logging.basicConfig(level=common.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings, common, sim_settings=_sim_settings(config))
+    app.on_startup.append(_exit_when_engine_is_fatal)
     web.run_app(app, host=settings.host, port=settings.port, access_log=None)
+    if getattr(app[ENGINE], "fatal", False):
+        logging.getLogger("slca.serve").critical("exiting: the engine failed beyond its rebuild budget")
+        return 3  # non-zero: `slca up` (or systemd, k8s) starts a fresh process
     return 0
+
+
+async def _exit_when_engine_is_fatal(app) -> None:
+    """An engine that cannot be rebuilt stops this process (graceful SIGTERM: in-flight requests get their
+    503s) instead of leaving a server that is alive but can never be ready."""
+    from serve.keys import ENGINE
+
+    engine = app[ENGINE]
+    if hasattr(engine, "on_fatal"):
+        engine.on_fatal = lambda: os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _sim_settings(config):

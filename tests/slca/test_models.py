@@ -15,12 +15,31 @@ N_TOKENS = 16
 VLLM_SCRIPT = r"""
 import json, sys
 from vllm import LLM, SamplingParams
-llm = LLM(model=sys.argv[1], dtype="bfloat16", enforce_eager=True, max_model_len=512, seed=0,
+llm = LLM(model=sys.argv[1], dtype=sys.argv[4], enforce_eager=True, max_model_len=512, seed=0,
           gpu_memory_utilization=0.15)  # on CPU: the share of RAM reserved for the KV cache
 prompt_ids = json.loads(sys.argv[2])
 out = llm.generate([{"prompt_token_ids": prompt_ids}], SamplingParams(temperature=0.0, max_tokens=int(sys.argv[3])))
-print("RESULT " + json.dumps(list(out[0].outputs[0].token_ids)))
+ids = list(out[0].outputs[0].token_ids)
+print("RESULT " + json.dumps(ids))
+# teacher-forced: the logprob of every token of prompt + greedy answer, as the engine computes it
+forced = llm.generate([{"prompt_token_ids": prompt_ids + ids}], SamplingParams(max_tokens=1, prompt_logprobs=0))
+lps = [None if d is None else d[t].logprob for t, d in zip(prompt_ids + ids, forced[0].prompt_logprobs)]
+print("FORCED " + json.dumps(lps))
 """
+
+
+def _vllm(model_dir, prompt_ids: list[int], dtype: str) -> tuple[list[int], list[float | None]]:
+    """vLLM in its own process (its engine state must not leak into the test process): greedy ids and the
+    teacher-forced logprobs of prompt + those ids."""
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-c", VLLM_SCRIPT, str(model_dir), json.dumps(prompt_ids), str(N_TOKENS), dtype],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    found = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
+             if line.startswith(("RESULT ", "FORCED "))}  # fmt: skip
+    assert proc.returncode == 0 and len(found) == 2, proc.stderr[-3000:]
+    return found["RESULT"], found["FORCED"]
 
 
 def _prompt_ids(model_dir) -> list[int]:
@@ -55,21 +74,38 @@ def test_tiny_model_shares_tokenizer(tiny_model_dir, embedded_model_dir):
 
 
 @pytest.mark.slow
-def test_transformers_and_vllm_agree_greedy(embedded_model_dir):
+def test_transformers_and_vllm_agree_greedy_at_equal_precision(embedded_model_dir):
+    """Greedy tokens are compared only at equal precision (fp32 both): across precisions near-ties flip
+    (FINDINGS.md: p(The)=0.152 vs p(L)=0.140 on this very prompt), which made this test red on bf16 CPUs."""
     from transformers import AutoTokenizer
 
     prompt_ids = _prompt_ids(embedded_model_dir)
     hf_ids = _hf_greedy(embedded_model_dir, prompt_ids)
     text = AutoTokenizer.from_pretrained(embedded_model_dir).decode(hf_ids)
     assert "Paris" in text, text
-    # vLLM in its own process: its engine state must not leak into the test process.
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-c", VLLM_SCRIPT, str(embedded_model_dir), json.dumps(prompt_ids), str(N_TOKENS)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    vllm_ids = json.loads(lines[-1][7:])
-    # bf16 vs fp32 may diverge late on near-ties; the first tokens must agree
-    assert vllm_ids[:4] == hf_ids[:4], (vllm_ids, hf_ids)
+    vllm_ids, _ = _vllm(embedded_model_dir, prompt_ids, "float32")
+    assert vllm_ids[:8] == hf_ids[:8], (vllm_ids, hf_ids)
+
+
+@pytest.mark.slow
+def test_vllm_served_precision_matches_transformers_teacher_forced(embedded_model_dir):
+    """At the precision the server picks on this CPU ('auto': bf16 where native, else fp32), vLLM's
+    teacher-forced logprobs stay within a tolerance of transformers fp32 on the same tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from slca.models.precision import choose_precision
+
+    prompt_ids = _prompt_ids(embedded_model_dir)
+    hf_ids = _hf_greedy(embedded_model_dir, prompt_ids)
+    dtype = choose_precision("auto").dtype
+    _, vllm_lps = _vllm(embedded_model_dir, prompt_ids + hf_ids[:-1], dtype)  # forced over prompt + answer
+    tokens = prompt_ids + hf_ids[:-1]
+    model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        logp = torch.log_softmax(model(torch.tensor([tokens])).logits[0].float(), -1)
+    gaps = [abs(float(logp[i - 1, tokens[i]]) - lp) for i, lp in enumerate(vllm_lps[: len(tokens)]) if lp is not None]
+    mean = sum(gaps) / len(gaps)
+    print(f"vLLM {dtype} vs transformers fp32, teacher-forced over {len(gaps)} tokens: mean |gap| {mean:.4f}, "
+          f"max {max(gaps):.4f}")  # fmt: skip
+    assert mean < (0.15 if dtype == "bfloat16" else 0.01), (mean, max(gaps))
