@@ -23,6 +23,12 @@ class OpsSettings(SectionSettings):
     """Upper bound of the restart delay."""
     restart_reset_after_s: float = 60.0
     """A process that stayed up this long counts as healthy again: its next crash restarts after the initial delay."""
+    ready_probe_interval_s: float = 5.0
+    """Seconds between readiness probes of processes that have one (serve: /readyz)."""
+    ready_start_grace_s: float = 300.0
+    """Time a (re)started process gets to become ready (model load, engine build) before it is restarted."""
+    unready_grace_s: float = 60.0
+    """A process that was ready and then fails every readiness probe for this long is restarted."""
     shutdown_grace_s: float = 20.0
     """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes."""
     warm_model_name: str = "SmolLM2-135M-Instruct-sft"

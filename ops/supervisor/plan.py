@@ -88,7 +88,8 @@ def build_specs(config: Config, global_argv: list[str], base_env: dict[str, str]
         else:
             url = f"http://127.0.0.1:{port}/metrics" if port else None
         argv = [sys.executable, "-m", "slca", *global_argv, kind.command]
-        specs.append(ProcessSpec(name, argv, log_dir / f"{name}.log", env, url))
+        ready_url = url + "/readyz" if kind.metrics_on_api else None
+        specs.append(ProcessSpec(name, argv, log_dir / f"{name}.log", env, url, ready_url))
     return specs, skipped
 
 

@@ -30,6 +30,8 @@ class ProcessSpec:
     """Added to the supervisor's environment."""
     url: str | None = None
     """Where the process can be reached (API or metrics), for the status table."""
+    ready_url: str | None = None
+    """Readiness probe (serve: /readyz); a process that stays unready is restarted (ops/supervisor/readiness.py)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,26 @@ class ManagedProcess:
     def restart(self) -> None:
         self.restarts += 1
         self.start()
+
+    def kill_unready(self, grace_s: float) -> None:
+        """Stop a live but unready child (SIGTERM, then SIGKILL after `grace_s`) and schedule its restart like a
+        crash's: the back-off applies, so a process that never becomes ready is not restarted in a tight loop."""
+        if self.state != ProcessState.RUNNING or self.proc is None:
+            return
+        self.signal_group(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.signal_group(signal.SIGKILL)
+            self.proc.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.last_exit = self.proc.returncode
+        self.consecutive_crashes += 1
+        self.state = ProcessState.BACKOFF
+        self.restart_at = self.clock() + self.backoff.delay(self.consecutive_crashes)
 
     def signal_group(self, sig: int) -> None:
         """Signal the child's whole process group (a Celery worker's prefork children, vLLM's engine core)."""

@@ -23,7 +23,7 @@ def describe(supervisor, extra: dict[str, Any]) -> dict[str, Any]:
         "processes": [
             {"name": p.spec.name, "pid": p.pid, "state": p.state.value, "restarts": p.restarts,
              "uptime_s": round(p.uptime(), 1), "last_exit": p.last_exit, "log": str(p.spec.log_path),
-             "url": p.spec.url}  # fmt: skip
+             "url": p.spec.url, "ready": supervisor.is_ready(p.spec.name)}  # fmt: skip
             for p in supervisor.processes
         ],
     }

@@ -8,14 +8,18 @@ import time
 from collections.abc import Callable, Sequence
 
 from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec, ProcessState
+from ops.supervisor.readiness import ReadinessPolicy, ReadinessWatch
 
 log = logging.getLogger("slca.up")
 
 
 class Supervisor:
     def __init__(self, specs: Sequence[ProcessSpec], backoff: Backoff, grace_s: float = 20.0,
-                 poll_interval_s: float = 0.2):  # fmt: skip
+                 poll_interval_s: float = 0.2, readiness: ReadinessPolicy | None = None):  # fmt: skip
         self.processes = [ManagedProcess(spec, backoff) for spec in specs]
+        policy = readiness or ReadinessPolicy()
+        self.watches = {p.spec.name: ReadinessWatch(p.spec.ready_url, policy) for p in self.processes
+                        if p.spec.ready_url}  # fmt: skip
         self.grace_s = grace_s
         self.poll_interval_s = poll_interval_s
         self.stop_event = threading.Event()
@@ -26,6 +30,7 @@ class Supervisor:
     def start_all(self) -> None:
         for proc in self.processes:
             proc.start()
+            self._reset_watch(proc)
             log.info("started %s (pid %s), log %s", proc.spec.name, proc.pid, proc.spec.log_path)
 
     def tick(self) -> None:
@@ -37,9 +42,29 @@ class Supervisor:
                 else:
                     log.warning("%s exited with status %s; restarting in %.1fs (see %s)", proc.spec.name,
                                 proc.last_exit, proc.restart_at - proc.clock(), proc.spec.log_path)  # fmt: skip
+            self._check_ready(proc)
             if proc.due():
                 proc.restart()
+                self._reset_watch(proc)
                 log.info("restarted %s (pid %s, restart #%d)", proc.spec.name, proc.pid, proc.restarts)
+
+    def _reset_watch(self, proc: ManagedProcess) -> None:
+        if proc.spec.name in self.watches:
+            self.watches[proc.spec.name].reset()
+
+    def _check_ready(self, proc: ManagedProcess) -> None:
+        watch = self.watches.get(proc.spec.name)
+        if watch is None or proc.state != ProcessState.RUNNING:
+            return
+        reason = watch.check()
+        if reason:
+            log.warning("%s is alive but %s (%s); restarting it", proc.spec.name, reason, watch.url)
+            proc.kill_unready(self.grace_s)
+
+    def is_ready(self, name: str) -> bool | None:
+        """Last readiness probe of a process with a readiness URL (None: not probed)."""
+        watch = self.watches.get(name)
+        return watch.ready if watch else None
 
     def run(self, on_tick: Callable[["Supervisor"], None] | None = None, tick_every_s: float = 1.0) -> None:
         """Supervise until `stop_event` is set (by a signal handler), then stop everything."""

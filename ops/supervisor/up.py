@@ -22,6 +22,7 @@ from ops.redis_view import read_snapshot
 from ops.settings import OpsSettings
 from ops.supervisor.plan import build_specs
 from ops.supervisor.process import Backoff
+from ops.supervisor.readiness import ReadinessPolicy
 from ops.supervisor.state import describe, state_path, write_state
 from ops.supervisor.supervisor import Supervisor
 from ops.supervisor.table import process_table, system_lines
@@ -43,7 +44,9 @@ def run_up(args, config: Config) -> int:
         for name in skipped:
             log.warning("skipping %s: the `slca %s` command is not registered (component not built yet)", name, name)
         supervisor = Supervisor(specs, Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s,
-                                               ops.restart_reset_after_s), grace_s=ops.shutdown_grace_s)  # fmt: skip
+                                               ops.restart_reset_after_s), grace_s=ops.shutdown_grace_s,
+                                readiness=ReadinessPolicy(ops.ready_probe_interval_s, ops.ready_start_grace_s,
+                                                          ops.unready_grace_s))  # fmt: skip
         install_stop_handlers(supervisor)
         print_banner(supervisor, redis_url, owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env,
                      "SLCA_RECORD_KEY" in env)  # fmt: skip

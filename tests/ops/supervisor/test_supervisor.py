@@ -122,3 +122,38 @@ def test_a_clean_exit_is_done_not_restarted(tmp_path):
         time.sleep(0.02)
     sup.stop_all()
     assert proc.restarts == 0 and proc.last_exit == 0
+
+
+def test_readiness_watch_grace_then_restart_reason():
+    from ops.supervisor.readiness import ReadinessPolicy, ReadinessWatch
+
+    now, answers = [0.0], []
+    watch = ReadinessWatch("http://x/readyz", ReadinessPolicy(1.0, 10.0, 5.0), clock=lambda: now[0],
+                           probe_fn=lambda url: answers.pop(0))  # fmt: skip
+    for t, ok, expect in [(0, False, None), (9, False, None), (11, False, "after start")]:
+        now[0], answers[:] = t, [ok]
+        reason = watch.check()
+        assert (reason is None) if expect is None else (expect in reason)
+    watch.reset()
+    for t, ok, expect in [(20, True, None), (21, False, None), (25, False, None), (27, False, "not ready for")]:
+        now[0], answers[:] = t, [ok]
+        reason = watch.check()
+        assert (reason is None) if expect is None else (expect in reason), (t, reason)
+
+
+def test_alive_but_unready_process_is_restarted(tmp_path):
+    """A child that keeps running but whose readiness URL never answers is killed and started again (the
+    vLLM engine that died behind a live HTTP loop used to stay 'running' with /readyz 503 forever)."""
+    from ops.supervisor.readiness import ReadinessPolicy
+
+    counter = tmp_path / "runs"
+    code = f"import time; open({str(counter)!r}, 'a').write('x'); time.sleep(600)"
+    spec = ProcessSpec("server", [PY, "-c", code], tmp_path / "server.log", ready_url="http://127.0.0.1:9/readyz")
+    sup = Supervisor([spec], Backoff(0.05, 0.1, 60.0), grace_s=2.0, poll_interval_s=0.01,
+                     readiness=ReadinessPolicy(interval_s=0.05, start_grace_s=0.3, unready_grace_s=0.3))  # fmt: skip
+    sup.start_all()
+    try:
+        assert wait_for(lambda: (sup.tick() or True) and counter.exists() and len(counter.read_text()) >= 2, 20)
+        assert sup.get("server").restarts >= 1 and sup.is_ready("server") is False
+    finally:
+        sup.stop_all()
