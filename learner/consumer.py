@@ -1,11 +1,24 @@
-"""Reading rollout groups from `slca:groups` with a Redis consumer group.
+"""Reading rollout groups from `slca:groups` with a Redis consumer group (DESIGN.md §7).
 
 Entries stay pending until `ack` — the loop acknowledges only after the step that used them is checkpointed,
 so a crash redelivers them; the checkpoint's `consumed` ids make the redelivery a no-op for applied groups.
-On start the consumer first re-reads its own pending entries (id 0), then new ones (>)."""
+
+Order of a read: first this consumer's own pending entries (id 0, once after start: a restarted learner
+resumes its own work, which is why its name is stable, see `consumer_name`), then entries pending on *any*
+consumer for longer than `claim_idle_ms` (XAUTOCLAIM: a learner that died, or ran under another name, left
+them), then new ones (>). A live learner holding entries across steps calls `keep_alive` so that its own
+entries never look idle to another consumer (XCLAIM JUSTID resets the idle time without counting a delivery);
+XAUTOCLAIM does not tell whose entries it took, so entries this consumer already holds are not handed out twice.
+
+Race left open: a consumer that dies between its checkpoint and its XACK leaves applied entries pending. If
+its successor under the same name restarts first, the checkpoint's ids make them a no-op; if another consumer
+with its own checkpoint claims them after `claim_idle_ms`, they are applied once more. Keep `claim_idle_ms`
+well above a restart.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import redis
@@ -21,13 +34,29 @@ class GroupEntry:
     raw: dict | None = None
 
 
+def consumer_name(configured: str | None) -> str:
+    """This learner's name in the consumer group: `configured`, else `learner`, suffixed `-<RANK>` — always when
+    defaulted (`learner-0` alone), and under torchrun (WORLD_SIZE > 1) when configured. Never the host name: a
+    learner restarted elsewhere must find its own pending entries under the same name."""
+    rank = os.environ.get("RANK", "0")
+    if configured:
+        return f"{configured}-{rank}" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else configured
+    return f"learner-{rank}"
+
+
 class GroupConsumer:
-    def __init__(self, client: redis.Redis, streams: Streams, group: str, consumer: str):
+    def __init__(self, client: redis.Redis, streams: Streams, group: str, consumer: str,
+                 claim_idle_ms: int = 600_000):  # fmt: skip
         self.client = client
         self.streams = streams
         self.group = group
         self.consumer = consumer
-        self._pending_done = False
+        self.claim_idle_ms = claim_idle_ms
+        self._pending_cursor: bytes | str | None = "0"
+        """Where the re-read of this consumer's own pending entries continues; None once done."""
+        self._claim_cursor = "0-0"
+        self._held: set[bytes] = set()
+        """Entries read and not yet acknowledged."""
         try:
             client.xgroup_create(streams.groups, group, id="0", mkstream=True)
         except redis.ResponseError as exc:
@@ -35,12 +64,13 @@ class GroupConsumer:
                 raise
 
     def read(self, count: int, block_ms: int) -> list[GroupEntry]:
-        if not self._pending_done:
-            entries = self._read("0", count, None)
-            if entries:
-                return entries
-            self._pending_done = True
-        return self._read(">", count, block_ms)
+        entries = []
+        if self._pending_cursor is not None:
+            entries = self._read(self._pending_cursor, count, None)
+            self._pending_cursor = entries[-1].entry_id if entries else None
+        entries = entries or self._claim(count) or self._read(">", count, block_ms)
+        self._held.update(e.entry_id for e in entries)
+        return entries
 
     def _read(self, start: str, count: int, block_ms: int | None) -> list[GroupEntry]:
         reply = self.client.xreadgroup(self.group, self.consumer, {self.streams.groups: start}, count=count, block=block_ms)
@@ -50,6 +80,14 @@ class GroupConsumer:
                 out.append(self._decode(entry_id, fields))
         return out
 
+    def _claim(self, count: int) -> list[GroupEntry]:
+        """Entries idle past the deadline on any consumer, taken over (their delivery count goes up)."""
+        reply = self.client.xautoclaim(self.streams.groups, self.group, self.consumer, self.claim_idle_ms,
+                                       start_id=self._claim_cursor, count=count)  # fmt: skip
+        self._claim_cursor = reply[0]  # the scan's cursor; back at 0-0 once the whole pending list was seen
+        # an entry trimmed from the stream comes back without fields (Redis 7 drops it from the pending list)
+        return [self._decode(entry_id, fields) for entry_id, fields in reply[1] if fields and entry_id not in self._held]
+
     @staticmethod
     def _decode(entry_id, fields) -> GroupEntry:
         try:
@@ -57,9 +95,15 @@ class GroupConsumer:
         except ContractError as exc:
             return GroupEntry(entry_id, None, str(exc), fields)
 
+    def keep_alive(self) -> None:
+        """Reset the idle time of the entries this consumer holds (read, not yet acknowledged)."""
+        if self._held:
+            self.client.xclaim(self.streams.groups, self.group, self.consumer, 0, sorted(self._held), justid=True)
+
     def ack(self, entry_ids: list[bytes]) -> None:
         if entry_ids:
             self.client.xack(self.streams.groups, self.group, *entry_ids)
+            self._held.difference_update(entry_ids)
 
     def dead_letter(self, entry: GroupEntry) -> None:
         """An undecodable entry goes to `slca:dead` with the reason; then it is acknowledged."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from pathlib import Path
 import redis
 
 from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
-from learner.consumer import GroupConsumer, GroupEntry
+from learner.consumer import GroupConsumer, GroupEntry, consumer_name
 from learner.metrics import LearnerMetrics
 from learner.model import load_policy, load_reference
 from learner.publish import publish
@@ -73,7 +72,7 @@ def run_learner(ctx: LoopContext) -> LearnerState:
     trainer.step = state.step
     consumed = set(state.consumed)
     ctx.metrics.published_version.set(state.version)
-    consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, f"learner-{socket.gethostname()}-{os.environ.get('RANK', '0')}")
+    consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, consumer_name(s.consumer_name), s.claim_idle_ms)
     unacked: list[bytes] = []
     log.info("learner: step %d, version %d, %d groups consumed so far", state.step, state.version, len(consumed))
     while not ctx.stop.is_set() and not (s.max_steps and state.step >= s.max_steps):
@@ -100,6 +99,7 @@ def collect(ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, cons
     want = ctx.settings.groups_per_step
     usable: list[GroupEntry] = []
     while len(usable) < want and not ctx.stop.is_set():
+        consumer.keep_alive()  # groups held until a checkpoint must not look idle to another learner
         entries = consumer.read(want - len(usable), ctx.settings.block_ms)
         if not entries:
             if not usable:

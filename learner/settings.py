@@ -68,6 +68,13 @@ class LearnerSettings(SectionSettings):
     """auto: bf16 autocast on GPU and on CPUs with bf16 support, else fp32. Master weights stay fp32."""
     consumer_group: str = "learner"
     """Redis consumer group on the groups stream."""
+    consumer_name: str | None = None
+    """This learner's name in the consumer group; None: `learner-<RANK>` (`learner-0` alone). Keep it stable: a
+    restarted learner resumes the groups pending under its name. Under torchrun a set name gets `-<RANK>`."""
+    claim_idle_ms: int = Field(default=600_000, ge=1)
+    """XAUTOCLAIM groups pending on any consumer for longer than this (a learner that died, or ran under another
+    name). A live learner keeps its own held groups fresh between reads, but not during a step: keep this above
+    the longest step."""
     block_ms: int = 1000
     """XREADGROUP block time."""
     max_steps: int = 0
