@@ -31,6 +31,11 @@ class OpsSettings(SectionSettings):
     """A process that was ready and then fails every readiness probe for this long is restarted."""
     shutdown_grace_s: float = 20.0
     """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes."""
+    warm_start_minutes: float = 12.0
+    """`slca up` runs `slca sft` for this long first when no warm-started model exists (0: never). The raw
+    SmolLM2 never calls a tool, so online RL from it has no signal (FINDINGS.md)."""
+    warm_start_eval_tasks: int = 20
+    """Held-out tasks of the warm start's before/after parseable-call check."""
     warm_model_name: str = "SmolLM2-135M-Instruct-sft"
     """Model directory under `<cache_dir>/models/` that `slca sft` writes; `slca up` serves it when present
     and no model is configured explicitly."""

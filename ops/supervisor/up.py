@@ -26,6 +26,7 @@ from ops.supervisor.readiness import ReadinessPolicy
 from ops.supervisor.state import describe, state_path, write_state
 from ops.supervisor.supervisor import Supervisor
 from ops.supervisor.table import process_table, system_lines
+from ops.supervisor.warm_start import ensure_warm_start
 from slca.config import Config
 from slca.redis_server import RedisServer
 
@@ -36,6 +37,7 @@ def run_up(args, config: Config) -> int:
     common, ops = config.common, config.get(OpsSettings)
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
+    ensure_warm_start(config, global_argv(args))
     owned_redis = None if common.redis_url else RedisServer(data_dir / "redis", appendonly=True).start()
     redis_url = common.redis_url or owned_redis.url
     try:

@@ -20,7 +20,7 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_DATA_DIR": str(tmp_path / "var")}
     env.pop("SLCA_REDIS_URL", None)
     sets = ["--set", 'ops.processes=["feed"]', "--set", f'ops.metrics_ports={{"feed": {free_port()}}}',
-            "--set", f"serve.port={free_port()}", "--set", "ops.status_interval_s=0.5"]  # fmt: skip
+            "--set", f"serve.port={free_port()}", "--set", "ops.status_interval_s=0.5", "--set", "ops.warm_start_minutes=0"]  # fmt: skip
     up = subprocess.Popen([sys.executable, "-m", "slca", *sets, "up"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     state_file = tmp_path / "var" / "up-state.json"
@@ -50,3 +50,17 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
         pass
     final = json.loads(state_file.read_text())
     assert final["processes"][0]["state"] == "stopped"
+
+
+def test_warm_start_stage_runs_only_without_a_warm_model_and_explicit_model(tmp_path):
+    from ops.supervisor.warm_start import needs_warm_start, warm_model_dir
+    from slca.config import load_config
+
+    base = [f"common.cache_dir={tmp_path}"]
+    assert needs_warm_start(load_config(overrides=base))  # fresh machine: no warm start yet
+    assert not needs_warm_start(load_config(overrides=base + ["ops.warm_start_minutes=0"]))
+    assert not needs_warm_start(load_config(overrides=base + ["common.model=tiny"]))  # the user chose a model
+    warm = warm_model_dir(load_config(overrides=base))
+    warm.mkdir(parents=True)
+    (warm / "config.json").write_text("{}")
+    assert not needs_warm_start(load_config(overrides=base))  # later runs find it

@@ -1,0 +1,57 @@
+"""The first stage of `slca up`: a warm start when none exists yet.
+
+The raw SmolLM2 never emits a tool call (FINDINGS.md): every trajectory scores the same, every group has zero
+variance and online RL has nothing to learn from. So on a machine without a warm-started model, `slca up`
+first runs `slca sft` (its own progress bar, with the time left) for `ops.warm_start_minutes`, writing
+`<cache>/models/<ops.warm_model_name>`, which `child_env` then serves and trains. Later runs find it and skip
+this stage. An explicitly configured model is never replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+from ops.settings import OpsSettings
+from slca.config import Config
+
+log = logging.getLogger("slca.up")
+
+
+def warm_model_dir(config: Config) -> Path:
+    return Path(config.common.cache_dir).expanduser() / "models" / config.get(OpsSettings).warm_model_name
+
+
+def model_is_explicit(config: Config) -> bool:
+    return "model" in config.raw.get("common", {})
+
+
+def needs_warm_start(config: Config) -> bool:
+    ops = config.get(OpsSettings)
+    if ops.warm_start_minutes <= 0 or model_is_explicit(config):
+        return False
+    return not (warm_model_dir(config) / "config.json").is_file()
+
+
+def ensure_warm_start(config: Config, global_argv: list[str]) -> bool:
+    """Run the warm start when needed; True when a warm-started model is (now) there. A failed warm start is
+    reported and the system comes up on the base model (it serves; it just cannot learn much)."""
+    if not needs_warm_start(config):
+        return (warm_model_dir(config) / "config.json").is_file()
+    ops = config.get(OpsSettings)
+    out = warm_model_dir(config)
+    print(f"slca up: no warm-started model yet ({out}); warm start first: `slca sft` for "
+          f"{ops.warm_start_minutes:g} min (first run only; set ops.warm_start_minutes=0 to skip)", flush=True)  # fmt: skip
+    argv = [sys.executable, "-m", "slca", *global_argv, "sft", "--minutes", str(ops.warm_start_minutes),
+            "--eval-tasks", str(ops.warm_start_eval_tasks), "--out", str(out)]  # fmt: skip
+    try:
+        code = subprocess.call(argv)
+    except KeyboardInterrupt:
+        print("slca up: warm start interrupted", flush=True)
+        raise
+    if code != 0:
+        log.error("warm start failed (exit %s); serving the base model", code)
+        return False
+    return (out / "config.json").is_file()
