@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
-from serve.engines.weights_io import load_state_dict
+from serve.engines.weights_io import WeightRollback, load_state_dict
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +253,8 @@ class HFEngine(ServedModel):
         return time.perf_counter() - t0
 
     def _checked_state(self, path: str) -> dict:
+        """The new tensor of every parameter, already in the parameter's dtype and device: everything that can
+        fail (reading, checksums, names, shapes, conversion) happens here, before any weight is touched."""
         state = load_state_dict(path)
         params = dict(self.model.named_parameters())
         missing = [n for n in params if n not in state and not self._tied(n)]
@@ -261,17 +263,26 @@ class HFEngine(ServedModel):
         for name, tensor in state.items():
             if name in params and tuple(tensor.shape) != tuple(params[name].shape):
                 raise WeightLoadError(f"{path}: {name} has shape {tuple(tensor.shape)}, model {tuple(params[name].shape)}")
-        return state
+        try:
+            return {n: state[n].to(device=p.device, dtype=p.dtype) for n, p in params.items() if n in state}
+        except (RuntimeError, TypeError, AttributeError) as exc:  # e.g. out of memory while converting
+            raise WeightLoadError(f"{path}: cannot convert the tensors ({exc})") from None
 
     def _tied(self, name: str) -> bool:
         return name == "lm_head.weight" and bool(getattr(self.model.config, "tie_word_embeddings", False))
 
     def _install(self, state: dict, version: int) -> None:
+        """Swap in `state` (from `_checked_state`): all of it or, should an assignment fail, none of it."""
         params = dict(self.model.named_parameters())
         with self._lock:  # between two forward steps of the running batch
-            for name, param in params.items():
-                if name in state:
-                    param.data = state[name].to(param.dtype)
+            previous = {name: params[name].data for name in state}  # the last good version: references, no copy
+            try:
+                for name, tensor in state.items():
+                    params[name].data = tensor
+            except Exception as exc:  # put every tensor back before the next forward step sees a mix
+                for name, tensor in previous.items():
+                    params[name].data = tensor
+                raise WeightRollback(f"swap to v{version} failed midway ({exc}); v{self.version} restored") from exc
             self.version = version
 
 

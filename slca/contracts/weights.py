@@ -31,6 +31,15 @@ class WeightManifest(Contract):
     created_at: float = Field(default_factory=time.time)
     train_step: int = Field(default=0, ge=0)
 
+    @field_validator("sha256")
+    @classmethod
+    def _names_inside_the_version(cls, v: dict[str, str]) -> dict[str, str]:
+        # a listed name is read as `path / name`: it must not lead out of the version's directory
+        for name in v:
+            if not is_confined_name(name):
+                raise ValueError(f"file name {name!r} must be relative, inside the version directory (no '..')")
+        return v
+
     @field_validator("format")
     @classmethod
     def _known_format(cls, v: str) -> str:
@@ -39,11 +48,25 @@ class WeightManifest(Contract):
         return v
 
     def verify(self) -> list[str]:
-        """Return the files whose content does not match (missing files included); empty when intact."""
+        """Return the files whose content does not match (missing files, and symlinks leading out of `path`,
+        included); empty when intact."""
         root = Path(self.path)
         bad = []
         for name, digest in self.sha256.items():
             f = root / name
-            if not f.is_file() or sha256_file(f) != digest:
+            if not f.is_file() or not inside(root, f) or sha256_file(f) != digest:
                 bad.append(name)
         return bad
+
+
+def is_confined_name(name: str) -> bool:
+    """A relative path without '..', backslashes or empty parts (checked on the text: no filesystem access)."""
+    if not name or "\\" in name or name.startswith("/") or "\0" in name:
+        return False
+    parts = name.split("/")
+    return all(part not in ("", ".", "..") for part in parts)
+
+
+def inside(root: Path, file: Path) -> bool:
+    """`file`, symlinks resolved, lies inside `root` (symlinks resolved too)."""
+    return file.resolve().is_relative_to(root.resolve())

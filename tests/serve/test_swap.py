@@ -1,18 +1,29 @@
-"""Hot-swap under a steady stream of requests: zero failures, one version per trajectory or flagged mixed."""
+"""Hot-swap under a steady stream of requests: zero failures, one version per trajectory or flagged mixed.
+
+Loading cannot half-happen: a version without a manifest, with a name leading out of its directory or with an
+unlisted weight file is refused; a load that fails midway restores the last good weights (hf and vLLM) and is
+counted; the channel subscriber survives any error."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import shutil
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import redis
+import torch
 
+from serve.engines.base import WeightLoadError
+from serve.engines.weights_io import check_weight_dir, load_state_dict
 from slca.contracts import Streams, Trajectory, decode_entry
+from slca.contracts.weights import MANIFEST_NAME, sha256_file
 from tests.serve.conftest import ADMIN_TOKEN, ServerProcess
 from tests.serve.weights_util import publish_version
 
@@ -51,7 +62,8 @@ class SteadyLoad(threading.Thread):
         while not self.stop.is_set():
             body = {"messages": [{"role": "user", "content": "hello"}], "task_id": f"steady-{i}", "n": 2,
                     "max_tokens": 24, "seed": i, "record": True}  # fmt: skip
-            self.statuses.append(request(self.url + "/v1/agent/runs", body)[0])
+            # the admin token holds the 'record' scope too: without a record key nothing would be recorded
+            self.statuses.append(request(self.url + "/v1/agent/runs", body, ADMIN_TOKEN)[0])
             i += 1
 
 
@@ -120,3 +132,288 @@ def test_failed_load_keeps_the_old_version_and_says_why(swap_server, tmp_path):
 def test_admin_needs_the_token(swap_server, token, status):
     code, body = request(swap_server.url + "/admin/weights", {"version": 5, "path": "/tmp"}, token)
     assert code == status and body["error"]["type"] == "authentication_error"
+
+
+# --- loading cannot half-happen -----------------------------------------------------------------------------
+def _manifest_of(root) -> dict:
+    return json.loads((root / MANIFEST_NAME).read_text())
+
+
+def _rewrite_manifest(root, **changes) -> None:
+    (root / MANIFEST_NAME).write_text(json.dumps({**_manifest_of(root), **changes}))
+
+
+def _no_manifest(v, tmp_path):
+    (v / MANIFEST_NAME).unlink()
+
+
+def _dotdot_name(v, tmp_path):
+    outside = tmp_path / "outside.safetensors"
+    shutil.copy(v / "model.safetensors", outside)
+    sha = _manifest_of(v)["sha256"]
+    _rewrite_manifest(v, sha256={**sha, "../outside.safetensors": sha256_file(outside)})
+
+
+def _absolute_name(v, tmp_path):
+    sha = _manifest_of(v)["sha256"]
+    _rewrite_manifest(v, sha256={**sha, str(v / "model.safetensors"): sha["model.safetensors"]})
+
+
+def _symlink_out(v, tmp_path):
+    outside = tmp_path / "elsewhere" / "model.safetensors"
+    outside.parent.mkdir()
+    (v / "model.safetensors").rename(outside)
+    (v / "model.safetensors").symlink_to(outside)  # same bytes, same checksum, but not inside v1/
+
+
+def _unlisted_weights(v, tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"model.embed_tokens.weight": torch.zeros(2, 2)}, str(v / "extra.safetensors"))
+
+
+def _tampered(v, tmp_path):
+    with open(v / "model.safetensors", "r+b") as fh:
+        fh.seek(-4, 2)
+        fh.write(b"\x00\x01\x02\x03")
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (_no_manifest, "no manifest.json"), (_dotdot_name, "bad manifest"), (_absolute_name, "bad manifest"),
+    (_symlink_out, "outside the version directory"), (_unlisted_weights, "not listed in the manifest: extra"),
+    (_tampered, "checksum mismatch for model.safetensors"),
+], ids=["no_manifest", "dotdot_name", "absolute_name", "symlink_out", "unlisted_weights", "tampered"])  # fmt: skip
+def test_only_a_fully_listed_and_verified_version_loads(tiny_model_dir, tmp_path, damage, reason):
+    v = Path(publish_version(tiny_model_dir, tmp_path / "weights", 1, 1.01).path)
+    assert check_weight_dir(str(v)) == v and load_state_dict(str(v))  # intact: loads
+    damage(v, tmp_path)
+    for load in (check_weight_dir, load_state_dict):  # vLLM checks, hf loads: both refuse
+        with pytest.raises(WeightLoadError, match=reason):
+            load(str(v))
+
+
+def test_a_version_the_learner_publishes_loads(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from learner.publish import write_version
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    manifest = write_version(model, Path(tiny_model_dir), tmp_path, 1, train_step=1, base_model="tiny")
+    state = load_state_dict(manifest.path)
+    assert check_weight_dir(manifest.path) == Path(manifest.path) and "model.embed_tokens.weight" in state
+
+
+class _Poison:
+    """Passes the name and shape checks, then fails as an allocation can (out of memory) when converted."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def to(self, *args, **kwargs):
+        raise RuntimeError("simulated: out of memory")
+
+
+def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path, monkeypatch):
+    import serve.engines.hf as hf
+    from serve.engines.base import SamplingParams, create_engine, generate
+    from serve.engines.weights_io import WeightRollback
+    from serve.settings import ServeSettings
+
+    v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.05)
+    real_load = hf.load_state_dict
+
+    def poisoned_load(path):  # a parameter in the middle fails, after earlier ones could have been swapped
+        state = real_load(path)
+        middle = list(state)[len(state) // 2]
+        state[middle] = _Poison(state[middle].shape)
+        return state
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        engine = create_engine("hf", str(tiny_model_dir), ServeSettings(engine="hf", torch_threads=1))
+        await engine.start()
+        try:
+            before = {n: p.detach().clone() for n, p in engine.model.named_parameters()}
+
+            def unchanged() -> bool:
+                return all(torch.equal(p, before[n]) for n, p in engine.model.named_parameters())
+
+            monkeypatch.setattr(hf, "load_state_dict", poisoned_load)
+            try:
+                await engine.swap_weights(v1.path, 1)
+                error = None
+            except Exception as exc:
+                error = exc
+            after_load_failure = (engine.version, unchanged(), type(error))
+            monkeypatch.setattr(hf, "load_state_dict", real_load)
+            # the swap itself failing at its last tensor: the tensors already swapped in are put back
+            state = await loop.run_in_executor(None, engine._checked_state, v1.path)
+            state[list(state)[-1]] = "not a tensor"
+            with pytest.raises(WeightRollback):
+                await loop.run_in_executor(None, engine._install, state, 1)
+            after_install_failure = (engine.version, unchanged())
+            await engine.swap_weights(v1.path, 1)  # and the engine still swaps and serves
+            result = await generate(engine, [1, 2, 3], SamplingParams(max_tokens=2, seed=0))
+            return after_load_failure, after_install_failure, engine.version, unchanged(), result.versions
+        finally:
+            await engine.close()
+
+    after_load_failure, after_install_failure, version, still_v0, versions = asyncio.run(main())
+    assert after_load_failure == (0, True, WeightLoadError) and after_install_failure == (0, True)
+    assert version == 1 and not still_v0 and versions == [1, 1]
+
+
+class _FakeCore:
+    """vLLM's engine core as the driver thread sees it, idle; a reload from a path in `fail_on` fails midway."""
+
+    def __init__(self):
+        self.loads: list[str] = []
+        self.fail_on: set[str] = set()
+
+    def collective_rpc(self, method: str, kwargs: dict) -> None:
+        assert method == "reload_weights"
+        self.loads.append(kwargs["weights_path"])
+        if kwargs["weights_path"] in self.fail_on:
+            raise RuntimeError("simulated: failed after loading some layers")
+
+    def reset_prefix_cache(self) -> None:
+        pass
+
+    def has_unfinished_requests(self) -> bool:
+        return False
+
+
+def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir, tmp_path):
+    from serve.engines.vllm_engine import VLLMEngine
+    from serve.engines.weights_io import WeightRollback, WeightRollbackFailed
+    from serve.settings import ServeSettings
+
+    v1, v2 = (publish_version(tiny_model_dir, tmp_path, v, 1.0 + v / 100).path for v in (1, 2))
+    engine = VLLMEngine(str(tiny_model_dir), ServeSettings(engine="vllm"))
+    core = engine.engine = _FakeCore()
+    core.fail_on.add(v2)
+
+    async def main():
+        engine._thread = threading.Thread(target=engine._drive, daemon=True)  # the driver, over the fake core
+        engine._thread.start()
+        try:
+            with pytest.raises(WeightRollback):
+                await engine.swap_weights(v2, 2)  # from v0: the model directory is the last good weights
+            at_v0 = (engine.version, list(core.loads))
+            await engine.swap_weights(v1, 1)
+            with pytest.raises(WeightRollback):
+                await engine.swap_weights(v2, 2)
+            return at_v0, engine.version, list(core.loads)
+        finally:
+            await engine.close()
+
+    at_v0, version, loads = asyncio.run(main())
+    assert at_v0 == (0, [v2, str(tiny_model_dir)])
+    assert version == 1 and loads == [v2, str(tiny_model_dir), v1, v2, v1]
+    # nothing good can be loaded back: said so, the version is not claimed (the driver then takes the engine down)
+    engine.engine = core
+    core.fail_on.add(v1)
+    assert isinstance(engine._reload(v2, 2), WeightRollbackFailed) and engine.version == 1
+
+
+class _FakeEngine:
+    """Swaps by version: `behaviour[version]` is an exception to raise, or None to succeed."""
+
+    def __init__(self, behaviour: dict, reached: asyncio.Event | None = None):
+        self.version, self.behaviour, self.reached = 0, behaviour, reached
+
+    async def swap_weights(self, path: str, version: int) -> float:
+        if self.behaviour.get(version) is not None:
+            raise self.behaviour[version]
+        self.version = version
+        if self.reached is not None and version == max(self.behaviour):
+            self.reached.set()
+        return 0.01
+
+
+def _notification(version: int) -> str:
+    return json.dumps({"version": version, "path": f"/w/v{version}", "sha256": {"model.safetensors": "0" * 64},
+                       "base_model": "tiny"})  # fmt: skip
+
+
+def test_failed_swaps_and_rollbacks_are_counted(tmp_path):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from serve.engines.weights_io import WeightRollback
+    from serve.metrics import ServeMetrics
+    from serve.swap import WeightSwapper
+
+    metrics = ServeMetrics(CollectorRegistry())
+    swapper = WeightSwapper(_FakeEngine({1: WeightRollback("midway"), 2: KeyError("a bug"), 3: None}), metrics)
+
+    async def main():
+        with pytest.raises(WeightRollback):
+            await swapper.swap(1, "/w/v1")
+        with pytest.raises(WeightLoadError, match="KeyError"):  # an unexpected error is a failed swap too
+            await swapper.swap(2, "/w/v2")
+        await swapper.swap(3, "/w/v3")
+
+    asyncio.run(main())
+    text = generate_latest(metrics.registry).decode()
+    assert re.search(r'^slca_swaps_total\{outcome="failed"\} 2\.0$', text, re.M)
+    assert re.search(r'^slca_swaps_total\{outcome="ok"\} 1\.0$', text, re.M)
+    assert re.search(r"^slca_swap_rollbacks_total 1\.0$", text, re.M)
+
+
+class _FakePubSub:
+    def __init__(self, messages: list, then: asyncio.Event):
+        self.messages, self.then = messages, then
+
+    async def subscribe(self, channel: str) -> None:
+        pass
+
+    async def listen(self):
+        for m in self.messages:
+            if isinstance(m, BaseException):
+                raise m
+            yield {"type": "message", "data": m}
+        await self.then.wait()  # quiet channel until the test ends
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _FakeRedis:
+    """First `get` fails with a non-Redis error; each subscription plays the next script."""
+
+    def __init__(self, scripts: list[list], done: asyncio.Event):
+        self.gets, self.scripts, self.done = 0, scripts, done
+
+    async def get(self, key: str):
+        self.gets += 1
+        if self.gets == 1:
+            raise ValueError("simulated: a surprise from the client")
+        return None
+
+    def pubsub(self) -> _FakePubSub:
+        return _FakePubSub(self.scripts.pop(0) if self.scripts else [], self.done)
+
+
+def test_the_subscriber_survives_any_error():
+    from prometheus_client import CollectorRegistry
+
+    from serve.metrics import ServeMetrics
+    from serve.swap import WeightSwapper
+    from slca.contracts import Streams
+
+    async def main():
+        reached, done = asyncio.Event(), asyncio.Event()
+        # v1 fails with an engine bug (not a WeightLoadError), the listener dies of a TypeError, v2 then swaps
+        engine = _FakeEngine({1: RuntimeError("engine bug"), 2: None}, reached)
+        client = _FakeRedis([[_notification(1), TypeError("listener bug")], [_notification(2)]], done)
+        swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), retry_s=0)
+        follow = asyncio.create_task(swapper.follow(client, Streams("t")))
+        finished, _ = await asyncio.wait({follow, asyncio.create_task(reached.wait())}, timeout=10,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        alive = not follow.done()
+        done.set()
+        follow.cancel()
+        return alive, engine.version, client.gets
+
+    alive, version, gets = asyncio.run(main())
+    assert alive and version == 2 and gets >= 3

@@ -22,8 +22,8 @@ def publish_version(model_dir: Path, root: Path, version: int, scale: float) -> 
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
         if (model_dir / name).exists():
             shutil.copy(model_dir / name, tmp / name)
-    manifest = WeightManifest(version=version, path=str(final), base_model=str(model_dir),
-                              sha256={"model.safetensors": sha256_file(tmp / "model.safetensors")})  # fmt: skip
+    digests = {f.name: sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()}  # every file, as publish.py
+    manifest = WeightManifest(version=version, path=str(final), base_model=str(model_dir), sha256=digests)
     (tmp / MANIFEST_NAME).write_text(manifest.model_dump_json())
     os.rename(tmp, final)
     return manifest
