@@ -7,6 +7,8 @@ Keys come from `common.api_keys` (key → scopes), `common.record_key` (scope 'r
 - Recording a trajectory (agent runs with `record: true`, the sampled share of chat traffic) needs 'record'.
   Without it the request is still served; nothing is recorded and the agent-run response says why. This is
   what keeps anyone who can reach the API from writing training data with a `ground_truth` of their choosing.
+  A `ground_truth` sent without the scope is therefore not an error (no 403): it reaches no training data,
+  only the caller's own response, so evaluation clients (`record: false`) need no key.
 - Admin endpoints need 'admin': 401 without a valid key, 403 with a key that lacks the scope.
 """
 
