@@ -1,7 +1,9 @@
 """Redis cache of simulated responses. Key: backend + tool + canonical arguments + episode-state hash.
 
 Why the state hash: the same call may rightly answer differently after a write in the same episode.
-A cache failure (Redis down) never fails the call: the response is generated again.
+A cache failure (Redis down) never fails the call: the response is generated again. A response larger than
+`max_value_bytes` (an overlay may copy large caller arguments into it) is not cached: entries stay small, and
+with the TTL the cache's memory stays bounded by traffic × TTL × that bound.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ _MISS = object()
 
 
 class ResponseCache:
-    def __init__(self, redis_url: str, prefix: str, ttl_s: int):
+    def __init__(self, redis_url: str, prefix: str, ttl_s: int, max_value_bytes: int = 262_144):
         self.redis_url = redis_url
         self.prefix = prefix
         self.ttl_s = ttl_s
+        self.max_value_bytes = max_value_bytes
         # One client per event loop: asyncio Redis connections belong to the loop that opened them, and a
         # provider may serve several loops (serve's loop, `demonstration()` run from sync code in a thread).
         self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -51,8 +54,11 @@ class ResponseCache:
         return _MISS if raw is None else json.loads(raw)
 
     async def set(self, key: str, value: Any) -> None:
+        data = json.dumps(value, ensure_ascii=False).encode()
+        if len(data) > self.max_value_bytes:
+            return
         try:
-            await self.client.set(key, json.dumps(value, ensure_ascii=False), ex=self.ttl_s)
+            await self.client.set(key, data, ex=self.ttl_s)
         except RedisError as exc:
             log.warning("sim cache write failed: %s", exc)
 

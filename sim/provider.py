@@ -8,6 +8,7 @@ error results with an HTTP-like status.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from sim.backends import make_backend
+from sim.bounds import limits_from
 from sim.cache import ResponseCache
 from sim.faults import FaultPlan
 from sim.metrics import SimMetrics, default_metrics, metrics_for
@@ -81,20 +83,31 @@ class SimProvider:
         self.settings = settings
         self.metrics = metrics or default_metrics()
         self.registry = registry if registry is not None else build_registry(settings)
-        cache = ResponseCache(redis_url, settings.key_prefix, settings.cache_ttl_s) if (redis_url and settings.cache) else None
+        cache = (ResponseCache(redis_url, settings.key_prefix, settings.cache_ttl_s, settings.cache_max_value_bytes)
+                 if (redis_url and settings.cache) else None)  # fmt: skip
+        self.limits = limits_from(settings)
         self.ctx = SimContext(make_backend(settings.backend, settings), FaultPlan.from_settings(settings),
-                              self.metrics, cache, settings.timeout_fault_delay_s)  # fmt: skip
+                              self.metrics, cache, settings.timeout_fault_delay_s, self.limits)  # fmt: skip
+
+    def _specs(self, tools: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+        """(definition, ToolSpec or the ValueError that makes it unusable) per offered tool."""
+        out: list[tuple[Any, Any]] = []
+        for definition in tools:
+            try:
+                out.append((definition, tool_spec(definition, self.limits)))
+            except ValueError as exc:
+                out.append((definition, exc))
+        return out
 
     async def new_episode(self, tools: list[dict[str, Any]], episode_id: str | None = None) -> SimEpisode:
         bound: dict[str, Any] = {}
         refused: dict[str, ToolResult] = {}
-        for definition in tools or []:
-            try:
-                spec = tool_spec(definition)
-            except ValueError as exc:
+        # checking a caller's schemas is bounded CPU work (cached per schema): off the event loop
+        for definition, spec in await asyncio.to_thread(self._specs, list(tools or [])):
+            if isinstance(spec, ValueError):
                 name = _name_of(definition)
                 if name:
-                    refused[name] = ToolResult(ok=False, status=400, error=f"bad tool definition: {exc}")
+                    refused[name] = ToolResult(ok=False, status=400, error=f"bad tool definition: {spec}")
                 continue
             if spec.mode == "simulated":
                 bound[spec.name] = SimulatedTool(spec, self.ctx)

@@ -60,3 +60,20 @@ class SimSettings(SectionSettings):
     """Largest HTTP tool response accepted; a larger one is an error result."""
     real_packs: list[str] = Field(default_factory=lambda: ["everyday", "airline", "retail"])
     """Real tool packs registered at start."""
+    cache_max_value_bytes: int = Field(default=262_144, ge=1)
+    """Largest simulated response the Redis cache stores (larger ones are generated again when asked again)."""
+    schema_max_bytes: int = Field(default=256_000, ge=1)
+    """Largest tool schema (parameters or response, canonical JSON) accepted in an offered tool definition."""
+    schema_deadline_s: float = Field(default=0.5, gt=0)
+    """Wall-clock budget of one step of work on a caller's schema (argument validation, response synthesis,
+    response checks); past it the call is an error result."""
+    pattern_timeout_s: float = Field(default=0.05, gt=0)
+    """Budget of one regular-expression match from a caller's schema (`pattern`, `patternProperties`)."""
+    synth_max_bytes: int = Field(default=65_536, ge=64)
+    """Largest response the schema synthesiser builds (approximate JSON bytes); a schema needing more is refused."""
+    synth_max_items: int = Field(default=64, ge=1)
+    """Most items of one synthesised array."""
+    synth_max_properties: int = Field(default=256, ge=1)
+    """Most properties of one synthesised object."""
+    grammar_cache_bytes: int = Field(default=64 << 20, ge=0)
+    """Memory bound of the local backend's compiled grammars (ours and xgrammar's own cache, each)."""

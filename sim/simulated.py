@@ -1,12 +1,19 @@
-"""A simulated tool (SGLS): validate, maybe fault, answer from cache or backend, keep episode state."""
+"""A simulated tool (SGLS): validate, maybe fault, answer from cache or backend, keep episode state.
+
+The CPU work on the caller's schemas (validating the arguments, overlaying and re-checking the response) runs
+in a worker thread under the provider's `SchemaLimits` deadline; the event loop only awaits it. A response
+that cannot be produced within the limits is an error result (422), never an exception.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sim.backends import Backend, SimRequest
+from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, deadline
 from sim.cache import ResponseCache
 from sim.faults import FAULTS, FaultPlan
 from sim.metrics import SimMetrics
@@ -24,6 +31,7 @@ class SimContext:
     metrics: SimMetrics
     cache: ResponseCache | None
     timeout_delay_s: float = 0.0
+    limits: SchemaLimits = field(default=DEFAULT_LIMITS)
 
 
 def bad_request(message: str) -> ToolResult:
@@ -50,7 +58,7 @@ class SimulatedTool:
 
     async def _call(self, arguments: Any, state: EpisodeState) -> ToolResult:
         problem = "arguments must be a JSON object" if not isinstance(arguments, dict) else None
-        problem = problem or validation_error(self.parameters, arguments)
+        problem = problem or await asyncio.to_thread(validation_error, self.parameters, arguments, self.ctx.limits)
         if problem:
             self.ctx.metrics.validation_failures.labels(self.name).inc()
             return bad_request(problem)
@@ -64,11 +72,15 @@ class SimulatedTool:
             content_meta.update(meta)
             return value
 
-        if fault is not None:
-            self.ctx.metrics.faults.labels(self.name, fault).inc()
-            result = await FAULTS[fault](content, self.ctx.timeout_delay_s)
-        else:
-            result = ToolResult(ok=True, content=await content())
+        try:
+            if fault is not None:
+                self.ctx.metrics.faults.labels(self.name, fault).inc()
+                result = await FAULTS[fault](content, self.ctx.timeout_delay_s)
+            else:
+                result = ToolResult(ok=True, content=await content())
+        except SchemaLimitError as exc:
+            return ToolResult(ok=False, status=422, error=f"tool '{self.name}': no response within the "
+                                                          f"simulator's bounds: {exc}")  # fmt: skip
         result.meta.update(content_meta)
         return result
 
@@ -83,11 +95,18 @@ class SimulatedTool:
                 self.ctx.metrics.cache_hits.labels(self.name).inc()
                 state.record(self.name, arguments, cached)
                 return cached, {"source": "cache"}
-        answer = await backend.respond(SimRequest(self.spec, arguments, state.history))
-        content = state.overlay(answer.content, self.response_schema, state.known_fields(self.name, arguments))
-        if not is_valid(self.response_schema, content):  # never hand out an invalid body
-            content = answer.content
+        answer = await backend.respond(SimRequest(self.spec, arguments, state.history, self.ctx.limits))
+        known = state.known_fields(self.name, arguments)
+        content = await asyncio.to_thread(self._consistent, state, answer.content, known)
         state.record(self.name, arguments, content)
         if key is not None:
             await self.ctx.cache.set(key, content)
         return content, {"source": answer.source, "attempts": answer.attempts}
+
+    def _consistent(self, state: EpisodeState, answer: Any, known: dict[str, Any]) -> Any:
+        """The answer overlaid with what the episode knows, if that stays valid (worker thread, one deadline)."""
+        with deadline(self.ctx.limits.deadline_s):
+            content = state.overlay(answer, self.response_schema, known)
+            if content is not answer and not is_valid(self.response_schema, content):  # never hand out an invalid body
+                content = answer
+        return content

@@ -2,17 +2,26 @@
 
 Values are chosen by field name and format so that they look like an API's (ids, dates, e-mails, prices,
 temperatures, ...). Same seed, same value. Supports local `$ref`/`$defs`, anyOf/oneOf/allOf, enum/const,
-type lists, bounds, lengths and item counts; `pattern` is honoured only by the generic fallback ("").
+type lists, bounds, lengths and item counts; `pattern` by a bounded generator (`sim.patterns`), else "".
+
+The schema is a caller's, so the work is bounded (`sim.bounds.SchemaLimits`): nesting, items per array,
+properties per object, string lengths, total output bytes and a deadline. A schema that cannot be satisfied
+within them (`minItems: 10**9`, a required property per byte of budget) raises `SchemaLimitError`: the
+response is refused, never truncated into something invalid.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import string
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
+
+from sim import patterns
+from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, check_deadline, deadline
 
 FIRST = ["Emma", "Liam", "Olivia", "Noah", "Ava", "Mei", "Omar", "Sofia", "Yusuf", "Chloe", "Raj", "Lena"]
 LAST = ["Kim", "Garcia", "Brown", "Kovacs", "Smith", "Nguyen", "Muller", "Rossi", "Khan", "Silva", "Ito"]
@@ -35,20 +44,29 @@ def seed_of(text: str) -> int:
 class Synthesiser:
     """Walks a schema with a seeded RNG. One instance per response (it holds the root for `$ref`)."""
 
-    def __init__(self, root: dict[str, Any], seed: int):
+    def __init__(self, root: dict[str, Any], seed: int, limits: SchemaLimits = DEFAULT_LIMITS):
         self.root = root
         self.rng = random.Random(seed)
+        self.limits = limits
+        self.spent = 0
+        """Approximate JSON bytes of the value so far."""
+
+    def spend(self, size: int) -> None:
+        self.spent += size
+        if self.spent > self.limits.max_output_bytes:
+            raise SchemaLimitError(f"the response would be larger than {self.limits.max_output_bytes} bytes")
 
     def value(self, schema: Any, name: str = "", depth: int = 0) -> Any:
-        if not isinstance(schema, dict) or depth > 12:
-            return self._by_name_string(name)
+        check_deadline("response synthesis")
+        if not isinstance(schema, dict) or depth > self.limits.max_depth:
+            return self._scalar(self._by_name_string(name))
         schema = self._resolve(schema)
         if "const" in schema:
-            return schema["const"]
+            return self._scalar(schema["const"])
         if "enum" in schema:
-            return self.rng.choice(schema["enum"])
+            return self._scalar(self.rng.choice(schema["enum"]))
         for key in ("anyOf", "oneOf"):
-            if key in schema:
+            if key in schema and schema[key]:
                 options = [self._resolve(s) for s in schema[key]]
                 non_null = [s for s in options if s.get("type") != "null"] or options
                 return self.value(non_null[0] if key == "oneOf" else self.rng.choice(non_null), name, depth + 1)
@@ -60,9 +78,22 @@ class Synthesiser:
         kind = schema.get("type") or _infer_type(schema)
         if isinstance(kind, list):
             kind = next((k for k in kind if k != "null"), "null")
-        return GENERATORS.get(kind, Synthesiser._any)(self, schema, name, depth)
+        out = GENERATORS.get(kind, Synthesiser._any)(self, schema, name, depth)
+        return out if isinstance(out, (dict, list)) else self._scalar(out)
 
-    def _resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _scalar(self, value: Any) -> Any:
+        """Charge a leaf's JSON size (objects and arrays charge their own punctuation and keys)."""
+        if isinstance(value, str):
+            self.spend(len(value) + 2)
+        elif isinstance(value, (dict, list)):  # a const or enum value: bounded by the schema's own size
+            self.spend(len(json.dumps(value, default=str)))
+        else:
+            self.spend(len(repr(value)))
+        return value
+
+    def _resolve(self, schema: Any) -> dict[str, Any]:
+        if not isinstance(schema, dict):  # a boolean schema
+            return {}
         seen = 0
         while "$ref" in schema and seen < 20:
             ref = schema["$ref"]
@@ -78,38 +109,67 @@ class Synthesiser:
     def _object(self, schema: dict[str, Any], name: str, depth: int) -> dict[str, Any]:
         props: dict[str, Any] = schema.get("properties", {})
         required = set(schema.get("required", []))
+        room = self.limits.max_properties - len(required & props.keys())
+        if room < 0:
+            raise SchemaLimitError(f"an object requires more than {self.limits.max_properties} properties")
+        self.spend(2)
         out = {}
         for key, sub in props.items():
-            if key in required or self.rng.random() < 0.8:
+            if key in required or (self.rng.random() < 0.8 and room > 0):
+                room -= key not in required
+                self.spend(len(key) + 4)
                 out[key] = self.value(sub, key, depth + 1)
         extra = schema.get("additionalProperties")
         if not props and isinstance(extra, dict):
             keys = self._resolve(schema.get("propertyNames", {})).get("enum") or [f"{name or 'item'}_1"]
-            for key in keys[: self.rng.randint(1, len(keys))]:
+            for key in keys[: min(self.rng.randint(1, len(keys)), self.limits.max_properties)]:
+                self.spend(len(str(key)) + 4)
                 out[key] = self.value(extra, key if keys[0] != f"{name or 'item'}_1" else name, depth + 1)
         return out
 
     def _array(self, schema: dict[str, Any], name: str, depth: int) -> list[Any]:
         singular = name[:-1] if name.endswith("s") else name
+        positions = schema.get("prefixItems", [])
+        low = max(schema.get("minItems", 1 if depth < 3 else 0), len(positions) if "prefixItems" in schema else 0)
+        if low > self.limits.max_items:
+            raise SchemaLimitError(f"an array needs more than {self.limits.max_items} items")
+        self.spend(2)
         if "prefixItems" in schema:  # a tuple: one value per position
-            return [self.value(item, singular, depth + 1) for item in schema["prefixItems"]]
-        low = schema.get("minItems", 1 if depth < 3 else 0)
-        high = max(low, min(schema.get("maxItems", 3), low + 3))
+            return [self._item(item, singular, depth) for item in positions]
+        high = max(low, min(schema.get("maxItems", 3), low + 3, self.limits.max_items))
         items = schema.get("items", {})
-        return [self.value(items, singular, depth + 1) for _ in range(self.rng.randint(low, high))]
+        return [self._item(items, singular, depth) for _ in range(self.rng.randint(low, high))]
+
+    def _item(self, schema: Any, name: str, depth: int) -> Any:
+        self.spend(1)
+        return self.value(schema, name, depth + 1)
 
     def _string(self, schema: dict[str, Any], name: str, depth: int) -> str:
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        if low > self.limits.max_string:
+            raise SchemaLimitError(f"a string needs more than {self.limits.max_string} characters")
         fmt = schema.get("format") or _format_hint(str(schema.get("description", "")))
         text = FORMATS[fmt](self) if fmt in FORMATS else self._by_name_string(name)
-        if "pattern" in schema:
-            import re
-
-            if not re.search(schema["pattern"], text):
-                text = ""
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        if isinstance(schema.get("pattern"), str):
+            text = self._patterned(schema["pattern"], text, low, high)
         if high is not None:
             text = text[:high]
         return text + "x" * max(0, low - len(text))
+
+    def _patterned(self, pattern: str, text: str, low: int, high: int | None) -> str:
+        """`text` if the pattern matches it, else a generated match within the lengths, else "" (best effort)."""
+        try:
+            if patterns.search(pattern, text, self.limits.pattern_timeout_s):
+                return text
+        except SchemaLimitError:
+            pass  # refused or too slow on this candidate: a generated one may still do
+        cap = min(high if high is not None else self.limits.max_string, self.limits.max_string)
+        for _ in range(3):
+            check_deadline("response synthesis")
+            made = patterns.generate(pattern, self.rng, cap)
+            if made is not None and len(made) >= low:
+                return made
+        return ""
 
     def _number(self, schema: dict[str, Any], name: str, depth: int, integer: bool = False) -> float | int:
         low, high = _schema_bounds(schema, integer)
@@ -268,6 +328,8 @@ GENERATORS: dict[str, Callable[..., Any]] = {
 }
 
 
-def synthesise(schema: dict[str, Any], seed: int) -> Any:
-    """A value satisfying `schema` (best effort for patterns), the same for the same seed."""
-    return Synthesiser(schema, seed).value(schema)
+def synthesise(schema: dict[str, Any], seed: int, limits: SchemaLimits = DEFAULT_LIMITS) -> Any:
+    """A value satisfying `schema` (best effort for patterns), the same for the same seed. Raises
+    SchemaLimitError when no value fits the limits (or the deadline passes)."""
+    with deadline(limits.deadline_s):
+        return Synthesiser(schema, seed, limits).value(schema)

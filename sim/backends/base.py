@@ -1,12 +1,18 @@
-"""What a response backend gets and gives, the backend registry, and the validate-and-retry loop."""
+"""What a response backend gets and gives, the backend registry, and the validate-and-retry loop.
+
+Synthesis and validation are CPU work on a caller's schema: backends run them in a worker thread
+(`asyncio.to_thread`), bounded by the request's `SchemaLimits`, so the event loop never waits on them.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sim.bounds import DEFAULT_LIMITS, SchemaLimits
 from sim.schemas import GENERIC_OBJECT, ToolSpec, canonical_json, is_valid
 from sim.synth import seed_of, synthesise
 
@@ -16,6 +22,8 @@ class SimRequest:
     spec: ToolSpec
     arguments: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
+    limits: SchemaLimits = DEFAULT_LIMITS
+    """Bounds of the synthesis and validation this request causes."""
 
     @property
     def response_schema(self) -> dict[str, Any]:
@@ -52,7 +60,8 @@ class Backend(Protocol):
 
 
 def schema_answer(request: SimRequest) -> Any:
-    return synthesise(request.synthesis_schema, request.seed)
+    """The synthesiser's answer (CPU work: call it from a worker thread). Raises SchemaLimitError."""
+    return synthesise(request.synthesis_schema, request.seed, request.limits)
 
 
 async def validate_and_retry(
@@ -66,9 +75,9 @@ async def validate_and_retry(
     for i in range(1 + max_retries):
         text = await attempt(i)
         value = extract_json(text) if text is not None else _MISSING
-        if value is not _MISSING and is_valid(request.response_schema, value):
+        if value is not _MISSING and await asyncio.to_thread(is_valid, request.response_schema, value, request.limits):
             return Answer(value, "model", i + 1)
-    return Answer(schema_answer(request), "fallback", 1 + max_retries)
+    return Answer(await asyncio.to_thread(schema_answer, request), "fallback", 1 + max_retries)
 
 
 _MISSING = object()

@@ -12,11 +12,17 @@ import logging
 from functools import lru_cache
 from typing import Any
 
+from sim.lru import ByteLRU
+from sim.patterns import pattern_size
+
 log = logging.getLogger(__name__)
 
 
 MAX_STRING = 40
 MAX_ITEMS = 2
+GRAMMAR_MAX_PATTERN = 256
+"""A `pattern` larger than this (elements, repetitions unrolled) is left out of the grammar: xgrammar compiles it
+to an automaton without a deadline. Validate-and-retry still checks it."""
 
 
 def bounded(schema: Any) -> Any:
@@ -30,6 +36,8 @@ def bounded(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: bounded(v) for k, v in schema.items()}
+    if isinstance(out.get("pattern"), str) and pattern_size(out["pattern"]) > GRAMMAR_MAX_PATTERN:
+        del out["pattern"]
     if out.get("type") == "string" and not any(k in out for k in ("enum", "const", "pattern", "format")):
         out["maxLength"] = min(out.get("maxLength", MAX_STRING), MAX_STRING)
     if out.get("type") == "array":
@@ -38,27 +46,33 @@ def bounded(schema: Any) -> Any:
 
 
 class GrammarCache:
-    """Compiled grammars per schema for one tokenizer (compiling costs far more than a decode step)."""
+    """Compiled grammars per schema for one tokenizer (compiling costs far more than a decode step).
 
-    def __init__(self, tokenizer, vocab_size: int, stop_ids: list[int]):
+    Bounded in bytes: our LRU charges each grammar its `memory_size_bytes`, and xgrammar's own compiler cache
+    (unbounded by default) gets the same limit.
+    """
+
+    def __init__(self, tokenizer, vocab_size: int, stop_ids: list[int], max_bytes: int = 64 << 20):
         import xgrammar as xgr
 
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
-        self.compiler = xgr.GrammarCompiler(info)
-        self._compiled: dict[str, Any] = {}
+        self.compiler = xgr.GrammarCompiler(info, cache_limit_bytes=max_bytes)
+        self._compiled = ByteLRU(max_bytes)
 
     def matcher(self, schema: dict[str, Any]):
         import xgrammar as xgr
 
         key = json.dumps(bounded(schema), sort_keys=True)
-        if key not in self._compiled:
-            try:
-                self._compiled[key] = self.compiler.compile_json_schema(key, any_whitespace=False)
-            except Exception as exc:  # xgrammar raises plain RuntimeError/ValueError on unsupported schemas
-                log.info("schema not compilable by xgrammar (%s): sampling unconstrained", exc)
-                self._compiled[key] = None
-        compiled = self._compiled[key]
+        compiled = self._compiled.get_or_make(key, lambda: self._compile(key),
+                                              lambda c: len(key) + (c.memory_size_bytes if c is not None else 0))  # fmt: skip
         return xgr.GrammarMatcher(compiled) if compiled is not None else None
+
+    def _compile(self, key: str):
+        try:
+            return self.compiler.compile_json_schema(key, any_whitespace=False)
+        except Exception as exc:  # xgrammar raises plain RuntimeError/ValueError on unsupported schemas
+            log.info("schema not compilable by xgrammar (%s): sampling unconstrained", exc)
+            return None
 
 
 @lru_cache(maxsize=4)

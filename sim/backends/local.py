@@ -51,7 +51,8 @@ class LocalBackend:
         model.requires_grad_(False)
         self._model = model
         if self.settings.local_guided and _has_xgrammar():
-            self._grammars = GrammarCache(self._tokenizer, model.config.vocab_size, [self._tokenizer.eos_token_id])
+            self._grammars = GrammarCache(self._tokenizer, model.config.vocab_size, [self._tokenizer.eos_token_id],
+                                          self.settings.grammar_cache_bytes)  # fmt: skip
 
     def _generate(self, request: SimRequest, attempt: int) -> str:
         import torch

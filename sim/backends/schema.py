@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from sim.backends.base import Answer, SimRequest, schema_answer
 
 
@@ -9,7 +11,8 @@ class SchemaBackend:
     name = "schema"
 
     async def respond(self, request: SimRequest) -> Answer:
-        return Answer(schema_answer(request), "schema", 0)
+        # off the event loop: a large (bounded) schema costs milliseconds to fill
+        return Answer(await asyncio.to_thread(schema_answer, request), "schema", 0)
 
     async def close(self) -> None:
         return None
