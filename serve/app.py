@@ -18,6 +18,7 @@ from serve.engines.base import Engine, create_engine
 from serve.errors import ServeError
 from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, RECORDER, REDIS, SETTINGS, STREAMS, SWAPPER, TOOLS
 from serve.metrics import ServeMetrics
+from serve.openapi import openapi_json
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
 from serve.swap import WeightSwapper
@@ -80,6 +81,7 @@ def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factor
     app.router.add_get("/readyz", admin.readyz)
     app.router.add_get("/metrics", admin.metrics)
     app.router.add_post("/admin/weights", admin.admin_weights)
+    app.router.add_get("/openapi.json", openapi_json)
     _mount_dashboard(app, common)
     return app
 
