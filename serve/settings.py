@@ -41,6 +41,9 @@ class ServeSettings(SectionSettings):
     """Model turns per agent run when the request does not set max_turns."""
     max_stream_len: int = 10_000
     """Bound of the trajectory stream: at or above it serve stops adding (back-pressure) and counts it."""
+    max_stream_bytes: int = 512 * 1024 * 1024
+    """Bound of the trajectory stream's memory in Redis (`MEMORY USAGE`, sampled): a trajectory that would take it
+    past this is not added (back-pressure, counted); the request is still served."""
     record_chat_share: float = 0.0
     """Share of /v1/chat/completions requests recorded as trajectories (0 = none, 1 = all)."""
     record_chat_n: int = 1
