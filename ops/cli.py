@@ -35,6 +35,12 @@ def register(commands, bench) -> None:
     ev.add_argument("--out", type=Path, help="JSON result file (default: <data_dir>/eval/<model>-<time>.json)")
     ev.set_defaults(func=_eval)
 
+    online = bench.add_parser("online", help="reward per served version of the running (or last) `slca up`")
+    online.add_argument("--out", type=Path, default=Path("bench/online/latest"))
+    online.add_argument("--command", help="the command that produced the run, recorded in results.json")
+    online.add_argument("--note", help="free text recorded with the curve (machine, load average …)")
+    online.set_defaults(func=_bench_online)
+
     learning = bench.add_parser("learning", help="slca vs grpo vs toolpo vs rltr: same model, seeds, budget")
     learning.add_argument("--estimators", default="slca,grpo,toolpo,rltr")
     learning.add_argument("--steps", type=int, default=20, help="training steps per estimator")
@@ -61,6 +67,12 @@ def _status(args, config) -> int:
     from ops.status_cmd import run_status
 
     return run_status(args, config)
+
+
+def _bench_online(args, config) -> int:
+    from ops.status_cmd import run_online_export
+
+    return run_online_export(args, config)
 
 
 def _feed(args, config) -> int:

@@ -7,11 +7,15 @@ from pathlib import Path
 
 import redis
 
+from ops.online_curve import by_version, status_lines, write_curve
 from ops.probe import sample_value, scrape
 from ops.redis_view import read_snapshot
 from ops.supervisor.state import read_state, state_path
 from ops.supervisor.table import process_table, system_lines
 from slca.config import Config
+
+REWARD_HISTORY = 2000
+"""Rows of the rewards stats stream read for the per-version curve (the workers keep about this many)."""
 
 
 def run_status(args, config: Config) -> int:
@@ -26,7 +30,7 @@ def run_status(args, config: Config) -> int:
     redis_url = common.redis_url or (state or {}).get("redis_url") or common.redis_or_default()
     client = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
     try:
-        snapshot = read_snapshot(client, common.stream_prefix, n_rewards=args.window, n_learner=1)
+        snapshot = read_snapshot(client, common.stream_prefix, n_rewards=max(args.window, REWARD_HISTORY), n_learner=1)
     except redis.RedisError as exc:
         print(f"redis {redis_url}: {exc}")
         return 1
@@ -37,4 +41,39 @@ def run_status(args, config: Config) -> int:
     served = sample_value(text, "slca_policy_version") if text else None
     print(f"redis: {redis_url}")
     print(system_lines(snapshot, served, window=args.window))
+    print(status_lines(by_version(snapshot.rewards)))
+    return 0
+
+
+def run_online_export(args, config: Config) -> int:
+    """`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up`, written
+    under `--out` (results.json, results.md, curve.png)."""
+    import time
+
+    common = config.common
+    state = read_state(state_path(Path(common.data_dir)))
+    redis_url = common.redis_url or (state or {}).get("redis_url") or common.redis_or_default()
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    try:
+        snapshot = read_snapshot(client, common.stream_prefix, n_rewards=REWARD_HISTORY, n_learner=REWARD_HISTORY)
+    except redis.RedisError as exc:
+        print(f"redis {redis_url}: {exc}")
+        return 1
+    finally:
+        client.close()
+    stats = by_version(snapshot.rewards)
+    if not stats:
+        print("no scored trajectory in the rewards stats stream yet")
+        return 1
+    from slca.models.precision import cpu_flags
+
+    extra = {"trajectories": sum(s.n for s in stats), "versions_seen": len(stats),
+             "minutes": round((max(r["ts"] for r in snapshot.rewards if r.get("ts")) -
+                               min(r["ts"] for r in snapshot.rewards if r.get("ts"))) / 60, 1),
+             "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
+             "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
+             "note": args.note or "", "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}  # fmt: skip
+    write_curve(stats, args.out, args.command or "make run; slca bench online --out " + str(args.out), extra)
+    print(status_lines(stats, last=len(stats)))
+    print(f"wrote {args.out}/results.json, results.md, curve.png")
     return 0
