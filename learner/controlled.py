@@ -1,7 +1,14 @@
 """`slca train --estimator E --seed S --steps N`: a synchronous, controlled run for comparing estimators on
 equal budgets and seeds. Plan per step: pick a task (seeded) → one group of G episodes through the serve
-agent API (`return_trajectories`, `record: false`) → HierR scores (`workers.scoring.score_trajectory`) →
-one update → publish vN straight to the server (`POST /admin/weights`) → one JSON line of metrics."""
+agent API (`return_trajectories`, `record: false`) → HierR scores (`workers.scoring.score_trajectory`, with the
+configured `workers` settings and the trained model's own tokenizer, as the online workers score) → one update
+→ publish vN through the online learner's path (`learner.publish.publish`: files, then `SET`+`PUBLISH` on
+Redis) → wait until the server serves vN → one JSON line of metrics.
+
+Which server follows the announcement: the in-process one (no `--api`) subscribes under a stream prefix of
+its own, `<common.stream_prefix>:train:<run id>`, so that a controlled run never hot-swaps the servers of a
+live system sharing the Redis, nor starts from its weights; with `--api`, the server at that URL must follow
+`<common.stream_prefix>:weights` on the configured Redis (`serve.subscribe_weights`)."""
 
 from __future__ import annotations
 
@@ -10,10 +17,14 @@ import random
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 from learner.settings import LearnerSettings
-from slca.contracts import SegmentKind
+from slca.contracts import SegmentKind, Streams
+
+SWAP_TIMEOUT_S = 600.0
+"""How long to wait for the server to serve a published version."""
 
 
 def post_json(url: str, body: dict, token: str | None = None, timeout: float = 900) -> dict:
@@ -30,8 +41,35 @@ def post_json(url: str, body: dict, token: str | None = None, timeout: float = 9
         raise CliError(f"{url}: HTTP {exc.code}: {exc.read()[:500].decode(errors='replace')}") from None
 
 
-def generate_group(api: str, task, settings: LearnerSettings, seed: int):
-    """G episodes of one task through the agent API, as a scored `RolloutGroup`."""
+def get_json(url: str, timeout: float = 30) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def scoring_settings(config, model_dir: Path):
+    """The configured `workers` settings, decoding with the trained model's own tokenizer unless one is set
+    (`workers.tokenizer`): the online workers score the same way (`WorkerSettings.with_tokenizer_of`)."""
+    scoring = config.section("workers")
+    return scoring.model_copy(update={"tokenizer": scoring.tokenizer or str(model_dir)})
+
+
+def wait_served(api: str, version: int, timeout_s: float = SWAP_TIMEOUT_S) -> float:
+    """Block until the server reports `version` as its policy version (it swaps after the announcement)."""
+    from slca.cli import CliError
+
+    t0 = time.perf_counter()
+    served = None
+    while time.perf_counter() - t0 < timeout_s:
+        served = get_json(f"{api}/v1/models")["data"][0].get("policy_version")
+        if served is not None and served >= version:
+            return time.perf_counter() - t0
+        time.sleep(0.05)
+    raise CliError(f"{api} still serves v{served} {timeout_s:.0f}s after v{version} was announced: does it follow "
+                   "the weights channel on this Redis (serve.subscribe_weights), and did the load fail (its log)?")
+
+
+def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring):
+    """G episodes of one task through the agent API, as a `RolloutGroup` scored with `scoring` settings."""
     from slca.contracts import RolloutGroup, Trajectory
     from slca.contracts.wire import validate
     from workers.scoring import score_trajectory
@@ -42,7 +80,7 @@ def generate_group(api: str, task, settings: LearnerSettings, seed: int):
             "max_turns": 3, "seed": seed, "record": False, "return_trajectories": True, "stream": False}  # fmt: skip
     reply = post_json(f"{api}/v1/agent/runs", body)
     trajs = [validate(Trajectory, run["trajectory"]) for run in reply["runs"]]
-    rewards = [score_trajectory(t) for t in trajs]
+    rewards = [score_trajectory(t, scoring) for t in trajs]
     versions = [t.policy_version for t in trajs]
     return RolloutGroup(task_id=task.task_id, policy_version_min=min(versions), policy_version_max=max(versions),
                         trajectories=trajs, rewards=rewards)  # fmt: skip
@@ -51,11 +89,12 @@ def generate_group(api: str, task, settings: LearnerSettings, seed: int):
 def run_train_cli(args, config) -> int:
     from tqdm import tqdm
 
+    import redis
     import torch
 
     from learner.loop import run_dir_of
     from learner.model import load_policy
-    from learner.publish import write_version
+    from learner.publish import publish
     from learner.trainer import Trainer
     from slca.cli import CliError
 
@@ -64,6 +103,7 @@ def run_train_cli(args, config) -> int:
     model_dir = Path(settings.init_model).expanduser() if settings.init_model else common.model_path()
     if not (model_dir / "config.json").is_file():
         raise CliError(f"model not found: {model_dir}")
+    scoring = scoring_settings(config, model_dir)
     try:
         from sim.tasks import load_tasks
 
@@ -73,14 +113,8 @@ def run_train_cli(args, config) -> int:
     run_dir = run_dir_of(settings, common) / f"train-{args.estimator}-{args.seed}"
     log_path = Path(args.log) if args.log else run_dir / "metrics.jsonl"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    server, api, token = None, args.api, common.admin_token
-    if api is None:
-        from learner.inprocess_server import InProcessServer
-
-        server = InProcessServer(config).start()
-        api, token = server.url, server.admin_token
-    elif not token:
-        raise CliError("--api needs common.admin_token to publish weights to that server")
+    client = redis.Redis.from_url(common.redis_or_default())
+    server, api, streams = open_server(config, args.api)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -92,28 +126,48 @@ def run_train_cli(args, config) -> int:
             for step in range(1, args.steps + 1):
                 task = rng.choice(tasks)
                 t0 = time.perf_counter()
-                group = generate_group(api.rstrip("/"), task, settings, rng.randrange(2**31))
+                group = generate_group(api, task, settings, rng.randrange(2**31), scoring)
                 gen_s = time.perf_counter() - t0
                 report = trainer.train_step([group])
-                t1 = time.perf_counter()
-                manifest = write_version(policy.model, model_dir, run_dir / "weights", version + 1, step, str(model_dir))
-                post_json(f"{api.rstrip('/')}/admin/weights", {"version": manifest.version, "path": manifest.path}, token)
+                manifest, publish_s = publish(policy.model, model_dir, run_dir / "weights", version, step,
+                                              str(model_dir), client, streams, settings.keep_versions)  # fmt: skip
+                swap_s = wait_served(api, manifest.version)
                 version = manifest.version
                 line = {"step": step, "estimator": args.estimator, "seed": args.seed, "task_id": task.task_id,
-                        "version": version, "exec_mean": sum(r.exec for r in group.rewards) / group.size,
-                        "pref_mean": sum(r.pref for r in group.rewards) / group.size, "loss": report.loss,
-                        "tool_turns_mean": sum(_tool_turns(t) for t in group.trajectories) / group.size,
-                        "tokens": report.tokens, "generate_s": gen_s, "step_s": report.seconds,
-                        "publish_s": time.perf_counter() - t1, **report.metrics}  # fmt: skip
+                        "version": version, **group_means(group), "loss": report.loss,
+                        "scorer_version": scoring.scorer_version, "tokens": report.tokens, "generate_s": gen_s,
+                        "step_s": report.seconds, "publish_s": publish_s, "swap_s": swap_s, **report.metrics}  # fmt: skip
                 log.write(json.dumps(line) + "\n")
                 log.flush()
                 bar.update(1)
                 bar.set_postfix(exec=f"{line['exec_mean']:.2f}", loss=f"{report.loss:.3f}")
+    except redis.ConnectionError as exc:
+        raise CliError(f"cannot reach Redis at {common.redis_or_default()} (weights are announced there): {exc}") from None
     finally:
         if server is not None:
             server.stop()
+            client.delete(streams.weights_latest)  # the run's private announcement key
+        client.close()
     print(f"wrote {log_path}")
     return 0
+
+
+def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
+    """(in-process server or None, base URL, the streams whose weight announcements that server follows)."""
+    common = config.common
+    if api is not None:
+        return None, api.rstrip("/"), Streams(common.stream_prefix)
+    from learner.inprocess_server import InProcessServer
+
+    streams = Streams(f"{common.stream_prefix}:train:{uuid.uuid4().hex[:12]}")
+    server = InProcessServer(config, streams.prefix).start()
+    return server, server.url, streams
+
+
+def group_means(group) -> dict[str, float]:
+    n = group.size
+    return {"exec_mean": sum(r.exec for r in group.rewards) / n, "pref_mean": sum(r.pref for r in group.rewards) / n,
+            "tool_turns_mean": sum(_tool_turns(t) for t in group.trajectories) / n}  # fmt: skip
 
 
 def _tool_turns(traj) -> int:

@@ -1,5 +1,6 @@
 """`slca serve` in this process, on a free port, in a background thread with its own event loop — for
-`slca train` without `--api`. Uses serve's public app factory; never serve's internals."""
+`slca train` without `--api`. Uses serve's public app factory; never serve's internals. It follows the weight
+announcements (`slca:weights`) under the stream prefix it is given, like any replica."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from slca.redis_server import free_port
 
 
 class InProcessServer:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, stream_prefix: str | None = None):
         from serve.settings import ServeSettings
 
         self.common = config.common
         if not self.common.admin_token:
             self.common = self.common.model_copy(update={"admin_token": secrets.token_hex(16)})
-        self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": False, "port": free_port()})
+        if stream_prefix:
+            self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})
+        self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": True, "port": free_port()})
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="slca-serve", daemon=True)
         self.runner = None
