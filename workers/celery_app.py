@@ -48,10 +48,10 @@ class ScoreTask(Task):
 
         items = args[0] if args else []
         try:
-            for traj_id, payload_b64 in items:
+            for traj_id, payload_b64, *entry in items:
                 if not self.pipeline.client.exists(self.pipeline.keys.member(traj_id)):
                     self.pipeline.dead_letter(traj_id, f"task_failed: {type(exc).__name__}: {exc}",
-                                        base64.b64decode(payload_b64 or ""))  # fmt: skip
+                                              base64.b64decode(payload_b64 or ""), entry[0] if entry else None)  # fmt: skip
         except redis.RedisError as redis_exc:  # Redis is down too: say which entries could not be recorded
             log.error("task %s failed (%s) and its %d entries could not be dead-lettered: %s", task_id, exc,
                       len(items), redis_exc)  # fmt: skip
@@ -79,8 +79,9 @@ def create_app(settings: WorkerSettings | None = None, redis_url: str | None = N
               retry_backoff=s.retry_backoff_s, retry_backoff_max=s.retry_backoff_max_s, retry_jitter=True,
               max_retries=s.task_max_retries)  # fmt: skip
     def score(self, items: list[list[str]]) -> list[str]:
-        """Score a batch of trajectories, each [id, base64 msgpack payload], and add them to their groups."""
-        return self.pipeline.process([(tid, payload) for tid, payload in items])
+        """Score a batch of trajectories, each [id, base64 msgpack payload] or [id, payload, stream entry id]
+        (the entry is deleted from slca:trajectories once grouped), and add them to their groups."""
+        return self.pipeline.process([tuple(item) for item in items])
 
     return app
 

@@ -40,7 +40,7 @@ class StreamConsumer:
         self.s = settings
         self.streams = Streams(prefix)
         self.metrics = metrics
-        self.dead = DeadLetters(client, Keys(self.streams), settings.key_ttl_s)
+        self.dead = DeadLetters(client, Keys(self.streams), settings.key_ttl_s, settings.dead_maxlen)
         self.name = settings.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
         self.recover_own = True  # first read: our own pending entries (delivered before a restart, not acked)
 
@@ -124,13 +124,14 @@ class StreamConsumer:
         return len(entries)
 
     def _task_item(self, entry_id: bytes, fields: dict) -> list[str] | None:
-        """[trajectory id, base64 payload], or None for an entry without them (dead-lettered)."""
+        """[trajectory id, base64 payload, entry id], or None for an entry without them (dead-lettered). The
+        entry id travels with the task: the entry is deleted once its trajectory's group is written."""
         traj_id, data = fields.get(b"id"), fields.get(b"data")
         if not data or not traj_id:
             missing = "data" if not data else "id"
             self._dead(entry_id, fields, f"invalid_payload: stream entry has no '{missing}' field")
             return None
-        return [traj_id.decode(errors="replace"), base64.b64encode(data).decode()]
+        return [traj_id.decode(errors="replace"), base64.b64encode(data).decode(), _text(entry_id)]
 
     def _send(self, producer, batch: list[list[str]]) -> None:
         """Returns once the task message is in the broker (an LPUSH that returned), else raises."""
@@ -141,8 +142,13 @@ class StreamConsumer:
         # without an id, the payload's digest names the entry, so feeding the same bytes again is recognised
         ident = fields.get(b"id") or b"sha1:" + hashlib.sha1(fields.get(b"data") or entry_id).hexdigest().encode()
         ident = ident.decode(errors="replace")
-        if self.dead.add(ident, reason, self.stream, fields.get(b"data")):
+        # the entry's payload is in the dead letter now: the entry leaves the stream in the same script
+        if self.dead.add(ident, reason, self.stream, fields.get(b"data"), _text(entry_id)):
             self.metrics.dead_letters.labels(reason=reason_kind(reason)).inc()
+
+
+def _text(entry_id: bytes | str) -> str:
+    return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
 
 
 def lag_seconds(client: redis.Redis, stream: str, group: str) -> float:

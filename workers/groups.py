@@ -10,6 +10,13 @@ Every state change is a Lua script, so concurrent workers and a redelivered task
   letter; later members of a partial group are recognised as late and dead-lettered, not silently dropped.
 The group payload is built in Python between `add`/`seal` and `emit_many`; if that process dies, the claim stays
 and the assembler's sweep emits it (`emit_stale`).
+
+Trimming `slca:trajectories`: `add` remembers each member's stream entry id (`Keys.entry`); the script that
+writes its group (`emit`), or dead-letters a lone member (`seal`), XDELs those entries in the same step, so an
+entry leaves the stream exactly when its trajectory is safely elsewhere. Why XDEL by id, not XTRIM MINID:
+groups complete out of stream order (a slow task, a partial group waiting for its timeout), so no id splits
+"grouped" from "waiting". A second stream entry of a trajectory already held is deleted at once (`add`).
+Late and unprocessable members are deleted by the dead-letter script, with their dead letter.
 """
 
 from __future__ import annotations
@@ -28,8 +35,18 @@ from workers.luascripts import LuaScript, ScriptBatch
 
 _ADD = """
 local member, bucket, buckets, sealed, claims, reward_key, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local entry_key, trajectories = KEYS[8], KEYS[9]
 local tid, traj, reward, G, now, ttl, claim_prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
-if redis.call('EXISTS', member) == 1 then return {'duplicate', '', '0'} end
+local eid = ARGV[10]
+local held = redis.call('GET', member)
+if held then
+  -- the trajectory is held already (bucket, claim, group): another entry of it is redundant. Not for a late one:
+  -- its dead letter (which deletes the entry) may not be written yet.
+  if eid ~= '' and held ~= 'late' and redis.call('GET', entry_key) ~= eid then
+    redis.call('XDEL', trajectories, eid)
+  end
+  return {'duplicate', '', '0'}
+end
 -- the stored reward (trajectory id + scorer version) wins over a re-computed one
 local fresh = '1'
 if not redis.call('SET', reward_key, reward, 'NX', 'EX', ttl) then
@@ -47,6 +64,7 @@ if remaining > 0 then
   return {'late', '', fresh}
 end
 redis.call('SET', member, bucket, 'EX', ttl)
+if eid ~= '' then redis.call('SET', entry_key, eid, 'EX', ttl) end
 redis.call('HSET', bucket, 't:' .. tid, traj, 'r:' .. tid, reward)
 redis.call('ZADD', buckets, 'NX', now, bucket)
 if redis.call('HLEN', bucket) < 2 * G then return {'pending', '', fresh} end
@@ -65,7 +83,7 @@ return {'complete', gid, fresh}
 _SEAL = """
 local bucket, buckets, sealed, claims, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local G, now, late_ttl, claim_prefix, dead_prefix, ttl = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local source = ARGV[7]
+local source, dead_maxlen, entry_prefix = ARGV[7], ARGV[8], ARGV[9]
 redis.call('ZREM', buckets, bucket)
 local fields = redis.call('HKEYS', bucket)
 local ids = {}
@@ -74,8 +92,14 @@ if #ids == 0 then return {'empty'} end
 if #ids < 2 then
   local tid = ids[1]
   if redis.call('SET', dead_prefix .. tid, 'group_timeout', 'NX', 'EX', ttl) then
-    redis.call('XADD', dead, '*', 'id', tid, 'reason', 'group_timeout: alone in its group after the timeout',
+    redis.call('XADD', dead, 'MAXLEN', '~', dead_maxlen, '*', 'id', tid,
+               'reason', 'group_timeout: alone in its group after the timeout',
                'source', source, 'data', redis.call('HGET', bucket, 't:' .. tid))
+  end
+  local eid = redis.call('GET', entry_prefix .. tid)
+  if eid then
+    redis.call('XDEL', source, eid)
+    redis.call('DEL', entry_prefix .. tid)
   end
   redis.call('DEL', bucket)
   return {'lone', tid}
@@ -90,8 +114,8 @@ return {'partial', gid}
 """
 
 _EMIT = """
-local claim, claims, groups, emitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local gid, payload, maxlen, ttl, partial = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local claim, claims, groups, emitted, trajectories = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local gid, payload, maxlen, ttl, partial, entry_prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 if redis.call('EXISTS', emitted) == 1 then
   redis.call('DEL', claim); redis.call('ZREM', claims, gid)
   return 'duplicate'
@@ -117,6 +141,17 @@ if backlog >= maxlen then
   return 'full'
 end
 redis.call('XADD', groups, '*', 'data', payload, 'id', gid, 'partial', partial)
+-- the members are in the group now: their trajectory entries leave the stream
+for _, f in ipairs(redis.call('HKEYS', claim)) do
+  if string.sub(f, 1, 2) == 't:' then
+    local entry_key = entry_prefix .. string.sub(f, 3)
+    local eid = redis.call('GET', entry_key)
+    if eid then
+      redis.call('XDEL', trajectories, eid)
+      redis.call('DEL', entry_key)
+    end
+  end
+end
 redis.call('SET', emitted, '1', 'EX', ttl)
 redis.call('DEL', claim); redis.call('ZREM', claims, gid)
 return 'emitted'
@@ -134,8 +169,9 @@ class AddOutcome:
 
 class GroupAssembler:
     def __init__(self, client: redis.Redis, keys: Keys, group_size: int, version_window: int, ttl_s: int,
-                 max_groups_len: int, late_window_s: float):  # fmt: skip
+                 max_groups_len: int, late_window_s: float, dead_maxlen: int = 10_000):  # fmt: skip
         self.client = client
+        self.dead_maxlen = dead_maxlen
         self.keys = keys
         self.group_size = group_size
         self.version_window = version_window
@@ -155,14 +191,15 @@ class GroupAssembler:
         return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
 
     def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward, reward_key: str, stats_stream: str,
-            stats: list | None, stats_maxlen: int, batch: ScriptBatch) -> None:
+            stats: list | None, stats_maxlen: int, batch: ScriptBatch, stream_entry: str | None = None) -> None:
         """Queue the atomic add on `batch`: store the reward unless one is stored, write the stats entry when it
-        is new, join the bucket. The reply, via `parse_add`, is [status, group id, fresh]."""
+        is new, join the bucket, remember the trajectory's `stream_entry` (its id in `slca:trajectories`, deleted
+        when the group is written). The reply, via `parse_add`, is [status, group id, fresh]."""
         bucket = self.bucket_of(traj)
         keys = [self.keys.member(traj.id), bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims,
-                reward_key, stats_stream]  # fmt: skip
+                reward_key, stats_stream, self.keys.entry(traj.id), self.keys.streams.trajectories]  # fmt: skip
         args = [traj.id, traj_payload, reward.model_dump_json(), self.group_size, time.time(), self.ttl_s,
-                self.keys.claim_prefix, json.dumps(stats) if stats else "", stats_maxlen]  # fmt: skip
+                self.keys.claim_prefix, json.dumps(stats) if stats else "", stats_maxlen, stream_entry or ""]  # fmt: skip
         batch.add(self._add, keys, args)
 
     @staticmethod
@@ -187,8 +224,10 @@ class GroupAssembler:
                 continue
             payload, partial = group_payload(gid, fields)
             partials.append(partial)
-            keys = [self.keys.claim_prefix + gid, self.keys.claims, self.keys.streams.groups, self.keys.emitted(gid)]
-            batch.add(self._emit, keys, [gid, payload, self.max_groups_len, self.ttl_s, int(partial)])
+            keys = [self.keys.claim_prefix + gid, self.keys.claims, self.keys.streams.groups, self.keys.emitted(gid),
+                    self.keys.streams.trajectories]  # fmt: skip
+            batch.add(self._emit, keys, [gid, payload, self.max_groups_len, self.ttl_s, int(partial),
+                                         self.keys.entry_prefix])  # fmt: skip
         replies = iter(batch.execute())
         return [("gone", False) if p is None else (next(replies).decode(), p) for p in partials]
 
@@ -200,7 +239,8 @@ class GroupAssembler:
             bucket = bucket.decode()
             keys = [bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims, self.keys.streams.dead]
             args = [self.group_size, time.time(), int(self.late_window_s), self.keys.claim_prefix,
-                    self.keys.base + ":dead:", self.ttl_s, self.keys.streams.trajectories]  # fmt: skip
+                    self.keys.base + ":dead:", self.ttl_s, self.keys.streams.trajectories, self.dead_maxlen,
+                    self.keys.entry_prefix]  # fmt: skip
             batch = ScriptBatch(self.client)
             batch.add(self._seal, keys, args)
             res = [x.decode() if isinstance(x, bytes) else x for x in batch.execute()[0]]

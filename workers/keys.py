@@ -55,3 +55,12 @@ class Keys:
 
     def dead_mark(self, entry_id: str) -> str:
         return f"{self.base}:dead:{entry_id}"
+
+    @property
+    def entry_prefix(self) -> str:
+        """`<entry_prefix><trajectory id>` holds the id of the trajectory's entry in `slca:trajectories` while it
+        waits in a bucket: the scripts that write its group (or dead-letter it) delete that entry."""
+        return f"{self.base}:entry:"
+
+    def entry(self, traj_id: str) -> str:
+        return f"{self.entry_prefix}{traj_id}"

@@ -6,7 +6,9 @@ Round trips are what costs on a busy host, so a batch takes two: one pipeline of
 stats, bucket) for all members, then the emission of the groups they completed. With a non-deterministic judge
 (an LLM) a first pipeline skips members already grouped and reuses stored rewards before any judge call.
 Crash safety: the bucket keeps each member's trajectory and reward until its group is written, so a crash at
-any point leaves work that a redelivery (or the assembler's sweep) finishes.
+any point leaves work that a redelivery (or the assembler's sweep) finishes. An item may carry its entry id in
+`slca:trajectories` (third element): that entry is deleted once the trajectory is in a written group or in a
+dead letter, so the stream holds only trajectories still on their way.
 """
 
 from __future__ import annotations
@@ -40,11 +42,16 @@ def process_metrics() -> WorkerMetrics:
     return WorkerMetrics.create()
 
 
+Item = tuple[str, str] | tuple[str, str, str]
+"""(trajectory id, base64 msgpack payload[, its entry id in slca:trajectories])"""
+
+
 @dataclass
 class Scored:
     traj: Trajectory
     payload: bytes
     reward: Reward
+    stream_entry: str | None = None
 
 
 class ScoringPipeline:
@@ -54,38 +61,43 @@ class ScoringPipeline:
         self.settings = settings
         self.keys = Keys(Streams(prefix))
         self.metrics = metrics or process_metrics()
-        self.dead = DeadLetters(client, self.keys, settings.key_ttl_s)
+        self.dead = DeadLetters(client, self.keys, settings.key_ttl_s, settings.dead_maxlen)
         self.groups = GroupAssembler(client, self.keys, settings.group_size, settings.version_window,
-                                     settings.key_ttl_s, settings.max_groups_len, settings.late_window_s)  # fmt: skip
+                                     settings.key_ttl_s, settings.max_groups_len, settings.late_window_s,
+                                     settings.dead_maxlen)  # fmt: skip
 
-    def process(self, items: list[tuple[str, str]]) -> list[str]:
-        """Score (traj_id, base64 payload) entries and add them to their groups; returns a status per entry
-        ('pending', 'grouped', 'late', 'duplicate', 'dead', 'full'). Transient errors (Redis, judge) propagate."""
+    def process(self, items: list[Item]) -> list[str]:
+        """Score (traj_id, base64 payload[, stream entry id]) entries and add them to their groups; returns a status
+        per entry ('pending', 'grouped', 'late', 'duplicate', 'dead', 'full'). Transient errors (Redis, judge)
+        propagate."""
         status: dict[str, str] = {}
-        decoded = self._decode(items, status)
+        entries = {item[0]: item[2] for item in items if len(item) > 2 and item[2]}
+        decoded = self._decode(items, status, entries)
         stored = self._prefetch(decoded, status) if self.settings.judge != "rule" else {}
         scored = []
         for traj, payload in decoded:
             if traj.id in status:
                 continue
             try:
-                scored.append(Scored(traj, payload, stored.get(traj.id) or self._score(traj)))
+                scored.append(Scored(traj, payload, stored.get(traj.id) or self._score(traj), entries.get(traj.id)))
             except POISON_ERRORS as exc:
                 # one trajectory the scorer cannot handle must not fail (and dead-letter) its whole batch
-                status[traj.id] = self.dead_letter(traj.id, f"scoring_error: {type(exc).__name__}: {exc}", payload)
+                status[traj.id] = self.dead_letter(traj.id, f"scoring_error: {type(exc).__name__}: {exc}", payload,
+                                                   entries.get(traj.id))  # fmt: skip
         self.emit(self._add_all(scored, status))
-        return [status.get(tid, "dead") for tid, _ in items]
+        return [status.get(item[0], "dead") for item in items]
 
-    def _decode(self, items: list[tuple[str, str]], status: dict[str, str]) -> list[tuple[Trajectory, bytes]]:
+    def _decode(self, items: list[Item], status: dict[str, str],
+                entries: dict[str, str]) -> list[tuple[Trajectory, bytes]]:  # fmt: skip
         out = []
-        for traj_id, payload_b64 in items:
+        for traj_id, payload_b64, *_ in items:
             payload = base64.b64decode(payload_b64)
             try:
                 traj = load_msgpack(Trajectory, payload)
                 if traj.id != traj_id:
                     raise ContractError(f"invalid Trajectory: entry id {traj_id!r} != payload id {traj.id!r}")
             except ContractError as exc:
-                status[traj_id] = self.dead_letter(traj_id, f"invalid_payload: {exc}", payload)
+                status[traj_id] = self.dead_letter(traj_id, f"invalid_payload: {exc}", payload, entries.get(traj_id))
                 continue
             out.append((traj, payload))
         return out
@@ -121,7 +133,8 @@ class ScoringPipeline:
         for item in scored:
             self.groups.add(item.traj, item.payload, item.reward,
                             self.keys.reward(self.settings.scorer_version, item.traj.id), stats_stream,
-                            _stats(item.traj, item.reward), self.settings.stats_maxlen, batch)  # fmt: skip
+                            _stats(item.traj, item.reward), self.settings.stats_maxlen, batch,
+                            item.stream_entry)  # fmt: skip
         completed = []
         for item, reply in zip(scored, batch.execute()):
             added = self.groups.parse_add(reply)
@@ -130,7 +143,7 @@ class ScoringPipeline:
             if added.status == "late":
                 self.metrics.late_members.inc()
                 status[item.traj.id] = self.dead_letter(item.traj.id, "late: its group was already emitted as partial",
-                                                  item.payload)  # fmt: skip
+                                                        item.payload, item.stream_entry)  # fmt: skip
                 continue
             if added.status == "duplicate":
                 self.metrics.duplicates.inc()
@@ -156,8 +169,9 @@ class ScoringPipeline:
             if name in reward.components:
                 m.reward_component.labels(component=name).observe(reward.components[name])
 
-    def dead_letter(self, entry_id: str, reason: str, payload: bytes | None) -> str:
-        if self.dead.add(entry_id, reason, self.keys.streams.trajectories, payload):
+    def dead_letter(self, entry_id: str, reason: str, payload: bytes | None, stream_entry: str | None = None) -> str:
+        """Dead-letter a trajectory (and delete its `stream_entry` from slca:trajectories, when known)."""
+        if self.dead.add(entry_id, reason, self.keys.streams.trajectories, payload, stream_entry):
             self.metrics.dead_letters.labels(reason=reason_kind(reason)).inc()
         return "dead"
 

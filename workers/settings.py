@@ -119,6 +119,9 @@ class WorkerSettings(SectionSettings):
     """TTL of the idempotence keys (stored rewards, group membership, dead-letter marks)."""
     stats_maxlen: int = Field(default=2000, ge=1)
     """MAXLEN (approximate) of the dashboard rewards stats stream."""
+    dead_maxlen: int = Field(default=10_000, ge=1)
+    """MAXLEN (approximate: Redis trims whole nodes, so up to ~100 more) of the dead-letter stream `slca:dead`;
+    the oldest dead letters go first. Each dead-letter mark (idempotence) still lives `key_ttl_s`."""
     metrics_port: int = Field(default=0, ge=0)
     """Prometheus port of `slca worker` / `slca assembler` (0 = off)."""
 
