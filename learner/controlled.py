@@ -114,6 +114,11 @@ def run_train_cli(args, config) -> int:
     log_path = Path(args.log) if args.log else run_dir / "metrics.jsonl"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     client = redis.Redis.from_url(common.redis_or_default())
+    try:
+        client.ping()  # before any work: every version is announced there
+    except redis.ConnectionError as exc:
+        raise CliError(f"cannot reach Redis at {common.redis_or_default()} (weights are announced there; set "
+                       f"common.redis_url): {exc}") from None  # fmt: skip
     server, api, streams = open_server(config, args.api)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -141,8 +146,6 @@ def run_train_cli(args, config) -> int:
                 log.flush()
                 bar.update(1)
                 bar.set_postfix(exec=f"{line['exec_mean']:.2f}", loss=f"{report.loss:.3f}")
-    except redis.ConnectionError as exc:
-        raise CliError(f"cannot reach Redis at {common.redis_or_default()} (weights are announced there): {exc}") from None
     finally:
         if server is not None:
             server.stop()
