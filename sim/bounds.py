@@ -50,6 +50,26 @@ class SchemaLimits:
 DEFAULT_LIMITS = SchemaLimits()
 
 _DEADLINE: ContextVar[float] = ContextVar("sim_schema_deadline", default=math.inf)
+_PATTERN_TIMEOUT: ContextVar[float] = ContextVar("sim_pattern_timeout", default=DEFAULT_LIMITS.pattern_timeout_s)
+
+
+@contextmanager
+def within(limits: SchemaLimits | None) -> Iterator[None]:
+    """The limits' deadline and regex budget for the work inside the block (validators are cached and shared,
+    so the per-provider limits travel in the context, not in the validator). None: keep the enclosing block's
+    regex budget, and bound the block by the default deadline too."""
+    token = _PATTERN_TIMEOUT.set(limits.pattern_timeout_s) if limits is not None else None
+    try:
+        with deadline((limits or DEFAULT_LIMITS).deadline_s):
+            yield
+    finally:
+        if token is not None:
+            _PATTERN_TIMEOUT.reset(token)
+
+
+def pattern_timeout() -> float:
+    """Budget of one regular-expression match in the current context."""
+    return _PATTERN_TIMEOUT.get()
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from functools import lru_cache
 from re import _constants as sre  # the parse tree of `re` (stable across 3.11+; sre_parse is its public alias)
 from re import _parser as sre_parse
 
-from sim.bounds import SchemaLimitError, remaining
+from sim.bounds import SchemaLimitError, pattern_timeout, remaining
 
 try:
     import regex as _regex
@@ -32,8 +32,6 @@ MAX_PATTERN_CHARS = 1000
 """Longest pattern accepted."""
 MAX_UNROLLED = 10_000
 """Most pattern elements once fixed repetitions are unrolled (what the `regex` engine compiles)."""
-DEFAULT_TIMEOUT_S = 0.05
-"""Match budget when the caller gives none."""
 
 _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
 _POOL = string.ascii_lowercase + string.digits + string.ascii_uppercase + "-_. "
@@ -112,12 +110,12 @@ def _compiled(pattern: str):
     return re.compile(pattern)
 
 
-def search(pattern: str, text: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+def search(pattern: str, text: str, timeout_s: float | None = None) -> bool:
     """`re.search(pattern, text)` semantics, bounded: raises SchemaLimitError when the pattern is refused or the
-    match runs past `timeout_s` (or past the current deadline, if sooner)."""
+    match runs past `timeout_s` (default: the context's, `sim.bounds.within`) or past the current deadline."""
     if problem := pattern_problem(pattern):
         raise SchemaLimitError(problem)
-    budget = min(timeout_s, remaining())
+    budget = min(pattern_timeout() if timeout_s is None else timeout_s, remaining())
     if budget <= 0:
         raise SchemaLimitError(f"no time left to match pattern {pattern[:60]!r}")
     compiled = _compiled(pattern)

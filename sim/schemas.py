@@ -23,9 +23,10 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from sim import patterns
-from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, check_deadline, deadline
+from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, check_deadline, within
 from sim.lru import ByteLRU
 
 GENERIC_OBJECT: dict[str, Any] = {"type": "object"}
@@ -164,9 +165,9 @@ def _remote_ref_problem(schema: dict[str, Any]) -> str | None:
     """A `$ref` with a scheme (http:, file:, urn: ...) must name a resource embedded in the schema (`$id`)."""
     resolver = None
     for key, ref in _walk(schema):
-        if key != "$ref" or not isinstance(ref, str) or not urlsplit(ref).scheme:
+        if key not in ("$ref", "$dynamicRef") or not isinstance(ref, str) or not urlsplit(ref).scheme:
             continue
-        resolver = resolver or _bounded_validator(schema)._resolver
+        resolver = resolver or SAFE_REGISTRY.resolver_with_root(DRAFT202012.create_resource(schema))
         try:
             resolver.lookup(ref)
         except Unresolvable:
@@ -178,7 +179,7 @@ def _remote_ref_problem(schema: dict[str, Any]) -> str | None:
 
 
 def _search(pattern: str, text: str) -> bool:
-    return patterns.search(pattern, text, DEFAULT_LIMITS.pattern_timeout_s)
+    return patterns.search(pattern, text)  # the budget of the context (`within`)
 
 
 def _pattern(validator, pattern, instance, schema):
@@ -296,11 +297,11 @@ def _unchecked(exc: Exception) -> str:
     return _short(str(exc))
 
 
-def validation_error(schema: dict[str, Any], value: Any, limits: SchemaLimits = DEFAULT_LIMITS) -> str | None:
+def validation_error(schema: dict[str, Any], value: Any, limits: SchemaLimits | None = None) -> str | None:
     """None when `value` satisfies `schema`, else one message naming the offending field (or saying why the
     check could not finish within the bounds: a pattern too slow, the deadline, an unresolvable `$ref`)."""
     try:
-        with deadline(limits.deadline_s):
+        with within(limits):
             errors = sorted(validator(schema).iter_errors(value), key=lambda e: (len(e.absolute_path), e.path))
     except (SchemaLimitError, Unresolvable, RecursionError) as exc:
         return f"arguments could not be checked: {_unchecked(exc)}"
@@ -310,10 +311,10 @@ def validation_error(schema: dict[str, Any], value: Any, limits: SchemaLimits = 
     return f"invalid argument '{_short(_path(first), 100)}': {_short(first.message)}"
 
 
-def is_valid(schema: dict[str, Any] | None, value: Any, limits: SchemaLimits = DEFAULT_LIMITS) -> bool:
+def is_valid(schema: dict[str, Any] | None, value: Any, limits: SchemaLimits | None = None) -> bool:
     """Whether `value` satisfies `schema`; False too when that cannot be established within the bounds."""
     try:
-        with deadline(limits.deadline_s):
+        with within(limits):
             return validator(schema or GENERIC_OBJECT).is_valid(value)
     except (SchemaLimitError, Unresolvable, RecursionError):
         return False

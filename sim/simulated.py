@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim.backends import Backend, SimRequest
-from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, deadline
+from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, within
 from sim.cache import ResponseCache
 from sim.faults import FAULTS, FaultPlan
 from sim.metrics import SimMetrics
@@ -105,7 +105,7 @@ class SimulatedTool:
 
     def _consistent(self, state: EpisodeState, answer: Any, known: dict[str, Any]) -> Any:
         """The answer overlaid with what the episode knows, if that stays valid (worker thread, one deadline)."""
-        with deadline(self.ctx.limits.deadline_s):
+        with within(self.ctx.limits):
             content = state.overlay(answer, self.response_schema, known)
             if content is not answer and not is_valid(self.response_schema, content):  # never hand out an invalid body
                 content = answer

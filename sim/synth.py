@@ -21,7 +21,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from sim import patterns
-from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, check_deadline, deadline
+from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, check_deadline, within
 
 FIRST = ["Emma", "Liam", "Olivia", "Noah", "Ava", "Mei", "Omar", "Sofia", "Yusuf", "Chloe", "Raj", "Lena"]
 LAST = ["Kim", "Garcia", "Brown", "Kovacs", "Smith", "Nguyen", "Muller", "Rossi", "Khan", "Silva", "Ito"]
@@ -159,7 +159,7 @@ class Synthesiser:
     def _patterned(self, pattern: str, text: str, low: int, high: int | None) -> str:
         """`text` if the pattern matches it, else a generated match within the lengths, else "" (best effort)."""
         try:
-            if patterns.search(pattern, text, self.limits.pattern_timeout_s):
+            if patterns.search(pattern, text):
                 return text
         except SchemaLimitError:
             pass  # refused or too slow on this candidate: a generated one may still do
@@ -331,5 +331,5 @@ GENERATORS: dict[str, Callable[..., Any]] = {
 def synthesise(schema: dict[str, Any], seed: int, limits: SchemaLimits = DEFAULT_LIMITS) -> Any:
     """A value satisfying `schema` (best effort for patterns), the same for the same seed. Raises
     SchemaLimitError when no value fits the limits (or the deadline passes)."""
-    with deadline(limits.deadline_s):
+    with within(limits):
         return Synthesiser(schema, seed, limits).value(schema)

@@ -269,3 +269,23 @@ def test_byte_lru_evicts_least_recently_used_and_skips_oversized_values():
     cache.get_or_make("b", lambda: made.append(1), lambda _v: 40)
     assert not made  # a hit
     assert cache.get_or_make("big", lambda: "v", lambda _v: 1000) == "v" and "big" not in cache._items
+
+
+def test_grammar_cache_is_bounded_in_bytes(tiny_model_dir):
+    pytest.importorskip("xgrammar")
+    from transformers import AutoTokenizer
+
+    from sim.backends.guided import GrammarCache, bounded
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    cache = GrammarCache(tok, len(tok), [tok.eos_token_id], max_bytes=400_000)
+    assert cache.compiler.cache_limit_bytes == 400_000  # xgrammar's own cache is bounded too
+    for i in range(12):
+        schema = {"type": "object", "required": [f"f{j}" for j in range(8)],
+                  "properties": {f"f{j}": {"type": "string", "enum": [f"v{i}-{j}-{k}" for k in range(20)]}
+                                 for j in range(8)}}  # fmt: skip
+        assert cache.matcher(schema) is not None
+    assert 0 < cache._compiled.bytes <= 400_000 and len(cache._compiled) < 12
+    # a pattern too large for a grammar is left to validate-and-retry
+    assert "pattern" not in bounded({"type": "string", "pattern": "a{300}"})
+    assert bounded({"type": "string", "pattern": "^[A-Z]{3}$"})["pattern"] == "^[A-Z]{3}$"
