@@ -27,6 +27,9 @@ from slca.contracts import ContractError, RolloutGroup, Streams, decode_entry
 
 
 @dataclass
+DEAD_MAXLEN = 10_000
+"""Approximate bound of `slca:dead` when the learner dead-letters an undecodable group."""
+
 class GroupEntry:
     entry_id: bytes
     group: RolloutGroup | None
@@ -111,5 +114,6 @@ class GroupConsumer:
         payload = (entry.raw or {}).get(b"data")
         if payload is not None:
             fields[b"data"] = payload
-        self.client.xadd(self.streams.dead, fields)
+        # bounded like the workers' dead letters (workers.dead_maxlen's default): a poison producer cannot grow it
+        self.client.xadd(self.streams.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)
         self.ack([entry.entry_id])

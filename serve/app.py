@@ -101,7 +101,8 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     client = aioredis.Redis.from_url(app[COMMON].redis_or_default(), decode_responses=False)
     app[REDIS] = client
-    app[RECORDER] = TrajectoryRecorder(client, app[STREAMS], app[SETTINGS].max_stream_len, app[METRICS])
+    app[RECORDER] = TrajectoryRecorder(client, app[STREAMS], app[SETTINGS].max_stream_len, app[METRICS],
+                                       max_bytes=app[SETTINGS].max_stream_bytes)
     yield
     await client.aclose()
 
