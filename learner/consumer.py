@@ -26,10 +26,11 @@ import redis
 from slca.contracts import ContractError, RolloutGroup, Streams, decode_entry
 
 
-@dataclass
 DEAD_MAXLEN = 10_000
 """Approximate bound of `slca:dead` when the learner dead-letters an undecodable group."""
 
+
+@dataclass
 class GroupEntry:
     entry_id: bytes
     group: RolloutGroup | None
