@@ -12,33 +12,41 @@ from aiohttp import web
 from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
 from serve.auth import record_refusal
 from serve.engines.base import SamplingParams
-from serve.errors import BadRequest, ContextTooLong, ServeError
-from serve.http_util import check_model, read_json, sse
+from serve.errors import ServeError
+from serve.http_util import check_model, off_loop, read_json, sse
 from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS, TOOLS
-from serve.prompting import prompt_chunks, to_template_messages
-from serve.requests import AgentRunRequest, check_tools, forced_call_grammar, parse_body, resolve_tool_choice
+from serve.prompting import request_chunks
+from serve.requests import (
+    AgentRunRequest,
+    check_context,
+    check_tools,
+    forced_call_grammar,
+    max_tokens_of,
+    parse_body,
+    resolve_tool_choice,
+    temperature_of,
+)
 
 
-def _spec(request: web.Request, req: AgentRunRequest) -> EpisodeSpec:
-    settings, engine = request.app[SETTINGS], request.app[ENGINE]
-    check_model(request, req.model)
-    offered = check_tools(req.tools)
+def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec]:
+    """The validated request and its episode spec; CPU work (schemas, templating, tokenisation), run off the loop."""
+    settings, engine = app[SETTINGS], app[ENGINE]
+    req = parse_body(AgentRunRequest, data, settings)
+    check_model(app, req.model)
+    offered = check_tools(req.tools, settings)
     _, forced = resolve_tool_choice(req.tool_choice, req.tools)
-    if req.n > settings.max_n:
-        raise BadRequest(f"n={req.n} exceeds the limit of {settings.max_n}", param="n")
     messages = [m.model_dump(exclude_none=True) for m in req.messages]
-    prompt_len = sum(len(ids) for ids, _ in prompt_chunks(engine.tokenizer, to_template_messages(messages, req.tools)))
-    max_tokens = req.max_completion_tokens or req.max_tokens or settings.max_tokens_default
-    if prompt_len + max_tokens > settings.max_model_len:
-        raise ContextTooLong(f"prompt of {prompt_len} tokens + max_tokens {max_tokens} exceeds the context of "
-                             f"{settings.max_model_len} tokens", param="messages")  # fmt: skip
-    return EpisodeSpec(
+    prompt_len = sum(len(ids) for ids, _ in request_chunks(engine.tokenizer, messages, req.tools))
+    max_tokens = max_tokens_of(req, settings)
+    check_context(prompt_len, max_tokens, settings)
+    spec = EpisodeSpec(
         task_id=req.task_id, messages=messages, tools=req.tools, offered=offered,
-        params=SamplingParams(req.temperature, req.top_p, max_tokens),
-        first_turn_grammar=forced_call_grammar(forced),
+        params=SamplingParams(temperature_of(req, settings), req.top_p, max_tokens),
+        first_turn_grammar=forced_call_grammar(req.tools, forced),
         max_turns=req.max_turns or settings.max_turns_default, max_model_len=settings.max_model_len,
         ground_truth=req.ground_truth,
     )  # fmt: skip
+    return req, spec
 
 
 def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
@@ -51,11 +59,12 @@ def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
 
 
 async def agent_runs(request: web.Request) -> web.StreamResponse:
-    req = parse_body(AgentRunRequest, await read_json(request))
-    spec = _spec(request, req)
     app = request.app
+    req, spec = await off_loop(app, _spec, app, await read_json(request))
     runner = AgentRunner(app[ENGINE], app[TOOLS], app[METRICS], app[SETTINGS].engine_timeout_s)
     seed = req.seed if req.seed is not None else random.getrandbits(31)
+    # rollout seeds stay within 0..max_seed (the agent loop adds a small step per turn: torch takes < 2**64)
+    seeds = [(seed + 1_000_003 * i) % (app[SETTINGS].max_seed + 1) for i in range(req.n)]
     run_id = f"run-{uuid.uuid4().hex}"
     spec.run_id = run_id
     # training data (and the ground_truth it is scored against) only from a key with the 'record' scope
@@ -63,7 +72,7 @@ async def agent_runs(request: web.Request) -> web.StreamResponse:
     said = {"record_refused": refused} if refused else {}
 
     async def one(i: int) -> dict[str, Any]:
-        outcome = await runner.run(spec, seed + 1_000_003 * i)
+        outcome = await runner.run(spec, seeds[i])
         recorded = False
         if req.record and not refused:
             recorded = await app[RECORDER].record(outcome.trajectory)  # never raises: back-pressure is counted

@@ -12,42 +12,50 @@ from aiohttp import web
 
 from serve.auth import record_refusal
 from serve.engines.base import EngineError, GenerationResult, SamplingParams
-from serve.errors import BadRequest, ContextTooLong, EngineUnavailable, ServeError
-from serve.http_util import check_model, read_json, sse
+from serve.errors import EngineUnavailable, ServeError
+from serve.http_util import check_model, off_loop, read_json, sse
 from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS
-from serve.prompting import prompt_chunks, to_template_messages
-from serve.requests import ChatRequest, check_tools, forced_call_grammar, parse_body, resolve_tool_choice
+from serve.prompting import request_chunks
+from serve.requests import (
+    ChatRequest,
+    check_context,
+    check_tools,
+    forced_call_grammar,
+    max_tokens_of,
+    parse_body,
+    resolve_tool_choice,
+    stop_strings,
+    temperature_of,
+)
 from serve.trajectory import TrajectoryBuilder
 from serve.turns import Turn, decode_turn, end_ids, openai_tool_call, sample
 from slca.chat.hermes import parse_tool_calls, text_outside_calls
 
 
 class ChatPlan:
-    """Everything derived from one validated request: prompt, per-choice sampling params, tool mode."""
+    """Everything derived from one request body: prompt, per-choice sampling params, tool mode. Built off the event
+    loop (`off_loop`): validation, schema checks, templating, tokenisation and grammar building are CPU work."""
 
-    def __init__(self, request: web.Request, req: ChatRequest):
-        settings, engine = request.app[SETTINGS], request.app[ENGINE]
-        self.model = check_model(request, req.model)
-        self.offered = check_tools(req.tools)
+    def __init__(self, app: web.Application, data: Any):
+        settings, engine = app[SETTINGS], app[ENGINE]
+        req = parse_body(ChatRequest, data, settings)
+        self.model = check_model(app, req.model)
+        self.offered = check_tools(req.tools, settings)
         self.mode, forced = resolve_tool_choice(req.tool_choice, req.tools)
-        if req.n > settings.max_n:
-            raise BadRequest(f"n={req.n} exceeds the limit of {settings.max_n}", param="n")
+        self.stop = stop_strings(req.stop, settings)
         self.messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        self.chunks = prompt_chunks(engine.tokenizer, to_template_messages(self.messages, req.tools))
+        self.chunks = request_chunks(engine.tokenizer, self.messages, req.tools)
         self.prompt_ids = [t for ids, _ in self.chunks for t in ids]
-        max_tokens = req.max_completion_tokens or req.max_tokens or settings.max_tokens_default
-        if len(self.prompt_ids) + max_tokens > settings.max_model_len:
-            raise ContextTooLong(
-                f"This model's maximum context length is {settings.max_model_len} tokens; the request has "
-                f"{len(self.prompt_ids)} prompt tokens and asks for {max_tokens} more",
-                param="messages",
-            )
-        self.stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-        grammar = forced_call_grammar(forced)
+        max_tokens = max_tokens_of(req, settings)
+        check_context(len(self.prompt_ids), max_tokens, settings)
+        grammar = forced_call_grammar(req.tools, forced)
         seed = req.seed if req.seed is not None else random.getrandbits(31)
+        top = (req.top_logprobs or 0) if req.logprobs else 0
         self.params = [
-            SamplingParams(req.temperature, req.top_p, max_tokens, seed + i, self.stop, grammar) for i in range(req.n)
-        ]
+            SamplingParams(temperature_of(req, settings), req.top_p, max_tokens, (seed + i) % (settings.max_seed + 1),
+                           self.stop, grammar, top)
+            for i in range(req.n)
+        ]  # fmt: skip
         self.req = req
         self.tools = req.tools or []
 
@@ -66,29 +74,36 @@ def _cut_at_stop(text: str, stop: list[str]) -> str:
     return text[: min(cuts)] if cuts else text
 
 
-def _logprobs(engine, turn: Turn) -> dict[str, Any]:
-    content = []
-    for token, lp in zip(turn.result.token_ids, turn.result.logprobs):
-        text = engine.tokenizer.decode([token], skip_special_tokens=False)
-        content.append({"token": text, "logprob": lp, "bytes": list(text.encode()), "top_logprobs": []})
-    return {"content": content}
+def _logprobs(tokenizer, turns: list[Turn]) -> list[dict[str, Any]]:
+    """OpenAI `logprobs` of each choice: every sampled token with its logprob and its top alternatives."""
+
+    def entry(token: int, lp: float) -> dict[str, Any]:
+        text = tokenizer.decode([token], skip_special_tokens=False)
+        return {"token": text, "logprob": lp, "bytes": list(text.encode()), "top_logprobs": []}
+
+    out = []
+    for turn in turns:
+        r = turn.result
+        content = [entry(t, lp) for t, lp in zip(r.token_ids, r.logprobs)]
+        for item, top in zip(content, r.top_logprobs or []):
+            item["top_logprobs"] = [{k: v for k, v in entry(t, lp).items() if k != "top_logprobs"} for t, lp in top]
+        out.append({"content": content})
+    return out
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    req = parse_body(ChatRequest, await read_json(request))
-    plan = ChatPlan(request, req)
+    plan = await off_loop(request.app, ChatPlan, request.app, await read_json(request))
+    req = plan.req
     if req.stream:
         return await _stream(request, plan)
     app, created = request.app, int(time.time())
     results = await asyncio.gather(*(_sample(request, plan, p) for p in plan.params))
     turns = [decode_turn(app[ENGINE], r) for r in results]
+    logprobs = await off_loop(app, _logprobs, app[ENGINE].tokenizer, turns) if req.logprobs else [None] * len(turns)
     choices = []
     for i, turn in enumerate(turns):
         message, finish = plan.message(turn)
-        choice = {"index": i, "message": message, "finish_reason": finish, "logprobs": None}
-        if req.logprobs:
-            choice["logprobs"] = _logprobs(app[ENGINE], turn)
-        choices.append(choice)
+        choices.append({"index": i, "message": message, "finish_reason": finish, "logprobs": logprobs[i]})
     await _maybe_record(request, plan, turns)
     completion = sum(len(t.result.token_ids) for t in turns)
     return web.json_response({

@@ -30,6 +30,10 @@ class InvalidJSON(ServeError):
     code = "invalid_json"
 
 
+class UnsafeJSON(InvalidJSON):
+    """Well-formed JSON we refuse: nested too deep, a number too long or not finite, a lone surrogate."""
+
+
 class InvalidToolSchema(ServeError):
     code = "invalid_tool_schema"
 

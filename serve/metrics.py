@@ -2,17 +2,56 @@
 
 from __future__ import annotations
 
+import threading
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+MAX_TOOL_LABELS = 64
+"""Distinct tool names a process labels metrics with; later ones count as 'other'."""
+
+
+class BoundedLabel:
+    """Label values that come from callers (tool names are request data): the first `limit` distinct values keep
+    their name, any later one is 'other', so that no caller can grow the series without bound."""
+
+    FIXED = frozenset({"unknown", "other"})
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()  # agent runs label from the event loop, tools may do so from threads
+
+    def __call__(self, value: str) -> str:
+        if value in self.FIXED or value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) >= self.limit:
+                return "other"
+            self._seen.add(value)
+            return value
+
+
+class _ToolCounter:
+    """`slca_tool_calls_total` with its `tool` label bounded (BoundedLabel)."""
+
+    def __init__(self, counter: Counter, tools: BoundedLabel):
+        self.counter, self.tools = counter, tools
+
+    def labels(self, *, tool: str, outcome: str):
+        return self.counter.labels(tool=self.tools(tool), outcome=outcome)
 
 
 class ServeMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, max_tool_labels: int = MAX_TOOL_LABELS):
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter("slca_requests_total", "HTTP requests", ["endpoint", "status"], registry=r)
         self.request_seconds = Histogram("slca_request_seconds", "Request latency", ["endpoint"], registry=r)
         self.tokens_generated = Counter("slca_tokens_generated_total", "Sampled tokens", registry=r)
-        self.tool_calls = Counter("slca_tool_calls_total", "Tool calls executed", ["tool", "outcome"], registry=r)
+        self.tool_calls = _ToolCounter(
+            Counter("slca_tool_calls_total", "Tool calls executed", ["tool", "outcome"], registry=r),
+            BoundedLabel(max_tool_labels),
+        )
         self.tool_turns = Histogram(
             "slca_tool_turns", "Tool turns per episode", buckets=(0, 1, 2, 3, 4, 6, 8, 12, 16), registry=r
         )
@@ -32,5 +71,6 @@ class ServeMetrics:
 
     @staticmethod
     def known_tool(name: str | None, offered: set[str]) -> str:
-        """Bounded label: a name the request offered, else 'unknown' (model output must not mint labels)."""
+        """A name the request offered, else 'unknown' (model output must not mint labels); the request's own names
+        are bounded in turn by `tool_calls` (first `max_tool_labels` distinct names, then 'other')."""
         return name if name in offered else "unknown"

@@ -1,17 +1,52 @@
-"""Request bodies of the API (pydantic), and the checks OpenAI applies to them."""
+"""Request bodies of the API (pydantic), the request limits (README "Request limits"), and the checks OpenAI
+applies to them. Every check raises a serve error that names the offending field in `param`."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import jsonschema
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from serve.errors import BadRequest, InvalidToolSchema
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
+
+from serve.errors import BadRequest, ContextTooLong, InvalidJSON, InvalidToolSchema, UnsafeJSON
+from serve.http_util import JSONLimits, loads_checked
 from slca.chat.hermes import function_of
 from slca.contracts import GroundTruth
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
+MAX_TOP_LOGPROBS = 20
+"""OpenAI's bound of `top_logprobs` (and vLLM's default `max_logprobs`)."""
+
+
+class FunctionCall(BaseModel):
+    """`function` of a tool call in the conversation history."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    arguments: Any = None
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_text_or_object(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, (str, dict)):
+            raise ValueError("must be a JSON string (or an object)")
+        return v
+
+
+class HistoryToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
 
 
 class Message(BaseModel):
@@ -19,7 +54,7 @@ class Message(BaseModel):
 
     role: str
     content: Any = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[HistoryToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
 
@@ -30,9 +65,26 @@ class Message(BaseModel):
             raise ValueError(f"unknown role {v!r}; expected one of {sorted(ROLES)}")
         return v
 
+    @field_validator("content")
+    @classmethod
+    def _text_content(cls, v: Any) -> Any:
+        """A string, null, or an array of text parts (the model reads text only)."""
+        if v is None or isinstance(v, str):
+            return v
+        if not isinstance(v, list):
+            raise ValueError("must be a string, an array of content parts, or null")
+        for i, part in enumerate(v):
+            if not isinstance(part, dict):
+                raise ValueError(f"part {i}: must be an object")
+            if part.get("type", "text") != "text":
+                raise ValueError(f"part {i}: type {part.get('type')!r} is not supported; this model reads 'text' parts")
+            if not isinstance(part.get("text"), str):
+                raise ValueError(f"part {i}: text must be a string")
+        return v
+
 
 class SamplingFields(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
@@ -45,22 +97,22 @@ class SamplingFields(BaseModel):
 class ChatRequest(SamplingFields):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
+    tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
 
 
 class AgentRunRequest(SamplingFields):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
-    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[Any] = Field(default_factory=list)
     task_id: str = Field(min_length=1)
     ground_truth: GroundTruth | None = None
-    max_turns: int | None = Field(default=None, ge=1, le=64)
+    max_turns: int | None = Field(default=None, ge=1)
     record: bool = True
     return_trajectories: bool = False
     stream: bool = False
@@ -68,60 +120,234 @@ class AgentRunRequest(SamplingFields):
     """Extension: tool choice of the FIRST model turn (later turns are 'auto')."""
 
 
-def parse_body(cls, data: Any):
+def parse_body(cls, data: Any, settings):
+    """The validated request, after the counts (cheap, before pydantic builds anything) and the limits."""
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
+    check_counts(data, settings)
     try:
-        return cls.model_validate(data)
+        req = cls.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise BadRequest(f"{loc}: {err['msg']}", param=loc or None) from None
+    check_limits(req, settings)
+    return req
 
 
-def check_tools(tools: list[dict[str, Any]] | None) -> set[str]:
-    """The offered function names; InvalidToolSchema when a definition or its JSON schema is broken."""
+def _too_many(what: str, count: int, limit: int, param: str) -> BadRequest:
+    return BadRequest(f"{what}: {count} exceeds the limit of {limit}", param=param)
+
+
+def check_counts(data: dict[str, Any], settings) -> None:
+    """Counts of the raw body: a request with 5,000 messages is refused before any per-message work."""
+    messages, tools, stop = data.get("messages"), data.get("tools"), data.get("stop")
+    if isinstance(messages, list):
+        if len(messages) > settings.max_messages:
+            raise _too_many("messages", len(messages), settings.max_messages, "messages")
+        for i, message in enumerate(messages):
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list) and len(content) > settings.max_content_parts:
+                raise _too_many(f"messages[{i}].content parts", len(content), settings.max_content_parts,
+                                f"messages.{i}.content")  # fmt: skip
+    if isinstance(tools, list) and len(tools) > settings.max_tools:
+        raise _too_many("tools", len(tools), settings.max_tools, "tools")
+    if isinstance(stop, list) and len(stop) > settings.max_stop:
+        raise _too_many("stop strings", len(stop), settings.max_stop, "stop")
+
+
+def check_limits(req: SamplingFields, settings) -> None:
+    if req.n > settings.max_n:
+        raise BadRequest(f"n={req.n} exceeds the limit of {settings.max_n}", param="n")
+    if req.seed is not None and not 0 <= req.seed <= settings.max_seed:
+        raise BadRequest(f"seed must be an integer in 0..{settings.max_seed}", param="seed")
+    for field in ("max_tokens", "max_completion_tokens"):
+        value = getattr(req, field)
+        if value is not None and value > settings.max_tokens_limit:
+            raise BadRequest(f"{field}={value} exceeds the limit of {settings.max_tokens_limit}", param=field)
+    if isinstance(req, ChatRequest):
+        stop_strings(req.stop, settings)
+        if req.top_logprobs is not None and req.top_logprobs > 0 and not req.logprobs:
+            raise BadRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    if isinstance(req, AgentRunRequest) and req.max_turns is not None and req.max_turns > settings.max_turns_limit:
+        raise BadRequest(f"max_turns={req.max_turns} exceeds the limit of {settings.max_turns_limit}", param="max_turns")
+    _check_history_arguments(req.messages, JSONLimits.of(settings))
+
+
+def stop_strings(stop: str | list[str] | None, settings) -> list[str]:
+    """The stop strings as a list; an empty one would stop every completion at once, so it is refused."""
+    strings = [stop] if isinstance(stop, str) else list(stop or [])
+    if len(strings) > settings.max_stop:
+        raise _too_many("stop strings", len(strings), settings.max_stop, "stop")
+    for s in strings:
+        if not s:
+            raise BadRequest("stop: an empty stop string is not allowed", param="stop")
+        if len(s) > settings.max_stop_chars:
+            raise BadRequest(f"stop: a stop string of {len(s)} characters exceeds the limit of {settings.max_stop_chars}",
+                             param="stop")  # fmt: skip
+    return strings
+
+
+def _check_history_arguments(messages: list[Message], limits: JSONLimits) -> None:
+    """Arguments of history tool calls are JSON text that the prompt renderer parses: the body's bounds apply.
+    Text that is not JSON at all stays text (rendered as given)."""
+    for i, message in enumerate(messages):
+        for j, call in enumerate(message.tool_calls or []):
+            args = call.function.arguments
+            if not isinstance(args, str):
+                continue
+            param = f"messages.{i}.tool_calls.{j}.function.arguments"
+            try:
+                loads_checked(args.encode("utf-8"), limits)
+            except UnsafeJSON as exc:
+                raise BadRequest(f"{param}: {exc.message}", param=param) from None
+            except InvalidJSON:
+                pass
+
+
+def max_tokens_of(req: SamplingFields, settings) -> int:
+    return req.max_completion_tokens or req.max_tokens or settings.max_tokens_default
+
+
+def check_context(prompt_tokens: int, max_tokens: int, settings) -> None:
+    if prompt_tokens + max_tokens > settings.max_model_len:
+        raise ContextTooLong(f"This model's maximum context length is {settings.max_model_len} tokens; the request has "
+                             f"{prompt_tokens} prompt tokens and asks for {max_tokens} more", param="messages")  # fmt: skip
+
+
+def temperature_of(req: SamplingFields, settings) -> float:
+    """A temperature in (0, min_temperature) samples greedily (README "Request limits")."""
+    return 0.0 if req.temperature < settings.min_temperature else req.temperature
+
+
+# --- tools -----------------------------------------------------------------------------------------
+def _refuse_retrieval(uri: str):
+    """No `$ref` is ever fetched: no network, no files. Only the JSON-schema metaschemas are known."""
+    raise NoSuchResource(ref=uri)
+
+
+SAFE_REGISTRY: Registry = Registry(retrieve=_refuse_retrieval).combine(SPECIFICATIONS)  # type: ignore[call-arg]
+"""Every jsonschema validator serve builds uses this registry (jsonschema's default fetches http:// refs)."""
+LATEST = jsonschema.Draft202012Validator
+RESPONSE_SCHEMA_KEYS = ("x-response-schema", "returns")
+
+
+def schema_validator(schema: dict[str, Any]):
+    """A validator for instances of `schema` that resolves only refs inside it (SAFE_REGISTRY)."""
+    cls = _validator_class(schema, "schema")
+    return cls(schema, registry=SAFE_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+
+
+def check_tools(tools: list[Any] | None, settings) -> set[str]:
+    """The offered function names; InvalidToolSchema (param: the tool) when a definition or a schema is broken."""
     names: set[str] = set()
     for i, tool in enumerate(tools or []):
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-            raise InvalidToolSchema(f"tools[{i}]: expected {{'type': 'function', 'function': {{...}}}}", param="tools")
-        fn = function_of(tool)
-        name = fn.get("name")
-        if not isinstance(name, str) or not name or len(name) > 64:
-            raise InvalidToolSchema(f"tools[{i}].function.name: a non-empty string is required", param="tools")
-        params = fn.get("parameters", {"type": "object"})
-        if not isinstance(params, dict):
-            raise InvalidToolSchema(f"tools[{i}].function.parameters: must be a JSON schema object", param="tools")
-        try:
-            jsonschema.validators.validator_for(params).check_schema(params)
-        except jsonschema.SchemaError as exc:
-            raise InvalidToolSchema(f"tools[{i}].function.parameters: invalid JSON schema: {exc.message}", param="tools")
-        if params.get("type", "object") != "object":
-            raise InvalidToolSchema(f"tools[{i}].function.parameters: must describe an object", param="tools")
+        name = _check_tool(i, tool, settings)
         if name in names:
-            raise InvalidToolSchema(f"tools[{i}]: duplicate function name {name!r}", param="tools")
+            raise InvalidToolSchema(f"tools[{i}]: duplicate function name {name!r}", param=f"tools.{i}.function.name")
         names.add(name)
     return names
+
+
+def _check_tool(i: int, tool: Any, settings) -> str:
+    where = f"tools.{i}"
+    if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+        raise InvalidToolSchema(f"tools[{i}]: expected {{'type': 'function', 'function': {{...}}}}", param=where)
+    fn = function_of(tool)
+    if not isinstance(fn, dict):
+        raise InvalidToolSchema(f"tools[{i}].function: must be an object", param=f"{where}.function")
+    name = fn.get("name")
+    if not isinstance(name, str) or not name or len(name) > 64:
+        raise InvalidToolSchema(f"tools[{i}].function.name: a non-empty string of at most 64 characters is required",
+                                param=f"{where}.function.name")  # fmt: skip
+    size = len(json.dumps(tool, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > settings.max_tool_schema_bytes:
+        raise InvalidToolSchema(f"tools[{i}]: the definition of {size} bytes exceeds the limit of "
+                                f"{settings.max_tool_schema_bytes}", param=where)  # fmt: skip
+    params = fn.get("parameters", {"type": "object"})
+    check_schema(params, f"{where}.function.parameters", settings.max_tool_schema_depth)
+    if params.get("type", "object") != "object":
+        raise InvalidToolSchema(f"tools[{i}].function.parameters: must describe an object",
+                                param=f"{where}.function.parameters")  # fmt: skip
+    for key in RESPONSE_SCHEMA_KEYS:
+        response = fn.get(key, tool.get(key))
+        if response is not None:
+            check_schema(response, f"{where}.function.{key}", settings.max_tool_schema_depth)
+    return name
+
+
+def check_schema(schema: Any, param: str, max_depth: int) -> None:
+    """A usable JSON schema: an object, not too deep, only local refs that resolve, valid against its metaschema."""
+    if not isinstance(schema, dict):
+        raise InvalidToolSchema(f"{param}: must be a JSON schema object", param=param)
+    depth, refs = _shape(schema)
+    if depth > max_depth:
+        raise InvalidToolSchema(f"{param}: nests deeper than {max_depth} levels", param=param)
+    for ref in refs:
+        _check_ref(schema, ref, param)
+    cls = _validator_class(schema, param)
+    try:
+        meta = cls(cls.META_SCHEMA, registry=SAFE_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+        error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
+    except Exception as exc:  # jsonschema raises more than SchemaError on odd schemas; any of them is the caller's
+        raise InvalidToolSchema(f"{param}: invalid JSON schema ({type(exc).__name__}: {exc})"[:500], param=param) from None
+    if error is not None:
+        raise InvalidToolSchema(f"{param}: invalid JSON schema: {error.message}"[:500], param=param)
+
+
+def _validator_class(schema: dict[str, Any], param: str):
+    dialect = schema.get("$schema")
+    if dialect is None:
+        return LATEST
+    if not isinstance(dialect, str):
+        raise InvalidToolSchema(f"{param}.$schema: must be a string (a metaschema URI)", param=param)
+    cls = jsonschema.validators.validator_for(schema, default=None)
+    if cls is None:
+        raise InvalidToolSchema(f"{param}.$schema: unknown dialect {dialect[:100]!r}", param=param)
+    return cls
+
+
+def _shape(schema: Any) -> tuple[int, list[str]]:
+    """(nesting depth, every `$ref` string): iteratively, so depth is measured before anything recurses."""
+    depth, refs = 0, []
+    stack = [(schema, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            depth = max(depth, level)
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef", "$recursiveRef") and isinstance(value, str):
+                    refs.append(value)
+                stack.append((value, level + 1))
+        elif isinstance(node, list):
+            depth = max(depth, level)
+            stack.extend((v, level + 1) for v in node)
+    return depth, refs
+
+
+def _check_ref(root: dict[str, Any], ref: str, param: str) -> None:
+    """Only refs into the schema itself ('#', '#/json/pointer', '#anchor'), and pointers must resolve."""
+    if not ref.startswith("#"):
+        raise InvalidToolSchema(f"{param}: $ref {ref[:100]!r} points outside the schema; only local refs "
+                                "('#/...') are allowed", param=param)  # fmt: skip
+    if not ref.startswith("#/"):
+        return
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise InvalidToolSchema(f"{param}: $ref {ref[:100]!r} does not resolve inside the schema", param=param)
 
 
 ToolMode = Literal["none", "auto", "forced"]
 
 
-def forced_call_grammar(forced: list[dict[str, Any]]) -> str | None:
-    """The grammar that forces one call to one of `forced` (None when nothing is forced)."""
-    from serve.engines.grammar import GrammarUnavailable, tool_call_grammar
-    from serve.errors import NotSupported
-
-    if not forced:
-        return None
-    try:
-        return tool_call_grammar(forced)
-    except GrammarUnavailable as exc:
-        raise NotSupported(str(exc), param="tool_choice") from None
-
-
-def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]] | None):
-    """(mode, tools the grammar forces). 'required' forces any offered tool, a named choice forces that one."""
+def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[Any] | None):
+    """(mode, indices of the tools the grammar forces). 'required' forces any offered tool, a named choice that one."""
     tools = tools or []
     if choice is None:
         return ("auto" if tools else "none"), []
@@ -130,11 +356,31 @@ def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[dict[st
     if choice == "required":
         if not tools:
             raise BadRequest("tool_choice 'required' needs tools", param="tool_choice")
-        return "forced", tools
+        return "forced", list(range(len(tools)))
     if isinstance(choice, dict) and choice.get("type") == "function":
-        name = (choice.get("function") or {}).get("name")
-        chosen = [t for t in tools if function_of(t).get("name") == name]
+        fn = choice.get("function")
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise BadRequest("tool_choice.function must be an object with a name", param="tool_choice.function")
+        chosen = [i for i, t in enumerate(tools) if function_of(t).get("name") == fn["name"]]
         if not chosen:
-            raise BadRequest(f"tool_choice names {name!r}, which is not in tools", param="tool_choice")
+            raise BadRequest(f"tool_choice names {fn['name'][:64]!r}, which is not in tools", param="tool_choice")
         return "forced", chosen
     raise BadRequest("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', ...}", param="tool_choice")
+
+
+def forced_call_grammar(tools: list[Any] | None, forced: list[int]) -> str | None:
+    """The grammar that forces one call to one of `tools[i] for i in forced` (None when nothing is forced).
+    A schema the grammar compiler cannot handle is the caller's error: 400 naming that tool."""
+    from serve.engines.grammar import GrammarUnavailable, SchemaNotSupported, tool_call_grammar
+    from serve.errors import NotSupported
+
+    if not forced:
+        return None
+    try:
+        return tool_call_grammar([tools[i] for i in forced])
+    except GrammarUnavailable as exc:
+        raise NotSupported(str(exc), param="tool_choice") from None
+    except SchemaNotSupported as exc:
+        where = f"tools.{forced[exc.index]}" if exc.index is not None else "tools"
+        raise InvalidToolSchema(f"{where}: the schema cannot be enforced for tool_choice: {exc.reason}",
+                                param=f"{where}.function.parameters" if exc.index is not None else where) from None

@@ -39,6 +39,37 @@ class ServeSettings(SectionSettings):
     """Most completions / rollouts per request."""
     max_turns_default: int = 4
     """Model turns per agent run when the request does not set max_turns."""
+    # --- request limits (README "Request limits"): checked before any templating or tokenisation -------------
+    max_messages: int = 512
+    """Most messages in one request."""
+    max_content_parts: int = 64
+    """Most content parts in one message's `content` array."""
+    max_tools: int = 128
+    """Most tools offered in one request."""
+    max_tool_schema_bytes: int = 32_768
+    """Largest tool definition (the whole `tools[i]` object) as canonical JSON (sorted keys, no spaces), in bytes."""
+    max_tool_schema_depth: int = 32
+    """Deepest nesting of arrays/objects inside a tool's `parameters` (and response) schema."""
+    max_stop: int = 4
+    """Most stop strings; an empty stop string is always refused."""
+    max_stop_chars: int = 64
+    """Longest stop string, in characters."""
+    max_tokens_limit: int = 32_768
+    """Upper bound of max_tokens / max_completion_tokens (the context check, max_model_len, applies too)."""
+    max_turns_limit: int = 64
+    """Upper bound of an agent run's max_turns."""
+    max_seed: int = 2**63 - 1
+    """Seeds are accepted in 0..max_seed (what torch generators and vLLM take); others get a 400."""
+    min_temperature: float = 1e-5
+    """A temperature in (0, min_temperature) samples greedily, as 0 does (vLLM's own epsilon): dividing logits
+    by a tiny temperature overflows."""
+    max_json_depth: int = 64
+    """Deepest nesting of arrays/objects in a request body (the body object is depth 1)."""
+    max_number_chars: int = 100
+    """Longest JSON number literal in a body; NaN, Infinity and numbers that overflow a double are refused."""
+    request_threads: int = 2
+    """Threads that parse, check, template and tokenise requests off the event loop (mostly Python: more threads
+    would only make the event loop wait longer for the GIL)."""
     max_stream_len: int = 10_000
     """Bound of the trajectory stream: at or above it serve stops adding (back-pressure) and counts it."""
     max_stream_bytes: int = 512 * 1024 * 1024

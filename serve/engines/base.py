@@ -35,6 +35,9 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     grammar: str | None = None
     """EBNF grammar (xgrammar dialect) constraining the whole completion, e.g. a forced tool call."""
+    top_logprobs: int = 0
+    """How many of the most likely tokens to report with each sampled one (0..20; 0: none), from the same
+    distribution as the sampled token's logprob."""
 
 
 @dataclass
@@ -46,6 +49,9 @@ class TokenStep:
     version: int
     finish_reason: str | None = None
     """None while running; 'stop' (end of turn, stop string, grammar complete) or 'length' on the last step."""
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+    """Per sampled token, the `params.top_logprobs` most likely (token id, logprob), most likely first; None when
+    none were asked for."""
 
 
 @dataclass
@@ -55,6 +61,8 @@ class GenerationResult:
     finish_reason: str
     versions: list[int]
     """Weight version per sampled token (one engine step may straddle a swap only between tokens)."""
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+    """Per sampled token, its most likely alternatives (TokenStep.top_logprobs); None when none were asked for."""
 
     @property
     def policy_version(self) -> int:
@@ -125,14 +133,17 @@ async def generate(engine: Engine, prompt_ids: list[int], params: SamplingParams
     ids: list[int] = []
     lps: list[float] = []
     versions: list[int] = []
+    tops: list[list[tuple[int, float]]] | None = [] if params.top_logprobs else None
     finish = "length"
     async for step in engine.stream(prompt_ids, params):
         ids += step.token_ids
         lps += step.logprobs
         versions += [step.version] * len(step.token_ids)
+        if tops is not None:
+            tops += step.top_logprobs or [[] for _ in step.token_ids]
         if step.finish_reason:
             finish = step.finish_reason
-    return GenerationResult(ids, lps, finish, versions)
+    return GenerationResult(ids, lps, finish, versions, tops)
 
 
 ENGINES: dict[str, str] = {

@@ -177,22 +177,22 @@ class HFEngine(ServedModel):
                 row.done = True
                 next_ids.append(self.tokenizer.eos_token_id)
                 continue
-            token, masked_logprob = self._choose(logits[i], row)
+            token, masked = self._choose(logits[i], row)
             row.job.generated.append(token)
             finish = self._finish_reason(row, token)
             row.done = finish is not None
-            logprob = masked_logprob if masked_logprob is not None else float(logprobs[i, token])
-            step = TokenStep([token], [logprob], version, finish)
+            dist = masked if masked is not None else logprobs[i]  # the distribution the logprobs report
+            step = TokenStep([token], [float(dist[token])], version, finish, _top(dist, row.job.params.top_logprobs))
             loop.call_soon_threadsafe(row.job.queue.put_nowait, step)
             next_ids.append(token)
         return next_ids
 
-    def _choose(self, logits_row, row: _Row) -> tuple[int, float | None]:
-        """The sampled token, and under a grammar the logprob of the masked distribution it came from
-        (as vLLM reports it: its grammar bitmask is applied before its logprobs are taken)."""
+    def _choose(self, logits_row, row: _Row):
+        """The sampled token, and under a grammar the log-probabilities of the masked distribution it came from
+        (as vLLM reports them: its grammar bitmask is applied before its logprobs are taken), else None."""
         import torch
 
-        masked_logprob = None
+        masked_logprobs = None
         params = row.job.params
         scores = logits_row.clone()
         if row.matcher is not None:
@@ -212,8 +212,8 @@ class HFEngine(ServedModel):
             token = int(torch.multinomial(probs, 1, generator=row.generator))
         if row.matcher is not None:
             row.matcher.accept_token(token)
-            masked_logprob = float(torch.log_softmax(scores, dim=-1)[token])
-        return token, masked_logprob
+            masked_logprobs = torch.log_softmax(scores, dim=-1)
+        return token, masked_logprobs
 
     def _finish_reason(self, row: _Row, token: int) -> str | None:
         if token in self.stop_ids:
@@ -284,6 +284,17 @@ class HFEngine(ServedModel):
                     params[name].data = tensor
                 raise WeightRollback(f"swap to v{version} failed midway ({exc}); v{self.version} restored") from exc
             self.version = version
+
+
+def _top(logprobs, k: int) -> list[list[tuple[int, float]]] | None:
+    """The k most likely (token id, logprob) of one position, most likely first; tokens a grammar masks out
+    (-inf) are left out. None when none were asked for."""
+    import torch
+
+    if k <= 0:
+        return None
+    values, ids = torch.topk(logprobs, min(k, logprobs.shape[-1]))
+    return [[(i, v) for i, v in zip(ids.tolist(), values.tolist()) if v != float("-inf")]]
 
 
 def _top_p(probs, top_p: float):

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 class _Stream:
     queue: asyncio.Queue
     loop: asyncio.AbstractEventLoop
+    top_logprobs: int = 0
+    """Alternatives asked per token: vLLM's outputs do not say how many of their entries were asked for."""
 
     def put(self, item) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
@@ -126,7 +128,7 @@ class VLLMEngine(ServedModel):
         if not self.loaded:
             raise EngineError(f"engine is not running{f': {self._failed}' if self._failed else ''}")
         request_id = uuid.uuid4().hex
-        stream = _Stream(asyncio.Queue(), asyncio.get_running_loop())
+        stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), params.top_logprobs)
         self._streams[request_id] = stream
         self._commands.put(("add", request_id, list(prompt_ids), self._vllm_params(params)))
         finished = False
@@ -155,7 +157,9 @@ class VLLMEngine(ServedModel):
             max_tokens=params.max_tokens,
             seed=params.seed,
             stop=params.stop or None,
-            logprobs=0,  # the sampled token's logprob only (raw model distribution: logprobs_mode=raw_logprobs)
+            # the sampled token's logprob (raw model distribution: logprobs_mode=raw_logprobs), plus the
+            # top_logprobs most likely tokens when asked: vLLM returns those AND the sampled one per position
+            logprobs=params.top_logprobs,
             output_kind=RequestOutputKind.DELTA,
             structured_outputs=StructuredOutputsParams(grammar=params.grammar) if params.grammar else None,
         )
@@ -312,11 +316,13 @@ class VLLMEngine(ServedModel):
             comp = out.outputs[0]
             ids = list(comp.token_ids)
             lps = [float(d[t].logprob) for t, d in zip(ids, comp.logprobs or [])] if ids else []
+            k = stream.top_logprobs
+            tops = [_top(d, t, k) for t, d in zip(ids, comp.logprobs or [])] if k else None
             finish = comp.finish_reason if out.finished else None
             if finish not in (None, "stop", "length"):
                 finish = "stop"
             if ids or finish:
-                stream.put(TokenStep(ids, lps, self.version, finish))
+                stream.put(TokenStep(ids, lps, self.version, finish, tops))
 
     # --- hot swap -------------------------------------------------------------------------------
     async def swap_weights(self, path: str, version: int) -> float:
@@ -329,3 +335,10 @@ class VLLMEngine(ServedModel):
         if error is not None:
             raise error
         return time.perf_counter() - t0
+
+
+def _top(position: dict, sampled: int, k: int) -> list[tuple[int, float]]:
+    """The k most likely (token id, logprob) of one position from vLLM's dict: its top-k (ranks 1..k) plus the
+    sampled token, which is left out unless it is one of the k. Tokens a grammar masks out (-inf) are left out."""
+    ranked = sorted((lp.rank, t, float(lp.logprob)) for t, lp in position.items() if t != sampled or lp.rank <= k)
+    return [(t, lp) for _, t, lp in ranked[:k] if lp > float("-inf")]
