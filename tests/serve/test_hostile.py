@@ -189,6 +189,27 @@ def test_logprobs_without_top_logprobs_lists_none(hf_server):
     assert status == 200 and all(e["top_logprobs"] == [] for e in payload["choices"][0]["logprobs"]["content"])
 
 
+def test_top_logprobs_under_a_grammar_list_only_allowed_tokens(hf_server):
+    body = {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": "required", "max_tokens": 40, "logprobs": True,
+            "top_logprobs": 5, "seed": 3}  # fmt: skip
+    status, payload, _ = raw_post(hf_server.url + CHAT, json.dumps(body).encode())
+    assert status == 200, payload
+    content = payload["choices"][0]["logprobs"]["content"]
+    assert content and all(1 <= len(e["top_logprobs"]) <= 5 for e in content)
+    assert all(-1e9 < t["logprob"] <= 0 for e in content for t in e["top_logprobs"])  # no -Infinity (masked)
+
+
+def test_vllm_top_logprobs_leave_out_the_sampled_token_unless_it_is_in_the_top_k():
+    from collections import namedtuple
+
+    from serve.engines.vllm_engine import _top
+
+    lp = namedtuple("Logprob", "logprob rank")  # vllm.logprobs.Logprob's fields; the sampled token comes first
+    assert _top({7: lp(-3.0, 5), 1: lp(-0.5, 1), 2: lp(-1.0, 2)}, 7, 2) == [(1, -0.5), (2, -1.0)]
+    assert _top({2: lp(-1.0, 2), 1: lp(-0.5, 1)}, 2, 2) == [(1, -0.5), (2, -1.0)]
+    assert _top({1: lp(-0.1, 1), 2: lp(float("-inf"), 2)}, 1, 2) == [(1, -0.1)]
+
+
 # --- /healthz under the worst inputs -------------------------------------------------------------
 def _worst_bodies() -> list[tuple[str, bytes]]:
     near_limit = 1_000_000
