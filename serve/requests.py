@@ -4,18 +4,17 @@ applies to them. Every check raises a serve error that names the offending field
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 from urllib.parse import unquote
 
 import jsonschema
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
-from serve.errors import BadRequest, ContextTooLong, InvalidJSON, InvalidToolSchema, UnsafeJSON
+from serve.engines.grammar import GrammarUnavailable, SchemaNotSupported, tool_call_grammar
+from serve.errors import BadRequest, ContextTooLong, InvalidJSON, InvalidToolSchema, NotSupported, UnsafeJSON
 from serve.http_util import JSONLimits, loads_checked
 from slca.chat.hermes import function_of
 from slca.contracts import GroundTruth
@@ -371,9 +370,6 @@ def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[Any] | 
 def forced_call_grammar(tools: list[Any] | None, forced: list[int]) -> str | None:
     """The grammar that forces one call to one of `tools[i] for i in forced` (None when nothing is forced).
     A schema the grammar compiler cannot handle is the caller's error: 400 naming that tool."""
-    from serve.engines.grammar import GrammarUnavailable, SchemaNotSupported, tool_call_grammar
-    from serve.errors import NotSupported
-
     if not forced:
         return None
     try:
