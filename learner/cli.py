@@ -1,4 +1,4 @@
-"""`slca learn`, `slca sft`, `slca train`, `slca bench learner` (heavy imports inside handlers)."""
+"""`slca learn`, `slca sft`, `slca train`, `slca bench learner`, `slca bench sft` (heavy imports inside handlers)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def register(commands, bench) -> None:
     sft.add_argument("--pack", default="everyday", help="task pack for demonstrations")
     sft.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks for the before/after check (0: skip)")
     sft.add_argument("--seed", type=int, default=0)
+    sft.add_argument("--batch-tokens", type=int, default=0,
+                     help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)")
     sft.set_defaults(func=_sft)
 
     train = commands.add_parser("train", help="controlled synchronous run: generate, score, update, publish")
@@ -37,6 +39,17 @@ def register(commands, bench) -> None:
     b.add_argument("--model", default=None, help="model (default common.model)")
     b.add_argument("--repeats", type=int, default=3)
     b.set_defaults(func=_bench)
+
+    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s")
+    bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
+    bs.add_argument("--seconds", type=float, default=120.0, help="timed seconds per loop (default 120)")
+    bs.add_argument("--steps", type=int, default=0, help="steps per loop instead of --seconds (0: use --seconds)")
+    bs.add_argument("--warmup", type=int, default=1, help="untimed steps before each loop (default 1)")
+    bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
+    bs.add_argument("--pack", default="everyday", help="task pack for demonstrations")
+    bs.add_argument("--seed", type=int, default=0)
+    bs.add_argument("--out", default=None, help="write the results as JSON here")
+    bs.set_defaults(func=_bench_sft)
 
 
 def _learn(args: argparse.Namespace, config) -> int:
@@ -108,3 +121,9 @@ def _bench(args, config) -> int:
     from learner.bench import run_bench_cli
 
     return run_bench_cli(args, config)
+
+
+def _bench_sft(args, config) -> int:
+    from learner.sft_bench import run_sft_bench_cli
+
+    return run_sft_bench_cli(args, config)

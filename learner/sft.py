@@ -1,80 +1,68 @@
-"""`slca sft`: supervised warm start on task-pack demonstrations (FINDINGS: full FT, bf16 autocast, lr 5e-5,
-10 warm-up steps, linear decay; the raw SmolLM2 never emits a tool call, so RL needs this first).
+"""`slca sft`: supervised warm start on task-pack demonstrations (FINDINGS: full FT, bf16 autocast where the CPU
+has native bf16, lr 5e-5, linear warm-up then decay; the raw SmolLM2 never emits a tool call, so RL needs this).
 
 Plan: load demonstrations → measure the parseable-call share on held-out tasks → train within the time/step
-budget → measure again → save atomically to `--out`."""
+budget → measure again → save atomically to `--out`. Batches are length-grouped under a token budget
+(`sft_batching`), the loss and logits are on assistant tokens only (`sft_step`), and the lr follows the spent
+fraction of the real budget (`sft_schedule`)."""
 
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import time
 from pathlib import Path
 
 import torch
 
-from learner.sft_data import IGNORE, Example, build_examples, load_demonstrations
+from learner.sft_batching import collate_right_padded, default_batch_tokens, grouped_batches
+from learner.sft_data import Example, build_examples, load_demonstrations
+from learner.sft_schedule import Budget, lr_at
+from learner.sft_step import make_optimizer, sft_update
 from learner.settings import LearnerSettings
 
-WARMUP_STEPS = 10
-ASSUMED_STEPS_PER_MINUTE = 5.0
-"""For the linear-decay horizon when only --minutes is given (FINDINGS: 5 steps/min at batch 8, bf16)."""
+_DTYPE_OF_SETTING = {"auto": "auto", "fp32": "float32", "bf16": "bfloat16"}
 
 
-def collate(batch: list[Example], pad_id: int) -> dict[str, torch.Tensor]:
-    width = max(len(e.input_ids) for e in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(batch), width), IGNORE, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for i, e in enumerate(batch):
-        ids[i, : len(e.input_ids)] = torch.tensor(e.input_ids)
-        labels[i, : len(e.labels)] = torch.tensor(e.labels)
-        mask[i, : len(e.input_ids)] = 1
-    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+def sft_precision(settings: LearnerSettings, device: str):
+    """learner.precision → `slca.models.precision.choose_precision` ('auto': bf16 on CUDA or a CPU with native
+    bf16, else fp32: emulated bf16 is slower than fp32)."""
+    from slca.models.precision import choose_precision
+
+    return choose_precision(_DTYPE_OF_SETTING[settings.precision], cuda=device == "cuda")
 
 
-def lr_at(step: int, horizon: int, base: float) -> float:
-    """Linear warm-up (10 steps, or a fifth of a short run) then linear decay to 5% at `horizon`."""
-    warmup = max(1, min(WARMUP_STEPS, horizon // 5))
-    if step < warmup:
-        return base * (step + 1) / warmup
-    return base * max(0.05, 1 - (step - warmup) / max(1, horizon - warmup))
+def _clock(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
-def train_sft(model, examples: list[Example], settings: LearnerSettings, minutes: float, steps: int, seed: int,
-              autocast: bool, pad_id: int, log=print) -> list[dict]:  # fmt: skip
+def train_sft(model, examples: list[Example], settings: LearnerSettings, budget: Budget, seed: int, autocast: bool,
+              pad_id: int, batch_tokens: int) -> list[dict]:  # fmt: skip
+    """Train until the budget is spent; one history row per step. The progress bar shows the spent share of
+    the budget, the loss, the lr and the time left."""
     from tqdm import tqdm
 
-    rng = random.Random(seed)
-    horizon = steps or max(WARMUP_STEPS + 1, int(minutes * ASSUMED_STEPS_PER_MINUTE))
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.sft_lr, weight_decay=0.0)
+    if not (budget.steps or budget.seconds):
+        raise ValueError("an sft budget needs steps or seconds")
+    batches = grouped_batches([len(e.input_ids) for e in examples], batch_tokens, seed)
+    opt = make_optimizer(model, settings.sft_lr)
     model.train()
-    deadline = time.monotonic() + minutes * 60 if minutes else float("inf")
-    history, order, step = [], [], 0
-    bar = tqdm(total=steps or None, desc="sft", unit="step", dynamic_ncols=True)
-    t_start = time.monotonic()
-    while (not steps or step < steps) and time.monotonic() < deadline:
-        if len(order) < settings.sft_batch:
-            order += rng.sample(range(len(examples)), len(examples))
-        batch = collate([examples[order.pop()] for _ in range(settings.sft_batch)], pad_id)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, horizon, settings.sft_lr)
-        with torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16, enabled=autocast):
-            loss = model(**{k: v.to(model.device) for k, v in batch.items()}).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    history: list[dict] = []
+    bar = tqdm(total=100, desc="sft", dynamic_ncols=True, bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
+    t_start, step, elapsed, tokens = time.monotonic(), 0, 0.0, 0
+    while not budget.done(step, elapsed):
+        chosen = [examples[i] for i in next(batches)]
+        batch = collate_right_padded(chosen, pad_id)
+        lr = lr_at(step, budget.progress(step, elapsed), settings.sft_lr)
+        result = sft_update(model, opt, batch, lr, autocast)
         step += 1
         elapsed = time.monotonic() - t_start
-        if step == 1 and not steps and minutes:  # decay over the steps the budget actually allows
-            horizon = max(2, int(minutes * 60 / elapsed))
-            bar.total = horizon
-        history.append({"step": step, "loss": float(loss.detach()), "elapsed_s": elapsed})
-        bar.update(1)
-        left = (deadline - time.monotonic()) if minutes else None
-        bar.set_postfix(loss=f"{float(loss.detach()):.3f}", left=f"{left / 60:.1f}min" if left is not None else "-")
+        tokens += batch.real_tokens
+        history.append({"step": step, "loss": result.loss, "lr": lr, "examples": len(chosen),
+                        "tokens": batch.real_tokens, "padding": round(batch.padding_share, 4), "elapsed_s": elapsed})  # fmt: skip
+        bar.n = round(100 * budget.progress(step, elapsed), 1)
+        bar.set_postfix_str(f"step {step} loss {result.loss:.3f} lr {lr:.1e} {tokens / elapsed:.0f} tok/s "
+                            f"left {_clock(budget.seconds_left(step, elapsed))}")  # fmt: skip
     bar.close()
     return history
 
@@ -126,43 +114,84 @@ def save_model(model, tokenizer, source: Path, out: Path) -> None:
         commit_dir(tmp, out)
 
 
-def run_sft_cli(args, config) -> int:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from learner.model import cpu_has_bf16
+def resolve_source(name: str, common) -> Path:
     from slca.cli import CliError
-    from slca.models.paths import models_dir, resolve_model
+    from slca.models.paths import resolve_model
+
+    source = resolve_model(name, Path(common.cache_dir))
+    if not (source / "config.json").is_file():
+        raise CliError(f"model not found: {source} (run `slca model fetch`)")
+    return source
+
+
+def demonstration_examples(tokenizer, pack: str, seed: int, max_tokens: int) -> tuple[list[Example], int]:
+    """(encoded train demonstrations of at most `max_tokens`, number of demonstrations in the pack split)."""
+    from slca.cli import CliError
+
+    try:
+        demos = load_demonstrations(pack, "train", seed)
+    except (ImportError, ValueError) as exc:
+        raise CliError(f"cannot load task pack {pack!r}: {exc}") from None
+    examples = build_examples(tokenizer, demos, max_tokens)
+    if not examples:
+        raise CliError(f"no demonstration fits in learner.sft_max_tokens={max_tokens}")
+    return examples, len(demos)
+
+
+def load_model(source: Path, device: str):
+    """fp32 master weights (autocast, when chosen, computes in bf16); SDPA attention."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32, attn_implementation="sdpa").to(device)
+
+
+def pad_id_of(tokenizer) -> int:
+    """Any id will do (right padding is never attended to); the tokenizer's pad id when it has one."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+
+
+def run_sft_cli(args, config) -> int:
+    from transformers import AutoTokenizer
+
+    from slca.cli import CliError
+    from slca.models.paths import models_dir
 
     settings = config.get(LearnerSettings)
     common = config.common
-    source = resolve_model(args.model or common.model, Path(common.cache_dir))
-    if not (source / "config.json").is_file():
-        raise CliError(f"model not found: {source} (run `slca model fetch`)")
+    source = resolve_source(args.model or common.model, common)
     out = Path(args.out) if args.out else models_dir(Path(common.cache_dir)) / f"{source.name}-sft"
+    budget = Budget(steps=max(0, args.steps), seconds=max(0.0, args.minutes) * 60)
+    if not (budget.steps or budget.seconds):
+        raise CliError("nothing to do: give --steps or --minutes")
+    tokenizer = AutoTokenizer.from_pretrained(str(source))
+    examples, n_demos = demonstration_examples(tokenizer, args.pack, args.seed, settings.sft_max_tokens)
     try:
-        train_demos = load_demonstrations(args.pack, "train", args.seed)
         from sim.tasks import load_tasks
 
         held_out = load_tasks(args.pack, "test", args.seed)[: args.eval_tasks]
     except (ImportError, ValueError) as exc:
         raise CliError(f"cannot load task pack {args.pack!r}: {exc}") from None
     torch.manual_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(str(source))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32).to(device)
-    examples = build_examples(tokenizer, train_demos, settings.sft_max_tokens)
-    if not examples:
-        raise CliError(f"no demonstration fits in learner.sft_max_tokens={settings.sft_max_tokens}")
-    autocast = settings.precision == "bf16" or (settings.precision == "auto" and (device == "cuda" or cpu_has_bf16()))
-    print(f"sft: {len(examples)}/{len(train_demos)} demonstrations ≤ {settings.sft_max_tokens} tokens, "
-          f"{len(held_out)} held-out tasks, bf16 autocast {autocast}, lr {settings.sft_lr}, batch {settings.sft_batch}")  # fmt: skip
+    model = load_model(source, device)
+    precision = sft_precision(settings, device)
+    batch_tokens = args.batch_tokens or default_batch_tokens([len(e.input_ids) for e in examples], settings.sft_batch)
+    print(precision.describe("sft precision"))
+    print(f"sft: {len(examples)}/{n_demos} demonstrations ≤ {settings.sft_max_tokens} tokens, {len(held_out)} held-out "
+          f"tasks, lr {settings.sft_lr}, length-grouped batches of ≤ {batch_tokens} padded tokens "
+          f"(≈ {settings.sft_batch} conversations)")  # fmt: skip
     before = parseable_call_share(model, tokenizer, held_out) if held_out else None
-    history = train_sft(model, examples, settings, args.minutes, args.steps, args.seed, autocast, tokenizer.pad_token_id)
+    history = train_sft(model, examples, settings, budget, args.seed, precision.dtype == "bfloat16",
+                        pad_id_of(tokenizer), batch_tokens)  # fmt: skip
     after = parseable_call_share(model, tokenizer, held_out) if held_out else None
     save_model(model, tokenizer, source, out)
+    train_s = history[-1]["elapsed_s"] if history else 0.0
+    tokens = sum(h["tokens"] for h in history)
     summary = {"steps": len(history), "first_loss": history[0]["loss"] if history else None,
-               "last_loss": history[-1]["loss"] if history else None, "train_s": history[-1]["elapsed_s"] if history else 0,
-               "parseable_before": before, "parseable_after": after, "held_out": len(held_out), "out": str(out)}  # fmt: skip
+               "last_loss": history[-1]["loss"] if history else None, "train_s": train_s,
+               "tokens_per_s": tokens / train_s if train_s else None, "batch_tokens": batch_tokens,
+               "precision": precision.dtype, "parseable_before": before, "parseable_after": after,
+               "held_out": len(held_out), "out": str(out)}  # fmt: skip
     (out / "sft-summary.json").write_text(json.dumps({**summary, "history": history}, indent=1))
     print(json.dumps(summary))
     return 0

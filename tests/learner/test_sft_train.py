@@ -1,0 +1,40 @@
+"""`slca sft` and `slca bench sft` smoke runs on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from learner.sft_schedule import lr_at
+from slca.cli import main
+
+
+def test_sft_trains_on_grouped_batches_with_the_step_schedule(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "sft-out"
+    rc = main(["--set", "learner.precision=fp32", "sft", "--model", str(tiny_model_dir), "--steps", "3",
+               "--batch-tokens", "1600", "--eval-tasks", "0", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    assert "sft precision: float32 (requested)" in capsys.readouterr().out
+    summary = json.loads((out / "sft-summary.json").read_text())
+    history = summary["history"]
+    assert [h["lr"] for h in history] == pytest.approx([lr_at(k, k / 3, 5e-5) for k in range(3)])
+    assert all(h["tokens"] <= 1600 or h["examples"] == 1 for h in history)  # real ≤ padded ≤ the budget
+    assert all(h["padding"] < 0.1 for h in history) and summary["tokens_per_s"] > 0
+
+
+def test_bench_sft_prints_and_writes_old_vs_new(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "bench" / "sft.json"
+    rc = main(["--set", "learner.sft_batch=2", "bench", "sft", "--model", str(tiny_model_dir), "--steps", "2",
+               "--warmup", "0", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "sft precision:" in printed and "new ÷ old" in printed and "tokens/s" in printed
+    report = json.loads(out.read_text())
+    old, new = report["loops"]["old"], report["loops"]["new"]
+    for loop in (old, new):
+        assert loop["steps"] == 2 and loop["tokens_per_s"] > 0 and loop["s_per_step"] > 0
+    assert old["examples_per_step"] == 2
+    assert new["padding_share"] < old["padding_share"]
+    assert report["ratio"]["tokens_per_s"] == pytest.approx(new["tokens_per_s"] / old["tokens_per_s"])
+    assert {"model", "precision", "threads", "batch_tokens", "budget"} <= report.keys()
