@@ -75,20 +75,21 @@ def _cut_at_stop(text: str, stop: list[str]) -> str:
 
 
 def _logprobs(tokenizer, turns: list[Turn]) -> list[dict[str, Any]]:
-    """OpenAI `logprobs` of each choice: every sampled token with its logprob and its top alternatives."""
+    """OpenAI `logprobs` of each choice."""
+    return [_logprob_content(tokenizer, t.result.token_ids, t.result.logprobs, t.result.top_logprobs) for t in turns]
+
+
+def _logprob_content(tokenizer, ids: list[int], lps: list[float], tops: list | None) -> dict[str, Any]:
+    """Every sampled token with its logprob and (top_logprobs) its most likely alternatives."""
 
     def entry(token: int, lp: float) -> dict[str, Any]:
         text = tokenizer.decode([token], skip_special_tokens=False)
-        return {"token": text, "logprob": lp, "bytes": list(text.encode()), "top_logprobs": []}
+        return {"token": text, "logprob": lp, "bytes": list(text.encode())}
 
-    out = []
-    for turn in turns:
-        r = turn.result
-        content = [entry(t, lp) for t, lp in zip(r.token_ids, r.logprobs)]
-        for item, top in zip(content, r.top_logprobs or []):
-            item["top_logprobs"] = [{k: v for k, v in entry(t, lp).items() if k != "top_logprobs"} for t, lp in top]
-        out.append({"content": content})
-    return out
+    content = [{**entry(t, lp), "top_logprobs": []} for t, lp in zip(ids, lps)]
+    for item, top in zip(content, tops or []):
+        item["top_logprobs"] = [entry(t, lp) for t, lp in top]
+    return {"content": content}
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -173,8 +174,8 @@ async def _stream(request: web.Request, plan: ChatPlan) -> web.StreamResponse:
     return response
 
 
-def _delta(i: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"index": i, "delta": delta, "finish_reason": finish, "logprobs": None}
+def _delta(i: int, delta: dict[str, Any], finish: str | None = None, logprobs=None) -> dict[str, Any]:
+    return {"index": i, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
 
 
 async def _stream_choice(request, plan: ChatPlan, i: int, params: SamplingParams, events: asyncio.Queue) -> None:
@@ -185,13 +186,15 @@ async def _stream_choice(request, plan: ChatPlan, i: int, params: SamplingParams
         await events.put(_delta(i, {"role": "assistant", "content": ""}))
         if plan.mode == "none":
             turn = await _stream_text(request, plan, i, params, events)
-            await events.put(_delta(i, {}, turn.result.finish_reason))
         else:
             turn = decode_turn(engine, await _sample(request, plan, params))
             message, finish = plan.message(turn)
             for delta in _message_deltas(message):
                 await events.put(_delta(i, delta))
-            await events.put(_delta(i, {}, finish))
+            logprobs = None
+            if plan.req.logprobs:  # the buffered turn's logprobs, all at once with the finish delta
+                logprobs = (await off_loop(request.app, _logprobs, engine.tokenizer, [turn]))[0]
+            await events.put(_delta(i, {}, finish, logprobs))
         await events.put(len(turn.result.token_ids))
     except ServeError as exc:
         await events.put(exc)
@@ -200,25 +203,39 @@ async def _stream_choice(request, plan: ChatPlan, i: int, params: SamplingParams
 
 
 async def _stream_text(request, plan: ChatPlan, i: int, params: SamplingParams, events: asyncio.Queue) -> Turn:
+    """Stream the text as it is sampled, ending with the finish delta. With `logprobs`, each delta carries those
+    of the tokens sampled since the previous one (the finish delta the rest)."""
     engine, metrics = request.app[ENGINE], request.app[METRICS]
-    ids, lps, versions, sent, finish = [], [], [], 0, "length"
+    ids, lps, tops, versions, sent, finish = [], [], [], [], 0, "length"
     hold = max((len(s) for s in plan.stop), default=1) - 1  # a stop string may still be completing
+    reported = 0  # tokens whose logprobs were sent
+
+    def logprobs_since():
+        nonlocal reported
+        if not plan.req.logprobs:
+            return None
+        chunk = _logprob_content(engine.tokenizer, ids[reported:], lps[reported:], tops[reported:])
+        reported = len(ids)
+        return chunk
+
     try:
         async for step in engine.stream(plan.prompt_ids, params):
             ids += step.token_ids
             lps += step.logprobs
+            tops += step.top_logprobs or [[] for _ in step.token_ids]
             versions += [step.version] * len(step.token_ids)
             finish = step.finish_reason or finish
             body = [t for t in ids if t not in end_ids(engine)]
             text = _cut_at_stop(engine.tokenizer.decode(body, skip_special_tokens=False), plan.stop)
             upto = len(text) if step.finish_reason else max(sent, len(text) - hold)
             if upto > sent and not text[sent:upto].endswith("\ufffd"):
-                await events.put(_delta(i, {"content": text[sent:upto]}))
+                await events.put(_delta(i, {"content": text[sent:upto]}, logprobs=logprobs_since()))
                 sent = upto
     except EngineError as exc:
         metrics.engine_failures.inc()
         raise EngineUnavailable(f"engine unavailable: {exc}") from None
     metrics.tokens_generated.inc(len(ids))
+    await events.put(_delta(i, {}, finish, logprobs_since() if reported < len(ids) else None))
     return decode_turn(engine, GenerationResult(ids, lps, finish, versions))
 
 

@@ -77,8 +77,12 @@ def loads_checked(raw: bytes, limits: JSONLimits) -> Any:
     _check_depth(raw, limits.max_depth)
     try:
         text = raw.decode("utf-8")  # strict: json.loads(bytes) would let encoded surrogates through
-        value = json.loads(text, parse_int=functools.partial(_int, limits.max_number_chars),
-                           parse_float=functools.partial(_float, limits.max_number_chars), parse_constant=_constant)  # fmt: skip
+        value = json.loads(
+            text,
+            parse_int=functools.partial(_int, limits.max_number_chars),
+            parse_float=functools.partial(_float, limits.max_number_chars),
+            parse_constant=_constant,
+        )
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidJSON(f"request body is not valid JSON: {exc}") from None
     except RecursionError:  # unreachable after _check_depth unless max_depth is set near Python's recursion limit

@@ -169,7 +169,8 @@ def check_limits(req: SamplingFields, settings) -> None:
         if req.top_logprobs is not None and req.top_logprobs > 0 and not req.logprobs:
             raise BadRequest("top_logprobs needs logprobs: true", param="top_logprobs")
     if isinstance(req, AgentRunRequest) and req.max_turns is not None and req.max_turns > settings.max_turns_limit:
-        raise BadRequest(f"max_turns={req.max_turns} exceeds the limit of {settings.max_turns_limit}", param="max_turns")
+        raise BadRequest(f"max_turns={req.max_turns} exceeds the limit of {settings.max_turns_limit}",
+                         param="max_turns")
     _check_history_arguments(req.messages, JSONLimits.of(settings))
 
 
@@ -182,8 +183,8 @@ def stop_strings(stop: str | list[str] | None, settings) -> list[str]:
         if not s:
             raise BadRequest("stop: an empty stop string is not allowed", param="stop")
         if len(s) > settings.max_stop_chars:
-            raise BadRequest(f"stop: a stop string of {len(s)} characters exceeds the limit of {settings.max_stop_chars}",
-                             param="stop")  # fmt: skip
+            raise BadRequest(f"stop: a stop string of {len(s)} characters exceeds the limit of "
+                             f"{settings.max_stop_chars}", param="stop")  # fmt: skip
     return strings
 
 
@@ -210,8 +211,11 @@ def max_tokens_of(req: SamplingFields, settings) -> int:
 
 def check_context(prompt_tokens: int, max_tokens: int, settings) -> None:
     if prompt_tokens + max_tokens > settings.max_model_len:
-        raise ContextTooLong(f"This model's maximum context length is {settings.max_model_len} tokens; the request has "
-                             f"{prompt_tokens} prompt tokens and asks for {max_tokens} more", param="messages")  # fmt: skip
+        raise ContextTooLong(
+            f"This model's maximum context length is {settings.max_model_len} tokens; the request has "
+            f"{prompt_tokens} prompt tokens and asks for {max_tokens} more",
+            param="messages",
+        )
 
 
 def temperature_of(req: SamplingFields, settings) -> float:
@@ -289,7 +293,8 @@ def check_schema(schema: Any, param: str, max_depth: int) -> None:
         meta = cls(cls.META_SCHEMA, registry=SAFE_REGISTRY, format_checker=cls.FORMAT_CHECKER)
         error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
     except Exception as exc:  # jsonschema raises more than SchemaError on odd schemas; any of them is the caller's
-        raise InvalidToolSchema(f"{param}: invalid JSON schema ({type(exc).__name__}: {exc})"[:500], param=param) from None
+        message = f"{param}: invalid JSON schema ({type(exc).__name__}: {exc})"
+        raise InvalidToolSchema(message[:500], param=param) from None
     if error is not None:
         raise InvalidToolSchema(f"{param}: invalid JSON schema: {error.message}"[:500], param=param)
 

@@ -189,6 +189,18 @@ def test_logprobs_without_top_logprobs_lists_none(hf_server):
     assert status == 200 and all(e["top_logprobs"] == [] for e in payload["choices"][0]["logprobs"]["content"])
 
 
+@pytest.mark.parametrize("tools", [False, True])
+def test_streamed_logprobs_cover_every_token(hf_server, tools):
+    body = {"messages": USER, "max_tokens": 8, "logprobs": True, "top_logprobs": 3, "stream": True,
+            "stream_options": {"include_usage": True}, **({"tools": [WEATHER_TOOL]} if tools else {})}  # fmt: skip
+    req = urllib.request.Request(hf_server.url + CHAT, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        events = [json.loads(line[6:]) for line in r.read().decode().splitlines() if line.startswith("data: {")]
+    entries = [e for ev in events for c in ev["choices"] if c["logprobs"] for e in c["logprobs"]["content"]]
+    assert len(entries) == events[-1]["usage"]["completion_tokens"]
+    assert all(len(e["top_logprobs"]) == 3 and e["logprob"] <= 0 for e in entries)
+
+
 def test_top_logprobs_under_a_grammar_list_only_allowed_tokens(hf_server):
     body = {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": "required", "max_tokens": 40, "logprobs": True,
             "top_logprobs": 5, "seed": 3}  # fmt: skip
@@ -215,9 +227,9 @@ def _worst_bodies() -> list[tuple[str, bytes]]:
     near_limit = 1_000_000
     long_text = {"messages": [{"role": "user", "content": "word " * (near_limit // 5 - 20)}]}
     many_small = {"messages": [{"role": "user" if i % 2 else "assistant", "content": "ab " * 200} for i in range(500)]}
-    many_tools = {"messages": USER, "tools": [_tool({"type": "object", "properties": {
-        f"p{j}": {"type": "string", "enum": [f"v{k}" for k in range(60)]} for j in range(12)}}, f"t{i}") for i in range(128)],
-        "tool_choice": "required", "max_tokens": 8}  # fmt: skip
+    enums = {f"p{j}": {"type": "string", "enum": [f"v{k}" for k in range(60)]} for j in range(12)}
+    many_tools = {"messages": USER, "tools": [_tool({"type": "object", "properties": enums}, f"t{i}") for i in range(128)],
+                  "tool_choice": "required", "max_tokens": 8}  # fmt: skip
     numbers = b'{"messages": [{"role": "user", "content": "hi"}], "x": [' + b",".join([b"123456789"] * 99_000) + b"]}"
     deep = b'{"messages": ' + _deep(near_limit // 2 - 20).encode() + b"}"
     forced = {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": "required", "max_tokens": 24}
