@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from typing import AsyncIterator, Callable
@@ -90,6 +91,11 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         engine = factory()
         await engine.start()
+        # Loading a model leaves millions of objects for the cyclic collector; its full passes then stop every
+        # thread for 0.3–0.6 s, long enough to miss /healthz deadlines. Those objects live as long as the
+        # process: move them out of the collector's sight once.
+        gc.collect()
+        gc.freeze()
         app[ENGINE] = engine
         app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings, app[METRICS].registry)
         yield
