@@ -8,6 +8,7 @@ turn by turn through the chat template, never the generated text.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -61,7 +62,8 @@ class AgentRunner:
         history = to_template_messages(spec.messages, spec.tools)
         messages = list(spec.messages)
         builder = TrajectoryBuilder()
-        for ids, kind in prompt_chunks(tok, history):
+        # templating and tokenising are CPU work: off the event loop, like every other per-request step
+        for ids, kind in await asyncio.to_thread(prompt_chunks, tok, history):
             builder.add_environment(ids, kind, 0)
         records: list[ToolCallRecord] = []
         episode = await self.tools.new_episode(spec.tools, str(uuid.uuid4()))
@@ -78,7 +80,8 @@ class AgentRunner:
                 tool_messages = _tool_messages(messages[-1], calls, results)
                 messages += tool_messages
                 new = [{"role": "tool", "content": render_tool_response(m["content"])} for m in tool_messages]
-                builder.add_environment(continuation_ids(tok, history, new, turn.closed), SegmentKind.TOOL_RESULT, turn_no)
+                env_ids = await asyncio.to_thread(continuation_ids, tok, history, new, turn.closed)
+                builder.add_environment(env_ids, SegmentKind.TOOL_RESULT, turn_no)
                 history += new
                 if len(builder.tokens) + 8 >= spec.max_model_len:
                     finish = "length"
