@@ -113,16 +113,7 @@ class ManagedProcess:
         if self.state != ProcessState.RUNNING or self.proc is None:
             return
         self.signal_group(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.signal_group(signal.SIGKILL)
-            self.proc.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.last_exit = self.proc.returncode
+        self._reap(time.monotonic() + grace_s)
         self.consecutive_crashes += 1
         self.state = ProcessState.BACKOFF
         self.restart_at = self.clock() + self.backoff.delay(self.consecutive_crashes)
@@ -145,9 +136,12 @@ class ManagedProcess:
 
     def finish_stop(self, deadline: float) -> None:
         """Wait until `deadline` (monotonic) for the child, then SIGKILL its group."""
-        if self.proc is None:
-            self.state = ProcessState.STOPPED
-            return
+        if self.proc is not None:
+            self._reap(deadline)
+        self.state = ProcessState.STOPPED
+
+    def _reap(self, deadline: float) -> None:
+        """Wait until `deadline` (monotonic) for a signalled child, then SIGKILL its group; record the exit."""
         try:
             self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -159,4 +153,3 @@ class ManagedProcess:
         except (ProcessLookupError, PermissionError):
             pass
         self.last_exit = self.proc.returncode
-        self.state = ProcessState.STOPPED
