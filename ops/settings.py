@@ -60,6 +60,10 @@ class OpsSettings(SectionSettings):
     """First back-off after a 503 or a connection error; doubles per retry."""
     feed_retry_max_s: float = 30.0
     """Upper bound of the feed's retry back-off."""
+    feed_max_group_backlog: int = 4
+    """The feed waits while the learner has more rollout groups than this waiting (0: never waits). Groups the
+    learner cannot reach within `learner.max_staleness` versions are dropped; sampling them only takes CPU
+    from the learner on a shared machine."""
     feed_requests: int = 0
     """Requests the feed sends before it exits (status 0: `slca up` does not restart it); 0 = no limit."""
     feed_seed: int = 0

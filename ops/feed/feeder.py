@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from ops.feed.metrics import FeedMetrics
+from ops.feed.pacing import wait_for_room
 from slca.contracts import Task
 
 log = logging.getLogger("slca.feed")
@@ -40,6 +41,10 @@ class FeedPlan:
     request_timeout_s: float = 900.0
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; needs the 'record' scope, else the API serves but records nothing."""
+    max_group_backlog: int = 0
+    """Wait before a request while the learner has more groups than this waiting (0: never; ops/feed/pacing.py)."""
+    pace_poll_s: float = 1.0
+    """How often a waiting feed reads the backlog again."""
 
 
 @dataclass
@@ -81,7 +86,7 @@ def request_body(task: Task, plan: FeedPlan) -> dict:
 class Feeder:
     def __init__(self, plan: FeedPlan, tasks: list[Task], metrics: FeedMetrics,
                  on_ids: Callable[[list[str]], None] = lambda ids: None,
-                 on_done: Callable[[], None] = lambda: None):  # fmt: skip
+                 on_done: Callable[[], None] = lambda: None, backlog=None):  # fmt: skip
         self.plan = plan
         self.tasks = task_cycle(tasks, plan.seed)
         self.metrics = metrics
@@ -90,6 +95,8 @@ class Feeder:
         self.report = FeedReport()
         self.endpoint = plan.url.rstrip("/") + "/v1/agent/runs"
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
+        self.backlog = backlog
+        """async () -> int | None: the learner's group backlog (None: no pacing)."""
 
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
@@ -106,7 +113,14 @@ class Feeder:
 
     async def _worker(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
-        while not stop.is_set() and (task := self._next_task()) is not None:
+        while not stop.is_set():
+            if self.backlog is not None:
+                self.metrics.paced_seconds.inc(await wait_for_room(self.backlog, self.plan.max_group_backlog, stop,
+                                                                           self.plan.pace_poll_s))
+                if stop.is_set():
+                    break
+            if (task := self._next_task()) is None:
+                break
             ids = await self._post_with_retry(session, task, stop)
             if ids is ABANDONED:
                 self.report.abandoned += 1

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from ops.feed.feeder import Feeder, FeedPlan
 from ops.feed.metrics import FeedMetrics
+from ops.feed.pacing import GroupBacklog
 from ops.feed.tasks import load_pack
 from ops.settings import OpsSettings
 from ops.supervisor.plan import serve_url
 from slca.config import Config
+from slca.contracts import Streams
 
 log = logging.getLogger("slca.feed")
 
@@ -34,7 +36,7 @@ def make_plan(args, config: Config) -> FeedPlan:
         max_turns=ops.feed_max_turns, temperature=ops.feed_temperature, top_p=ops.feed_top_p,
         retry_initial_s=ops.feed_retry_initial_s, retry_max_s=ops.feed_retry_max_s,
         requests=ops.feed_requests if args.requests is None else args.requests,
-        seed=ops.feed_seed, api_key=config.common.record_key,
+        seed=ops.feed_seed, api_key=config.common.record_key, max_group_backlog=ops.feed_max_group_backlog,
     )  # fmt: skip
 
 
@@ -50,14 +52,14 @@ def run_feed(args, config: Config) -> int:
     ids_path.parent.mkdir(parents=True, exist_ok=True)
     log.info("feeding %s with %d %s tasks, n=%d, concurrency %d; trajectory ids → %s",
              plan.url, len(tasks), args.pack or ops.feed_pack, plan.group_size, plan.concurrency, ids_path)  # fmt: skip
-    report = asyncio.run(_feed(plan, tasks, ids_path))
+    report = asyncio.run(_feed(plan, tasks, ids_path, config))
     print(f"feed: {report.sent} requests sent, {report.ok} ok, {report.failed} failed, {report.retries} retries, "
           f"{report.abandoned} abandoned at stop, "
           f"{len(report.trajectory_ids)} trajectories recorded")  # fmt: skip
     return 0 if report.failed == 0 or report.ok else 1
 
 
-async def _feed(plan: FeedPlan, tasks, ids_path: Path):
+async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
     from tqdm import tqdm
 
     stop = asyncio.Event()
@@ -71,6 +73,13 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path):
         def record(ids: list[str]) -> None:
             ids_log.write("".join(i + "\n" for i in ids))
 
-        report = await Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update).run(stop)
+        backlog = GroupBacklog(config.common.redis_or_default(), Streams(config.common.stream_prefix).groups) \
+            if plan.max_group_backlog > 0 else None  # fmt: skip
+        try:
+            report = await Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update,
+                                  backlog=backlog).run(stop)  # fmt: skip
+        finally:
+            if backlog is not None:
+                await backlog.close()
     bar.close()
     return report

@@ -14,6 +14,7 @@ class FeedMetrics:
     trajectories: Counter
     retries: Counter
     inflight: Gauge
+    paced_seconds: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry = REGISTRY) -> "FeedMetrics":
@@ -26,4 +27,6 @@ class FeedMetrics:
             retries=Counter("slca_feed_retries_total", "Retries after a 503 or a connection error", ["reason"],
                             registry=registry),  # fmt: skip
             inflight=Gauge("slca_feed_inflight", "Agent-run requests in flight", registry=registry),
+            paced_seconds=Counter("slca_feed_paced_seconds", "Seconds the feed waited for the learner's backlog to drain",
+                                  registry=registry),  # fmt: skip
         )

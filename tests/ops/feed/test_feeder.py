@@ -130,3 +130,56 @@ def test_request_body_follows_the_agent_api_contract(task):
     assert set(body) == {"messages", "tools", "task_id", "ground_truth", "n", "temperature", "top_p",
                          "max_tokens", "max_turns", "record", "return_trajectories", "stream"}  # fmt: skip
     assert body["n"] == 4 and body["stream"] is False and body["return_trajectories"] is False
+
+
+def test_feed_waits_while_the_learners_backlog_is_above_the_bound():
+    """Pacing: no request is sent while the backlog reads above the bound; sending resumes once it drains."""
+
+    async def main():
+        port = free_port()
+        api = FakeAgentApi()
+        runner = await _serve(api, port)
+        readings = iter([9, 9, 9, 2, 0, 0, 0, 0])
+        sent_when_high = []
+
+        async def backlog():
+            value = next(readings, 0)
+            if value > 4:
+                sent_when_high.append(len(api.bodies))
+            return value
+
+        metrics = FeedMetrics.create(CollectorRegistry())
+        try:
+            report = await Feeder(_plan(port, concurrency=1, requests=3, max_group_backlog=4, pace_poll_s=0.01),
+                                  builtin_tasks(), metrics, backlog=backlog).run(asyncio.Event())  # fmt: skip
+        finally:
+            await runner.cleanup()
+        return report, sent_when_high, metrics
+
+    report, sent_when_high, metrics = asyncio.run(main())
+    assert report.ok == 3
+    assert sent_when_high == [0, 0, 0]  # nothing went out while the learner was behind
+    assert metrics.paced_seconds._value.get() == pytest.approx(0.03)
+
+
+def test_group_backlog_reads_lag_and_pending_from_a_real_redis(redis_url):
+    import redis as redis_sync
+
+    from ops.feed.pacing import GroupBacklog
+
+    client = redis_sync.Redis.from_url(redis_url)
+    for i in range(5):
+        client.xadd("slca:groups", {"data": str(i)})
+    client.xgroup_create("slca:groups", "learner", id="0")
+    client.xreadgroup("learner", "learner-0", {"slca:groups": ">"}, count=2)  # 2 pending, 3 not yet read
+
+    async def read():
+        backlog = GroupBacklog(redis_url, "slca:groups")
+        try:
+            return await backlog()
+        finally:
+            await backlog.close()
+
+    assert asyncio.run(read()) == 5
+    client.xack("slca:groups", "learner", *[e["message_id"] for e in client.xpending_range("slca:groups", "learner", "-", "+", 10)])
+    assert asyncio.run(read()) == 3
