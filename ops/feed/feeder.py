@@ -115,8 +115,8 @@ class Feeder:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
         while not stop.is_set():
             if self.backlog is not None:
-                self.metrics.paced_seconds.inc(await wait_for_room(self.backlog, self.plan.max_group_backlog, stop,
-                                                                           self.plan.pace_poll_s))
+                waited = await wait_for_room(self.backlog, self.plan.max_group_backlog, stop, self.plan.pace_poll_s)
+                self.metrics.paced_seconds.inc(waited)
                 if stop.is_set():
                     break
             if (task := self._next_task()) is None:
