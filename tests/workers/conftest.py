@@ -33,6 +33,16 @@ def fast_redis(tmp_path):
 
 
 @pytest.fixture
+def client(fast_redis):
+    """A client of `fast_redis` (the tests of consumers, groups and stream bounds share it)."""
+    import redis
+
+    c = redis.Redis.from_url(fast_redis.url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
 def fast_celery_workers(fast_redis, tmp_path):
     from tests.conftest import CeleryWorkers
 

@@ -95,3 +95,14 @@ def assert_every_trajectory_once(groups: list[RolloutGroup], dead: dict[str, str
     assert not grouped & set(dead), sorted(grouped & set(dead))[:5]
     assert grouped | set(dead) >= expected_ids, sorted(expected_ids - grouped - set(dead))[:5]
     assert all(reason for reason in dead.values())
+
+
+def make_pipeline(client, tiny_model_dir, **overrides):
+    """A scoring pipeline on `client` with the tiny model's tokenizer, groups of 4, its own metrics registry."""
+    from prometheus_client import CollectorRegistry
+
+    from workers.metrics import WorkerMetrics
+    from workers.pipeline import ScoringPipeline
+
+    s = WorkerSettings(tokenizer=str(tiny_model_dir), group_size=4, **overrides)
+    return ScoringPipeline(client, s, metrics=WorkerMetrics.create(CollectorRegistry()))

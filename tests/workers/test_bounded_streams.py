@@ -3,12 +3,10 @@ it is dead-lettered), whichever path it takes; the dead-letter stream is capped.
 
 import base64
 
-import pytest
-import redis
 from prometheus_client import CollectorRegistry
 
 from slca.contracts import Streams
-from tests.workers.pipeline_harness import feed, make_trajectory, read_dead, read_groups, templates
+from tests.workers.pipeline_harness import feed, make_trajectory, read_dead, read_groups, templates, make_pipeline
 from workers.assembler import Sweeper
 from workers.celery_app import create_app
 from workers.consumer import StreamConsumer
@@ -19,18 +17,6 @@ from workers.pipeline import ScoringPipeline
 from workers.settings import WorkerSettings
 
 TRAJ = Streams().trajectories
-
-
-@pytest.fixture
-def client(fast_redis):
-    c = redis.Redis.from_url(fast_redis.url)
-    yield c
-    c.close()
-
-
-def make_pipeline(client, tiny_model_dir, **overrides) -> ScoringPipeline:
-    s = WorkerSettings(tokenizer=str(tiny_model_dir), group_size=4, **overrides)
-    return ScoringPipeline(client, s, metrics=WorkerMetrics.create(CollectorRegistry()))
 
 
 def fed_items(client, trajs) -> list[tuple[str, str, str]]:

@@ -1,7 +1,5 @@
 """The stream consumer alone: dead letters for bad entries and for entries that keep failing to enqueue."""
 
-import pytest
-import redis
 from prometheus_client import CollectorRegistry
 
 from slca.contracts import Streams, encode_entry
@@ -11,13 +9,6 @@ from workers.celery_app import create_app
 from workers.consumer import StreamConsumer
 from workers.metrics import WorkerMetrics
 from workers.settings import WorkerSettings
-
-
-@pytest.fixture
-def client(fast_redis):
-    c = redis.Redis.from_url(fast_redis.url)
-    yield c
-    c.close()
 
 
 def consumer_for(client, broker_url: str, **overrides) -> StreamConsumer:

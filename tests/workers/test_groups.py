@@ -2,28 +2,9 @@
 
 import base64
 
-import pytest
-import redis
-from prometheus_client import CollectorRegistry
-
 from slca.contracts import RolloutGroup, Streams, decode_entry, encode_entry
-from tests.workers.pipeline_harness import make_trajectory, read_dead, read_groups, templates
+from tests.workers.pipeline_harness import make_pipeline, make_trajectory, read_dead, read_groups, templates
 from workers.assembler import Sweeper
-from workers.metrics import WorkerMetrics
-from workers.pipeline import ScoringPipeline
-from workers.settings import WorkerSettings
-
-
-@pytest.fixture
-def client(fast_redis):
-    c = redis.Redis.from_url(fast_redis.url)
-    yield c
-    c.close()
-
-
-def make_pipeline(client, tiny_model_dir, **overrides) -> ScoringPipeline:
-    s = WorkerSettings(tokenizer=str(tiny_model_dir), group_size=4, **overrides)
-    return ScoringPipeline(client, s, metrics=WorkerMetrics.create(CollectorRegistry()))
 
 
 def items(trajs):
