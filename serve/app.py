@@ -13,6 +13,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from serve import admin
+from serve.auth import serve_scope_middleware
 from serve.agent_api import agent_runs
 from serve.chat import chat_completions
 from serve.engines.base import Engine, create_engine
@@ -66,7 +67,8 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
 def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factory: EngineFactory | None = None,
                registry: CollectorRegistry | None = None, sim_settings=None) -> web.Application:  # fmt: skip
     """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults)."""
-    app = web.Application(client_max_size=settings.max_body_bytes + 1, middlewares=[error_middleware])
+    app = web.Application(client_max_size=settings.max_body_bytes + 1,
+                          middlewares=[error_middleware, serve_scope_middleware])  # errors wrap the scope check
     app[SETTINGS], app[COMMON] = settings, common
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)

@@ -80,3 +80,12 @@ def require_scope(request: web.Request, scope: Scope) -> None:
 def record_refusal(request: web.Request) -> str | None:
     """None when the request may record training data; else the reason it may not (to tell the client)."""
     return None if has_scope(request, "record") else RECORD_REFUSED
+
+
+@web.middleware
+async def serve_scope_middleware(request: web.Request, handler):
+    """With `common.serve_requires_key`, the model endpoints (`/v1/*`) need the 'serve' scope; operational
+    endpoints stay open so that probes and scrapers need no key."""
+    if request.app[COMMON].serve_requires_key and request.path.startswith("/v1/"):
+        require_scope(request, "serve")
+    return await handler(request)

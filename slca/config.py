@@ -61,6 +61,9 @@ class CommonSettings(SectionSettings):
     recorded share of chat traffic) needs 'record'; admin endpoints need 'admin'."""
     record_key: str | None = None
     """One more key with the 'record' scope: the key the task feed sends. `slca up` generates one when unset."""
+    serve_requires_key: bool = False
+    """True: every `/v1/*` request needs a key with the 'serve' scope (401 without a valid key, 403 with a key that
+    lacks it); health, readiness, metrics and the OpenAPI document stay open. False: serving is open to anyone."""
     log_level: str = "INFO"
 
     @field_validator("api_keys", mode="before")

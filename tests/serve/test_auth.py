@@ -111,3 +111,20 @@ def test_admin_endpoint_needs_an_admin_key(tiny_model_dir, serve_redis):
     assert out["none"] == (401, "authentication_error") and out["wrong"] == (401, "authentication_error")
     assert out["record"] == (403, "permission_error") and out["serve"] == (403, "permission_error")
     assert out["admin"] == (400, "invalid_request_error")  # authorised; the body is what is wrong
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_serve_scope_is_enforced_on_model_endpoints_only_when_required(tiny_model_dir, serve_redis, required):
+    async def scenario(client, app):
+        out = {}
+        for name, key in [("none", None), ("wrong", "nope"), ("serve", SERVE_KEY), ("record", RECORD_KEY)]:
+            r = await client.get("/v1/models", headers=_auth(key))
+            out[name] = r.status
+        out["healthz"] = (await client.get("/healthz")).status
+        out["openapi"] = (await client.get("/openapi.json")).status
+        return out
+
+    out = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, api_keys=KEYS,
+                                 serve_requires_key=required))  # fmt: skip
+    assert out["serve"] == out["record"] == out["healthz"] == out["openapi"] == 200  # record ⊇ serve
+    assert (out["none"], out["wrong"]) == ((401, 401) if required else (200, 200))
