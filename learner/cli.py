@@ -1,4 +1,6 @@
-"""`slca learn`, `slca sft`, `slca train`, `slca bench learner`, `slca bench sft` (heavy imports inside handlers)."""
+"""`slca learn`, `slca sft`, `slca bench learner`, `slca bench sft` (heavy imports inside handlers).
+
+`slca train` (the controlled run that drives serve, sim and workers) is ops' (`ops.experiments.cli`)."""
 
 from __future__ import annotations
 
@@ -22,15 +24,6 @@ def register(commands, bench) -> None:
     sft.add_argument("--batch-tokens", type=int, default=0,
                      help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)")
     sft.set_defaults(func=_sft)
-
-    train = commands.add_parser("train", help="controlled synchronous run: generate, score, update, publish")
-    train.add_argument("--estimator", required=True, help="slca | grpo | toolpo | rltr")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--steps", type=int, default=20)
-    train.add_argument("--api", default=None, help="base URL of a running `slca serve` (default: start one in-process)")
-    train.add_argument("--pack", default="everyday", help="task pack")
-    train.add_argument("--log", default=None, help="JSON-lines metrics file (default <run_dir>/train-<estimator>-<seed>.jsonl)")
-    train.set_defaults(func=_train)
 
     b = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
     b.add_argument("--groups", type=int, default=2, help="groups per step")
@@ -69,7 +62,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     settings = config.get(LearnerSettings)
     updates = {k: v for k, v in (("max_steps", args.max_steps), ("estimator", args.estimator)) if v is not None}
     settings = settings.model_copy(update=updates)
-    _check_estimator(settings.estimator)
+    check_estimator(settings.estimator)
     common = config.common
     run_dir = run_dir_of(settings, common)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +87,8 @@ def _learn(args: argparse.Namespace, config) -> int:
     return 0
 
 
-def _check_estimator(name: str) -> None:
+def check_estimator(name: str) -> None:
+    """A CLI error naming the known estimators when `name` is not registered."""
     from learner.advantages import UnknownEstimatorError, get_estimator
     from slca.cli import CliError
 
@@ -108,13 +102,6 @@ def _sft(args, config) -> int:
     from learner.sft import run_sft_cli
 
     return run_sft_cli(args, config)
-
-
-def _train(args, config) -> int:
-    _check_estimator(args.estimator)
-    from learner.controlled import run_train_cli
-
-    return run_train_cli(args, config)
 
 
 def _bench(args, config) -> int:

@@ -22,6 +22,7 @@ COMPONENT_CLIS = (
     "workers.cli",
     "learner.cli",
     "ops.cli",
+    "ops.experiments.cli",
 )
 
 

@@ -160,7 +160,7 @@ def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
     common = config.common
     if api is not None:
         return None, api.rstrip("/"), Streams(common.stream_prefix)
-    from learner.inprocess_server import InProcessServer
+    from ops.experiments.inprocess_server import InProcessServer
 
     streams = Streams(f"{common.stream_prefix}:train:{uuid.uuid4().hex[:12]}")
     server = InProcessServer(config, streams.prefix).start()
