@@ -1,6 +1,8 @@
-"""`slca learn`, `slca sft`, `slca bench learner`, `slca bench sft` (heavy imports inside handlers).
+"""`slca learn` and `slca bench learner` (heavy imports inside handlers).
 
-`slca train` (the controlled run that drives serve, sim and workers) is ops' (`ops.experiments.cli`)."""
+The commands that feed the learner from other components are ops': `slca train` (`ops.experiments.cli`: the
+controlled run through serve and workers), `slca sft` and `slca bench sft` (`ops.warmstart.cli`: demonstrations
+from the sim)."""
 
 from __future__ import annotations
 
@@ -13,18 +15,6 @@ def register(commands, bench) -> None:
     learn.add_argument("--estimator", default=None, help="advantage estimator (default: learner.estimator)")
     learn.set_defaults(func=_learn)
 
-    sft = commands.add_parser("sft", help="warm start on task-pack demonstrations (loss on assistant tokens)")
-    sft.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
-    sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes)")
-    sft.add_argument("--out", default=None, help="output dir (default <cache>/models/<model>-sft)")
-    sft.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
-    sft.add_argument("--pack", default="everyday", help="task pack for demonstrations")
-    sft.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks for the before/after check (0: skip)")
-    sft.add_argument("--seed", type=int, default=0)
-    sft.add_argument("--batch-tokens", type=int, default=0,
-                     help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)")
-    sft.set_defaults(func=_sft)
-
     b = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
     b.add_argument("--groups", type=int, default=2, help="groups per step")
     b.add_argument("--group-size", type=int, default=8)
@@ -32,17 +22,6 @@ def register(commands, bench) -> None:
     b.add_argument("--model", default=None, help="model (default common.model)")
     b.add_argument("--repeats", type=int, default=3)
     b.set_defaults(func=_bench)
-
-    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s")
-    bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
-    bs.add_argument("--seconds", type=float, default=120.0, help="timed seconds per loop (default 120)")
-    bs.add_argument("--steps", type=int, default=0, help="steps per loop instead of --seconds (0: use --seconds)")
-    bs.add_argument("--warmup", type=int, default=1, help="untimed steps before each loop (default 1)")
-    bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
-    bs.add_argument("--pack", default="everyday", help="task pack for demonstrations")
-    bs.add_argument("--seed", type=int, default=0)
-    bs.add_argument("--out", default=None, help="write the results as JSON here")
-    bs.set_defaults(func=_bench_sft)
 
 
 def _learn(args: argparse.Namespace, config) -> int:
@@ -98,19 +77,7 @@ def check_estimator(name: str) -> None:
         raise CliError(str(exc)) from None
 
 
-def _sft(args, config) -> int:
-    from learner.sft import run_sft_cli
-
-    return run_sft_cli(args, config)
-
-
 def _bench(args, config) -> int:
     from learner.bench import run_bench_cli
 
     return run_bench_cli(args, config)
-
-
-def _bench_sft(args, config) -> int:
-    from learner.sft_bench import run_sft_bench_cli
-
-    return run_sft_bench_cli(args, config)

@@ -1,7 +1,7 @@
 """`slca sft`: supervised warm start on task-pack demonstrations (FINDINGS: full FT, bf16 autocast where the CPU
 has native bf16, lr 5e-5, linear warm-up then decay; the raw SmolLM2 never emits a tool call, so RL needs this).
 
-Plan: load demonstrations → measure the parseable-call share on held-out tasks → train within the time/step
+Plan: encode the demonstrations (loaded by the caller, `ops.warmstart`) → measure the parseable-call share on held-out tasks → train within the time/step
 budget → measure again → save atomically to `--out`. Batches are length-grouped under a token budget
 (`sft_batching`), the loss and logits are on assistant tokens only (`sft_step`), and the lr follows the spent
 fraction of the real budget (`sft_schedule`)."""
@@ -16,10 +16,11 @@ from pathlib import Path
 import torch
 
 from learner.sft_batching import collate_right_padded, default_batch_tokens, grouped_batches
-from learner.sft_data import Example, build_examples, load_demonstrations
+from learner.sft_data import Demonstration, Example, build_examples
 from learner.sft_schedule import Budget, lr_at
 from learner.sft_step import make_optimizer, sft_update
 from learner.settings import LearnerSettings
+from slca.contracts import Task
 
 _DTYPE_OF_SETTING = {"auto": "auto", "fp32": "float32", "bf16": "bfloat16"}
 
@@ -124,18 +125,14 @@ def resolve_source(name: str, common) -> Path:
     return source
 
 
-def demonstration_examples(tokenizer, pack: str, seed: int, max_tokens: int) -> tuple[list[Example], int]:
-    """(encoded train demonstrations of at most `max_tokens`, number of demonstrations in the pack split)."""
+def demonstration_examples(tokenizer, demos: list[Demonstration], max_tokens: int) -> list[Example]:
+    """The demonstrations encoded, those of at most `max_tokens` (a CLI error when none fits)."""
     from slca.cli import CliError
 
-    try:
-        demos = load_demonstrations(pack, "train", seed)
-    except (ImportError, ValueError) as exc:
-        raise CliError(f"cannot load task pack {pack!r}: {exc}") from None
     examples = build_examples(tokenizer, demos, max_tokens)
     if not examples:
         raise CliError(f"no demonstration fits in learner.sft_max_tokens={max_tokens}")
-    return examples, len(demos)
+    return examples
 
 
 def load_model(source: Path, device: str):
@@ -150,7 +147,9 @@ def pad_id_of(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
 
-def run_sft_cli(args, config) -> int:
+def run_sft(args, config, demos: list[Demonstration], held_out: list[Task]) -> int:
+    """`slca sft` once its caller (`ops.warmstart.cli`) has loaded the train demonstrations and the held-out
+    tasks of the pack: the learner imports no other component."""
     from transformers import AutoTokenizer
 
     from slca.cli import CliError
@@ -164,13 +163,8 @@ def run_sft_cli(args, config) -> int:
     if not (budget.steps or budget.seconds):
         raise CliError("nothing to do: give --steps or --minutes")
     tokenizer = AutoTokenizer.from_pretrained(str(source))
-    examples, n_demos = demonstration_examples(tokenizer, args.pack, args.seed, settings.sft_max_tokens)
-    try:
-        from sim.tasks import load_tasks
-
-        held_out = load_tasks(args.pack, "test", args.seed)[: args.eval_tasks]
-    except (ImportError, ValueError) as exc:
-        raise CliError(f"cannot load task pack {args.pack!r}: {exc}") from None
+    examples = demonstration_examples(tokenizer, demos, settings.sft_max_tokens)
+    n_demos = len(demos)
     torch.manual_seed(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(source, device)

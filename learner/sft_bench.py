@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from learner.sft_batching import collate_right_padded, default_batch_tokens, grouped_batches
-from learner.sft_data import IGNORE, Example
+from learner.sft_data import IGNORE, Demonstration, Example
 from learner.sft_schedule import Budget
 from learner.sft_step import make_optimizer, sft_update
 from learner.settings import LearnerSettings
@@ -139,7 +139,8 @@ def print_table(rows: dict[str, dict], ratio: dict[str, float | None]) -> None:
           f"{_times(ratio['s_per_step'], 7)} {_times(ratio['examples_per_step'], 13)}")  # fmt: skip
 
 
-def run_sft_bench_cli(args, config) -> int:
+def run_sft_bench(args, config, demos: list[Demonstration]) -> int:
+    """`slca bench sft` on demonstrations its caller (`ops.warmstart.cli`) loaded."""
     from transformers import AutoTokenizer
 
     from learner.sft import demonstration_examples, load_model, pad_id_of, resolve_source, sft_precision
@@ -148,7 +149,7 @@ def run_sft_bench_cli(args, config) -> int:
     source = resolve_source(args.model, config.common)
     budget = Budget(steps=max(0, args.steps), seconds=0.0 if args.steps else max(1.0, args.seconds))
     tokenizer = AutoTokenizer.from_pretrained(str(source))
-    examples, _ = demonstration_examples(tokenizer, args.pack, args.seed, settings.sft_max_tokens)
+    examples = demonstration_examples(tokenizer, demos, settings.sft_max_tokens)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     precision = sft_precision(settings, device)
     autocast, pad_id = precision.dtype == "bfloat16", pad_id_of(tokenizer)

@@ -3,7 +3,8 @@
 Conversation = system (`<tools>` schemas, `slca.chat.hermes.render_tools_system`) → user → assistant
 `<tool_call>` blocks → tool `<tool_response>` → … → final assistant answer. Labels are the token ids on
 assistant content (and its end-of-turn token), -100 elsewhere: the model never learns to write tool results.
-Demonstrations come from `sim.tasks` (the sim component's public API)."""
+The caller hands the demonstrations in (`ops.warmstart.data` loads them from the sim's task packs): the learner
+imports no other component."""
 
 from __future__ import annotations
 
@@ -50,16 +51,11 @@ def encode_conversation(tokenizer, messages: list[dict[str, str]], max_tokens: i
     return Example(ids, labels)
 
 
-def load_demonstrations(pack: str, split: str, seed: int = 0) -> list[tuple[Task, list[dict[str, Any]]]]:
-    from sim import make_provider
-    from sim.settings import SimSettings
-    from sim.tasks import demonstration, load_tasks
-
-    provider = make_provider(SimSettings(), None)
-    return [(task, demonstration(task, provider)) for task in load_tasks(pack, split, seed)]
+Demonstration = tuple[Task, list[dict[str, Any]]]
+"""A task and its gold conversation as OpenAI messages (user → assistant calls → tool results → answer)."""
 
 
-def build_examples(tokenizer, demos, max_tokens: int) -> list[Example]:
+def build_examples(tokenizer, demos: list[Demonstration], max_tokens: int) -> list[Example]:
     out = []
     for task, demo in demos:
         ex = encode_conversation(tokenizer, template_messages(task, demo), max_tokens)

@@ -23,6 +23,7 @@ COMPONENT_CLIS = (
     "learner.cli",
     "ops.cli",
     "ops.experiments.cli",
+    "ops.warmstart.cli",
 )
 
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from learner.advantages.batch import SUMMARY, TOOL_CALL
-from learner.loss import LossConfig
 from learner.model import LogprobModule
 from learner.settings import LearnerSettings
 from learner.step import group_loss, prepare_group
@@ -15,9 +14,10 @@ from tests.learner.two_tools import TwoToolTask
 
 
 def grads(model, group, estimator):
-    prepared = prepare_group(group, estimator, LearnerSettings().advantage_config())
-    config = LossConfig(total_tokens=prepared.num_tokens, total_seqs=len(prepared.tokens))
-    loss, _, logprobs = group_loss(LogprobModule(model), prepared, "clip", config, autocast=False)
+    settings = LearnerSettings()
+    prepared = prepare_group(group, estimator, settings.advantage)
+    totals = (prepared.num_tokens, len(prepared.tokens))
+    loss, _, logprobs = group_loss(LogprobModule(model), prepared, settings.loss, totals, autocast=False)
     (g,) = torch.autograd.grad(loss, logprobs)
     return g, prepared.kinds
 

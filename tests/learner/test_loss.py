@@ -6,22 +6,23 @@ import pytest
 import torch
 
 from learner.advantages.batch import SUMMARY, TOOL_CALL
-from learner.loss import LOSSES, LossConfig, LossInputs, UnknownLossError, get_loss, k3_kl, summarise
+from learner.settings import LossSettings
+from learner.loss import LOSSES, LossInputs, UnknownLossError, get_loss, k3_kl, summarise
 
 
-def inputs(logp, behaviour, adv, seq=None, kinds=None, ref=None):
+def inputs(logp, behaviour, adv, seq=None, kinds=None, ref=None, total_tokens=1, total_seqs=1):
     logp = torch.tensor(logp, requires_grad=True)
     n = logp.numel()
     return LossInputs(
         logprobs=logp, behaviour=torch.tensor(behaviour), advantages=torch.tensor(adv),
         seq=torch.tensor(seq if seq is not None else [0] * n), kinds=torch.tensor(kinds or [TOOL_CALL] * n),
-        ref_logprobs=None if ref is None else torch.tensor(ref),
+        ref_logprobs=None if ref is None else torch.tensor(ref), total_tokens=total_tokens, total_seqs=total_seqs,
     )  # fmt: skip
 
 
 def test_on_policy_gradient_is_minus_advantage_over_tokens():
-    x = inputs([-1.0, -2.0, -0.5], [-1.0, -2.0, -0.5], [1.0, -2.0, 0.5])
-    loss, _ = get_loss("clip")(x, LossConfig(total_tokens=3))
+    x = inputs([-1.0, -2.0, -0.5], [-1.0, -2.0, -0.5], [1.0, -2.0, 0.5], total_tokens=3)
+    loss, _ = get_loss("clip")(x, LossSettings())
     loss.backward()
     assert torch.allclose(x.logprobs.grad, -torch.tensor([1.0, -2.0, 0.5]) / 3)
 
@@ -32,7 +33,7 @@ def test_on_policy_gradient_is_minus_advantage_over_tokens():
 )
 def test_clip_cuts_the_gradient_outside_the_trust_region(delta, adv, clipped):
     x = inputs([-1.0 + delta], [-1.0], [adv])
-    loss, metrics = get_loss("clip")(x, LossConfig(eps_low=0.2, eps_high=0.28))
+    loss, metrics = get_loss("clip")(x, LossSettings(eps_low=0.2, eps_high=0.28))
     loss.backward()
     assert (float(x.logprobs.grad[0]) == 0.0) == clipped
     assert metrics["all/clip_sum"] == float(clipped)
@@ -42,16 +43,16 @@ def test_k3_kl_is_nonnegative_and_zero_at_equality():
     a = torch.tensor([-1.0, -2.0, -0.1])
     assert torch.allclose(k3_kl(a, a), torch.zeros(3))
     assert bool((k3_kl(a, a + torch.tensor([0.3, -0.7, 0.05])) > 0).all())
-    x = inputs([-1.0, -1.0], [-1.0, -1.0], [0.0, 0.0], ref=[-1.5, -0.5])
-    loss, metrics = get_loss("clip")(x, LossConfig(kl_beta=0.1, total_tokens=2))
+    x = inputs([-1.0, -1.0], [-1.0, -1.0], [0.0, 0.0], ref=[-1.5, -0.5], total_tokens=2)
+    loss, metrics = get_loss("clip")(x, LossSettings(kl_beta=0.1))
     assert float(loss.detach()) == pytest.approx(0.1 * float(k3_kl(x.logprobs, x.ref_logprobs).detach().mean()))
     assert metrics["all/kl_sum"] > 0
 
 
 def test_seq_mean_weights_sequences_equally():
-    x = inputs([-1.0] * 4, [-1.0] * 4, [1.0, 1.0, 1.0, -3.0], seq=[0, 0, 0, 1])
-    tok, _ = get_loss("clip")(x, LossConfig(total_tokens=4))
-    seq, _ = get_loss("clip")(x, LossConfig(aggregation="seq_mean", total_seqs=2))
+    x = inputs([-1.0] * 4, [-1.0] * 4, [1.0, 1.0, 1.0, -3.0], seq=[0, 0, 0, 1], total_tokens=4, total_seqs=2)
+    tok, _ = get_loss("clip")(x, LossSettings())
+    seq, _ = get_loss("clip")(x, LossSettings(aggregation="seq_mean"))
     assert float(tok) == pytest.approx(0.0)
     assert float(seq) == pytest.approx(-(1.0 + -3.0) / 2)
 
@@ -72,7 +73,7 @@ def test_clip_tis_ratio_is_against_behaviour_logprobs__clips_and_truncates_negat
     """Choice: ρ against the trajectory's behaviour logprobs (not the learner's detached recompute, whose ratio is
     ≡ 1 and never clips); the importance weight of the unclipped branch is truncated at `tis_cap`."""
     x = inputs([-1.0], [-1.0 - delta], [adv])
-    loss, metrics = get_loss("clip_tis")(x, LossConfig(eps_low=0.2, eps_high=0.28, tis_cap=2.0))
+    loss, metrics = get_loss("clip_tis")(x, LossSettings(eps_low=0.2, eps_high=0.28, tis_cap=2.0))
     loss.backward()
     grad = float(x.logprobs.grad[0])
     assert grad == (0.0 if bounded else pytest.approx(-float(torch.exp(torch.tensor(delta))) * adv))
@@ -84,14 +85,15 @@ def test_clip_tis_equals_clip_where_the_ratio_is_below_the_cap():
     torch.manual_seed(0)
     logp, beh, adv = -torch.rand(64) * 3, -torch.rand(64) * 3, torch.randn(64)
     keep = torch.exp(logp - beh) <= 2.0
-    a, b = (inputs(logp[keep].tolist(), beh[keep].tolist(), adv[keep].tolist()) for _ in range(2))
-    config = LossConfig(tis_cap=2.0, total_tokens=int(keep.sum()))
+    a, b = (inputs(logp[keep].tolist(), beh[keep].tolist(), adv[keep].tolist(), total_tokens=int(keep.sum()))
+            for _ in range(2))  # fmt: skip
+    config = LossSettings(tis_cap=2.0)
     assert float(get_loss("clip_tis")(a, config)[0]) == pytest.approx(float(get_loss("clip")(b, config)[0]))
 
 
 def test_metrics_per_kind_and_unknown_loss():
-    x = inputs([-1.0, -1.1], [-1.0, -1.0], [0.5, -1.5], kinds=[TOOL_CALL, SUMMARY])
-    _, sums = get_loss("clip")(x, LossConfig(total_tokens=2))
+    x = inputs([-1.0, -1.1], [-1.0, -1.0], [0.5, -1.5], kinds=[TOOL_CALL, SUMMARY], total_tokens=2)
+    _, sums = get_loss("clip")(x, LossSettings())
     m = summarise(sums)
     assert m["tool_call/adv_mean"] == 0.5 and m["summary/adv_abs_mean"] == 1.5
     assert m["summary/logprob_gap_mean"] == pytest.approx(0.1)

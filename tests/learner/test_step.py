@@ -23,7 +23,7 @@ def test_constrained_turn_tokens_are_excluded_from_the_loss__not_kept_with_zero_
     forced = trajectory(SPEC, meta={"constrained_turns": [0]})
     free = trajectory(SPEC)
     group = rollout_group([forced, free], [reward(0, 1.0, 0.2), reward(1, 0.0, 0.9)])
-    prepared = prepare_group(group, "slca", LearnerSettings().advantage_config())
+    prepared = prepare_group(group, "slca", LearnerSettings().advantage)
     assert not set(TURN0) & set(prepared.selected[0].tolist())
     assert set(TURN0) <= set(prepared.selected[1].tolist())
     n0 = prepared.selected[0].numel()

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from learner.advantages import ESTIMATORS, AdvantageBatch, AdvantageConfig, UnknownEstimatorError, get_estimator
+from learner.advantages import ESTIMATORS, AdvantageBatch, AdvantageSettings, UnknownEstimatorError, get_estimator
 from learner.advantages.batch import SUMMARY, TOOL_CALL
 from learner.advantages.common import route_reasoning
 from tests.learner.advantages.groups import K, batch, groups, layout, reward
 from tests.learner.advantages.reference import REFERENCES, route
 
-CFG = AdvantageConfig()
+CFG = AdvantageSettings()
 SPEC_CALL = [(K.SYSTEM, 2), (K.USER, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1), (K.SUMMARY, 2)]
 SPEC_NOCALL = [(K.SYSTEM, 2), (K.USER, 1), (K.SUMMARY, 3)]
 
@@ -84,9 +83,9 @@ EDGE_CASES = {
 }
 CONFIGS = {
     "default": CFG,
-    "turn_level": dataclasses.replace(CFG, turn_level=True),
-    "route_prev": dataclasses.replace(CFG, reasoning_route="prev"),
-    "route_none_w_pref": dataclasses.replace(CFG, reasoning_route="none", w_pref=0.5),
+    "turn_level": CFG.model_copy(update={"turn_level": True}),
+    "route_prev": CFG.model_copy(update={"reasoning_route": "prev"}),
+    "route_none_w_pref": CFG.model_copy(update={"reasoning_route": "none", "w_pref": 0.5}),
 }
 
 
@@ -124,7 +123,7 @@ def test_turn_level_uses_per_call_scores_of_the_turn():
         reward(1, 0.5, 0.5, per_call=[CallScore(turn=0, score=0.0), CallScore(turn=1, score=1.0)]),
     ]
     b = AdvantageBatch([layout(spec), layout(spec)], rewards)
-    adv, _ = get_estimator("slca")(b, dataclasses.replace(CFG, turn_level=True))
+    adv, _ = get_estimator("slca")(b, CFG.model_copy(update={"turn_level": True}))
     assert adv[0][1] > 0 > adv[0][3] and adv[1][1] < 0 < adv[1][3]
     flat, _ = get_estimator("slca")(b, CFG)  # trajectory level: equal r_exec → zero
     assert float(flat[0][1]) == 0.0

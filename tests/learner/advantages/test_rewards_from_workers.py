@@ -23,7 +23,7 @@ def test_pref_is_the_workers_after_its_omission_guard__no_second_rule_or_penalty
              trajectory(SPEC, [], ground_truth=TRUTH),  # penalised by the scorer, with its configured −1.0
              trajectory(SPEC, [VALID], ground_truth=TRUTH)]  # fmt: skip
     rewards = [reward(0, 0.2, 1.0), reward(1, 0.0, -1.0, omission_penalized=True), reward(2, 0.9, 0.5)]
-    config = LearnerSettings().advantage_config()
+    config = LearnerSettings().advantage
     adv, _ = get_estimator("slca")(batch_of(rollout_group(trajs, rewards)), config)
     want = norm([1.0, -1.0, 0.5], [True] * 3, config.eps)
     assert [float(a[-1]) for a in adv] == pytest.approx(want, abs=1e-5)
@@ -34,7 +34,7 @@ def test_rltr_planner_reward_is_the_workers_rltr_plan_component():
     trajs = [trajectory(SPEC, [VALID, VALID], ground_truth=TRUTH) for _ in range(3)]  # records look fine
     plans = [-1.0, 0.8, 0.3]  # the scorer saw an invalid block in member 0's tokens
     rewards = [reward(i, 0.5, 0.5, components={"completeness": 1.0, "rltr_plan": p}) for i, p in enumerate(plans)]
-    config = LearnerSettings().advantage_config()
+    config = LearnerSettings().advantage
     adv, _ = get_estimator("rltr")(batch_of(rollout_group(trajs, rewards)), config)
     want = norm(plans, [True] * 3, config.eps)
     assert [float(a[3]) for a in adv] == pytest.approx(want, abs=1e-5)

@@ -1,4 +1,4 @@
-"""`slca sft` and `slca bench sft` smoke runs on the tiny model."""
+"""`slca sft` and `slca bench sft` smoke runs on the tiny model (demonstrations from the sim, via ops.warmstart)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,13 @@ def test_bench_sft_prints_and_writes_old_vs_new(tmp_path, tiny_model_dir, capsys
     assert new["padding_share"] < old["padding_share"]
     assert report["ratio"]["tokens_per_s"] == pytest.approx(new["tokens_per_s"] / old["tokens_per_s"])
     assert {"model", "precision", "threads", "batch_tokens", "budget"} <= report.keys()
+
+
+def test_sft_smoke_on_tiny(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "sft-out"
+    rc = main(["--set", "learner.sft_batch=2", "sft", "--model", str(tiny_model_dir), "--steps", "1",
+               "--eval-tasks", "0", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "sft-summary.json").read_text())
+    assert summary["steps"] == 1 and summary["first_loss"] > 0
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
