@@ -39,7 +39,7 @@ def time_estimator(groups, name: str, settings: LearnerSettings, repeats: int) -
     """Median seconds to turn the step's groups into per-token advantages (what the trainer does per step)."""
     from learner.step import prepare_group
 
-    config = settings.advantage_config()
+    config = settings.advantage
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -66,7 +66,7 @@ def run_learner(ctx: LoopContext) -> LearnerState:
     """The plan: restore, then loop {collect groups, step, publish, checkpoint, ack, report}."""
     s = ctx.settings
     policy = load_policy(ctx.model_dir, s)
-    ref = load_reference(ctx.model_dir, policy.device) if s.kl_beta > 0 else None
+    ref = load_reference(ctx.model_dir, policy.device) if s.loss.kl_beta > 0 else None
     trainer = Trainer(policy, s, ref)
     state = load_checkpoint(ctx.run_dir, policy.model, trainer.optimizer) or LearnerState()
     trainer.step = state.step
@@ -146,7 +146,10 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
     ctx.client.xadd(
         ctx.streams.stats(STATS_LEARNER),
         {"step": state.step, "version": state.version, "loss": report.loss, "kl": m.get("all/kl", 0.0),
-         "clip_frac": m.get("all/clip_frac", 0.0), "ts": ts},  # fmt: skip
+         "clip_frac": m.get("all/clip_frac", 0.0), "groups": len(entries), "ts": ts,
+         # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
+         **{f"zero_var/{k.rsplit('/', 1)[1]}": v / len(entries) for k, v in m.items()
+            if k.startswith("estimator/zero_variance/")}},  # fmt: skip
         maxlen=2000,
         approximate=True,
     )

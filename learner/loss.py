@@ -1,8 +1,9 @@
 """Policy losses: one registry, `loss(inputs, config) -> (scalar, metrics)` (DESIGN.md §5).
 
 Shapes: N generated tokens of a micro-batch (one packed group), flattened; `seq (N,)` says which
-trajectory each token belongs to. Aggregation divides by the step's totals (`LossConfig.total_tokens`,
-`total_seqs`) so that gradient accumulation over micro-batches equals one big batch.
+trajectory each token belongs to. Aggregation divides by the step's totals (`LossInputs.total_tokens`,
+`total_seqs`) so that gradient accumulation over micro-batches equals one big batch. The knobs are
+`learner.loss` (`LossSettings`), passed as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Callable
 import torch
 
 from learner.advantages.batch import CODE_KIND, GENERATED_CODES
+from learner.settings import LossSettings
 
 
 @dataclass
@@ -31,22 +33,13 @@ class LossInputs:
     """(N,) entropy of π_θ (detached), for metrics."""
     ref_logprobs: torch.Tensor | None = None
     """(N,) log π_ref of a frozen reference, for the k3 KL."""
-
-
-@dataclass(frozen=True)
-class LossConfig:
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    kl_beta: float = 0.0
-    tis_cap: float = 2.0
-    aggregation: str = "token_mean"
     total_tokens: int = 1
-    """Generated tokens in the whole step (token_mean divides by it)."""
+    """Generated tokens in the whole step (token_mean divides by it; a micro-batch holds only part of them)."""
     total_seqs: int = 1
     """Trajectories in the whole step (seq_mean divides by it)."""
 
 
-LossFn = Callable[[LossInputs, LossConfig], tuple[torch.Tensor, dict[str, float]]]
+LossFn = Callable[[LossInputs, LossSettings], tuple[torch.Tensor, dict[str, float]]]
 LOSSES: dict[str, LossFn] = {}
 
 
@@ -76,18 +69,18 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1
 
 
-def aggregate(per_token: torch.Tensor, inputs: LossInputs, config: LossConfig) -> torch.Tensor:
+def aggregate(per_token: torch.Tensor, inputs: LossInputs, config: LossSettings) -> torch.Tensor:
     """token_mean: Σ_t ℓ_t / total_tokens; seq_mean: Σ_i mean_{t∈i} ℓ_t / total_seqs."""
     if config.aggregation == "token_mean":
-        return per_token.sum() / max(config.total_tokens, 1)
+        return per_token.sum() / max(inputs.total_tokens, 1)
     if config.aggregation == "seq_mean":
         seq_ids, inverse, counts = torch.unique(inputs.seq, return_inverse=True, return_counts=True)
         per_seq = torch.zeros(len(seq_ids), dtype=per_token.dtype, device=per_token.device).index_add(0, inverse, per_token)
-        return (per_seq / counts.to(per_token.dtype)).sum() / max(config.total_seqs, 1)
+        return (per_seq / counts.to(per_token.dtype)).sum() / max(inputs.total_seqs, 1)
     raise ValueError(f"aggregation: unknown {config.aggregation!r}; known: token_mean, seq_mean")
 
 
-def _surrogate(ratio: torch.Tensor, adv: torch.Tensor, config: LossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def _surrogate(ratio: torch.Tensor, adv: torch.Tensor, config: LossSettings) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) and (N,) bool: the clipped branch was taken."""
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - config.eps_low, 1 + config.eps_high) * adv
@@ -104,7 +97,7 @@ def _finish(per_token, ratio, was_clipped, inputs, config):
 
 
 @register_loss("clip")
-def clipped_surrogate(inputs: LossInputs, config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
+def clipped_surrogate(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, dict[str, float]]:
     """Token-level clipped surrogate with behaviour logprobs (DESIGN.md §5; PPO arXiv 1707.06347, DAPO
     clip-higher arXiv 2503.14476): `ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t) + β·KL_k3`,
     `ρ_t = exp(log π_θ − log π_behaviour)` (this also corrects for staleness)."""
@@ -114,7 +107,7 @@ def clipped_surrogate(inputs: LossInputs, config: LossConfig) -> tuple[torch.Ten
 
 
 @register_loss("clip_tis")
-def clipped_surrogate_tis(inputs: LossInputs, config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
+def clipped_surrogate_tis(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped surrogate with truncated importance weights (DESIGN.md §5's option):
     `ℓ_t = −min(min(ρ_t, C)·A_t, clip(ρ_t, 1−ε_low, 1+ε_high)·A_t) + β·KL_k3`, C = `tis_cap`, with
     `ρ_t = exp(log π_θ − log π_behaviour)` from the trajectory's behaviour logprobs, as in `clip`.

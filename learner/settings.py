@@ -2,27 +2,43 @@
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
 from slca.config import SectionSettings
 
 
-class LearnerSettings(SectionSettings):
-    estimator: str = "slca"
-    """Advantage estimator: slca | grpo | toolpo | rltr."""
-    loss: str = "clip"
+class AdvantageSettings(SectionSettings):
+    """`learner.advantage.*`: the knobs every advantage estimator reads (DESIGN.md §4-5). Estimators receive this
+    object itself (`learner.advantages`), so a field added here reaches them without being copied."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    w_exec: float = 1.0
+    """Weight of the execution channel (applied after normalisation)."""
+    w_pref: float = 1.0
+    """Weight of the preference channel (applied after normalisation)."""
+    eps: float = 1e-6
+    """ε added to the group standard deviation in `norm_c`."""
+    reasoning_route: Literal["next", "prev", "none"] = "next"
+    """Credit of reasoning tokens: 'next' (the segment they precede; trailing ones fall back to the previous),
+    'prev' (the segment they follow), 'none' (advantage 0)."""
+    turn_level: bool = False
+    """slca: per-turn normalised per-call scores on tool_call segments (GiGPO-style). Reward shaping (the
+    omission guard, RLTR's penalties) is the scorer's: see `workers.no_call_penalty`, `workers.rltr_*`."""
+    toolpo_lambda: float = 1.0
+    """ToolPO: weight λ of the action advantage on tool_call tokens."""
+    extra: dict = Field(default_factory=dict)
+    """Extra knobs passed to estimators registered by plug-ins."""
+
+
+class LossSettings(SectionSettings):
+    """`learner.loss.*`: the policy loss and its knobs (DESIGN.md §5). Losses receive this object itself; the
+    step's token and sequence totals travel with the inputs (`learner.loss.LossInputs`), not here."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    name: str = "clip"
     """Policy loss: clip (behaviour-logprob clipped surrogate) | clip_tis (truncated importance weights)."""
-    lr: float = 5e-6
-    """AdamW learning rate. 5e-6 so that the 135M default model moves within the first half hour of `slca up`
-    (1e-6 left the served versions' rewards flat); lower it for larger models (1e-6 is usual at 1–7B)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm (0: off)."""
-    init_model: str | None = None
-    """Model to start from; None: `common.model` (the served base model)."""
-    groups_per_step: int = 1
-    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch)."""
     eps_low: float = 0.2
     """Lower clip range ε_low of the ratio."""
     eps_high: float = 0.28
@@ -34,19 +50,35 @@ class LearnerSettings(SectionSettings):
     C ≥ 1+eps_high it bounds only negative-advantage tokens: dual-clip)."""
     aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
     """Loss aggregation over generated tokens."""
-    w_exec: float = 1.0
-    """Weight of the execution channel (applied after normalisation)."""
-    w_pref: float = 1.0
-    """Weight of the preference channel (applied after normalisation)."""
-    adv_eps: float = 1e-6
-    """ε added to the group standard deviation."""
-    reasoning_route: Literal["next", "prev", "none"] = "next"
-    """Credit of reasoning tokens: the segment they precede, the one they follow, or none."""
-    turn_level: bool = False
-    """slca: per-turn normalised per-call scores on tool_call segments (GiGPO-style). Reward shaping (the
-    omission guard, RLTR's penalties) is the scorer's: see `workers.no_call_penalty`, `workers.rltr_*`."""
-    toolpo_lambda: float = 1.0
-    """ToolPO: weight λ of the action advantage on tool_call tokens."""
+
+
+MOVED = {
+    **{k: f"advantage.{k}" for k in ("w_exec", "w_pref", "reasoning_route", "turn_level", "toolpo_lambda")},
+    "adv_eps": "advantage.eps",
+    "extra_adv": "advantage.extra",
+    **{k: f"loss.{k}" for k in ("eps_low", "eps_high", "kl_beta", "tis_cap", "aggregation")},
+}
+"""Flat keys of earlier versions → their place in the tree (named in the error, so an old file is fixed in one read)."""
+
+
+class LearnerSettings(SectionSettings):
+    estimator: str = "slca"
+    """Advantage estimator: slca | grpo | toolpo | rltr."""
+    advantage: AdvantageSettings = Field(default_factory=AdvantageSettings)
+    """Knobs of the advantage estimators (`learner.advantage.*`)."""
+    loss: LossSettings = Field(default_factory=LossSettings)
+    """The policy loss and its knobs (`learner.loss.*`)."""
+    lr: float = 5e-6
+    """AdamW learning rate. 5e-6 so that the 135M default model moves within the first half hour of `slca up`
+    (1e-6 left the served versions' rewards flat); lower it for larger models (1e-6 is usual at 1–7B)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (0: off)."""
+    init_model: str | None = None
+    """Model to start from; None: `common.model` (the served base model)."""
+    groups_per_step: int = 1
+    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch)."""
     share_prefix: bool = True
     """Pack each group as one row that runs the shared prompt once (False: every member runs it)."""
     skip_zero_advantage_groups: bool = True
@@ -98,18 +130,15 @@ class LearnerSettings(SectionSettings):
     """`slca train`: sampling temperature."""
     train_max_tokens: int = 128
     """`slca train`: max generated tokens per model turn."""
-    extra_adv: dict = Field(default_factory=dict)
-    """Extra knobs passed to estimators registered by plug-ins."""
 
-    def advantage_config(self):
-        from learner.advantages import AdvantageConfig
-
-        return AdvantageConfig(
-            w_exec=self.w_exec,
-            w_pref=self.w_pref,
-            eps=self.adv_eps,
-            reasoning_route=self.reasoning_route,
-            turn_level=self.turn_level,
-            toolpo_lambda=self.toolpo_lambda,
-            extra=dict(self.extra_adv),
-        )
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data):
+        """A flat key of an earlier version is an error that names its new place (not a silent default)."""
+        if isinstance(data, dict):
+            moved = [f"learner.{k} is now learner.{MOVED[k]}" for k in data if k in MOVED]
+            if isinstance(data.get("loss"), str):
+                moved.append(f"learner.loss is a table now: set learner.loss.name={data['loss']}")
+            if moved:
+                raise ValueError("; ".join(moved))
+        return data

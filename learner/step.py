@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from learner.advantages import AdvantageConfig, batch_of, get_estimator
+from learner.advantages import batch_of, get_estimator
 from learner.forward import select_rows, token_logprobs
-from learner.loss import LossConfig, LossInputs, get_loss
+from learner.loss import LossInputs, get_loss
 from learner.packing import pack_group
+from learner.settings import AdvantageSettings, LossSettings
 from slca.contracts import RolloutGroup
 
 
@@ -52,7 +53,7 @@ class PreparedGroup:
         return bool((self.advantages == 0).all())
 
 
-def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageConfig) -> PreparedGroup:
+def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageSettings) -> PreparedGroup:
     batch = batch_of(group)
     advantages, metrics = get_estimator(estimator)(batch, config)
     selected, behaviour, adv, kinds, seq, excluded = [], [], [], [], [], 0
@@ -89,14 +90,15 @@ def constrained_mask(traj, turns: torch.Tensor) -> torch.Tensor:
 def group_loss(
     model,
     prepared: PreparedGroup,
-    loss_name: str,
-    loss_config: LossConfig,
+    loss: LossSettings,
+    totals: tuple[int, int],
     autocast: bool,
     ref_model=None,
     seq_offset: int = 0,
     share_prefix: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
-    """Loss of one group (already divided by the step totals), its metric sums, and the (N,) logprobs.
+    """Loss of one group (already divided by the step's `totals`: generated tokens, trajectories), its metric
+    sums, and the (N,) logprobs.
 
     `model` is a `LogprobModule` (possibly DDP-wrapped); `ref_model` a plain HF model."""
     packed = pack_group(prepared.tokens, share_prefix)
@@ -104,7 +106,7 @@ def group_loss(
     out = model(packed, rows, targets, autocast)
     device = out.logprobs.device
     ref = None
-    if ref_model is not None and loss_config.kl_beta > 0:
+    if ref_model is not None and loss.kl_beta > 0:
         with torch.no_grad():
             ref = token_logprobs(ref_model, packed, rows, targets, autocast).logprobs
     inputs = LossInputs(
@@ -115,6 +117,8 @@ def group_loss(
         kinds=prepared.kinds.to(device),
         entropy=out.entropy,
         ref_logprobs=ref,
+        total_tokens=totals[0],
+        total_seqs=totals[1],
     )
-    loss, metrics = get_loss(loss_name)(inputs, loss_config)
-    return loss, metrics, out.logprobs
+    value, metrics = get_loss(loss.name)(inputs, loss)
+    return value, metrics, out.logprobs

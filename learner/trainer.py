@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from learner.loss import LossConfig, merge_metrics, summarise
+from learner.loss import merge_metrics, summarise
 from learner.model import Policy
 from learner.settings import LearnerSettings
 from learner.step import PreparedGroup, group_loss, prepare_group
@@ -40,20 +40,19 @@ class Trainer:
         self.policy = policy
         self.settings = settings
         self.ref_model = ref_model
-        self.adv_config = settings.advantage_config()
         params = [p for p in policy.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
         self.step = 0
 
     def prepare(self, groups: list[RolloutGroup]) -> tuple[list[PreparedGroup], float]:
         t0 = time.perf_counter()
-        prepared = [prepare_group(g, self.settings.estimator, self.adv_config) for g in groups]
+        prepared = [prepare_group(g, self.settings.estimator, self.settings.advantage) for g in groups]
         return prepared, time.perf_counter() - t0
 
     def train_step(self, groups: list[RolloutGroup]) -> StepReport:
         t0 = time.perf_counter()
         prepared, adv_seconds = self.prepare(groups)
-        loss_config = self._loss_config(prepared)
+        totals = (sum(p.num_tokens for p in prepared), sum(len(p.tokens) for p in prepared))
         # Under DDP every rank must run the same number of forwards, so nothing is skipped there.
         skip = self.settings.skip_zero_advantage_groups and not self.policy.distributed
         work = [p for p in prepared if p.num_tokens and not (skip and p.all_zero)]
@@ -64,7 +63,7 @@ class Trainer:
             ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
             with ctx:
                 loss, metrics, _ = group_loss(
-                    self.policy.runner, group, self.settings.loss, loss_config, self.policy.autocast,
+                    self.policy.runner, group, self.settings.loss, totals, self.policy.autocast,
                     self.ref_model, seq_offset, self.settings.share_prefix,
                 )  # fmt: skip
                 loss.backward()
@@ -90,18 +89,6 @@ class Trainer:
             group_ids=[g.group_id for g in groups],
             skipped_zero=len(prepared) - len(work),
             metrics=metrics,
-        )
-
-    def _loss_config(self, prepared: list[PreparedGroup]) -> LossConfig:
-        s = self.settings
-        return LossConfig(
-            eps_low=s.eps_low,
-            eps_high=s.eps_high,
-            kl_beta=s.kl_beta,
-            tis_cap=s.tis_cap,
-            aggregation=s.aggregation,
-            total_tokens=sum(p.num_tokens for p in prepared),
-            total_seqs=sum(len(p.tokens) for p in prepared),
         )
 
     def _apply(self) -> float:

@@ -4,7 +4,8 @@ Precedence (last wins): defaults < TOML file < environment < `--set section.fiel
 - TOML: `[common]`, `[serve]`, `[sim]`, `[workers]`, `[learner]`, `[ops]` tables; the file is
   `--config PATH`, else `$SLCA_CONFIG`, else `./slca.toml` when it exists.
 - Environment: `SLCA_<SECTION>__<FIELD>` (e.g. `SLCA_SERVE__PORT=8001`); common fields also as
-  `SLCA_<FIELD>` (e.g. `SLCA_REDIS_URL`).
+  `SLCA_<FIELD>` (e.g. `SLCA_REDIS_URL`). A field of a sub-model is one more step: `[learner.loss]` in TOML,
+  `SLCA_LEARNER__LOSS__KL_BETA`, `--set learner.loss.kl_beta=0.1`.
 Each component owns its settings class in its own package (`serve/settings.py` …) and is
 registered below by import path, so that no component imports another's internals.
 """
@@ -184,7 +185,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         if "__" in rest:
             section, _, fname = rest.partition("__")
             if section in SECTIONS:
-                raw.setdefault(section, {})[fname] = _parse_value(value)
+                _put(raw.setdefault(section, {}), fname.split("__"), _parse_value(value))
         elif rest in common_fields:
             raw.setdefault("common", {})[rest] = _parse_value(value)
     for item in overrides:
@@ -192,5 +193,15 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         section, dot, fname = dotted.partition(".")
         if not eq or not dot or section not in SECTIONS:
             raise ConfigError(f"bad override {item!r}; expected section.field=value with section in {list(SECTIONS)}")
-        raw.setdefault(section, {})[fname] = _parse_value(value)
+        _put(raw.setdefault(section, {}), fname.split("."), _parse_value(value))
     return Config(raw=raw, source=source)
+
+
+def _put(table: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set a nested field (`learner.loss.kl_beta`, `SLCA_LEARNER__LOSS__KL_BETA`) inside the section's table,
+    merging into a sub-table the file already set rather than replacing it."""
+    for key in path[:-1]:
+        if not isinstance(table.get(key), dict):
+            table[key] = {}  # a later source setting a sub-field replaces a scalar an earlier one gave
+        table = table[key]
+    table[path[-1]] = value

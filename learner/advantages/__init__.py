@@ -1,15 +1,19 @@
 """Advantage estimators: one registry, one typed input (`AdvantageBatch`), one signature (DESIGN.md §5).
 
-    advantages, metrics = get_estimator(name)(batch_of(group), config)
+    advantages, metrics = get_estimator(name)(batch_of(group), settings.advantage)
+
+`AdvantageSettings` is the `learner.advantage` sub-model of `LearnerSettings`, re-exported here for estimators
+registered by plug-ins.
 """
 
 from learner.advantages import estimators as _estimators  # noqa: F401  (registers the built-ins)
-from learner.advantages.batch import AdvantageBatch, AdvantageConfig, MemberLayout, batch_of, layout_of
+from learner.advantages.batch import AdvantageBatch, MemberLayout, batch_of, layout_of
 from learner.advantages.registry import ESTIMATORS, UnknownEstimatorError, get_estimator, register_estimator
+from learner.settings import AdvantageSettings
 
 __all__ = [
     "AdvantageBatch",
-    "AdvantageConfig",
+    "AdvantageSettings",
     "ESTIMATORS",
     "MemberLayout",
     "UnknownEstimatorError",

@@ -8,7 +8,7 @@ nor at the server's call records: reward shaping (the omission guard, RLTR's pen
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -62,23 +62,6 @@ class AdvantageBatch:
     @property
     def size(self) -> int:
         return len(self.members)
-
-
-@dataclass(frozen=True)
-class AdvantageConfig:
-    """Estimator knobs (filled from `LearnerSettings`; every default follows DESIGN.md §4-5)."""
-
-    w_exec: float = 1.0
-    w_pref: float = 1.0
-    eps: float = 1e-6
-    """Added to the standard deviation in `norm_c`."""
-    reasoning_route: str = "next"
-    """Credit of reasoning tokens: 'next' (segment they precede; the last one falls back to the previous),
-    'prev' (segment they follow), 'none' (advantage 0)."""
-    turn_level: bool = False
-    """slca: tool_call segments at turn t get the group-normalised per-call score of turn t when present."""
-    toolpo_lambda: float = 1.0
-    extra: dict = field(default_factory=dict)
 
 
 def layout_of(traj: Trajectory) -> MemberLayout:

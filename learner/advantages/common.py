@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from learner.advantages.batch import REASONING, SUMMARY, TOOL_CALL, AdvantageBatch, AdvantageConfig
+from learner.advantages.batch import REASONING, SUMMARY, TOOL_CALL, AdvantageBatch
+from learner.settings import AdvantageSettings
 
 ZERO_VARIANCE_TOL = 1e-12
 
@@ -80,7 +81,7 @@ def route_reasoning(kinds: torch.Tensor, mode: str) -> torch.Tensor:
     return torch.where(is_reasoning, routed, kinds)
 
 
-def flatten(batch: AdvantageBatch, config: AdvantageConfig) -> FlatGroup:
+def flatten(batch: AdvantageBatch, config: AdvantageSettings) -> FlatGroup:
     kinds = torch.cat([m.kinds for m in batch.members])
     credit = torch.cat([route_reasoning(m.kinds, config.reasoning_route) for m in batch.members])
     turns = torch.cat([m.turns for m in batch.members])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, AdvantageBatch, AdvantageConfig
+from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, AdvantageBatch
 from learner.advantages.common import (
     channel_metrics,
     exec_rewards,
@@ -18,6 +18,7 @@ from learner.advantages.common import (
     presence,
 )
 from learner.advantages.registry import register_estimator
+from learner.settings import AdvantageSettings
 
 
 def _generated(kinds: torch.Tensor) -> torch.Tensor:
@@ -29,7 +30,7 @@ def _any_generated(batch: AdvantageBatch) -> torch.Tensor:
 
 
 @register_estimator("grpo")
-def grpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+def grpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
     """Trajectory-level GRPO (DeepSeekMath, arXiv 2402.03300): `A_i = norm(R)_i` on every generated token,
     `R = w_exec·r_exec + w_pref·r_pref` (r_pref as scored: after the scorer's omission guard)."""
     flat = flatten(batch, config)
@@ -39,7 +40,7 @@ def grpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Ten
     return flat.split(adv), channel_metrics("scalar", norm)
 
 
-def _turn_level_exec(batch: AdvantageBatch, config: AdvantageConfig, flat, fallback: torch.Tensor):
+def _turn_level_exec(batch: AdvantageBatch, config: AdvantageSettings, flat, fallback: torch.Tensor):
     """(N,) exec advantages per token where member i has per-call scores at the token's turn t:
     `w_exec·norm_t(s)_i`, normalised over the members scored at turn t (GiGPO-style step grouping);
     other tokens keep `fallback`. Several calls in one turn are averaged."""
@@ -63,7 +64,7 @@ def _turn_level_exec(batch: AdvantageBatch, config: AdvantageConfig, flat, fallb
 
 
 @register_estimator("slca")
-def slca(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
     """Segment-Locked Credit Assignment (SLCA-GRPO, arXiv 2609.29050).
 
     tool_call tokens: `w_exec·norm_{P_exec}(r_exec)_i`; summary tokens: `w_pref·norm_{P_pref}(r_pref)_i`, with
@@ -84,7 +85,7 @@ def slca(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Ten
 
 
 @register_estimator("toolpo")
-def toolpo(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
     """ToolPO (DeepAgent, arXiv 2510.21618): `A_global = norm(R_success)` on every generated token plus
     `λ·norm_{P_exec}(R_action)` on tool_call tokens. R_success = component 'success' (else the scalar R);
     R_action = component 'call_accuracy' = correct calls / gold calls (else r_exec)."""
@@ -113,7 +114,7 @@ def rltr_reward(batch: AdvantageBatch) -> torch.Tensor:
 
 
 @register_estimator("rltr")
-def rltr(batch: AdvantageBatch, config: AdvantageConfig) -> tuple[list[torch.Tensor], dict[str, float]]:
+def rltr(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
     """RLTR (arXiv 2508.19598): only the planner is trained. tool_call tokens get `norm_{P_exec}(R_plan)_i`
     (see `rltr_reward`); summary tokens get 0."""
     flat = flatten(batch, config)

@@ -8,12 +8,13 @@ from typing import Callable, Protocol
 
 import torch
 
-from learner.advantages.batch import AdvantageBatch, AdvantageConfig
+from learner.advantages.batch import AdvantageBatch
+from learner.settings import AdvantageSettings
 
 
 class Estimator(Protocol):
     def __call__(
-        self, batch: AdvantageBatch, config: AdvantageConfig
+        self, batch: AdvantageBatch, config: AdvantageSettings
     ) -> tuple[list[torch.Tensor], dict[str, float]]: ...
 
 
