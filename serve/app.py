@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import time
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Mapping
 
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -65,8 +65,11 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
 
 
 def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factory: EngineFactory | None = None,
-               registry: CollectorRegistry | None = None, sim_settings=None) -> web.Application:  # fmt: skip
-    """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults)."""
+               registry: CollectorRegistry | None = None, sim_settings=None,
+               subapps: Mapping[str, web.Application] | None = None) -> web.Application:  # fmt: skip
+    """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults).
+    `subapps`: prefix → aiohttp app mounted beside the API (what the CLI plugs in, e.g. ops' dashboard at
+    `/dashboard/`; see `serve.mounts`): serve itself imports no other component."""
     app = web.Application(client_max_size=settings.max_body_bytes + 1,
                           middlewares=[error_middleware, serve_scope_middleware])  # errors wrap the scope check
     app[SETTINGS], app[COMMON] = settings, common
@@ -85,7 +88,8 @@ def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factor
     app.router.add_get("/metrics", admin.metrics)
     app.router.add_post("/admin/weights", admin.admin_weights)
     app.router.add_get("/openapi.json", openapi_json)
-    _mount_dashboard(app, common)
+    for prefix, subapp in (subapps or {}).items():
+        app.add_subapp(prefix, subapp)
     return app
 
 
@@ -127,11 +131,3 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
     await asyncio.gather(*app[BACKGROUND], return_exceptions=True)
     if app[SETTINGS].subscribe_weights:
         await client.aclose()
-
-
-def _mount_dashboard(app: web.Application, common: CommonSettings) -> None:
-    try:
-        from ops.dashboard import make_app
-    except ImportError:
-        return  # ops has not built the dashboard (or is not installed): the API works without it
-    app.add_subapp("/dashboard/", make_app(common.redis_or_default(), common.stream_prefix))

@@ -38,12 +38,13 @@ def run_serve(args, config) -> int:
 
     from serve.app import create_app
     from serve.keys import ENGINE
+    from serve.mounts import plugged_subapps
 
     settings, common = _settings(args, config), config.common
     if not common.model_path().is_dir():
         raise CliError(f"model directory not found: {common.model_path()} (run `slca model fetch` or set common.model)")
     logging.basicConfig(level=common.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings, common, sim_settings=_sim_settings(config))
+    app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
     app.on_startup.append(_exit_when_engine_is_fatal)
     web.run_app(app, host=settings.host, port=settings.port, access_log=None)
     if getattr(app[ENGINE], "fatal", False):

@@ -1,5 +1,5 @@
 """`slca serve` in this process, on a free port, in a background thread with its own event loop — for
-`slca train` without `--api`. Uses serve's public app factory; never serve's internals. It follows the weight
+`slca train` without `--api`. Uses serve's public app factory (with ops' dashboard mounted, as `slca serve` mounts it); never serve's internals. It follows the weight
 announcements (`slca:weights`) under the stream prefix it is given, like any replica."""
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ class InProcessServer:
     def start(self) -> "InProcessServer":
         from aiohttp import web
 
+        from ops.mounts import dashboard
         from serve.app import create_app
 
         async def go():
-            self.runner = web.AppRunner(create_app(self.settings, self.common), access_log=None)
+            app = create_app(self.settings, self.common, subapps=dict([dashboard(self.common)]))
+            self.runner = web.AppRunner(app, access_log=None)
             await self.runner.setup()
             await web.TCPSite(self.runner, "127.0.0.1", self.settings.port).start()
 

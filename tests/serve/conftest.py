@@ -94,7 +94,7 @@ def rclient(serve_redis):
     client.close()
 
 
-async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, **common):
+async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps=None, **common):
     """Run `scenario(client, app)` against an in-process app (hf engine on the tiny model)."""
     from aiohttp.test_utils import TestClient, TestServer
 
@@ -103,7 +103,7 @@ async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, **commo
     from slca.config import CommonSettings
 
     settings = settings or ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1)
-    app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common))
+    app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common), subapps=subapps)
     async with TestClient(TestServer(app)) as client:
         return await scenario(client, app)
 

@@ -1,9 +1,10 @@
-"""App wiring: streamed agent runs, recording a share of chat traffic, the mounted dashboard, metrics."""
+"""App wiring: streamed agent runs, recording a share of chat traffic, plugged sub-apps (the dashboard), metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 
 import pytest
 
@@ -44,20 +45,42 @@ def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, s
     assert all(t.num_generated == 6 and t.meta["source"] == "chat" for t in recorded)
 
 
-def test_dashboard_is_mounted_and_metrics_are_served(tiny_model_dir, serve_redis):
-    pytest.importorskip("ops.dashboard")
-
+def test_metrics_are_served(tiny_model_dir, serve_redis):
     async def scenario(client, app):
-        dash = await client.get("/dashboard/")
         await client.get("/healthz")
-        metrics = await (await client.get("/metrics")).text()
-        return dash.status, metrics
+        return (await (await client.get("/metrics")).text())
 
-    dash, metrics = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
-    assert dash == 200
+    metrics = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
     assert 'slca_requests_total{endpoint="/healthz",status="200"} 1.0' in metrics
     for name in ("slca_policy_version", "slca_swap_seconds", "slca_tokens_generated_total", "slca_backpressure_total"):
         assert name in metrics
+
+
+def test_slca_serve_mounts_the_plugged_dashboard(hf_server):
+    """`slca serve` mounts what the `slca.serve.subapps` entry points plug in (ops' dashboard); serve imports
+    no ops module itself."""
+    pytest.importorskip("ops.dashboard")
+    with urllib.request.urlopen(hf_server.url + "/dashboard/", timeout=30) as page:
+        assert page.status == 200 and b"<html" in page.read().lower()
+    stats = hf_server.get_json("/dashboard/api/stats?limit=5")
+    assert isinstance(stats, dict)
+
+
+def test_create_app_mounts_the_subapps_it_is_given(tiny_model_dir, serve_redis):
+    from aiohttp import web
+
+    async def hello(request):
+        return web.Response(text="plugged")
+
+    extra = web.Application()
+    extra.router.add_get("/", hello)
+
+    async def scenario(client, app):
+        r = await client.get("/extra/")
+        return r.status, await r.text()
+
+    assert asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, subapps={"/extra/": extra})) == (
+        200, "plugged")
 
 
 def test_agent_tools_run_through_sim_when_installed(tiny_model_dir, serve_redis):

@@ -1,0 +1,12 @@
+"""What ops plugs into the API process (`slca.serve.subapps` entry points, mounted by `slca serve`)."""
+
+from __future__ import annotations
+
+from slca.config import CommonSettings
+
+
+def dashboard(common: CommonSettings):
+    """The built-in dashboard at `/dashboard/`, reading the stats of this deployment's Redis and prefix."""
+    from ops.dashboard import make_app
+
+    return "/dashboard/", make_app(common.redis_or_default(), common.stream_prefix)
