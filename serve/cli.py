@@ -66,7 +66,7 @@ async def _exit_when_engine_is_fatal(app) -> None:
 def _sim_settings(config):
     """The `[sim]` section when the sim component is installed (the agent loop's tools), else None."""
     try:
-        return config.section("sim")
+        return config.section("sim").with_cache_of(config.common)
     except ModuleNotFoundError:
         return None
 

@@ -50,7 +50,7 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
 
     from sim.settings import SimSettings
 
-    settings = config.get(SimSettings)
+    settings = config.get(SimSettings).with_cache_of(config.common)
     backend = args.backend or settings.backend
     sim_settings = settings.model_copy(update={"backend": backend, "cache": False, "fault_rate": 0.0,
                                                "fault_rates": {}, "tool_fault_rates": {}})  # fmt: skip

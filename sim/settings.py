@@ -77,3 +77,7 @@ class SimSettings(SectionSettings):
     """Most properties of one synthesised object."""
     grammar_cache_bytes: int = Field(default=64 << 20, ge=0)
     """Memory bound of the local backend's compiled grammars (ours and xgrammar's own cache, each)."""
+
+    def with_cache_of(self, common) -> "SimSettings":
+        """These settings with `cache_dir` defaulting to `common.cache_dir` (what the caller loaded, env included)."""
+        return self if self.cache_dir else self.model_copy(update={"cache_dir": common.cache_dir})

@@ -95,7 +95,7 @@ def eval_indomain(config: Config, generator, pack: str, limit: int, batch_size: 
     from sim.settings import SimSettings
 
     tasks = load_pack(pack, "test")[:limit]
-    provider = make_provider(config.get(SimSettings), redis_url=None)
+    provider = make_provider(config.get(SimSettings).with_cache_of(config.common), redis_url=None)
     rows: list[dict[str, Any]] = []
 
     async def run_all():

@@ -14,7 +14,7 @@ def load_demonstrations(config: Config, pack: str, split: str, seed: int = 0) ->
     from sim import make_provider
     from sim.tasks import demonstration
 
-    provider = make_provider(config.section("sim"), None)
+    provider = make_provider(config.section("sim").with_cache_of(config.common), None)
     return [(task, demonstration(task, provider)) for task in load_pack(pack, split, seed)]
 
 

@@ -17,15 +17,15 @@ from sim.backends.guided import GrammarCache, _has_xgrammar, generate
 
 
 def model_dir(settings) -> Path:
+    """The model directory of `sim.local_model`. A cached name ('embedded', 'tiny') needs `sim.cache_dir`, which
+    the caller fills from `common.cache_dir` (`SimSettings.with_cache_of`): this backend reads no configuration
+    of its own, so the cache it uses is the one the process was configured with."""
     from slca.models.paths import resolve_model
 
-    if settings.cache_dir:
-        cache = settings.cache_dir
-    else:  # the cache `slca model fetch` writes to (common.cache_dir, with its env overrides)
-        from slca.config import load_config
-
-        cache = load_config().common.cache_dir
-    return resolve_model(settings.local_model, Path(cache))
+    if settings.local_model in ("embedded", "tiny") and not settings.cache_dir:
+        raise ValueError(f"sim.local_model={settings.local_model!r} needs sim.cache_dir: build the settings with "
+                         "SimSettings.with_cache_of(common) (or set sim.local_model to a model directory)")  # fmt: skip
+    return resolve_model(settings.local_model, Path(settings.cache_dir or "."))
 
 
 class LocalBackend:

@@ -47,3 +47,19 @@ def test_missing_local_model_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no model at"):
         make_provider(SimSettings(backend="local", local_model=str(tmp_path / "none"), real_packs=[]), None,
                       CollectorRegistry())  # fmt: skip
+
+
+def test_a_cached_model_name_needs_the_cache_the_caller_configured(tiny_model_dir, monkeypatch):
+    """The backend reads no configuration itself: `tiny` resolves under the `cache_dir` its caller gives
+    (`with_cache_of(common)`), and without one the error says how to give it. Not the environment's: a
+    `SLCA_CACHE_DIR` pointing elsewhere must not be consulted by the backend."""
+    from sim.backends.local import model_dir
+    from slca.config import CommonSettings
+
+    monkeypatch.setenv("SLCA_CACHE_DIR", "/nonexistent")
+    with pytest.raises(ValueError, match="with_cache_of"):
+        model_dir(SimSettings(local_model="tiny"))
+    cache = tiny_model_dir.parent.parent  # <cache_dir>/models/tiny-smollm2
+    settings = SimSettings(local_model="tiny").with_cache_of(CommonSettings(cache_dir=str(cache)))
+    assert model_dir(settings) == tiny_model_dir
+    assert SimSettings(local_model="tiny", cache_dir="/own").with_cache_of(CommonSettings()).cache_dir == "/own"
