@@ -4,6 +4,9 @@ Every scored trajectory adds a row to the `stats:rewards` stream (exec, pref, to
 that sampled it, time). Grouped by version, the mean execution reward per version is the learning curve of
 `slca up`: if online RL works, it rises with the version. Used by `slca status` (a short table) and by
 `slca bench online` (JSON + Markdown + PNG under bench/online/<run>/).
+
+Beside it, the feed's held-out probe (ops/feed/probe.py): the same test tasks with the same seeds every few
+versions, so its rounds differ by the weights rather than by which tasks the feed happened to draw.
 """
 
 from __future__ import annotations
@@ -78,29 +81,68 @@ def status_lines(stats: list[VersionStats], last: int = 6) -> str:
     return "exec reward by served version: " + " | ".join(cells)
 
 
-def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[str, Any]) -> dict[str, Any]:
+def probe_lines(rounds: list[dict[str, Any]], last: int = 6) -> str:
+    if not rounds:
+        return "held-out probe: no round yet"
+    cells = [f"v{r['version']} {r['exec_mean']:.3f} (success {r['success']:.2f})" for r in rounds[-last:]]
+    return "held-out probe, exec reward by version: " + " | ".join(cells)
+
+
+def trend(xs: list[float], ys: list[float]) -> dict[str, float] | None:
+    """Least-squares slope of ys on xs with its standard error (None below 3 points): a rise is a slope more
+    than two standard errors above 0."""
+    n = len(xs)
+    if n < 3:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
+    se = math.sqrt(resid / (n - 2) / sxx)
+    return {"slope_per_100_versions": 100 * slope, "se_per_100_versions": 100 * se, "points": n}
+
+
+def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[str, Any],
+                probe: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
     """results.json, results.md and curve.png under `out` (relative paths only in what is written)."""
     out.mkdir(parents=True, exist_ok=True)
     pooled = binned(stats)
-    result = {"command": command, **extra, "versions": [asdict(s) for s in stats], "binned": pooled}
+    probe = probe or []
+    trends = {"feed": trend([s.version for s in stats for _ in range(s.n)],
+                            [s.exec_mean for s in stats for _ in range(s.n)]),
+              "probe": trend([r["version"] for r in probe], [r["exec_mean"] for r in probe])}  # fmt: skip
+    result = {"command": command, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
+              "binned": pooled, "probe": probe}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=1))
     lines = [f"# Online learning curve\n", f"Command: `{command}`\n"]
     lines += [f"- {k}: {v}" for k, v in extra.items()] + [""]
     lines += ["| versions | trajectories | mean exec reward | tool turns / episode |", "|---|---|---|---|"]
     lines += [f"| {b['versions']} | {b['n']} | {b['exec_mean']:.3f} | "
               f"{'-' if b['tool_turns_mean'] is None else format(b['tool_turns_mean'], '.2f')} |" for b in pooled]  # fmt: skip
+    if probe:
+        lines += ["", "Held-out probe (same test tasks and seeds every round, not trained on):", "",
+                  "| version (median) | versions | trajectories | exec reward | success | tool turns |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| v{r['version']} | v{r['version_min']}–v{r['version_max']} | {r['trajectories']} | "
+                  f"{r['exec_mean']:.3f} | {r['success']:.2f} | {r['tool_turns_mean']:.2f} |" for r in probe]  # fmt: skip
+    lines += ["", "Trend of exec reward (least squares on version, per 100 versions, ± 1 standard error):"]
+    for name, t in trends.items():
+        lines.append(f"- {name}: " + ("too few points" if t is None else
+                     f"{t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f} ({t['points']} points)"))  # fmt: skip
     (out / "results.md").write_text("\n".join(lines) + "\n")
-    _plot(stats, out / "curve.png")
+    _plot(stats, out / "curve.png", probe)
     return result
 
 
-def _plot(stats: list[VersionStats], path: Path) -> None:
+def _plot(stats: list[VersionStats], path: Path, probe: list[dict[str, Any]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 3.6))
     v = [s.version for s in stats]
     ax1.errorbar(v, [s.exec_mean for s in stats], yerr=[s.exec_sem for s in stats], fmt="o-", ms=3, capsize=2)
     ax1.set_xlabel("served policy version")
@@ -109,6 +151,13 @@ def _plot(stats: list[VersionStats], path: Path) -> None:
     ax2.plot(v, [s.tool_turns_mean or 0 for s in stats], "o-", ms=3, color="tab:orange")
     ax2.set_xlabel("served policy version")
     ax2.set_ylabel("tool turns per episode")
+    if probe:
+        pv = [r["version"] for r in probe]
+        ax3.plot(pv, [r["exec_mean"] for r in probe], "o-", ms=3, label="exec reward")
+        ax3.plot(pv, [r["success"] for r in probe], "s--", ms=3, label="success (exec = 1)")
+        ax3.legend(loc="lower right")
+    ax3.set_xlabel("served policy version (round median)")
+    ax3.set_title("held-out probe: same tasks, same seeds")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

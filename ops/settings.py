@@ -68,3 +68,10 @@ class OpsSettings(SectionSettings):
     """Requests the feed sends before it exits (status 0: `slca up` does not restart it); 0 = no limit."""
     feed_seed: int = 0
     """Seed of the task order."""
+    probe_tasks: int = Field(default=16, ge=0)
+    """Held-out (test-split) tasks the feed's probe asks every round, same seeds each round (0: no probe;
+    ops/feed/probe.py). Probe runs are not recorded, so the learner never trains on them."""
+    probe_every_versions: int = Field(default=10, ge=1)
+    """A probe round starts once the served version has advanced this many versions since the last round."""
+    probe_samples: int = Field(default=2, ge=1)
+    """Samples per probe task per round (at the feed's temperature)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import redis
 
-from ops.online_curve import by_version, status_lines, write_curve
+from ops.online_curve import by_version, probe_lines, status_lines, write_curve
 from ops.probe import sample_value, scrape
 from ops.redis_view import read_snapshot
 from ops.supervisor.state import read_state, state_path
@@ -42,7 +42,22 @@ def run_status(args, config: Config) -> int:
     print(f"redis: {redis_url}")
     print(system_lines(snapshot, served, window=args.window))
     print(status_lines(by_version(snapshot.rewards)))
+    print(probe_lines(probe_rounds(redis_url, common.stream_prefix)))
     return 0
+
+
+def probe_rounds(redis_url: str, prefix: str) -> list[dict]:
+    """The feed's held-out probe rounds (ops/feed/probe.py), oldest first; [] when Redis can't be read."""
+    from ops.feed.probe import PROBE_SUFFIX, read_rounds
+    from slca.contracts import Streams
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    try:
+        return read_rounds(client, Streams(prefix).stats(PROBE_SUFFIX))
+    except redis.RedisError:
+        return []
+    finally:
+        client.close()
 
 
 def run_online_export(args, config: Config) -> int:
@@ -73,7 +88,8 @@ def run_online_export(args, config: Config) -> int:
              "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
              "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
              "note": args.note or "", "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}  # fmt: skip
-    write_curve(stats, args.out, args.command or "make run; slca bench online --out " + str(args.out), extra)
+    write_curve(stats, args.out, args.command or "make run; slca bench online --out " + str(args.out), extra,
+                probe=probe_rounds(redis_url, common.stream_prefix))  # fmt: skip
     print(status_lines(stats, last=len(stats)))
     print(f"wrote {args.out}/results.json, results.md, curve.png")
     return 0

@@ -75,11 +75,41 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
 
         backlog = GroupBacklog(config.common.redis_or_default(), Streams(config.common.stream_prefix).groups) \
             if plan.max_group_backlog > 0 else None  # fmt: skip
+        prober = make_prober(plan, config)
+        probing = asyncio.create_task(prober.run(stop)) if prober is not None else None
         try:
             report = await Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update,
                                   backlog=backlog).run(stop)  # fmt: skip
         finally:
+            stop.set()  # the feed is done (request budget spent or stopped): so is the probe
+            if probing is not None:
+                await probing
             if backlog is not None:
                 await backlog.close()
     bar.close()
     return report
+
+
+def make_prober(plan: FeedPlan, config: Config):
+    """The held-out probe (ops/feed/probe.py), or None when `ops.probe_tasks` is 0 or the scorer is missing."""
+    ops = config.get(OpsSettings)
+    if ops.probe_tasks <= 0:
+        return None
+    try:
+        from workers.scoring import score_trajectory
+    except ImportError:
+        log.warning("probe off: workers (the HierR scorer) are not installed")
+        return None
+    from ops.feed.probe import PROBE_SUFFIX, Prober, ProbePlan, redis_publisher
+
+    section = config.section("workers")
+    scoring = section.with_tokenizer_of(config.common) if hasattr(section, "with_tokenizer_of") else section
+    tasks = load_pack(ops.feed_pack, "test", seed=ops.feed_seed)[: ops.probe_tasks]
+    probe_plan = ProbePlan(url=plan.url, tasks=tasks, every_versions=ops.probe_every_versions, n=ops.probe_samples,
+                           temperature=plan.temperature, max_tokens=plan.max_tokens, max_turns=plan.max_turns,
+                           seed=ops.feed_seed, api_key=config.common.record_key)  # fmt: skip
+    stream = Streams(config.common.stream_prefix).stats(PROBE_SUFFIX)
+    log.info("probe: %d test tasks × %d samples every %d versions → %s", len(tasks), probe_plan.n,
+             probe_plan.every_versions, stream)  # fmt: skip
+    return Prober(probe_plan, lambda traj: score_trajectory(traj, scoring),
+                  redis_publisher(config.common.redis_or_default(), stream))  # fmt: skip
