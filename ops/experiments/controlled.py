@@ -170,7 +170,8 @@ def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
 def group_means(group) -> dict[str, float]:
     n = group.size
     return {"exec_mean": sum(r.exec for r in group.rewards) / n, "pref_mean": sum(r.pref for r in group.rewards) / n,
-            "tool_turns_mean": sum(_tool_turns(t) for t in group.trajectories) / n}  # fmt: skip
+            "tool_turns_mean": sum(_tool_turns(t) for t in group.trajectories) / n,
+            "omission_rate": sum(r.omission_penalized for r in group.rewards) / n}  # fmt: skip
 
 
 def _tool_turns(traj) -> int:
