@@ -6,8 +6,9 @@ Precedence (last wins): defaults < TOML file < environment < `--set section.fiel
 - Environment: `SLCA_<SECTION>__<FIELD>` (e.g. `SLCA_SERVE__PORT=8001`); common fields also as
   `SLCA_<FIELD>` (e.g. `SLCA_REDIS_URL`). A field of a sub-model is one more step: `[learner.loss]` in TOML,
   `SLCA_LEARNER__LOSS__KL_BETA`, `--set learner.loss.kl_beta=0.1`.
-Each component owns its settings class in its own package (`serve/settings.py` …) and is
-registered below by import path, so that no component imports another's internals.
+Each component owns its settings class in its own package (`serve/settings.py` …) and plugs it in through a
+`slca.settings` entry point (`pyproject.toml`: section name = "module:Class"), so that this package names no
+component and no component imports another's internals.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import json
 import os
 import tomllib
 from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -90,14 +93,19 @@ class CommonSettings(SectionSettings):
         return resolve_model(self.model, Path(self.cache_dir))
 
 
-SECTIONS: dict[str, str] = {
-    "common": "slca.config:CommonSettings",
-    "serve": "serve.settings:ServeSettings",
-    "sim": "sim.settings:SimSettings",
-    "workers": "workers.settings:WorkerSettings",
-    "learner": "learner.settings:LearnerSettings",
-    "ops": "ops.settings:OpsSettings",
-}
+SETTINGS_GROUP = "slca.settings"
+"""Entry-point group through which components register their settings section."""
+
+
+@cache
+def sections() -> dict[str, str]:
+    """Section name → "module:Class": `common` (here) and every `slca.settings` entry point installed. Read once
+    per process (the installed metadata does not change under a running process)."""
+    plugged = {ep.name: ep.value for ep in entry_points(group=SETTINGS_GROUP)}
+    if "common" in plugged:
+        raise ConfigError(f"a {SETTINGS_GROUP} entry point may not be named 'common' ({plugged['common']})")
+    return {"common": "slca.config:CommonSettings", **plugged}
+
 
 S = TypeVar("S", bound=SectionSettings)
 
@@ -135,12 +143,13 @@ class Config:
     source: Path | None = None
 
     def section(self, name: str) -> SectionSettings:
-        if name not in SECTIONS:
-            raise ConfigError(f"unknown config section {name!r}; known: {', '.join(SECTIONS)}")
-        return self.get(_import(SECTIONS[name]), name)
+        known = sections()
+        if name not in known:
+            raise ConfigError(f"unknown config section {name!r}; known: {', '.join(known)}")
+        return self.get(_import(known[name]), name)
 
     def get(self, cls: type[S], name: str | None = None) -> S:
-        name = name or next((k for k, v in SECTIONS.items() if v.endswith(":" + cls.__name__)), None)
+        name = name or next((k for k, v in sections().items() if v.endswith(":" + cls.__name__)), None)
         if name is None:
             raise ConfigError(f"{cls.__name__} is not a registered section")
         try:
@@ -156,7 +165,7 @@ class Config:
     def effective(self) -> dict[str, dict[str, Any]]:
         """Every registered section with defaults filled in (sections whose package is absent are skipped)."""
         out = {}
-        for name in SECTIONS:
+        for name in sections():
             try:
                 out[name] = self.section(name).model_dump(mode="json")
             except ModuleNotFoundError:
@@ -167,6 +176,7 @@ class Config:
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load defaults < TOML < environment < overrides (`section.field=value`)."""
     source = _config_file(path)
+    known = sections()
     raw: dict[str, dict[str, Any]] = {}
     if source is not None:
         try:
@@ -174,8 +184,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source}: not valid TOML ({exc})") from None
         for name, table in data.items():
-            if name not in SECTIONS or not isinstance(table, dict):
-                raise ConfigError(f"{source}: unknown section [{name}]; known: {', '.join(SECTIONS)}")
+            if name not in known or not isinstance(table, dict):
+                raise ConfigError(f"{source}: unknown section [{name}]; known: {', '.join(known)}")
             raw[name] = dict(table)
     common_fields = set(CommonSettings.model_fields)
     for key, value in os.environ.items():
@@ -184,15 +194,15 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         rest = key[5:].lower()
         if "__" in rest:
             section, _, fname = rest.partition("__")
-            if section in SECTIONS:
+            if section in known:
                 _put(raw.setdefault(section, {}), fname.split("__"), _parse_value(value))
         elif rest in common_fields:
             raw.setdefault("common", {})[rest] = _parse_value(value)
     for item in overrides:
         dotted, eq, value = item.partition("=")
         section, dot, fname = dotted.partition(".")
-        if not eq or not dot or section not in SECTIONS:
-            raise ConfigError(f"bad override {item!r}; expected section.field=value with section in {list(SECTIONS)}")
+        if not eq or not dot or section not in known:
+            raise ConfigError(f"bad override {item!r}; expected section.field=value with section in {list(known)}")
         _put(raw.setdefault(section, {}), fname.split("."), _parse_value(value))
     return Config(raw=raw, source=source)
 

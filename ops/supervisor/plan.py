@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ops.settings import OpsSettings
 from ops.supervisor.process import ProcessSpec
-from slca.config import SECTIONS, Config, ConfigError
+from slca.config import Config, ConfigError, sections
 
 log = logging.getLogger("slca.up")
 
@@ -94,4 +94,4 @@ def build_specs(config: Config, global_argv: list[str], base_env: dict[str, str]
 
 
 def known_sections() -> list[str]:
-    return list(SECTIONS)
+    return list(sections())

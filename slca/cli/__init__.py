@@ -1,38 +1,63 @@
-"""The `slca` command: one entry point; each component registers its own subcommands.
+"""The `slca` command: one entry point; each component plugs its own subcommands in.
 
-A component's `cli` module exposes `register(commands, bench)` where `commands` and `bench` are argparse
-sub-parser collections (top level and `slca bench ...`). Handlers are set with `set_defaults(func=...)`
-and receive `(args, config)`. CLI modules must import heavy libraries (torch, vllm) inside handlers only,
-so that `slca --help` stays fast.
+A component names a `register(commands, bench)` function in a `slca.cli` entry point (`pyproject.toml`), where
+`commands` and `bench` are argparse sub-parser collections (top level and `slca bench ...`). Handlers are set
+with `set_defaults(func=...)` and receive `(args, config)`. CLI modules must import heavy libraries (torch,
+vllm) inside handlers only, so that `slca --help` stays fast. This package names no component: it registers its
+own commands (`config`, `model`) and whatever the installed entry points bring.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from importlib.metadata import EntryPoint, entry_points
 
 from slca.config import ConfigError, load_config
 
-COMPONENT_CLIS = (
-    "slca.cli.config_cmd",
-    "slca.models.cli",
-    "serve.cli",
-    "sim.cli",
-    "workers.cli",
-    "learner.cli",
-    "ops.cli",
-    "ops.experiments.cli",
-    "ops.warmstart.cli",
-)
+CLI_GROUP = "slca.cli"
+"""Entry-point group through which components register their subcommands."""
+
+OWN_CLIS = ("slca.cli.config_cmd", "slca.models.cli")
+"""This package's own commands (`slca config`, `slca model`)."""
 
 
 class CliError(RuntimeError):
     """A user-facing error: printed as one line, exit status 2, no traceback."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """An unknown command also says which components could not be loaded (it may be one of theirs)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.missing: dict[str, str] = {}
+        """Entry-point name → why it could not be loaded (its package is not installed)."""
+
+    def error(self, message: str):
+        if self.missing and "invalid choice" in message:
+            absent = "; ".join(f"{name} ({why})" for name, why in self.missing.items())
+            message += f" — components not installed: {absent}"
+        elif not self.missing and "invalid choice" in message and not entry_points(group=CLI_GROUP):
+            message += (f" — no component is registered ({CLI_GROUP} entry points): install the project "
+                        "(`pip install -e .`) so that its entry points are known")
+        super().error(message)
+
+
+def _load(ep: EntryPoint, missing: dict[str, str]):
+    """The entry point's `register`, or None when its package is not installed (recorded in `missing`)."""
+    try:
+        return ep.load()
+    except ModuleNotFoundError as exc:
+        root = ep.value.split(":")[0]
+        if exc.name and (root == exc.name or root.startswith(exc.name + ".")):
+            missing[ep.name] = f"no module {exc.name!r}"
+            return None
+        raise
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slca", description="Serve tool-calling agents and train them online.")
+    parser = _Parser(prog="slca", description="Serve tool-calling agents and train them online.")
     parser.add_argument("--config", help="TOML configuration file (default: $SLCA_CONFIG or ./slca.toml)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override a setting (repeatable)"
@@ -41,14 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parser = commands.add_parser("bench", help="side-by-side benchmarks (ratios in one run)")
     bench = bench_parser.add_subparsers(dest="bench", metavar="BENCH")
     bench_parser.set_defaults(func=lambda args, cfg: bench_parser.print_help() or 2)
-    for module_name in COMPONENT_CLIS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # component not built yet
-            raise
-        module.register(commands, bench)
+    for module_name in OWN_CLIS:
+        __import__(module_name, fromlist=["register"]).register(commands, bench)
+    missing: dict[str, str] = {}
+    for ep in sorted(entry_points(group=CLI_GROUP), key=lambda e: e.name):
+        register = _load(ep, missing)
+        if register is not None:
+            register(commands, bench)
+    parser.missing = missing
     return parser
 
 
