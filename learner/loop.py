@@ -148,7 +148,7 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
         {"step": state.step, "version": state.version, "loss": report.loss, "kl": m.get("all/kl", 0.0),
          "clip_frac": m.get("all/clip_frac", 0.0), "groups": len(entries), "ts": ts,
          # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
-         **{f"zero_var/{k.rsplit('/', 1)[1]}": v / len(entries) for k, v in m.items()
+         **{f"zero_var/{k.rsplit('/', 1)[1]}": v / max(1, len(entries)) for k, v in m.items()
             if k.startswith("estimator/zero_variance/")}},  # fmt: skip
         maxlen=2000,
         approximate=True,

@@ -11,7 +11,10 @@ from slca.contracts import Streams
 from slca.contracts.queues import STATS_LEARNER, STATS_REWARDS
 
 REWARD_FIELDS = ("exec", "pref", "tool_turns", "policy_version", "ts")
-LEARNER_FIELDS = ("step", "version", "loss", "kl", "clip_frac", "ts")
+LEARNER_FIELDS = ("step", "version", "loss", "kl", "clip_frac", "groups", "ts")
+ZERO_VAR_PREFIX = "zero_var/"
+"""Learner rows carry one `zero_var/<channel>` field per channel of the estimator (its share of the step's groups
+with zero reward variance there); the channels differ by estimator, so they are collected by prefix."""
 
 
 @dataclass
@@ -31,7 +34,8 @@ class Snapshot:
     rewards: list[dict[str, Any]] = field(default_factory=list)
     """Oldest first: exec, pref, tool_turns, policy_version, ts."""
     learner: list[dict[str, Any]] = field(default_factory=list)
-    """Oldest first: step, version, loss, kl, clip_frac, ts."""
+    """Oldest first: step, version, loss, kl, clip_frac, groups, ts, and `zero_var`: {channel: share} (empty for rows
+    written before the learner recorded it)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,12 +52,15 @@ def _number(v: Any) -> float | None:
         return None
 
 
-def parse_stats(entries: list, names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """XRANGE/XREVRANGE entries → dicts of the numeric fields (unparseable values become None), oldest first."""
+def parse_stats(entries: list, names: tuple[str, ...], collect: str | None = None) -> list[dict[str, Any]]:
+    """XRANGE/XREVRANGE entries → dicts of the numeric fields (unparseable values become None), oldest first.
+    With `collect` (a field-name prefix), the fields under it go to a dict `row[prefix without '/']`."""
     rows = []
     for entry_id, fields in entries:
         decoded = {_text(k): v for k, v in fields.items()}
         row = {name: _number(decoded.get(name)) for name in names}
+        if collect:
+            row[collect.rstrip("/")] = {k[len(collect) :]: _number(v) for k, v in decoded.items() if k.startswith(collect)}
         row["id"] = _text(entry_id)
         rows.append(row)
     rows.sort(key=lambda r: tuple(int(x) for x in r["id"].split("-")))
@@ -106,7 +113,7 @@ def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner:
         queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
     rest = results[len(names) :]
     return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
-                    parse_stats(rest[2], LEARNER_FIELDS))  # fmt: skip
+                    parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX))  # fmt: skip
 
 
 async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500) -> Snapshot:
@@ -131,4 +138,4 @@ async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500
         queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
     rest = results[len(names) :]
     return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
-                    parse_stats(rest[2], LEARNER_FIELDS))  # fmt: skip
+                    parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX))  # fmt: skip

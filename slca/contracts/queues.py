@@ -45,7 +45,8 @@ STATS_REWARDS = "stats:rewards"
 """Capped stream (suffix after the prefix) of recent scores for dashboards: fields exec, pref, tool_turns,
 policy_version, task_id, ts — written by the scorers."""
 STATS_LEARNER = "stats:learner"
-"""Capped stream of learner steps: fields step, version, loss, kl, clip_frac, ts — written by the learner."""
+"""Capped stream of learner steps: fields step, version, loss, kl, clip_frac, groups, ts, and zero_var/<channel>
+(share of the step's groups with zero reward variance in that estimator channel) — written by the learner."""
 
 
 def encode_entry(obj, **plain: str | int | float) -> dict[bytes, bytes]:
