@@ -65,7 +65,7 @@ def parallel_match(obs: Observed, gt: GroundTruth) -> float:
 def exec_gold(obs: Observed, gt: GroundTruth, s: WorkerSettings) -> ExecResult:
     valid = obs.valid_calls
     preds = [(c.name, c.arguments) for c in valid]
-    matches = match_calls(gt.calls, preds)
+    matches = match_calls(gt.calls, preds, obs.schemas)
     with_args = [m for m in matches if m.gold.arguments]
     comps = {
         "format": format_share(obs, bool(gt.calls)),

@@ -6,7 +6,9 @@ Definitions follow DESIGN.md §4 (after the SLCA-GRPO reference scorer):
   Nothing else crosses types: the string "5" does not equal the number 5 (a wrong argument type is an error).
 - name: multiset F1 of called names vs gold names (1 when both are empty).
 - key / value: for each gold call, the best unused predicted call of the same name; key = Jaccard of the
-  argument keys, value = share of gold keys whose values match loosely.
+  argument keys, value = share of gold keys whose values match loosely. Given the tools' parameter schemas,
+  both sides are first completed with the declared `default`s: omitting an optional argument and passing
+  its default are the same call.
 """
 
 from __future__ import annotations
@@ -103,23 +105,34 @@ class CallMatch:
     key_cover: float = 0.0
 
 
-def match_calls(gold: list[GoldCall], preds: list[tuple[str, dict]]) -> list[CallMatch]:
-    """Greedy best match, gold calls with more arguments first (they are the most constrained)."""
+def schema_defaults(parameters: Any) -> dict[str, Any]:
+    """The `default` each top-level property of a parameters schema declares."""
+    props = parameters.get("properties") if isinstance(parameters, dict) else None
+    return {k: p["default"] for k, p in (props or {}).items() if isinstance(p, dict) and "default" in p}
+
+
+def match_calls(gold: list[GoldCall], preds: list[tuple[str, dict]],
+                schemas: dict[str, Any] | None = None) -> list[CallMatch]:  # fmt: skip
+    """Greedy best match, gold calls with more arguments first (they are the most constrained).
+    `schemas` (tool name → parameters schema): arguments left out count as their declared defaults."""
     used: set[int] = set()
     matches = []
     for g in sorted(gold, key=lambda c: -len(c.arguments)):
         best, best_score = None, (-1.0, -1.0)
+        defaults = schema_defaults((schemas or {}).get(g.name))
+        gold_args = {**defaults, **g.arguments}
         for i, (name, args) in enumerate(preds):
             if i in used or name != g.name:
                 continue
-            score = (key_jaccard(g.arguments, args), value_share(g.arguments, args))
+            args = {**defaults, **args}
+            score = (key_jaccard(gold_args, args), value_share(gold_args, args))
             if sum(score) > sum(best_score):
                 best, best_score = i, score
         if best is None:
             matches.append(CallMatch(g, None))
             continue
         used.add(best)
-        args = preds[best][1]
-        cover = sum(1 for k in g.arguments if k in args) / len(g.arguments) if g.arguments else 1.0
+        args = {**defaults, **preds[best][1]}
+        cover = sum(1 for k in gold_args if k in args) / len(gold_args) if gold_args else 1.0
         matches.append(CallMatch(g, best, best_score[0], best_score[1], cover))
     return matches
