@@ -1,4 +1,7 @@
-"""The everyday real pack: calculator, unit conversion, time zones, dates, percentages, tips. Exact results."""
+"""The everyday real pack: calculator, unit conversion, time zones, dates, percentages, tips. Exact results.
+
+Optional parameters declare their JSON-schema `default`, and the tool applies exactly that default when
+the argument is omitted (so a call passing the default and one omitting it return the same result)."""
 
 from __future__ import annotations
 
@@ -30,12 +33,12 @@ def _from_kelvin(k: float, unit: str) -> float:
     return {"C": k - 273.15, "F": (k - 273.15) * 9 / 5 + 32, "K": k}[unit]
 
 
-def convert(value: float, from_unit: str, to_unit: str) -> float:
+def convert(value: float, from_unit: str, to_unit: str, precision: int = 6) -> float:
     (dim_a, fa), (dim_b, fb) = UNITS[from_unit], UNITS[to_unit]
     if dim_a != dim_b:
         raise ToolError(f"cannot convert {dim_a} ({from_unit}) to {dim_b} ({to_unit})")
     out = _from_kelvin(_to_kelvin(value, from_unit), to_unit) if dim_a == "temperature" else value * fa / fb
-    return round(out, 6)
+    return round(out, precision)
 
 
 def _date(text: str, field: str) -> date:
@@ -57,7 +60,7 @@ async def calculator(args: dict[str, Any], _state: Any) -> dict[str, Any]:
 
 
 async def convert_units(args: dict[str, Any], _state: Any) -> dict[str, Any]:
-    result = convert(float(args["value"]), args["from_unit"], args["to_unit"])
+    result = convert(float(args["value"]), args["from_unit"], args["to_unit"], int(args.get("precision", 6)))
     return {"value": args["value"], "from_unit": args["from_unit"], "to_unit": args["to_unit"], "result": result}
 
 
@@ -93,6 +96,7 @@ async def percentage(args: dict[str, Any], _state: Any) -> dict[str, Any]:
 
 async def split_bill(args: dict[str, Any], _state: Any) -> dict[str, Any]:
     amount, tip, people = float(args["amount"]), float(args.get("tip_percent", 0)), int(args.get("people", 1))
+    # the defaults are the schema's (`default` in TOOLS): an omitted optional argument means exactly that
     tip_amount = round(amount * tip / 100, 2)
     total = round(amount + tip_amount, 2)
     return {"tip": tip_amount, "total": total, "per_person": round(total / people, 2)}
@@ -117,7 +121,10 @@ TOOLS = [
              calculator, _obj({"expression": {"type": "string"}, "result": NUM}, ["expression", "result"])),
     RealTool("convert_units", "Convert a quantity between units of length, mass, volume, speed, time or temperature.",
              _obj({"value": _param(NUM, "The quantity to convert"), "from_unit": _param(UNIT, "Unit of the value"),
-                   "to_unit": _param(UNIT, "Unit to convert to")}, ["value", "from_unit", "to_unit"]),
+                   "to_unit": _param(UNIT, "Unit to convert to"),
+                   "precision": _param({"type": "integer", "minimum": 0, "maximum": 10, "default": 6},
+                                       "Decimal places to round the result to")},
+                  ["value", "from_unit", "to_unit"]),
              convert_units, _obj({"value": NUM, "from_unit": UNIT, "to_unit": UNIT, "result": NUM},
                                  ["value", "from_unit", "to_unit", "result"])),
     RealTool("convert_timezone", "Convert a local date and time from one time zone to another (IANA names).",
@@ -144,8 +151,10 @@ TOOLS = [
                   ["percent", "value"]),
              percentage, _obj({"result": NUM}, ["result"])),
     RealTool("split_bill", "Add a tip to a bill and split the total between people.",
-             _obj({"amount": _param(NUM, "Bill amount before tip"), "tip_percent": _param(NUM, "Tip in percent"),
-                   "people": _param({"type": "integer", "minimum": 1}, "Number of people sharing")}, ["amount"]),
+             _obj({"amount": _param(NUM, "Bill amount before tip"),
+                   "tip_percent": _param({**NUM, "minimum": 0, "default": 0}, "Tip in percent"),
+                   "people": _param({"type": "integer", "minimum": 1, "default": 1}, "Number of people sharing")},
+                  ["amount"]),
              split_bill, _obj({"tip": NUM, "total": NUM, "per_person": NUM}, ["tip", "total", "per_person"])),
 ]  # fmt: skip
 

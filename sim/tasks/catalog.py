@@ -1,4 +1,7 @@
-"""Simulated everyday tools (answered by SGLS): task distractors and a few simulated-tool intents."""
+"""Simulated everyday tools (answered by SGLS): task distractors and a few simulated-tool intents.
+
+Optional parameters declare a JSON-schema `default` (unit, max_results, duration_minutes): a call may omit
+them, and a gold call that omits one matches a call passing the default (`workers.scoring.match`)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, 
 
 SIMULATED_TOOLS: list[dict[str, Any]] = [
     _fn("get_weather", "Current weather for a city.",
-        {"city": _d(S, "City name"), "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Temperature unit"}},
+        {"city": _d(S, "City name"), "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius",
+                                                "description": "Temperature unit"}},
         ["city"], _obj({"city": S, "temperature": N, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
                         "condition": {"type": "string", "enum": ["sunny", "cloudy", "rain", "snow", "windy"]}, "humidity": I})),
     _fn("send_email", "Send an e-mail.",
@@ -34,14 +38,15 @@ SIMULATED_TOOLS: list[dict[str, Any]] = [
          "body": _d(S, "Message text")}, ["to", "subject", "body"],
         _obj({"message_id": S, "status": {"type": "string", "enum": ["sent", "queued"]}, "to": S})),
     _fn("search_web", "Search the web and return the top results.",
-        {"query": _d(S, "Search query"), "max_results": _d({"type": "integer", "minimum": 1, "maximum": 10}, "How many results")},
+        {"query": _d(S, "Search query"), "max_results": _d({"type": "integer", "minimum": 1, "maximum": 10, "default": 5}, "How many results")},
         ["query"], _obj({"query": S, "results": {"type": "array", "items": _obj({"title": S, "url": {"type": "string", "format": "uri"}, "snippet": S})}})),
     _fn("get_stock_price", "Latest trading price of a stock.",
         {"symbol": _d(S, "Ticker symbol, e.g. AAPL")}, ["symbol"],
         _obj({"symbol": S, "price": N, "currency": S, "change_percent": N})),
     _fn("create_calendar_event", "Create an event in the user's calendar.",
         {"title": _d(S, "Event title"), "date": _d({"type": "string", "format": "date"}, "Date, YYYY-MM-DD"),
-         "time": _d(S, "Start time, HH:MM"), "duration_minutes": _d(I, "Length in minutes")}, ["title", "date"],
+         "time": _d(S, "Start time, HH:MM"), "duration_minutes": _d({**I, "minimum": 1, "default": 60}, "Length in minutes")},
+        ["title", "date"],
         _obj({"event_id": S, "title": S, "date": {"type": "string", "format": "date"}, "status": {"type": "string", "enum": ["confirmed"]}})),
     _fn("get_event", "Fetch a calendar event by id.",
         {"event_id": _d(S, "The event id")}, ["event_id"],

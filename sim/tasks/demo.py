@@ -1,9 +1,10 @@
 """Demonstrations for the warm start: a task's gold conversation, executed for real against a provider.
 
 Returns OpenAI messages: user → assistant (`<tool_call>` text, one turn per gold step, parallel calls in
-one turn) → tool results → final assistant answer stating the key facts. The system message with the
-tools is the consumer's to render. Calls run through `provider` (real or schema tools), so the results
-shown are the ones a served episode would see.
+one turn) → tool results → final assistant answer stating the key facts (a task that no offered tool can
+serve: no call, a plain reply saying so). The system message with the tools is the consumer's to render.
+Calls run through `provider` (real or schema tools), so the results shown are the ones a served episode
+would see.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from slca.contracts import Task, ToolProvider
 
 
 async def ademonstration(task: Task, provider: ToolProvider) -> list[dict[str, Any]]:
-    from sim.tasks.generate import intent_of
-
     messages = [dict(m) for m in task.messages if m.get("role") != "system"]
     episode = await provider.new_episode(task.tools, f"demo-{task.task_id}")
     results: list[Any] = []
@@ -34,12 +33,19 @@ async def ademonstration(task: Task, provider: ToolProvider) -> list[dict[str, A
                                  "content": json.dumps(result.for_model(), ensure_ascii=False)})  # fmt: skip
     finally:
         await episode.close()
+    messages.append({"role": "assistant", "content": _final_answer(task, results)})
+    return messages
+
+
+def _final_answer(task: Task, results: list[Any]) -> str:
+    """The intent's answer, given as many of (facts, results, query, offered tool names) as it takes."""
+    from sim.tasks.generate import intent_of
+
     answer = intent_of(task).answer
     query = next((m["content"] for m in task.messages if m.get("role") == "user"), "")
-    takes_query = len(inspect.signature(answer).parameters) > 2
-    text = answer(task.ground_truth.facts, results, query) if takes_query else answer(task.ground_truth.facts, results)
-    messages.append({"role": "assistant", "content": text})
-    return messages
+    tools = [t.get("function", t).get("name", "") for t in task.tools]
+    args = (task.ground_truth.facts, results, query, tools)
+    return answer(*args[: max(2, min(len(args), len(inspect.signature(answer).parameters)))])
 
 
 def demonstration(task: Task, provider: ToolProvider) -> list[dict[str, Any]]:

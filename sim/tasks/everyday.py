@@ -1,11 +1,15 @@
 """Everyday task pack: arithmetic, units, time zones, dates, percentages, bills, some simulated tools,
-and questions that need no tool."""
+questions that need no tool, and requests none of the offered tools can serve (`everyday_abstention`).
+
+Some requests name an optional argument (a rounding precision, a temperature unit, a duration, or leave
+out the tip or the head count): the gold call passes it only when the user asked for a non-default value."""
 
 from __future__ import annotations
 
 import random
 from datetime import date, timedelta
 
+from sim.tasks.everyday_abstention import abstention_intents
 from sim.tasks.intents import Intent, fmt_number, summarise
 from slca.contracts import GoldCall
 
@@ -18,6 +22,9 @@ UNIT_WORDS = {"km": "kilometers", "mi": "miles", "kg": "kilograms", "lb": "pound
               "F": "degrees Fahrenheit", "l": "liters", "gal": "gallons", "ft": "feet", "m": "meters",
               "in": "inches", "cm": "centimeters", "km/h": "km/h", "mph": "mph", "h": "hours", "min": "minutes",
               "oz": "ounces", "g": "grams"}  # fmt: skip
+ROUNDING = {0: [" Round to a whole number.", " No decimals, please."], 1: [" Round to 1 decimal place.", " (one decimal)"],
+            2: [" Round to 2 decimal places.", " (two decimals)"]}  # fmt: skip
+"""How a user asks for the optional `precision` of convert_units (default 6)."""
 CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Toronto", "Nairobi", "Seoul", "Madrid", "Denver"]
 NO_TOOL = [("What is the capital of France?", "Paris"), ("What is the capital of Japan?", "Tokyo"),
            ("How many days are there in a week?", "7"), ("Who wrote Romeo and Juliet?", "Shakespeare"),
@@ -62,16 +69,29 @@ def calc_intent() -> Intent:
         lambda s, res: [fmt_number(res[0]["result"])], lambda f, res: f"The result is {f[0]}.", ["calculator"])
 
 
+def _optional(r: random.Random, share: float, values: list) -> object | None:
+    """A non-default value for an optional argument in `share` of the tasks, else None (left out)."""
+    return r.choice(values) if r.random() < share else None
+
+
+def _given(**args) -> dict:
+    """The arguments that were given (optional ones left out of the gold call when None)."""
+    return {k: v for k, v in args.items() if v is not None}
+
+
 def convert_intent() -> Intent:
     def sample(r: random.Random):
         src, dst = r.choice(CONVERSIONS)
+        digits = _optional(r, 0.3, [0, 1, 2])
+        rounding = "" if digits is None else r.choice(ROUNDING[digits])
         return {"value": r.choice([1, 2.5, 5, 10, 12, 20, 37, 42, 100, 250]), "src": src, "dst": dst,
-                "src_w": UNIT_WORDS[src], "dst_w": UNIT_WORDS[dst]}  # fmt: skip
+                "src_w": UNIT_WORDS[src], "dst_w": UNIT_WORDS[dst], "digits": digits, "round_q": rounding}  # fmt: skip
 
     return Intent(
-        "convert", ["How many {dst_w} is {value} {src_w}?", "Convert {value} {src_w} to {dst_w}.",
-                    "What's {value} {src_w} in {dst_w}?", "I need {value} {src_w} expressed in {dst_w}."],
-        sample, lambda s: _one("convert_units", value=s["value"], from_unit=s["src"], to_unit=s["dst"]),
+        "convert", ["How many {dst_w} is {value} {src_w}?{round_q}", "Convert {value} {src_w} to {dst_w}.{round_q}",
+                    "What's {value} {src_w} in {dst_w}?{round_q}", "I need {value} {src_w} expressed in {dst_w}.{round_q}"],
+        sample, lambda s: [GoldCall(name="convert_units", step=0, arguments=_given(
+            value=s["value"], from_unit=s["src"], to_unit=s["dst"], precision=s["digits"]))],
         lambda s, res: [fmt_number(res[0]["result"])],
         lambda f, res: f"That is {f[0]} {UNIT_WORDS[res[0]['to_unit']]}.", ["convert_units"])  # fmt: skip
 
@@ -135,6 +155,28 @@ def percentage_intent() -> Intent:
         lambda s, res: [fmt_number(res[0]["result"])], lambda f, res: f"It comes to {f[0]}.", ["percentage"])
 
 
+def split_even_intent() -> Intent:
+    """Optional argument left out: no tip mentioned, so the gold call omits `tip_percent` (default 0)."""
+    return Intent(
+        "split_bill_even", ["Split a ${a} bill evenly between {n} people.", "We are {n} people and the bill is ${a}. "
+                            "What does each of us pay?", "Divide ${a} among {n} friends, no tip."],
+        lambda r: {"a": r.choice([36, 54.6, 80, 99.9, 145, 210, 320]), "n": r.randint(2, 8)},
+        lambda s: _one("split_bill", amount=s["a"], people=s["n"]),
+        lambda s, res: [fmt_number(res[0]["per_person"])], lambda f, res: f"Each person pays ${f[0]}.",
+        ["split_bill"], per_task=15)  # fmt: skip
+
+
+def tip_total_intent() -> Intent:
+    """Optional argument left out: one payer, so the gold call omits `people` (default 1)."""
+    return Intent(
+        "split_bill_tip_only", ["What's the total on a ${a} bill with a {t}% tip?", "Add a {t}% tip to ${a}. Total?",
+                                "I'm paying ${a} alone plus a {t}% tip; how much altogether?"],
+        lambda r: {"a": r.choice([24, 38.5, 61, 75.25, 112, 150]), "t": r.choice([10, 12, 15, 18, 20, 22])},
+        lambda s: _one("split_bill", amount=s["a"], tip_percent=s["t"]),
+        lambda s, res: [fmt_number(res[0]["total"])],
+        lambda f, res: f"The total comes to ${f[0]} (tip ${fmt_number(res[0]['tip'])}).", ["split_bill"], per_task=15)  # fmt: skip
+
+
 def split_bill_intent() -> Intent:
     return Intent(
         "split_bill", ["Our bill is ${a}. With a {t}% tip split between {n} people, how much does each pay?",
@@ -162,17 +204,39 @@ def _days(slots) -> int:
 
 
 def weather_intent() -> Intent:
+    """`unit` is optional (default celsius): passed only when the user names a unit."""
+
+    def sample(r: random.Random):
+        unit = _optional(r, 0.4, ["fahrenheit", "fahrenheit", "fahrenheit", "celsius"])
+        return {"city": r.choice(CITIES), "unit": unit,
+                "unit_q": "" if unit is None else r.choice([" Use {}, please.", " Temperatures in {}."]).format(unit.title())}
+
+    def answer(f, res, query=""):
+        # The simulated result is synthesised from the schema alone: the reply keeps the city and unit asked for.
+        asked = {"city": next((c for c in CITIES if c in query), None),
+                 "unit": "fahrenheit" if "Fahrenheit" in query else "celsius"}
+        return f"Current weather — {summarise({**res[0], **{k: v for k, v in asked.items() if v}})}."
+
     return Intent(
-        "weather", ["What's the weather like in {city}?", "Is it warm in {city} right now?", "Weather report for {city}, please."],
-        lambda r: {"city": r.choice(CITIES)}, lambda s: _one("get_weather", city=s["city"]),
-        lambda s, res: [], lambda f, res: f"Current weather — {summarise(res[0])}.", ["get_weather"])  # fmt: skip
+        "weather", ["What's the weather like in {city}?{unit_q}", "Is it warm in {city} right now?{unit_q}",
+                    "Weather report for {city}, please.{unit_q}"],
+        sample, lambda s: [GoldCall(name="get_weather", arguments=_given(city=s["city"], unit=s["unit"]), step=0)],
+        lambda s, res: [], answer, ["get_weather"])  # fmt: skip
 
 
 def event_intent() -> Intent:
+    """`duration_minutes` is optional (default 60): passed only when the user gives another length."""
+
+    def event_sample(r: random.Random):
+        minutes = _optional(r, 0.35, [15, 30, 45, 90, 120])
+        return {"title": r.choice(["Dentist", "Team sync", "Gym", "Call mom", "Project review"]), "d": _day(r),
+                "minutes": minutes, "dur_q": "" if minutes is None else f", {minutes} minutes long"}
+
     return Intent(
-        "create_event", ["Put '{title}' in my calendar on {d}.", "Create a calendar event called {title} for {d}."],
-        lambda r: {"title": r.choice(["Dentist", "Team sync", "Gym", "Call mom", "Project review"]), "d": _day(r)},
-        lambda s: _one("create_calendar_event", title=s["title"], date=s["d"]),
+        "create_event", ["Put '{title}' in my calendar on {d}{dur_q}.", "Create a calendar event called {title} for {d}{dur_q}."],
+        event_sample,
+        lambda s: [GoldCall(name="create_calendar_event", step=0,
+                            arguments=_given(title=s["title"], date=s["d"], duration_minutes=s["minutes"]))],
         lambda s, res: [], lambda f, res: f"Done — {summarise(res[0])}.", ["create_calendar_event"])  # fmt: skip
 
 
@@ -191,6 +255,7 @@ def _chat_reply(query: str) -> str:
 
 
 def everyday_intents() -> list[Intent]:
-    return [calc_intent(), convert_intent(), timezone_intent(), days_between_intent(), add_days_intent(),
-            weekday_intent(), weekday_pair_intent(), percentage_intent(), split_bill_intent(),
-            weeks_between_intent(), weather_intent(), event_intent(), no_tool_intent()]  # fmt: skip
+    tool_intents = [calc_intent(), convert_intent(), timezone_intent(), days_between_intent(), add_days_intent(),
+                    weekday_intent(), weekday_pair_intent(), percentage_intent(), split_bill_intent(),
+                    split_even_intent(), tip_total_intent(), weeks_between_intent(), weather_intent(), event_intent()]
+    return [*tool_intents, no_tool_intent(), *abstention_intents(tool_intents)]  # fmt: skip

@@ -111,21 +111,28 @@ async def _generate(pack: str, seed: int, source: PackSource, real_pack: RealPac
             task_id = f"{pack}-{intent.name}-{key}"
             if task_id in tasks:
                 continue
-            offered = _offer(rng, intent.tools, sorted(defs))
+            pool = sorted(defs)
+            offered = intent.offer(rng, slots, pool) if intent.offer else _offer(rng, intent.tools, pool)
+            name = f"{intent.name}:{intent.variant(slots)}" if intent.variant else intent.name
             tasks[task_id] = Task(
                 task_id=task_id, domain=pack, messages=[{"role": "user", "content": query}],
-                tools=[defs[n] for n in offered], intent=intent.name,
+                tools=[defs[n] for n in offered], intent=name,
                 ground_truth=GroundTruth(calls=calls, facts=facts, needs_tool=bool(calls)),
             )  # fmt: skip
             made += 1
     return list(tasks.values())
 
 
+def base_intent(task: Task) -> str:
+    """The name of the intent that produced a task (its `intent` without the `:variant`)."""
+    return (task.intent or "").split(":", 1)[0]
+
+
 def _split(tasks: list[Task], seed: int) -> list[Task]:
     """Per intent, a seeded shuffle; the first 20% are test. Both splits cover every intent."""
     by_intent: dict[str, list[Task]] = {}
     for task in tasks:
-        by_intent.setdefault(task.intent or "", []).append(task)
+        by_intent.setdefault(base_intent(task), []).append(task)
     out = []
     for name in sorted(by_intent):
         group = sorted(by_intent[name], key=lambda t: t.task_id)
@@ -140,6 +147,6 @@ def _split(tasks: list[Task], seed: int) -> list[Task]:
 def intent_of(task: Task) -> Intent:
     """The intent that produced a task (for its answer template)."""
     for intent in PACK_SOURCES[task.domain].intents():
-        if intent.name == task.intent:
+        if intent.name == base_intent(task):
             return intent
     raise KeyError(f"task {task.task_id}: unknown intent {task.intent!r} in pack {task.domain!r}")

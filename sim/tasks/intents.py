@@ -27,12 +27,17 @@ class Intent:
     """Gold calls for the slots. A call's arguments may depend on earlier results: see `needs_results`."""
     facts: Callable[[Slots, Results], list[str]]
     answer: Callable[..., str]
-    """`answer(facts, results[, query])`: final answer text from the key facts (and the tool results, for
-    simulated tools); intents without tools may also take the user's query."""
+    """`answer(facts, results[, query[, tools]])`: final answer text from the key facts (and the tool results,
+    for simulated tools); intents without tools may also take the user's query and the offered tool names."""
     tools: list[str] = field(default_factory=list)
     """Offered tool names the gold calls use (the rest of the offer are distractors)."""
     per_task: int = 30
     """How many tasks the generator draws for this intent."""
+    offer: Callable[[random.Random, Slots, list[str]], list[str]] | None = None
+    """`offer(rng, slots, pool)`: the offered tool names, for intents whose offer is the lesson (abstention
+    offers 1–3 near misses and never a tool that could serve). None: gold tools plus 3–6 in all."""
+    variant: Callable[[Slots], str] | None = None
+    """Sub-kind recorded as the task's intent `name:variant` (splits are still drawn per `name`)."""
 
 
 def fmt_number(value: Any) -> str:
