@@ -4,7 +4,7 @@ Where things live:
 - `app.py`        app factory: routes, the one error middleware, resources in cleanup_ctx
 - `keys.py`       typed app keys;  `errors.py` our exceptions → HTTP;  `metrics.py` Prometheus metrics
 - `chat.py`       POST /v1/chat/completions (tools, tool_choice, SSE);  `agent_api.py` POST /v1/agent/runs
-- `agent.py`      the multi-turn tool loop;  `tools_fallback.py` sim/ or a minimal schema-valid tool
+- `agent.py`      the multi-turn tool loop;  `tools.py` its tools: the sim (SGLS) through the tool protocol
 - `prompting.py`  chat template + Hermes tools, prompt tokens attributed per message
 - `segments.py`   segment kinds of sampled tokens (incremental decode);  `trajectory.py` Trajectory builder
 - `recorder.py`   bounded XADD to slca:trajectories with back-pressure;  `swap.py` weight hot-swap

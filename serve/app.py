@@ -24,7 +24,7 @@ from serve.openapi import openapi_json
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
 from serve.swap import WeightSwapper
-from serve.tools_fallback import make_tool_provider
+from serve.tools import make_tool_provider
 from slca.config import CommonSettings
 from slca.contracts import Streams
 

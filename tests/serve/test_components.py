@@ -11,7 +11,7 @@ from serve.engines.base import SamplingParams, WeightLoadError, create_engine, g
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
-from serve.tools_fallback import SchemaToolProvider
+from serve.tools import UnavailableToolProvider, make_tool_provider
 from slca.contracts import Segment, SegmentKind, Streams, Trajectory
 from tests.serve.conftest import WEATHER_TOOL
 from tests.serve.weights_util import publish_version
@@ -56,11 +56,13 @@ def test_recorder_never_raises_when_redis_is_down():
     ({"city": "Berlin", "unit": "c"}, False, 400),
     ({"city": "Rome"}, False, 400),
 ])  # fmt: skip
-def test_fallback_tool_validates_and_answers_by_schema(args, ok, status):
+def test_agent_tools_validate_and_answer_by_schema_through_the_sim(args, ok, status):
     import jsonschema
 
+    pytest.importorskip("sim")
+
     async def main():
-        episode = await SchemaToolProvider().new_episode([WEATHER_TOOL])
+        episode = await make_tool_provider(None).new_episode([WEATHER_TOOL])
         first, second = await episode.call("get_weather", args), await episode.call("get_weather", args)
         unknown = await episode.call("nope", {})
         await episode.close()
@@ -71,6 +73,18 @@ def test_fallback_tool_validates_and_answers_by_schema(args, ok, status):
     if ok:
         jsonschema.validate(first.content, WEATHER_TOOL["function"]["x-response-schema"])
         assert first.content == second.content  # same call, same answer
+
+
+def test_without_the_sim_every_tool_call_is_a_structured_501():
+    async def main():
+        episode = await UnavailableToolProvider().new_episode([WEATHER_TOOL])
+        result = await episode.call("get_weather", {"city": "Rome", "unit": "c"})
+        await episode.close()
+        return result
+
+    result = asyncio.run(main())
+    assert not result.ok and result.status == 501 and "sim" in result.error
+    assert result.for_model()["error"]["status"] == 501  # what the model reads back in its tool turn
 
 
 def test_hf_swap_lands_between_steps_and_flags_mixed(tiny_model_dir, tmp_path):
