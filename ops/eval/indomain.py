@@ -3,81 +3,40 @@
 Metrics per task: name F1 (multiset F1 of called vs gold tool names), argument match (per gold call with
 arguments, the share of its keys whose values the best same-name predicted call matches), success (every gold
 call matched exactly once with all its arguments, and no extra call; for no-tool tasks: no call at all), tool
-turns (model turns that made a call).
+turns (model turns that made a call). The matching is the scorers' own (`workers.scoring.match`, DESIGN.md §4:
+loose value equality, greedy best match per gold call), so eval and the HierR reward agree on what a match is.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from slca.chat.hermes import function_of, parse_tool_calls
 from slca.contracts import GoldCall, Task
+from workers.scoring.match import match_calls, name_f1
 
 
-def loose_equal(a: Any, b: Any) -> bool:
-    """Trimmed case-insensitive strings, numbers within 1e-9, 'true'/1/True, canonical JSON for containers."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return str(a).strip().lower() in ("true", "1") and str(b).strip().lower() in ("true", "1") or (
-            str(a).strip().lower() in ("false", "0") and str(b).strip().lower() in ("false", "0"))
-    if isinstance(a, (int, float)) or isinstance(b, (int, float)):
-        try:
-            return math.isclose(float(a), float(b), abs_tol=1e-9)
-        except (TypeError, ValueError):
-            return False
-    if isinstance(a, str) and isinstance(b, str):
-        return a.strip().lower() == b.strip().lower()
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
-def name_f1(predicted: list[str], gold: list[str]) -> float:
-    if not predicted and not gold:
-        return 1.0
-    common = sum((Counter(predicted) & Counter(gold)).values())
-    if common == 0:
-        return 0.0
-    p, r = common / len(predicted), common / len(gold)
-    return 2 * p * r / (p + r)
-
-
-def _key_share(call: dict, gold: GoldCall) -> float:
-    args = call.get("arguments") or {}
-    return sum(k in args and loose_equal(args[k], v) for k, v in gold.arguments.items()) / len(gold.arguments)
+def _matches(predicted: list[dict], gold: list[GoldCall]):
+    return match_calls(gold, [(c["name"], c.get("arguments") or {}) for c in predicted])
 
 
 def argument_match(predicted: list[dict], gold: list[GoldCall]) -> float:
-    scored = [g for g in gold if g.arguments]
+    """Mean, over gold calls with arguments, of the share of their keys whose values the matched call sets
+    (`workers.scoring.match`, the scorers' matching: 0 for a gold call no predicted call matched)."""
+    scored = [m for m in _matches(predicted, gold) if m.gold.arguments]
     if not scored:
         return 1.0
-    unused = list(predicted)
-    total = 0.0
-    for g in scored:
-        candidates = [c for c in unused if c["name"] == g.name]
-        if not candidates:
-            continue
-        best = max(candidates, key=lambda c: _key_share(c, g))
-        total += _key_share(best, g)
-        unused.remove(best)
-    return total / len(scored)
+    return sum(m.value for m in scored if m.pred_index is not None) / len(scored)
 
 
 def success(predicted: list[dict], gold: list[GoldCall], needs_tool: bool) -> bool:
+    """Every gold call matched by one call with all its arguments, and no extra call (no call at all when the
+    task needs no tool)."""
     if not needs_tool:
         return not predicted
-    if len(predicted) != len(gold):
-        return False
-    unused = list(predicted)
-    for g in gold:
-        match = next((c for c in unused if c["name"] == g.name and _key_share(c, g) == 1.0 if g.arguments), None)
-        match = match or next((c for c in unused if c["name"] == g.name and not g.arguments), None)
-        if match is None:
-            return False
-        unused.remove(match)
-    return True
+    return len(predicted) == len(gold) and all(m.correct for m in _matches(predicted, gold))
 
 
 @dataclass
@@ -94,7 +53,7 @@ class EpisodeRun:
         gold = self.task.ground_truth
         return {
             "task_id": self.task.task_id,
-            "name_f1": name_f1([c["name"] for c in self.calls], [g.name for g in gold.calls]),
+            "name_f1": name_f1([g.name for g in gold.calls], [c["name"] for c in self.calls]),
             "argument_match": argument_match(self.calls, gold.calls),
             "success": success(self.calls, gold.calls, gold.tool_needed) and self.invalid_calls == 0,
             "tool_turns": self.tool_turns,

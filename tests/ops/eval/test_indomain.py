@@ -4,15 +4,16 @@ import asyncio
 
 import pytest
 
-from ops.eval.indomain import argument_match, loose_equal, name_f1, run_batch, success, summarize
+from ops.eval.indomain import argument_match, run_batch, success, summarize
 from slca.chat.hermes import render_tool_calls
 from slca.contracts import GoldCall
+from workers.scoring.match import loose_equal, name_f1
 
 
 @pytest.mark.parametrize("a,b,eq", [(" Paris", "paris", True), (1, 1.0, True), ("true", True, True), (0, False, True),
                                     ({"a": [1, 2]}, {"a": [1, 2]}, True), ("2", 3, False), ("x", None, False)])
-def test_loose_equal(a, b, eq):
-    assert loose_equal(a, b) is eq
+def test_loose_equal_as_eval_matches(a, b, eq):
+    assert loose_equal(a, b) is eq and loose_equal(b, a) is eq
 
 
 def test_name_f1():
