@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ops.learning.cli import add_arguments as add_learning_arguments
+
 
 def register(commands, bench) -> None:
     up = commands.add_parser("up", help="the whole system: Redis (if none configured), API, workers, learner, feed")
@@ -41,15 +43,28 @@ def register(commands, bench) -> None:
     online.add_argument("--note", help="free text recorded with the curve (machine, load average …)")
     online.set_defaults(func=_bench_online)
 
-    learning = bench.add_parser("learning", help="slca vs grpo vs toolpo vs rltr: same model, seeds, budget")
-    learning.add_argument("--estimators", default="slca,grpo,toolpo,rltr")
-    learning.add_argument("--steps", type=int, default=20, help="training steps per estimator")
-    learning.add_argument("--seed", type=int, default=0)
-    learning.add_argument("--model", help="warm-started model (default: the sft model, else embedded)")
-    learning.add_argument("--eval-limit", type=int, default=20, help="BFCL / in-domain examples per category")
-    learning.add_argument("--out", type=Path, default=Path("bench/learning"))
-    learning.add_argument("--train-arg", action="append", default=[], help="extra argument for `slca train`")
+    learning = bench.add_parser("learning", help="slca vs grpo vs toolpo vs rltr, one warm start, seeds")
+    add_learning_arguments(learning)
     learning.set_defaults(func=_bench_learning)
+
+    queue = bench.add_parser("queue", help="stream producer and consumers vs redis-benchmark, scored trajectories/s")
+    queue.add_argument("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run")
+    queue.add_argument("--stream-entries", type=int, default=100000, help="entries for the raw stream run")
+    queue.add_argument("--producer-entries", type=int, default=10000, help="trajectories for the producer run")
+    queue.add_argument("--producer-only", action="store_true", help="measure the producer only")
+    queue.add_argument("--workers", type=int, default=1, help="Celery worker processes in the end-to-end run")
+    queue.add_argument("--out", help="directory for results.json + table.txt (or a .json file)")
+    queue.set_defaults(func=_bench_queue)
+
+    rl = bench.add_parser("rl", help="TRL's GRPOTrainer vs slca's online pipeline: same model, tasks, wall time")
+    rl.add_argument("--minutes", type=float, default=10.0, help="wall time of each side")
+    rl.add_argument("--model", help="warm-started model (default: the sft model, else embedded with a warning)")
+    rl.add_argument("--pack", default="everyday", help="task pack (train split)")
+    rl.add_argument("--group-size", type=int, default=8)
+    rl.add_argument("--max-new-tokens", type=int, default=128)
+    rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
+    rl.add_argument("--out", type=Path, default=Path("bench/rl/latest"))
+    rl.set_defaults(func=_bench_rl)
 
 
 def _logging(config) -> None:
@@ -90,7 +105,20 @@ def _eval(args, config) -> int:
 
 
 def _bench_learning(args, config) -> int:
-    from ops.learning_bench import run_bench_learning
+    from ops.learning.main import run_bench_learning
 
     _logging(config)
     return run_bench_learning(args, config)
+
+
+def _bench_queue(args, config) -> int:
+    from ops.bench.queue import run_queue_bench
+
+    return run_queue_bench(args, config)
+
+
+def _bench_rl(args, config) -> int:
+    from ops.bench.rl import run_rl_bench
+
+    _logging(config)
+    return run_rl_bench(args, config)

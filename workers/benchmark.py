@@ -1,4 +1,4 @@
-"""`slca bench queue`: the queue path measured side by side in one run, on one owned Redis.
+"""The worker side of `slca bench queue` (ops/bench/queue.py runs it with the producer): the queue path measured side by side in one run, on one owned Redis.
 
 1. raw stream: `redis-benchmark` XADD (pipelined ×16, the trajectory's payload size) vs our producer's XADD of
    encoded trajectories (redis-py, pipelined ×16), and consumer-group reads + acks (XREADGROUP 256 + XACK);
@@ -9,12 +9,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -90,7 +88,7 @@ def our_read_ack(client: redis.Redis, stream: str, n: int) -> float:
 
 def intake_rate(url: str, settings: WorkerSettings, entries: list[dict]) -> float:
     """The assembler's consumer alone (no worker running): entries/s from the stream into Celery's queue."""
-    from workers.celery_app import create_app
+    from workers.celery_app import make_celery_app
     from workers.consumer import StreamConsumer
     from workers.metrics import WorkerMetrics
     from prometheus_client import CollectorRegistry
@@ -98,7 +96,7 @@ def intake_rate(url: str, settings: WorkerSettings, entries: list[dict]) -> floa
     client = redis.Redis.from_url(url)
     s = settings.model_copy(update={"consumer_group": "bench-intake", "score_queue": "bench.intake",
                                     "max_inflight": 10**9})  # fmt: skip
-    consumer = StreamConsumer(client, create_app(s, url, "benchintake"), s, "benchintake",
+    consumer = StreamConsumer(client, make_celery_app(s, url, "benchintake"), s, "benchintake",
                               WorkerMetrics.create(CollectorRegistry()))  # fmt: skip
     our_xadd(client, consumer.stream, entries)
     consumer.ensure_group()
@@ -123,9 +121,8 @@ def scoring_rate(settings: WorkerSettings, trajs: list[Trajectory]) -> float:
 def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "SLCA_REDIS_URL": url, "PYTHONPATH": str(REPO),
            **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}  # fmt: skip
-    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "prefork", "-c",
-           str(processes), "-Q", settings.score_queue, "--without-gossip", "--without-mingle", "--loglevel",
-           "WARNING", "-n", "bench@%h"]  # fmt: skip
+    cmd = [sys.executable, "-m", "slca", "worker", "--concurrency", str(processes), "--loglevel", "WARNING",
+           "--name", "bench@%h"]  # fmt: skip
     log = open(log_dir / "celery-bench.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     from celery import Celery
@@ -142,12 +139,12 @@ def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Pa
 def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path,
                redis_pid: int) -> dict:  # fmt: skip
     from workers.assembler import run_assembler
-    from workers.celery_app import create_app
+    from workers.celery_app import make_celery_app
 
     client = redis.Redis.from_url(url)
     worker = start_celery(url, settings, processes, log_dir)
     stop = threading.Event()
-    thread = threading.Thread(target=run_assembler, args=(settings, url, "slca", create_app(settings, url), stop),
+    thread = threading.Thread(target=run_assembler, args=(settings, url, "slca", make_celery_app(settings, url), stop),
                               daemon=True)  # fmt: skip
     try:
         thread.start()
@@ -200,31 +197,7 @@ def process_group_cpu_s(pgid: int) -> float:
     return total
 
 
-def run_queue_bench(args, config) -> int:
-    settings = config.get(WorkerSettings).with_tokenizer_of(config.common)
-    tokenizer_dir = settings.tokenizer
-    if not (Path(tokenizer_dir) / "tokenizer.json").is_file():
-        from slca.cli import CliError
-
-        raise CliError(f"no tokenizer at {tokenizer_dir}: run `slca model fetch` (or set workers.tokenizer)")
-    settings = settings.model_copy(update={"tokenizer": tokenizer_dir, "max_inflight": 10**9,
-                                           "max_groups_len": 10**9})  # fmt: skip
-    trajs = sample_trajectories(tokenizer_dir, max(args.trajectories, args.stream_entries), settings.group_size)
-    payload = len(encode_entry(trajs[0], id=trajs[0].id)[b"data"])
-    results: dict = {"payload_bytes": payload, "redis": "owned redis-server, AOF appendfsync everysec, loopback"}
-    with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
-        server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
-        try:
-            results.update(_measure(server, settings, trajs, args, Path(tmp)))
-        finally:
-            server.kill()
-    _print(results, args.workers)
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2))
-    return 0
-
-
-def _measure(server: RedisServer, settings: WorkerSettings, trajs: list[Trajectory], args, tmp: Path) -> dict:
+def measure(server: RedisServer, settings: WorkerSettings, trajs: list[Trajectory], args, tmp: Path) -> dict:
     client = redis.Redis.from_url(server.url)
     n = args.stream_entries
     entries = [encode_entry(t, id=t.id) for t in trajs[:n]]
@@ -239,12 +212,12 @@ def _measure(server: RedisServer, settings: WorkerSettings, trajs: list[Trajecto
     return out
 
 
-def _print(r: dict, workers: int) -> None:
+def print_report(r: dict, workers: int) -> None:
     rb = r["redis_benchmark_xadd_per_s"]
     e2e = r["end_to_end"]
     print(f"slca bench queue — {r['redis']}; trajectory payload {r['payload_bytes']} B")
     print(f"  redis-benchmark XADD (-P 16, same payload)   {rb:>10,.0f} /s   1.00×")
-    print(f"  our producer XADD (pipeline 16)             {r['our_xadd_per_s']:>10,.0f} /s   "
+    print(f"  redis-py XADD, pre-encoded (pipeline 16)    {r['our_xadd_per_s']:>10,.0f} /s   "
           f"{r['our_xadd_per_s'] / rb:.2f}×")
     print(f"  our consumer XREADGROUP 256 + XACK          {r['our_readgroup_ack_per_s']:>10,.0f} /s   "
           f"{r['our_readgroup_ack_per_s'] / rb:.2f}×")

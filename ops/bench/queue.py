@@ -1,0 +1,57 @@
+"""`slca bench queue`: the stream producer (serve's recorder) and the worker side (workers.benchmark), side by
+side with redis-benchmark on one owned redis-server, in one run. Lives in ops because it composes serve and
+workers."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from ops.bench.machine import machine_facts
+from ops.bench.queue_producer import measure_producer, producer_lines
+from slca.redis_server import RedisServer
+
+
+def run_queue_bench(args, config) -> int:
+    from slca.cli import CliError
+    from workers import benchmark as worker_bench
+    from workers.scoring.extract import load_tokenizer
+    from workers.settings import WorkerSettings
+
+    settings = config.get(WorkerSettings).with_tokenizer_of(config.common)
+    if not (Path(settings.tokenizer) / "tokenizer.json").is_file():
+        raise CliError(f"no tokenizer at {settings.tokenizer}: run `slca model fetch` (or set workers.tokenizer)")
+    settings = settings.model_copy(update={"max_inflight": 10**9, "max_groups_len": 10**9})
+    results: dict = {"command": "slca bench queue " + " ".join(sys.argv[3:]), "machine": machine_facts(),
+                     "redis": "owned redis-server, AOF appendfsync everysec, loopback"}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
+        server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
+        try:
+            producer = measure_producer(server.url, server.port, load_tokenizer(settings.tokenizer),
+                                        args.producer_entries)  # fmt: skip
+            results["producer"] = producer.to_dict()
+            if not args.producer_only:
+                trajs = worker_bench.sample_trajectories(settings.tokenizer, max(args.trajectories, args.stream_entries),
+                                                         settings.group_size)  # fmt: skip
+                results["payload_bytes"] = len(worker_bench.encode_entry(trajs[0], id=trajs[0].id)[b"data"])
+                results.update(worker_bench.measure(server, settings, trajs, args, Path(tmp)))
+        finally:
+            server.kill()
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        if not args.producer_only:
+            worker_bench.print_report(results, args.workers)
+        print("\n".join(producer_lines(producer)))
+    print(table.getvalue(), end="")
+    if args.out:  # a directory (results.json + table.txt), or a .json file with the table beside it
+        out = Path(args.out)
+        json_path, table_path = (out, out.with_suffix(".txt")) if out.suffix == ".json" else (
+            out / "results.json", out / "table.txt")  # fmt: skip
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
+        table_path.write_text(f"$ {results['command']}\n{table.getvalue()}")
+    return 0

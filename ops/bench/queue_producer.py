@@ -1,0 +1,204 @@
+"""The stream producer measured against `redis-benchmark` XADD of the same payload size, in one run.
+
+The producer is serve's `TrajectoryRecorder` (encoding, the stream's bound check and XADD), driven by concurrent
+callers the way concurrent requests drive it; its payload is a realistic episode of ≈ 1,000 tokens (a system
+prompt with tool schemas, a user turn, a Hermes call, its result and an answer) with behaviour logprobs on the
+generated tokens, segments, messages and tools, encoded as the recorder writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+
+import redis
+import redis.asyncio as aioredis
+
+from serve.metrics import ServeMetrics
+from serve.recorder import TrajectoryRecorder, encode_trajectory_entry
+from slca.contracts import GoldCall, GroundTruth, Segment, Streams, Trajectory, encode_entry
+
+PIPELINE = 16
+"""Commands in flight per connection, for redis-benchmark (-P) and for our producer (concurrent callers)."""
+
+_TOOLS = [{"type": "function", "function": {
+    "name": name, "description": f"{what}. Returns the current figures as JSON with units and a timestamp.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name, e.g. Paris"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Unit of temperature"},
+        "date": {"type": "string", "description": "ISO date; today when omitted"},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most results to return"}},
+        "required": ["city"]}}}  # fmt: skip
+    for name, what in [("get_weather", "Current weather in a city"), ("get_forecast", "Forecast for a city"),
+                       ("get_air_quality", "Air quality index in a city"), ("get_sunrise", "Sunrise and sunset"),
+                       ("find_restaurants", "Restaurants near a city centre")]]  # fmt: skip
+
+
+def realistic_trajectory(tokenizer, target_tokens: int = 1000) -> Trajectory:
+    """An episode of about `target_tokens` tokens, tokenized turn by turn as serve does (Hermes tools in the
+    system prompt), generated tokens carrying logprobs."""
+    system = ("<|im_start|>system\nYou are a helpful assistant with tools.\n<tools>\n"
+              + "\n".join(json.dumps(t["function"]) for t in _TOOLS) + "\n</tools><|im_end|>\n")  # fmt: skip
+    answer = ("In Paris it is 18 degrees Celsius with light wind from the west; the air is clean and "
+              "no rain is expected before the evening. ") * 3  # fmt: skip
+    parts = [("system", system),
+             ("user", "<|im_start|>user\nWhat is the weather in Paris today, in Celsius?<|im_end|>\n"
+                      "<|im_start|>assistant\n"),
+             ("tool_call", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": '
+                           '"celsius"}}\n</tool_call><|im_end|>'),
+             ("tool_result", '\n<|im_start|>user\n<tool_response>\n{"temp": 18, "unit": "celsius", "wind_kmh": '
+                             '12, "wind_dir": "W", "rain_mm": 0, "aqi": 21}\n</tool_response><|im_end|>\n'
+                             "<|im_start|>assistant\n"),
+             ("summary", answer + "<|im_end|>")]  # fmt: skip
+    tokens, segments, turn = [], [], 0
+    for kind, text in parts:
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        if kind == "system":  # pad the prompt so the episode reaches the target length
+            ids = (ids * (1 + target_tokens // max(len(ids), 1)))[: max(len(ids), target_tokens - 210)]
+        segments.append(Segment(start=len(tokens), end=len(tokens) + len(ids), kind=kind, turn=turn))
+        tokens += ids
+        turn += kind == "tool_result"
+    logprobs = [-0.05 - (i % 97) / 31.0 if s.kind.generated else None
+                for s in segments for i in range(s.start, s.end)]  # fmt: skip
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "What is the weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {
+                    "name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
+                {"role": "tool", "tool_call_id": "c0", "content": '{"temp": 18, "unit": "celsius"}'},
+                {"role": "assistant", "content": answer}]  # fmt: skip
+    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris", "unit": "celsius"})],
+                     facts=["18"])  # fmt: skip
+    return Trajectory(task_id="task-0", policy_version=3, tools=_TOOLS, messages=messages, tokens=tokens,
+                      logprobs=logprobs, segments=segments, ground_truth=gt,
+                      meta={"engine": "hf", "sampling": {"temperature": 1.0, "max_tokens": 128}})  # fmt: skip
+
+
+def redis_benchmark_xadd(port: int, payload_bytes: int, n: int, clients: int, pipeline: int = PIPELINE) -> float:
+    """requests/s of redis-benchmark's XADD of a `payload_bytes` field, `clients` connections × `pipeline`."""
+    cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", str(pipeline), "-c", str(clients), "-q",
+           "XADD", "bench:rb", "*", "data", "x" * payload_bytes]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    rates = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
+    if not rates:
+        raise RuntimeError(f"redis-benchmark gave no rate: {out[-300:]}")
+    return float(rates[-1])
+
+
+def encode_rate(encode, trajectory: Trajectory, seconds: float = 1.0) -> float:
+    """Encodings per second of one trajectory (the producer's CPU cost before any round trip)."""
+    done, started = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < seconds:
+        for _ in range(100):
+            encode(trajectory)
+        done += 100
+    return done / elapsed
+
+
+async def recorder_rate(url: str, trajectories: list[Trajectory], concurrency: int) -> float:
+    """trajectories/s through `TrajectoryRecorder.record` from `concurrency` concurrent callers, one connection."""
+    client = aioredis.Redis.from_url(url, decode_responses=False)
+    stream = Streams(f"bench{concurrency}")
+    recorder = TrajectoryRecorder(client, stream, max_len=10**9, metrics=ServeMetrics(), max_bytes=10**13)
+    todo = list(trajectories)
+
+    async def caller() -> None:
+        while todo:
+            if not await recorder.record(todo.pop()):
+                raise RuntimeError("the recorder refused a trajectory in the bench (bounds or Redis)")
+
+    try:
+        started = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        rate = len(trajectories) / (time.perf_counter() - started)
+        await client.delete(stream.trajectories)
+    finally:
+        await client.aclose()
+    return rate
+
+
+def transport_rate(url: str, entries: list[dict], batch: int = PIPELINE) -> float:
+    """Pre-encoded entries through a redis-py pipeline of `batch` XADDs: the client library's share alone."""
+    client = redis.Redis.from_url(url)
+    started = time.perf_counter()
+    for i in range(0, len(entries), batch):
+        pipe = client.pipeline(transaction=False)
+        for fields in entries[i : i + batch]:
+            pipe.xadd("bench:transport", fields)
+        pipe.execute()
+    rate = len(entries) / (time.perf_counter() - started)
+    client.delete("bench:transport")
+    client.close()
+    return rate
+
+
+@dataclass
+class ProducerFigures:
+    payload_bytes: int
+    tokens: int
+    redis_benchmark_c1_per_s: float
+    """redis-benchmark XADD, 1 connection × PIPELINE in flight: the same concurrency as our producer."""
+    redis_benchmark_c4_per_s: float
+    """redis-benchmark XADD, 4 connections × PIPELINE in flight (the setting of earlier reports)."""
+    encode_entry_per_s: float
+    """The contract's generic `encode_entry` (pydantic JSON-mode dump + msgpack)."""
+    recorder_encode_per_s: float
+    """The recorder's encoder (same payload once decoded)."""
+    transport_per_s: float
+    """Pre-encoded entries, redis-py pipeline ×PIPELINE: no encoding, no bound check."""
+    recorder_serial_per_s: float
+    """One caller at a time: every trajectory pays the bound check and XADD round trips alone."""
+    recorder_per_s: float
+    """The producer: PIPELINE concurrent callers, group commit."""
+
+    @property
+    def ratio(self) -> float:
+        """The producer ÷ raw XADD at the same concurrency: the figure the 0.5× target is about."""
+        return self.recorder_per_s / self.redis_benchmark_c1_per_s
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ratio_producer_over_raw": self.ratio, "pipeline": PIPELINE}
+
+
+def measure_producer(url: str, port: int, tokenizer, n: int) -> ProducerFigures:
+    base = realistic_trajectory(tokenizer)
+    trajs = [base.model_copy(update={"id": f"p{i}", "task_id": f"task-{i // 8}"}) for i in range(n)]
+    entry = encode_trajectory_entry(base)
+    if entry != encode_entry(base, id=base.id) and _decoded(entry) != _decoded(encode_entry(base, id=base.id)):
+        raise RuntimeError("the recorder's encoding decodes to another payload than encode_entry's")
+    payload = len(entry[b"data"])
+    c1 = redis_benchmark_xadd(port, payload, n, clients=1)
+    c4 = redis_benchmark_xadd(port, payload, n, clients=4)
+    redis.Redis(port=port).delete("bench:rb")
+    return ProducerFigures(
+        payload_bytes=payload, tokens=len(base.tokens), redis_benchmark_c1_per_s=c1, redis_benchmark_c4_per_s=c4,
+        encode_entry_per_s=encode_rate(lambda t: encode_entry(t, id=t.id), base),
+        recorder_encode_per_s=encode_rate(encode_trajectory_entry, base),
+        transport_per_s=transport_rate(url, [encode_trajectory_entry(t) for t in trajs]),
+        recorder_serial_per_s=asyncio.run(recorder_rate(url, trajs[: max(n // 10, 100)], concurrency=1)),
+        recorder_per_s=asyncio.run(recorder_rate(url, trajs, concurrency=PIPELINE)),
+    )  # fmt: skip
+
+
+def _decoded(entry: dict) -> dict:
+    import msgpack
+
+    return msgpack.unpackb(entry[b"data"], raw=False)
+
+
+def producer_lines(f: ProducerFigures) -> list[str]:
+    """The producer's rows of the report, each rate with its ratio to raw XADD at the same concurrency."""
+    raw = f.redis_benchmark_c1_per_s
+    rows = [(f"redis-benchmark XADD -c 1 -P {PIPELINE} (same payload)", raw),
+            (f"redis-benchmark XADD -c 4 -P {PIPELINE}", f.redis_benchmark_c4_per_s),
+            (f"transport: pre-encoded, redis-py pipeline {PIPELINE}", f.transport_per_s),
+            ("recorder, 1 caller at a time (round trips each)", f.recorder_serial_per_s),
+            (f"PRODUCER: recorder, {PIPELINE} concurrent callers", f.recorder_per_s)]  # fmt: skip
+    out = [f"  stream producer — trajectory of {f.tokens} tokens, payload {f.payload_bytes:,} B"]
+    out += [f"    {name:<52} {rate:>9,.0f} /s  {rate / raw:5.2f}×" for name, rate in rows]
+    out.append(f"    encoding alone: encode_entry {f.encode_entry_per_s:,.0f} /s, recorder's encoder "
+               f"{f.recorder_encode_per_s:,.0f} /s ({1e6 / f.recorder_encode_per_s:.0f} µs per trajectory)")
+    out.append(f"    producer ÷ raw XADD = {f.ratio:.2f} (target ≥ 0.50: {'met' if f.ratio >= 0.5 else 'NOT met'})")
+    return out
