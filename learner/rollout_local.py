@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from slca.chat.hermes import parse_tool_calls, render_tools_system, function_of
+from slca.chat.hermes import parse_tool_calls, function_of
+from slca.chat.messages import prompt_ids  # noqa: F401 — the API's prompt renderer, re-exported for callers
 from slca.contracts import Segment, SegmentKind, ToolCallRecord, Trajectory
 
 
@@ -21,14 +22,6 @@ from slca.contracts import Segment, SegmentKind, ToolCallRecord, Trajectory
 class Sample:
     ids: list[int]
     logprobs: list[float]
-
-
-def prompt_ids(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
-    system = next((m["content"] for m in messages if m["role"] == "system"), None)
-    chat = [{"role": "system", "content": render_tools_system(tools, system) if tools else (system or "")}]
-    chat += [m for m in messages if m["role"] != "system"]
-    out = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
-    return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
 
 
 @torch.no_grad()

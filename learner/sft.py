@@ -72,8 +72,8 @@ def train_sft(model, examples: list[Example], settings: LearnerSettings, budget:
 def parseable_call_share(model, tokenizer, tasks, max_new: int = 80, batch: int = 8) -> float:
     """Share of held-out tasks needing a tool whose first reply (greedy) holds ≥1 call, all parseable and
     naming offered tools (`slca.chat.hermes.parse_tool_calls`)."""
-    from learner.rollout_local import prompt_ids
     from slca.chat.hermes import function_of, parse_tool_calls
+    from slca.chat.messages import prompt_ids
 
     model.eval()
     tasks = [t for t in tasks if t.ground_truth.tool_needed]

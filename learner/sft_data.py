@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from slca.chat.hermes import render_tool_response, render_tools_system
+from slca.chat.messages import to_template_messages
 from slca.contracts import Task
 
 IGNORE = -100
@@ -24,11 +24,8 @@ class Example:
 
 
 def template_messages(task: Task, demo: list[dict[str, Any]]) -> list[dict[str, str]]:
-    out = [{"role": "system", "content": render_tools_system(task.tools)}]
-    for m in demo:
-        content = m.get("content") or ""
-        out.append({"role": m["role"], "content": render_tool_response(content) if m["role"] == "tool" else content})
-    return out
+    """The demonstration as the API prompts a conversation (`slca.chat.messages.to_template_messages`)."""
+    return to_template_messages(demo, task.tools)
 
 
 def encode_conversation(tokenizer, messages: list[dict[str, str]], max_tokens: int) -> Example | None:

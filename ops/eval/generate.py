@@ -11,12 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from slca.chat.messages import to_template_messages
-
-
-def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """OpenAI-style messages → template messages, exactly as the API prompts (`slca.chat.messages`)."""
-    return to_template_messages(messages, tools)
+from slca.chat.messages import render_prompt
 
 
 def default_threads() -> int | None:
@@ -44,8 +39,7 @@ class HfGenerator:
         self.max_new_tokens = max_new_tokens
 
     def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        return self.tokenizer.apply_chat_template(template_messages(messages, tools), tokenize=False,
-                                                  add_generation_prompt=True)  # fmt: skip
+        return render_prompt(self.tokenizer, messages, tools)
 
     def generate(self, prompts: list[str]) -> list[str]:
         """Greedy completions of a batch of rendered prompts (text after the prompt, special tokens dropped)."""

@@ -53,3 +53,15 @@ def to_template_messages(messages: list[dict[str, Any]], tools: list[dict[str, A
         else:
             out.insert(0, {"role": "system", "content": render_tools_system(tools)})
     return out
+
+
+def render_prompt(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    """The whole prompt text, generation prompt included, as the API renders it (`to_template_messages` through
+    the model's chat template): the one renderer of serve, eval, the warm start and local rollouts."""
+    return tokenizer.apply_chat_template(to_template_messages(messages, tools), tokenize=False,
+                                         add_generation_prompt=True)  # fmt: skip
+
+
+def prompt_ids(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+    """Token ids of `render_prompt` (the template's text carries its special tokens: none are added)."""
+    return tokenizer.encode(render_prompt(tokenizer, messages, tools), add_special_tokens=False)
