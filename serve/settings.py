@@ -25,6 +25,10 @@ class ServeSettings(SectionSettings):
     """hf engine: how long a new batch waits for more arrivals before starting."""
     max_batch: int = 64
     """Most requests one engine batch runs together."""
+    vllm_engine_core_process: bool = False
+    """vllm engine: run vLLM's engine core in its own process (`AsyncLLM`, as vLLM's own OpenAI server does), so
+    that scheduling, detokenisation and HTTP overlap the forward pass; False: the engine in this process, driven
+    by one thread (starts faster). Both record exact tokens and logprobs, hot-swap and survive engine failures."""
     kv_cache_gib: float = 1.0
     """vLLM KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE on CPU); keep small on shared machines."""
     gpu_memory_utilization: float = 0.3

@@ -148,7 +148,7 @@ async def generate(engine: Engine, prompt_ids: list[int], params: SamplingParams
 
 ENGINES: dict[str, str] = {
     "hf": "serve.engines.hf:HFEngine",
-    "vllm": "serve.engines.vllm_engine:VLLMEngine",
+    "vllm": "serve.engines.vllm_engine:create_vllm_engine",  # in-process or engine-core process
 }
 """Engine name → import path; imported lazily so that `import serve` never pulls torch or vllm."""
 

