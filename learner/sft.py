@@ -74,21 +74,15 @@ def parseable_call_share(model, tokenizer, tasks, max_new: int = 80, batch: int 
     naming offered tools (`slca.chat.hermes.parse_tool_calls`)."""
     from slca.chat.hermes import function_of, parse_tool_calls
     from slca.chat.messages import prompt_ids
+    from slca.models.generate import greedy_texts
 
     model.eval()
     tasks = [t for t in tasks if t.ground_truth.tool_needed]
     good = 0
-    tokenizer.padding_side = "left"
     for k in range(0, len(tasks), batch):
         chunk = tasks[k : k + batch]
-        prompts = [prompt_ids(tokenizer, t.messages, t.tools) for t in chunk]
-        width = max(map(len, prompts))
-        ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), max_new_tokens=max_new,
-                             do_sample=False, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-        for task, row in zip(chunk, out[:, width:]):
-            text = tokenizer.decode(row, skip_special_tokens=True)
+        texts = greedy_texts(model, tokenizer, [prompt_ids(tokenizer, t.messages, t.tools) for t in chunk], max_new)
+        for task, text in zip(chunk, texts):
             calls = parse_tool_calls(text, {function_of(t).get("name") for t in task.tools})
             good += bool(calls) and all(c.valid for c in calls)
     model.train()

@@ -1,8 +1,7 @@
 """In-process greedy generation with transformers for evaluation: batched, left-padded, Hermes tool prompts.
 
-Evaluation needs determinism and no running system, so it owns a small engine instead of importing serve's
-internals; prompts follow the same convention as the API (`slca.chat.hermes`: tools in the system message,
-`<tool_call>` blocks, `<tool_response>` turns).
+Evaluation needs determinism and no running system: prompts are the API's (`slca.chat.messages.prompt_ids`), the
+generation is the shared offline path (`slca.models.generate`), also the warm start's.
 """
 
 from __future__ import annotations
@@ -11,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from slca.chat.messages import render_prompt
+from slca.chat.messages import prompt_ids
+from slca.models.generate import greedy_texts
 
 
 def default_threads() -> int | None:
@@ -32,20 +32,13 @@ class HfGenerator:
             torch.set_num_threads(threads)
         self.torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()
         self.max_new_tokens = max_new_tokens
 
-    def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        return render_prompt(self.tokenizer, messages, tools)
+    def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        return prompt_ids(self.tokenizer, messages, tools)
 
-    def generate(self, prompts: list[str]) -> list[str]:
-        """Greedy completions of a batch of rendered prompts (text after the prompt, special tokens dropped)."""
-        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        with self.torch.inference_mode():
-            out = self.model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                      pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
-        new = out[:, batch["input_ids"].shape[1] :]
-        return [self.tokenizer.decode(row, skip_special_tokens=True) for row in new]
+    def generate(self, prompts: list[list[int]]) -> list[str]:
+        """Greedy completions of a batch of prompts (`slca.models.generate`: text after the prompt, special
+        tokens dropped)."""
+        return greedy_texts(self.model, self.tokenizer, prompts, self.max_new_tokens)
