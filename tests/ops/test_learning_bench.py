@@ -1,43 +1,53 @@
-"""`slca bench learning` pieces: the plot draws every estimator's curve, the table has one row per model,
-the final weights are the newest complete version."""
+"""End-to-end smoke of `slca bench learning` on the tiny random model: 2 estimators × 2 seeds × 1 step, eval limit 2
+(real `slca train` processes, real evaluation, a Redis of the test's own). It proves the pipeline and the files,
+not learning: a random model never calls a tool. A second invocation of the same command redoes nothing."""
+
+from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from ops.learning_bench import final_weights, plot, read_jsonl, results_table
+import pytest
 
-SCORES = {"indomain": {"n": 2, "name_f1": 0.5, "argument_match": 0.25, "success": 0.0, "tool_turns": 1.0},
-          "bfcl": {"simple_python": 0.5, "multiple": 0.0, "parallel": 0.0, "parallel_multiple": 0.0,
-                   "irrelevance": 1.0, "overall": 0.3}}  # fmt: skip
-
-
-def test_plot_has_a_curve_per_estimator(tmp_path):
-    from matplotlib.image import imread
-
-    curves = {}
-    for i, est in enumerate(["slca", "grpo"]):
-        path = tmp_path / f"{est}.jsonl"
-        path.write_text("".join(json.dumps({"step": s, "exec_mean": 0.1 * s + i, "pref_mean": 0.5,
-                                            "tool_turns_mean": 1.0}) + "\n" for s in range(1, 6)))  # fmt: skip
-        curves[est] = read_jsonl(path)
-    plot(curves, tmp_path / "p.png", "test")
-    pixels = imread(tmp_path / "p.png")[:, :, :3]
-    blue = ((abs(pixels - [0x1F / 255, 0x77 / 255, 0xB4 / 255]).max(axis=2)) < 0.05).sum()
-    orange = ((abs(pixels - [1.0, 0x7F / 255, 0x0E / 255]).max(axis=2)) < 0.05).sum()
-    assert blue > 100 and orange > 100  # matplotlib's first two colours: one per estimator
+from ops.learning.files import machine_paths
+from slca.cli import main
 
 
-def test_results_table_and_failed_run():
-    table = results_table({"start": SCORES, "slca": SCORES, "grpo": None}, {"slca": {"seconds": 12.5}})
-    lines = table.splitlines()
-    assert len(lines) == 5 and "| start | 0.000 | 0.500 | 0.250 | 1.00 |" in lines[2]
-    assert "12.5" in lines[3] and "training failed" in lines[4]
+@pytest.mark.slow
+def test_bench_learning_smoke_on_tiny_then_resume(tmp_path, monkeypatch, tiny_model_dir, redis_url, capsys):
+    pytest.importorskip("serve.app")
+    monkeypatch.chdir(tmp_path)  # `--out` relative to the working directory, as from the repo root
+    argv = ["--set", f"common.redis_url={redis_url}", "--set", f"common.data_dir={tmp_path / 'var'}",
+            "--set", "serve.engine=hf", "--set", "serve.torch_threads=1", "--set", "learner.train_group_size=2",
+            "--set", "learner.train_max_tokens=8",
+            "bench", "learning", "--model", str(tiny_model_dir), "--estimators", "slca,grpo", "--seeds", "0,1",
+            "--steps", "1", "--minutes", "0", "--eval-limit", "2", "--eval-max-tokens", "16", "--curve-limit", "2",
+            "--out", "out"]  # fmt: skip
+    assert main(argv) == 0
+    out = tmp_path / "out"
+    data = json.loads((out / "results.json").read_text())
+    assert list(data) == ["primary_metric", "warm_start", "runs", "budget", "command"]
+    assert sorted((r["estimator"], r["seed"]) for r in data["runs"]) == [("grpo", 0), ("grpo", 1), ("slca", 0),
+                                                                         ("slca", 1)]  # fmt: skip
+    for entry in [data["warm_start"], *data["runs"]]:
+        assert 0.0 <= entry["indomain/success"] <= 1.0 and 0.0 <= entry["bfcl/overall"] <= 1.0
+    assert all(r["diag/omission_rate"] is not None and r["diag/tool_turns"] is not None for r in data["runs"])
+    assert data["budget"]["model"] == "tiny-smollm2" and data["budget"]["group_size"] == 2
+    text = (out / "results.json").read_text()
+    assert machine_paths(data) == [] and str(tmp_path) not in text and str(Path.home()) not in text
+    assert "--model tiny-smollm2" in data["command"] and data["command"].endswith("--out out")
+    md = (out / "results.md").read_text()
+    assert md.startswith("# Estimator comparison: slca vs grpo") and "| warm start |" in md
+    assert md.index("**Verdict: ") < md.index("## Primary metric")  # the verdict first
+    assert (out / "learning.png").stat().st_size > 10_000
+    curves = json.loads((out / "curves.json").read_text())
+    assert all(r["curve"] and r["curve"][-1][0] == 1 for r in curves["runs"])  # a curve point at the final step
+    runs = sorted((out / "runs").iterdir())
+    assert [p.name for p in runs] == ["grpo-s0", "grpo-s1", "slca-s0", "slca-s1"]
+    assert all((p / "done.json").is_file() and not (p / "work").exists() for p in runs)  # weights deleted
+    stamps = {p.name: (p / "done.json").stat().st_mtime_ns for p in runs}
+    capsys.readouterr()
 
-
-def test_final_weights_is_the_newest_complete_version(tmp_path):
-    for v in (1, 2, 10):
-        (tmp_path / f"v{v}").mkdir()
-    for v in (1, 2):
-        (tmp_path / f"v{v}" / "config.json").write_text("{}")
-    (tmp_path / "v10.tmp").mkdir()
-    assert final_weights(tmp_path) == tmp_path / "v2"
-    assert final_weights(tmp_path / "missing") is None
+    assert main(argv) == 0  # the same command again: every run is done, only the result files are rewritten
+    assert {p.name: (p / "done.json").stat().st_mtime_ns for p in runs} == stamps
+    assert "runs 4/4 done (4 from before)" in capsys.readouterr().err

@@ -1,0 +1,74 @@
+"""Writing a comparison's files atomically (a crash leaves the old file or the new one, never half of one), and
+keeping machine paths out of what gets committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Temp file in the same folder, fsync, rename: `done.json` exists only once everything before it is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+
+
+def read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.~<>:/-])/(?:[\w.+@-]+/)*[\w.+@-]+")
+"""An absolute POSIX path not glued to a word (so `a/b`, `1/2`, `~/x` and the parts of a URL do not match)."""
+
+
+class PathScrubber:
+    """Rewrites machine paths in text: under the working directory → relative, under the model cache → the
+    model's name, under the home folder → `~/…`, anything else absolute → `<path>/<last part>`."""
+
+    def __init__(self, cwd: Path, models_dir: Path, home: Path | None = None):
+        home = home or Path.home()
+        # longest prefix first: the cache usually lives under the home folder
+        self.prefixes = sorted([(str(models_dir.resolve()), ""), (str(cwd.resolve()), ""),
+                                (str(home.resolve()), "~/")], key=lambda p: -len(p[0]))  # fmt: skip
+
+    def path(self, value: str | Path) -> str:
+        text = str(value)
+        for prefix, repl in self.prefixes:
+            if text == prefix:
+                return "." if repl == "" else "~"
+            if text.startswith(prefix + "/"):
+                return repl + text[len(prefix) + 1 :]
+        return f"<path>/{Path(text).name}" if text.startswith("/") else text
+
+    def text(self, value: str) -> str:
+        return _ABSOLUTE.sub(lambda m: self.path(m.group(0)), value)
+
+
+def machine_paths(data: Any) -> list[str]:
+    """Every absolute path or home-relative path left in a JSON-like value (the committed files have none)."""
+    found: list[str] = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            found += machine_paths(k) + machine_paths(v)
+    elif isinstance(data, list):
+        for v in data:
+            found += machine_paths(v)
+    elif isinstance(data, str):
+        found += [m.group(0) for m in _ABSOLUTE.finditer(data)]
+        found += [data] if str(Path.home()) in data else []
+    return found

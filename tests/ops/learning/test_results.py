@@ -1,0 +1,132 @@
+"""The result files: results.json has exactly the issue's schema and no machine paths (model by name, `out`
+relative, the command scrubbed), results.md opens with the verdict and has the warm start's row, mean ± sd and
+per-seed values; the diagnostics come from `slca train`'s per-step lines; the plot has a curve and band per
+estimator."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from ops.learning.diagnostics import run_diagnostics
+from ops.learning.files import PathScrubber, machine_paths
+from ops.learning.plan import Plan
+from ops.learning.plot import plot_curves
+from ops.learning.provenance import command_line
+from ops.learning.results import Comparison, curves_json, results_json, results_md, write_results
+from ops.learning.verdict import judge
+from slca.cli import CliError
+
+PLAN = Plan(model="SmolLM2-135M-Instruct-sft", estimators=("slca", "grpo"), seeds=(0, 1, 2), steps=4, group_size=8,
+            temperature=1.0, max_tokens=128, lr=5e-6, lr_schedule="constant", pack="everyday", eval_limit=20,
+            eval_max_tokens=256, curve="eval", curve_every=2, curve_limit=10)  # fmt: skip
+SUCCESS = {"slca": [0.40, 0.45, 0.35], "grpo": [0.30, 0.25, 0.35]}
+
+
+def record(estimator: str, seed: int) -> dict:
+    success = SUCCESS[estimator][seed]
+    return {"estimator": estimator, "seed": seed, "steps": 4, "seconds": 300.0,
+            "metrics": {"indomain/success": success, "bfcl/overall": 0.5},
+            "diagnostics": {"diag/adv_abs_tool_call": 0.7, "diag/omission_rate": None},
+            "curve": [[2, success / 2], [4, success]], "exec_reward": [[s, 0.1 * s] for s in range(1, 5)],
+            "tool_turns": [[s, 1.0 + 0.1 * seed] for s in range(1, 5)]}  # fmt: skip
+
+
+@pytest.fixture
+def machine(tmp_path):
+    """A repo folder (the working directory), a model cache and a home folder, all under tmp_path."""
+    repo, models, home = tmp_path / "home" / "repo", tmp_path / "home" / ".cache" / "slca" / "models", tmp_path / "home"
+    for p in (repo, models / "SmolLM2-135M-Instruct-sft"):
+        p.mkdir(parents=True)
+    return repo, models, home
+
+
+def comparison(machine) -> Comparison:
+    repo, models, home = machine
+    scrub = PathScrubber(repo, models, home)
+    args = argparse.Namespace(config=str(repo / "slca.toml"), minutes=110.0, model=str(models / PLAN.model),
+                              set=[f"common.data_dir={home}/var/x", "common.redis_url=redis://127.0.0.1:6379/0",
+                                   "learner.run_dir=/mnt/scratch/runs"])  # fmt: skip
+    command = command_line(args, PLAN, scrub.path(repo / "bench" / "learning" / "x"), scrub)
+    records = [record(e, s) for s in PLAN.seeds for e in PLAN.estimators]
+    warm = {"metrics": {"indomain/success": 0.30, "bfcl/overall": 0.45}, "curve0": 0.1}
+    return Comparison(PLAN, warm, records, {"model": PLAN.model, "steps_per_run": 4}, command)
+
+
+def test_results_json_has_exactly_the_schema_and_no_machine_paths(machine):
+    c = comparison(machine)
+    data = results_json(c)
+    assert list(data) == ["primary_metric", "warm_start", "runs", "budget", "command"]
+    assert data["primary_metric"] == "indomain/success" and data["warm_start"]["indomain/success"] == 0.30
+    assert [(r["estimator"], r["seed"]) for r in data["runs"]] == [(e, s) for s in (0, 1, 2) for e in ("slca", "grpo")]
+    assert all(isinstance(r["indomain/success"], float) for r in data["runs"])
+    assert data["runs"][0]["diag/adv_abs_tool_call"] == 0.7 and data["runs"][0]["diag/omission_rate"] is None
+    assert machine_paths(data) == []
+    cmd = data["command"]
+    assert cmd.startswith("slca --config slca.toml --set 'common.data_dir=~/var/x'")
+    assert "--model SmolLM2-135M-Instruct-sft" in cmd and "--out bench/learning/x" in cmd
+    assert "redis://127.0.0.1:6379/0" in cmd and "learner.run_dir=<path>/runs" in cmd
+    assert "--steps 4 " in cmd and "--curve-every 2 " in cmd  # the sized budget is pinned
+
+
+def test_path_scrubber():
+    s = PathScrubber(Path("/w/repo"), Path("/h/u/.cache/slca/models"), Path("/h/u"))
+    assert s.path("/w/repo/bench/learning/a") == "bench/learning/a" and s.path("/w/repo") == "."
+    assert s.path("/h/u/.cache/slca/models/tiny-smollm2") == "tiny-smollm2"
+    assert s.path("/h/u/data") == "~/data" and s.path("/opt/models/m") == "<path>/m"
+    assert s.path("relative/dir") == "relative/dir"
+    assert s.text("a=/h/u/x b=http://host:1/p/q 3/4") == "a=~/x b=http://host:1/p/q 3/4"
+    assert machine_paths({"k": ["ok", "/etc/passwd"]}) == ["/etc/passwd"]
+
+
+def test_a_leaking_path_is_refused_not_written(machine, tmp_path):
+    c = comparison(machine)
+    leaking = Comparison(c.plan, c.warm, c.records, {"where": "/srv/data"}, c.command)
+    with pytest.raises(CliError, match="machine paths"):
+        write_results(leaking, tmp_path, judge(leaking.evidence(30.0)))
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_results_md_opens_with_the_verdict_and_tabulates_mean_sd_and_seeds(machine):
+    c = comparison(machine)
+    md = results_md(c, judge(c.evidence(30.0)))
+    headings = [line for line in md.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Verdict" and md.index("**Verdict:") < md.index("## Primary metric")
+    assert "| warm start | 0.300 | 0.450 |" in md
+    assert "| slca | 0.400 ± 0.050 | 0.500 ± 0.000 |" in md and "| grpo | 0.300 ± 0.050 |" in md
+    assert "| slca | 2 | 0.350 | 0.500 | 5.0 |" in md  # per seed, with minutes
+    assert "exact-argument success" in md and "Chosen before the run" in md
+
+
+def test_diagnostics_from_the_per_step_lines():
+    lines = [{"step": 1, "all/tokens": 10, "all/adv_abs_mean": 0.6, "tool_call/adv_abs_mean": 0.8,
+              "summary/adv_abs_mean": 0.4, "estimator/zero_variance/exec": 0.0, "estimator/present/exec": 4.0,
+              "estimator/zero_variance/pref": 1.0, "estimator/present/pref": 4.0, "tool_turns_mean": 1.0,
+              "omission_rate": 0.25, "exec_mean": 0.5},
+             # all-zero advantages: the trainer skipped the group (no all/ keys); pref had one member only
+             {"step": 2, "estimator/zero_variance/exec": 1.0, "estimator/present/exec": 4.0,
+              "estimator/zero_variance/pref": 0.0, "estimator/present/pref": 1.0, "tool_turns_mean": 2.0,
+              "omission_rate": 0.75, "exec_mean": 0.0}]  # fmt: skip
+    d = run_diagnostics(lines)
+    assert d["diag/adv_abs_tool_call"] == pytest.approx(0.4) and d["diag/adv_abs_summary"] == pytest.approx(0.2)
+    assert d["diag/zero_variance_share"] == pytest.approx(2 / 3) and d["diag/zero_advantage_groups"] == 0.5
+    assert (d["diag/tool_turns"], d["diag/omission_rate"], d["train/exec_reward"]) == (1.5, 0.5, 0.25)
+    assert run_diagnostics([{"step": 1}])["diag/omission_rate"] is None  # not logged: n/a, not 0
+
+
+def test_plot_has_a_curve_and_a_band_per_estimator(machine, tmp_path):
+    from matplotlib.image import imread
+
+    c = comparison(machine)
+    data = json.loads(json.dumps(curves_json(c)))  # as read back from curves.json
+    assert data["warm_start"] == 0.1 and data["runs"][0]["curve"] == [[2, 0.2], [4, 0.4]]
+    plot_curves(data, tmp_path / "p.png", "test")
+    pixels = imread(tmp_path / "p.png")[:, :, :3]
+    blue, orange = [0x1F / 255, 0x77 / 255, 0xB4 / 255], [1.0, 0x7F / 255, 0x0E / 255]
+    for colour in (blue, orange):  # matplotlib's first two colours: one per estimator
+        assert (abs(pixels - colour).max(axis=2) < 0.05).sum() > 100
+    # the seeds differ, so each estimator has a translucent band: its colour at alpha 0.2 over white
+    for colour in (blue, orange):
+        banded = [0.8 + 0.2 * ch for ch in colour]
+        assert (abs(pixels - banded).max(axis=2) < 0.03).sum() > 100

@@ -1,0 +1,107 @@
+"""One run of a comparison: a finished run (done.json) is read back, not redone; an unfinished one is deleted and
+redone from the warm start; only the versions the curve and the final evaluation need are kept; every
+`slca train` gets the same pinned budget.
+
+`train` and the evaluations are replaced by small hand-written fakes (the real ones run in the slow smoke test
+of `tests/ops/test_learning_bench.py`)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ops.learning.runner as runner
+from ops.learning.files import write_json
+from ops.learning.plan import Plan, RunKey
+from ops.learning.runner import TrainContext, TrainOutcome, prune, run_one, train_argv
+from slca.config import load_config
+
+PLAN = Plan(model="warm", estimators=("slca", "grpo"), seeds=(0, 1), steps=4, group_size=2, temperature=1.0,
+            max_tokens=16, lr=1e-6, lr_schedule="constant", pack="everyday", eval_limit=2, eval_max_tokens=16,
+            curve="eval", curve_every=2, curve_limit=2)  # fmt: skip
+
+
+class FakeTrainer:
+    """Writes what `slca train` leaves behind (complete version folders, per-step lines) and counts calls."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, ctx, key, steps, run_dir, keep, on_step=lambda s: None):
+        self.calls.append((key.name, steps))
+        weights = run_dir / "work" / f"train-{key.estimator}-{key.seed}" / "weights"
+        for v in range(1, steps + 1):
+            (weights / f"v{v}").mkdir(parents=True)
+            (weights / f"v{v}" / "manifest.json").write_text("{}")
+            on_step(v)
+        lines = [{"step": s, "exec_mean": 0.1 * s, "tool_turns_mean": 1.0, "all/tokens": 10, "all/adv_abs_mean": 0.5,
+                  "tool_call/adv_abs_mean": 0.7, "summary/adv_abs_mean": 0.3, "omission_rate": 0.0}
+                 for s in range(1, steps + 1)]  # fmt: skip
+        return TrainOutcome(1.0, lines, weights)
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    trainer, evaluated = FakeTrainer(), []
+
+    def curve_point(config, model_dir: Path, spec):
+        evaluated.append(("curve", model_dir.name))
+        return int(model_dir.name[1:]) / 10, 0.1
+
+    def full_eval(config, model_dir: Path, spec):
+        evaluated.append(("final", model_dir.name))
+        return {"indomain/success": 0.5, "bfcl/overall": 0.25}, 0.2
+
+    monkeypatch.setattr(runner, "train", trainer)
+    monkeypatch.setattr(runner, "curve_point", curve_point)
+    monkeypatch.setattr(runner, "full_eval", full_eval)
+    return trainer, evaluated
+
+
+def ctx(tmp_path) -> TrainContext:
+    return TrainContext(load_config(), ("--set", "common.log_level=INFO"), tmp_path / "model", PLAN)
+
+
+def test_a_finished_run_is_read_back_not_redone(tmp_path, fakes):
+    trainer, evaluated = fakes
+    done = {"estimator": "slca", "seed": 0, "seconds": 12.0, "metrics": {"indomain/success": 1.0}}
+    write_json(tmp_path / "runs" / "slca-s0" / "done.json", done)
+    assert run_one(ctx(tmp_path), RunKey("slca", 0), tmp_path) == done
+    assert trainer.calls == [] and evaluated == []
+
+
+def test_an_unfinished_run_is_deleted_and_redone(tmp_path, fakes):
+    trainer, evaluated = fakes
+    stale = tmp_path / "runs" / "grpo-s1"
+    (stale / "work" / "train-grpo-1" / "weights" / "v7").mkdir(parents=True)  # a half-finished earlier attempt
+    (stale / "train.jsonl").write_text('{"step": 1}\n')
+    record = run_one(ctx(tmp_path), RunKey("grpo", 1), tmp_path)
+    assert trainer.calls == [("grpo-s1", 4)]
+    assert evaluated == [("curve", "v2"), ("curve", "v4"), ("final", "v4")]  # the final model is v<steps>
+    assert record["curve"] == [[2, 0.2], [4, 0.4]] and record["metrics"]["indomain/success"] == 0.5
+    assert record["diagnostics"]["diag/adv_abs_tool_call"] == pytest.approx(0.7)
+    assert record["tool_turns"] == [[s, 1.0] for s in range(1, 5)]
+    assert not (stale / "work").exists() and not (stale / "train.jsonl").exists()  # weights deleted, stale log gone
+    assert json.loads((stale / "done.json").read_text()) == record
+    run_one(ctx(tmp_path), RunKey("grpo", 1), tmp_path)
+    assert len(trainer.calls) == 1  # and now it is done
+
+
+def test_prune_keeps_the_newest_and_the_needed_versions(tmp_path):
+    for v in range(1, 7):
+        (tmp_path / f"v{v}").mkdir()
+        if v != 6:
+            (tmp_path / f"v{v}" / "manifest.json").write_text("{}")  # v6 is still being written: no manifest
+    prune(tmp_path, keep={2, 4})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v2", "v4", "v5", "v6"]
+
+
+def test_every_train_gets_the_pinned_budget(tmp_path):
+    argv = train_argv(ctx(tmp_path), RunKey("toolpo", 2), 4, tmp_path / "work", tmp_path / "train.jsonl")
+    joined = " ".join(argv)
+    for pinned in ("learner.train_group_size=2", "learner.train_temperature=1.0", "learner.train_max_tokens=16",
+                   "learner.lr=1e-06", "learner.keep_versions=0", f"learner.init_model={tmp_path / 'model'}"):  # fmt: skip
+        assert f"--set {pinned}" in joined
+    assert argv[argv.index("train") :][:9] == ["train", "--estimator", "toolpo", "--seed", "2", "--steps", "4",
+                                               "--pack", "everyday"]  # fmt: skip
+    assert argv.index("common.log_level=INFO") < argv.index("train")  # the bench's own --set reach every run
