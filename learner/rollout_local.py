@@ -134,10 +134,12 @@ def build_trajectory(tokenizer, task_id: str, prompt: list[int], s: Sample, tool
         segments.append(Segment(start=len(prompt) + a, end=len(prompt) + b, kind=kind, turn=0))
     text = tokenizer.decode(s.ids, skip_special_tokens=True)
     offered = {function_of(t).get("name") for t in tools}
-    calls = [ToolCallRecord(turn=0, name=c.name, arguments=c.arguments, valid=c.valid, raw=c.raw, error=c.error)
+    calls = [ToolCallRecord(turn=0, block=c.block, name=c.name, arguments=c.arguments, valid=c.valid, raw=c.raw,
+                             error=c.error)
              for c in parse_tool_calls(text, offered)]  # fmt: skip
     return Trajectory(
-        task_id=task_id, policy_version=version, tools=tools, messages=messages or [],
+        task_id=task_id, policy_version=version, tools=tools,
+        messages=[*(messages or []), {"role": "assistant", "content": text}],  # the reply the scorers read
         tokens=prompt + s.ids, logprobs=[None] * len(prompt) + s.logprobs, segments=segments,
         tool_calls=calls, ground_truth=ground_truth, meta={"engine": "learner.rollout_local", "text": text},
     )  # fmt: skip

@@ -16,9 +16,9 @@ from typing import Any
 
 from serve.engines.base import SamplingParams
 from serve.metrics import ServeMetrics
-from serve.prompting import continuation_ids, prompt_chunks, to_template_messages
+from serve.prompting import continuation_ids, to_template_messages
 from serve.trajectory import TrajectoryBuilder
-from serve.turns import Turn, decode_turn, openai_tool_call, sample
+from serve.turns import Turn, call_record, decode_turn, openai_tool_call, sample
 from slca.chat.hermes import ParsedCall, parse_tool_calls, render_tool_response, text_outside_calls
 from slca.contracts import GroundTruth, SegmentKind, ToolCallRecord, ToolResult, Trajectory
 
@@ -35,6 +35,9 @@ class EpisodeSpec:
     first_turn_grammar: str | None
     max_turns: int
     max_model_len: int
+    prompt: list[tuple[list[int], SegmentKind]]
+    """The prompt's token ids, one chunk per message with its segment kind: rendered once per request, shared
+    by its n rollouts (`serve.prompting.request_chunks`)."""
     ground_truth: GroundTruth | None = None
     run_id: str | None = None
     """The agent-run request these rollouts belong to: the workers group its n trajectories together."""
@@ -62,18 +65,20 @@ class AgentRunner:
         history = to_template_messages(spec.messages, spec.tools)
         messages = list(spec.messages)
         builder = TrajectoryBuilder()
-        # templating and tokenising are CPU work: off the event loop, like every other per-request step
-        for ids, kind in await asyncio.to_thread(prompt_chunks, tok, history):
+        for ids, kind in spec.prompt:
             builder.add_environment(ids, kind, 0)
         records: list[ToolCallRecord] = []
         episode = await self.tools.new_episode(spec.tools, str(uuid.uuid4()))
         try:
             for turn_no in range(spec.max_turns):
                 turn = await self._model_turn(spec, builder, seed + 7919 * turn_no, turn_no)
-                calls = parse_tool_calls(turn.text, spec.offered) if spec.tools else []
+                # parsed even without tools: a call the policy wrote anyway is recorded (and scored) as invalid
+                parsed = parse_tool_calls(turn.text, spec.offered)
+                calls = parsed if spec.tools else []
                 history.append({"role": "assistant", "content": turn.text})
                 messages.append(_assistant_message(turn, calls))
                 if not calls or turn.result.finish_reason == "length":
+                    records += [call_record(c, turn_no) for c in parsed]  # not executed
                     finish = "length" if turn.result.finish_reason == "length" else "stop"
                     break
                 results = [await self._execute(episode, call, turn_no, records, spec.offered) for call in calls]
@@ -95,10 +100,9 @@ class AgentRunner:
                 "seed": seed, "finish_reason": finish, "duration_s": time.time() - started,
                 "constrained_turns": [0] if spec.first_turn_grammar else [],
                 "tools_backend": type(self.tools).__module__}  # fmt: skip
-        if spec.run_id:
-            meta["run_id"] = spec.run_id
         traj = builder.build(task_id=spec.task_id, tools=spec.tools, messages=messages, tool_calls=records,
-                             ground_truth=spec.ground_truth, meta=meta, fallback_version=self.engine.version)  # fmt: skip
+                             ground_truth=spec.ground_truth, meta=meta, fallback_version=self.engine.version,
+                             group_key=spec.run_id)  # fmt: skip
         final = messages[-1] if messages[-1]["role"] == "assistant" else next(
             m for m in reversed(messages) if m["role"] == "assistant")  # fmt: skip
         log = [r.model_dump(mode="json") for r in records]
@@ -125,9 +129,8 @@ class AgentRunner:
         outcome = "ok" if result.ok else ("malformed" if not call.valid else "error")
         self.metrics.tool_calls.labels(tool=ServeMetrics.known_tool(call.name, offered),
                                        outcome=outcome).inc()  # fmt: skip
-        records.append(ToolCallRecord(turn=turn_no, name=call.name, arguments=call.arguments, valid=call.valid,
-                                      raw=call.raw, result=result.for_model(), error=result.error,
-                                      latency_s=result.latency_s or latency))  # fmt: skip
+        records.append(call_record(call, turn_no, result=result.for_model(), error=result.error,
+                                   latency_s=result.latency_s or latency))  # fmt: skip
         return result
 
 

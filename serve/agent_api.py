@@ -36,15 +36,16 @@ def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec
     offered = check_tools(req.tools, settings)
     _, forced = resolve_tool_choice(req.tool_choice, req.tools)
     messages = [m.model_dump(exclude_none=True) for m in req.messages]
-    prompt_len = sum(len(ids) for ids, _ in request_chunks(engine.tokenizer, messages, req.tools))
+    # rendered and tokenised once here: the n rollouts start from these chunks
+    prompt = request_chunks(engine.tokenizer, messages, req.tools)
     max_tokens = max_tokens_of(req, settings)
-    check_context(prompt_len, max_tokens, settings)
+    check_context(sum(len(ids) for ids, _ in prompt), max_tokens, settings)
     spec = EpisodeSpec(
         task_id=req.task_id, messages=messages, tools=req.tools, offered=offered,
         params=SamplingParams(temperature_of(req, settings), req.top_p, max_tokens),
         first_turn_grammar=forced_call_grammar(req.tools, forced),
         max_turns=req.max_turns or settings.max_turns_default, max_model_len=settings.max_model_len,
-        ground_truth=req.ground_truth,
+        prompt=prompt, ground_truth=req.ground_truth,
     )  # fmt: skip
     return req, spec
 

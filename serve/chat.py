@@ -28,7 +28,7 @@ from serve.requests import (
     temperature_of,
 )
 from serve.trajectory import TrajectoryBuilder
-from serve.turns import Turn, decode_turn, end_ids, openai_tool_call, sample
+from serve.turns import Turn, call_record, decode_turn, end_ids, openai_tool_call, sample
 from slca.chat.hermes import parse_tool_calls, text_outside_calls
 
 
@@ -136,10 +136,12 @@ async def _maybe_record(request: web.Request, plan: ChatPlan, turns: list[Turn])
         r = turn.result
         builder.add_generated(r.token_ids, r.logprobs, turn.kinds, 0, r.versions)
         message, _ = plan.message(turn)
+        # the calls as written (valid or not) travel in the trajectory: the workers score them from these records
+        calls = [call_record(c, 0) for c in parse_tool_calls(_cut_at_stop(turn.text, plan.stop), plan.offered)]
         traj = builder.build(
-            task_id=task_id, tools=plan.tools, messages=plan.messages + [message], tool_calls=[],
+            task_id=task_id, tools=plan.tools, messages=plan.messages + [message], tool_calls=calls,
             ground_truth=None, meta={"source": "chat", "engine": request.app[ENGINE].name},
-            fallback_version=request.app[ENGINE].version,
+            fallback_version=request.app[ENGINE].version, group_key=task_id,
         )  # fmt: skip
         await request.app[RECORDER].record(traj)
 

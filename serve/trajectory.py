@@ -52,6 +52,7 @@ class TrajectoryBuilder:
         ground_truth: GroundTruth | None,
         meta: dict[str, Any],
         fallback_version: int,
+        group_key: str | None = None,
     ) -> Trajectory:
         return Trajectory(
             task_id=task_id,
@@ -65,4 +66,5 @@ class TrajectoryBuilder:
             tool_calls=tool_calls,
             ground_truth=ground_truth,
             meta=meta,
+            group_key=group_key,
         )

@@ -13,7 +13,7 @@ from serve.errors import EngineUnavailable
 from serve.metrics import ServeMetrics
 from serve.segments import generated_kinds
 from slca.chat.hermes import ParsedCall
-from slca.contracts import SegmentKind
+from slca.contracts import SegmentKind, ToolCallRecord
 
 
 def end_ids(engine: Engine) -> set[int]:
@@ -60,3 +60,10 @@ def openai_tool_call(call: ParsedCall) -> dict[str, Any]:
         "type": "function",
         "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
     }
+
+
+def call_record(call: ParsedCall, turn_no: int, **outcome: Any) -> ToolCallRecord:
+    """The trajectory's record of a call as parsed here, with what executing it gave (`result`, `error`,
+    `latency_s`) when it was executed: the workers score these records and never parse the tokens again."""
+    return ToolCallRecord(turn=turn_no, block=call.block, name=call.name, arguments=call.arguments,
+                          valid=call.valid, raw=call.raw, **outcome)  # fmt: skip

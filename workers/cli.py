@@ -4,7 +4,6 @@ in ops (it composes serve's producer with the worker side, workers/benchmark.py)
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 
 
@@ -44,13 +43,15 @@ def _worker(args, config) -> int:
 
 def _aggregate_child_metrics(port: int) -> None:
     """Prefork children each write their samples under `PROMETHEUS_MULTIPROC_DIR` (prometheus_client's own
-    switch, which it reads when first imported: hence set here, before anything imports it); one endpoint in the
-    parent, started when the worker initialises, aggregates them."""
-    if "prometheus_client" in sys.modules and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        raise RuntimeError("prometheus_client was imported before the worker set PROMETHEUS_MULTIPROC_DIR: "
-                           "the children's metrics could not be aggregated")  # fmt: skip
+    switch, not our configuration); one endpoint in the parent, started when the worker initialises, aggregates
+    them. prometheus_client picks its value class from that variable when first imported, which may have
+    happened already (the CLI loads every component's commands): it is picked again here, before the children
+    create their metrics (`workers.pipeline.process_metrics`, after fork)."""
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="slca-worker-metrics-"))
     from celery.signals import worker_init
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()
 
     def serve(**_kwargs) -> None:
         from prometheus_client import CollectorRegistry, multiprocess, start_http_server

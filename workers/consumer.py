@@ -1,4 +1,4 @@
-"""Stream consumer: `slca:trajectories` (consumer group) → one Celery scoring task per entry → XACK.
+"""Stream consumer: `slca:trajectories` (consumer group) → Celery scoring tasks carrying entry ids → XACK.
 
 At-least-once, never lost: an entry is acknowledged only after its task is in the broker (an LPUSH that
 returned; with AOF it is on disk), so a crash between the two redelivers the entry and the idempotent task
@@ -9,7 +9,6 @@ absorbs the duplicate. Entries left pending by a dead consumer are taken over wi
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import os
@@ -123,17 +122,17 @@ class StreamConsumer:
                 self.client.xack(self.stream, self.s.consumer_group, *acks)
         return len(entries)
 
-    def _task_item(self, entry_id: bytes, fields: dict) -> list[str] | None:
-        """[trajectory id, base64 payload, entry id], or None for an entry without them (dead-lettered). The
-        entry id travels with the task: the entry is deleted once its trajectory's group is written."""
+    def _task_item(self, entry_id: bytes, fields: dict) -> str | None:
+        """The entry's id for a scoring task (the worker reads the trajectory from the stream by it), or None for
+        an entry without a trajectory id or payload (dead-lettered here: no worker could do anything with it)."""
         traj_id, data = fields.get(b"id"), fields.get(b"data")
         if not data or not traj_id:
             missing = "data" if not data else "id"
             self._dead(entry_id, fields, f"invalid_payload: stream entry has no '{missing}' field")
             return None
-        return [traj_id.decode(errors="replace"), base64.b64encode(data).decode(), _text(entry_id)]
+        return _text(entry_id)
 
-    def _send(self, producer, batch: list[list[str]]) -> None:
+    def _send(self, producer, batch: list[str]) -> None:
         """Returns once the task message is in the broker (an LPUSH that returned), else raises."""
         self.app.send_task(SCORE_TASK, args=[batch], queue=self.s.score_queue, producer=producer, retry=False,
                            ignore_result=True)  # fmt: skip

@@ -8,8 +8,8 @@ Every state change is a Lua script, so concurrent workers and a redelivered task
   stream has room (back-pressure: a full stream leaves the claim in place; nothing is dropped).
 - `seal`: a bucket older than the timeout becomes a partial claim (≥ 2 members) or, with one member, a dead
   letter; later members of a partial group are recognised as late and dead-lettered, not silently dropped.
-The group payload is built in Python between `add`/`seal` and `emit_many`; if that process dies, the claim stays
-and the assembler's sweep emits it (`emit_stale`).
+The group is built in Python, as the `RolloutGroup` contract, between `add`/`seal` and `emit_many`; if that
+process dies, the claim stays and the assembler's sweep emits it (`emit_stale`).
 
 Trimming `slca:trajectories`: `add` remembers each member's stream entry id (`Keys.entry`); the script that
 writes its group (`emit`), or dead-letters a lone member (`seal`), XDELs those entries in the same step, so an
@@ -27,9 +27,7 @@ from dataclasses import dataclass
 
 import redis
 
-import msgpack
-
-from slca.contracts import SCHEMA_VERSION, Reward, Trajectory
+from slca.contracts import Reward, RolloutGroup, Trajectory, dump_msgpack, load_msgpack
 from workers.keys import Keys
 from workers.luascripts import LuaScript, ScriptBatch
 
@@ -181,13 +179,13 @@ class GroupAssembler:
         self._add, self._seal, self._emit = LuaScript(_ADD), LuaScript(_SEAL), LuaScript(_EMIT)
 
     def bucket_of(self, traj: Trajectory) -> str:
-        """The n rollouts of one agent-run request (`meta.run_id`, set by serve) form one group even when a weight
-        swap landed between them: splitting them by version would strand members as lone dead letters while the
-        learner publishes every step, and their behaviour logprobs already correct for the version gap. Other
-        trajectories share a group by task and policy-version window."""
-        run_id = traj.meta.get("run_id")
-        if isinstance(run_id, str) and run_id:
-            return self.keys.bucket(traj.task_id, f"run-{run_id}")
+        """Trajectories sharing a `group_key` (serve gives the n rollouts of one agent-run request one) form one
+        group even when a weight swap landed between them: splitting them by version would strand members as lone
+        dead letters while the learner publishes every step, and their behaviour logprobs already correct for the
+        version gap. Other trajectories share a group by task and policy-version window. The task is in the
+        bucket's name either way, so a key reused across tasks cannot mix them."""
+        if traj.group_key:
+            return self.keys.bucket(traj.task_id, f"key-{traj.group_key}")
         return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
 
     def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward, reward_key: str, stats_stream: str,
@@ -253,15 +251,14 @@ class GroupAssembler:
 
 
 def group_payload(group_id: str, fields: dict[bytes, bytes]) -> tuple[bytes, bool]:
-    """The msgpack of a `RolloutGroup` assembled from the members' stored payloads, without re-validating each
-    trajectory (each was validated when scored; the bucket guarantees one task and distinct ids). Readers
-    validate it with `decode_entry(RolloutGroup, ...)` as any entry."""
+    """The msgpack of the `RolloutGroup` made of a claim's members (stored payloads and rewards), built and
+    validated as the contract (one task, distinct ids, policy-version bounds, each trajectory whole) before it
+    is written: a reader never sees a group the contract would refuse."""
     ids = sorted(k[2:] for k in fields if k.startswith(b"t:"))
-    trajs = [msgpack.unpackb(fields[b"t:" + tid], raw=False, strict_map_key=False) for tid in ids]
-    rewards = [json.loads(fields[b"r:" + tid]) for tid in ids]
-    versions = [t["policy_version"] for t in trajs]
+    trajs = [load_msgpack(Trajectory, fields[b"t:" + tid]) for tid in ids]
+    rewards = [Reward.model_validate_json(fields[b"r:" + tid]) for tid in ids]
+    versions = [t.policy_version for t in trajs]
     partial = fields.get(b"partial") == b"1"
-    group = {"schema_version": SCHEMA_VERSION, "group_id": group_id, "task_id": trajs[0]["task_id"],
-             "policy_version_min": min(versions), "policy_version_max": max(versions), "trajectories": trajs,
-             "rewards": rewards, "partial": partial, "created_at": time.time()}  # fmt: skip
-    return msgpack.packb(group, use_bin_type=True), partial
+    group = RolloutGroup(group_id=group_id, task_id=trajs[0].task_id, policy_version_min=min(versions),
+                         policy_version_max=max(versions), trajectories=trajs, rewards=rewards, partial=partial)  # fmt: skip
+    return dump_msgpack(group), partial

@@ -6,14 +6,16 @@ Round trips are what costs on a busy host, so a batch takes two: one pipeline of
 stats, bucket) for all members, then the emission of the groups they completed. With a non-deterministic judge
 (an LLM) a first pipeline skips members already grouped and reuses stored rewards before any judge call.
 Crash safety: the bucket keeps each member's trajectory and reward until its group is written, so a crash at
-any point leaves work that a redelivery (or the assembler's sweep) finishes. An item may carry its entry id in
-`slca:trajectories` (third element): that entry is deleted once the trajectory is in a written group or in a
-dead letter, so the stream holds only trajectories still on their way.
+any point leaves work that a redelivery (or the assembler's sweep) finishes.
+
+The input is entry ids of `slca:trajectories` (what a Celery task carries): the trajectories are read from the
+stream by id, in one round trip. An entry is deleted once its trajectory is in a written group or in a dead
+letter, so the stream holds only trajectories still on their way, and an id whose entry is gone was finished
+by an earlier delivery ('gone').
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import time
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 import redis
 
 from slca.contracts import ContractError, Reward, Streams, Trajectory
-from slca.contracts.queues import STATS_REWARDS
+from slca.contracts.queues import PAYLOAD_FIELD, STATS_REWARDS
 from slca.contracts.wire import load_msgpack
 from workers.deadletter import DeadLetters, reason_kind
 from workers.groups import GroupAssembler
@@ -42,16 +44,13 @@ def process_metrics() -> WorkerMetrics:
     return WorkerMetrics.create()
 
 
-Item = tuple[str, str] | tuple[str, str, str]
-"""(trajectory id, base64 msgpack payload[, its entry id in slca:trajectories])"""
-
-
 @dataclass
 class Scored:
     traj: Trajectory
     payload: bytes
     reward: Reward
-    stream_entry: str | None = None
+    stream_entry: str
+    """Its entry id in `slca:trajectories` (deleted once the trajectory is grouped or dead-lettered)."""
 
 
 class ScoringPipeline:
@@ -66,53 +65,71 @@ class ScoringPipeline:
                                      settings.key_ttl_s, settings.max_groups_len, settings.late_window_s,
                                      settings.dead_maxlen)  # fmt: skip
 
-    def process(self, items: list[Item]) -> list[str]:
-        """Score (traj_id, base64 payload[, stream entry id]) entries and add them to their groups; returns a status
-        per entry ('pending', 'grouped', 'late', 'duplicate', 'dead', 'full'). Transient errors (Redis, judge)
-        propagate."""
+    def process(self, entry_ids: list[str]) -> list[str]:
+        """Score the trajectories of these `slca:trajectories` entries and add them to their groups; returns a
+        status per entry ('pending', 'grouped', 'late', 'duplicate', 'dead', 'full', 'gone'). Transient errors
+        (Redis, judge) propagate."""
         status: dict[str, str] = {}
-        entries = {item[0]: item[2] for item in items if len(item) > 2 and item[2]}
-        decoded = self._decode(items, status, entries)
+        decoded = self._decode(self._read(entry_ids), status)
         stored = self._prefetch(decoded, status) if self.settings.judge != "rule" else {}
         scored = []
-        for traj, payload in decoded:
-            if traj.id in status:
+        for eid, traj, payload in decoded:
+            if eid in status:
                 continue
             try:
-                scored.append(Scored(traj, payload, stored.get(traj.id) or self._score(traj), entries.get(traj.id)))
+                scored.append(Scored(traj, payload, stored.get(traj.id) or self._score(traj), eid))
             except POISON_ERRORS as exc:
                 # one trajectory the scorer cannot handle must not fail (and dead-letter) its whole batch
-                status[traj.id] = self.dead_letter(traj.id, f"scoring_error: {type(exc).__name__}: {exc}", payload,
-                                                   entries.get(traj.id))  # fmt: skip
+                status[eid] = self.dead_letter(traj.id, f"scoring_error: {type(exc).__name__}: {exc}", payload, eid)
         self.emit(self._add_all(scored, status))
-        return [status.get(item[0], "dead") for item in items]
+        return [status.get(eid, "dead") for eid in entry_ids]
 
-    def _decode(self, items: list[Item], status: dict[str, str],
-                entries: dict[str, str]) -> list[tuple[Trajectory, bytes]]:  # fmt: skip
+    def _read(self, entry_ids: list[str]) -> list[tuple[str, dict | None]]:
+        """(entry id, its fields or None when the entry is gone), in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for eid in entry_ids:
+            pipe.xrange(self.keys.streams.trajectories, min=eid, max=eid, count=1)
+        return [(eid, found[0][1] if found else None) for eid, found in zip(entry_ids, pipe.execute())]
+
+    def _decode(self, entries: list[tuple[str, dict | None]],
+                status: dict[str, str]) -> list[tuple[str, Trajectory, bytes]]:  # fmt: skip
         out = []
-        for traj_id, payload_b64, *_ in items:
-            payload = base64.b64decode(payload_b64)
+        for eid, fields in entries:
+            if fields is None:
+                status[eid] = "gone"  # grouped or dead-lettered by an earlier delivery: entries leave only then
+                continue
+            traj_id, payload = (fields.get(b"id") or b"").decode(errors="replace"), fields.get(PAYLOAD_FIELD) or b""
             try:
                 traj = load_msgpack(Trajectory, payload)
                 if traj.id != traj_id:
                     raise ContractError(f"invalid Trajectory: entry id {traj_id!r} != payload id {traj.id!r}")
             except ContractError as exc:
-                status[traj_id] = self.dead_letter(traj_id, f"invalid_payload: {exc}", payload, entries.get(traj_id))
+                status[eid] = self.dead_letter(traj_id or eid, f"invalid_payload: {exc}", payload, eid)
                 continue
-            out.append((traj, payload))
+            out.append((eid, traj, payload))
         return out
+
+    def dead_letter_entries(self, entry_ids: list[str], reason: str) -> None:
+        """Dead-letter the trajectories of these entries that are not in a group yet (a task that failed for
+        good); entries already gone were finished."""
+        for eid, fields in self._read(entry_ids):
+            if fields is None:
+                continue
+            traj_id = (fields.get(b"id") or eid.encode()).decode(errors="replace")
+            if not self.client.exists(self.keys.member(traj_id)):
+                self.dead_letter(traj_id, reason, fields.get(PAYLOAD_FIELD), eid)
 
     def _prefetch(self, decoded, status: dict[str, str]) -> dict[str, Reward]:
         """Before calling an expensive judge: skip grouped members, reuse stored rewards (one round trip)."""
         pipe = self.client.pipeline(transaction=False)
-        for traj, _ in decoded:
+        for _, traj, _ in decoded:
             pipe.exists(self.keys.member(traj.id))
             pipe.get(self.keys.reward(self.settings.scorer_version, traj.id))
         replies = pipe.execute()
         stored = {}
-        for i, (traj, _) in enumerate(decoded):
+        for i, (eid, traj, _) in enumerate(decoded):
             if replies[2 * i]:
-                status[traj.id] = "duplicate"
+                status[eid] = "duplicate"
                 self.metrics.duplicates.inc()
             elif replies[2 * i + 1] is not None:
                 stored[traj.id] = Reward.model_validate_json(replies[2 * i + 1])
@@ -142,15 +159,15 @@ class ScoringPipeline:
                 self._observe(item.reward)
             if added.status == "late":
                 self.metrics.late_members.inc()
-                status[item.traj.id] = self.dead_letter(item.traj.id, "late: its group was already emitted as partial",
-                                                        item.payload, item.stream_entry)  # fmt: skip
+                late = "late: its group was already emitted as partial"
+                status[item.stream_entry] = self.dead_letter(item.traj.id, late, item.payload, item.stream_entry)
                 continue
             if added.status == "duplicate":
                 self.metrics.duplicates.inc()
             if added.status == "complete":
                 completed.append(added.group_id)
                 added.status = "grouped"
-            status[item.traj.id] = added.status
+            status[item.stream_entry] = added.status
         return completed
 
     def emit(self, group_ids: list[str]) -> list[str]:

@@ -16,12 +16,10 @@ class WorkerSettings(SectionSettings):
     # --- HierR scoring (DESIGN.md §4) ---
     scorer_version: str = "hierr-2"
     """Part of the idempotence key of a stored reward: bump it when scoring changes so old rewards are not reused."""
-    call_source: Literal["tokens", "records"] = "tokens"
-    """Where tool calls are read from: 'tokens' decodes the sampled token ids of each turn's generated segments
-    (the ground truth of what the policy wrote); 'records' uses `Trajectory.tool_calls` (no tokenizer needed)."""
     tokenizer: str | None = None
-    """Tokenizer used to decode sampled tokens: None = the policy model's (`common.model`), or 'embedded',
-    'tiny' (cached models) or a model directory."""
+    """Tokenizer of the sample trajectories `slca bench queue` produces: None = the policy model's
+    (`common.model`), or 'embedded', 'tiny' (cached models) or a model directory. Scoring decodes nothing: it
+    reads the calls the server parsed (`Trajectory.tool_calls`)."""
     exec_mode: Literal["auto", "gold", "outcome"] = "auto"
     """'gold': compare with gold calls; 'outcome': `exec_outcome` (valid, executed, completed); 'auto': outcome
     only for tasks that need a tool but have no gold calls."""

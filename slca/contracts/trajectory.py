@@ -47,18 +47,29 @@ class Segment(BaseModel):
 
 
 class ToolCallRecord(BaseModel):
-    """A parsed tool call and what executing it gave. Malformed calls are kept: they are training signal."""
+    """A tool call as the server parsed it from a model turn, and what executing it gave.
+
+    Every call of every model turn is recorded, in the order written, executed or not (a turn cut by the token
+    limit, or calls written with no tools offered, are not executed: `result` and `error` stay None); malformed
+    calls are kept, they are training signal.
+    Scorers read calls from here (the parse of the sampled text, `slca.chat.hermes.parse_tool_calls`, outside
+    reasoning), never by decoding tokens again."""
 
     model_config = ConfigDict(extra="forbid")
 
     turn: int = Field(ge=0)
+    """Model turn that wrote the call."""
+    block: int = Field(ge=0)
+    """Index of its `<tool_call>` block within the turn: calls of one block (a JSON array) share it."""
     name: str | None = None
     arguments: Any = None
     valid: bool = True
+    """JSON object naming an offered tool with object arguments."""
     raw: str | None = None
     """The text inside the `<tool_call>` block, as sampled."""
     result: Any = None
     error: str | None = None
+    """Why the executed call failed (a malformed call is answered with an error too)."""
     latency_s: float = 0.0
 
 
@@ -102,6 +113,10 @@ class Trajectory(Contract):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     ground_truth: GroundTruth | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    group_key: str | None = None
+    """Trajectories sharing it form one rollout group whatever their policy versions (the n rollouts of one
+    agent-run request: their behaviour logprobs already correct for a weight swap between them). None: grouped
+    by `task_id` and policy-version window."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "Trajectory":

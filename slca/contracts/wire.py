@@ -7,8 +7,10 @@ from typing import Any, TypeVar
 import msgpack
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-SCHEMA_VERSION = 1
-"""Bump on an incompatible change; readers reject payloads from another version."""
+SCHEMA_VERSION = 2
+"""Bump on an incompatible change; readers reject payloads from another version.
+2: `ToolCallRecord.block` (required: every parsed call of every turn is recorded, executed or not, and the
+workers score from these records instead of re-decoding tokens); `Trajectory.group_key`."""
 
 
 class ContractError(ValueError):

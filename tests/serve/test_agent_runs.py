@@ -48,7 +48,7 @@ def test_four_trajectories_recorded(group):
     assert {t.id for t in recorded} == ids
     assert all(t.task_id == "task-weather-1" and t.policy_version == 0 and not t.mixed_version for t in recorded)
     # the workers group a run's rollouts by this id, whatever versions they were sampled at
-    assert {t.meta["run_id"] for t in recorded} == {response["id"]}
+    assert {t.group_key for t in recorded} == {response["id"]}
 
 
 def test_two_turns_with_a_tool_call_and_result(group):

@@ -1,10 +1,12 @@
-"""Test trajectories with real token ids from the tiny model's tokenizer, so that segments are real spans."""
+"""Test trajectories with real token ids from the tiny model's tokenizer, so that segments are real spans, and
+the tool-call records a server writes: every call of every turn as `parse_tool_calls` reads the turn's text."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from slca.chat.hermes import function_of, parse_tool_calls
 from slca.contracts import Segment, SegmentKind, ToolCallRecord, Trajectory
 
 TOOLS = [
@@ -48,10 +50,14 @@ class TrajectoryBuilder:
         add("user", f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n", 0)
         results = results or []
         messages = [{"role": "user", "content": question}]
+        offered = {function_of(t)["name"] for t in TOOLS}
+        parsed = []
         for turn, parts in enumerate(turns):
             for i, (kind, text) in enumerate(parts):
                 add(kind, text + ("<|im_end|>" if i == len(parts) - 1 else ""), turn)
             messages.append({"role": "assistant", "content": "".join(t for _, t in parts)})
+            parsed += [ToolCallRecord(turn=turn, block=c.block, name=c.name, arguments=c.arguments, valid=c.valid,
+                                      raw=c.raw) for c in parse_tool_calls(messages[-1]["content"], offered)]  # fmt: skip
             if turn < len(turns) - 1:
                 body = results[turn] if turn < len(results) else {"ok": True}
                 text = json.dumps(body) if not isinstance(body, str) else body
@@ -64,5 +70,6 @@ class TrajectoryBuilder:
                 logprobs[seg.start : seg.end] = [-0.1] * (seg.end - seg.start)
         extra = {"id": traj_id} if traj_id else {}
         return Trajectory(task_id=task_id, policy_version=policy_version, tools=TOOLS, messages=messages,
-                          tokens=tokens, logprobs=logprobs, segments=segments, tool_calls=records or [],
+                          tokens=tokens, logprobs=logprobs, segments=segments,
+                          tool_calls=parsed if records is None else records,
                           ground_truth=ground_truth, **extra)  # fmt: skip

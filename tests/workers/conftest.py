@@ -1,7 +1,29 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
+from tests.conftest import REPO, CeleryWorkers
 from tests.workers.builders import TrajectoryBuilder
 from workers.settings import WorkerSettings
+
+
+class ScoringWorkers(CeleryWorkers):
+    """Real scoring workers started as `slca worker` (the shipped entry point: it builds the Celery app from the
+    configuration it loads, here the `SLCA_*` environment), killed at teardown."""
+
+    def start_scoring(self, settings: WorkerSettings, concurrency: int = 1, name: str | None = None,
+                      timeout: float = 60.0) -> subprocess.Popen:  # fmt: skip
+        name = name or f"w{len(self.procs)}"
+        env = {**os.environ, "SLCA_REDIS_URL": self.redis_url, "PYTHONPATH": str(REPO),
+               **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}  # fmt: skip
+        cmd = [sys.executable, "-m", "slca", "worker", "--concurrency", str(concurrency), "--name", f"{name}@%h"]
+        log = open(self.log_dir / f"celery-{name}.log", "wb")
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        self._wait_ready(proc, name, timeout)
+        return proc
 
 
 @pytest.fixture(scope="session")
@@ -17,8 +39,8 @@ def builder(tiny_tokenizer) -> TrajectoryBuilder:
 
 
 @pytest.fixture(scope="session")
-def settings(tiny_model_dir) -> WorkerSettings:
-    return WorkerSettings(tokenizer=str(tiny_model_dir))
+def settings() -> WorkerSettings:
+    return WorkerSettings()
 
 
 @pytest.fixture
@@ -44,8 +66,14 @@ def client(fast_redis):
 
 @pytest.fixture
 def fast_celery_workers(fast_redis, tmp_path):
-    from tests.conftest import CeleryWorkers
+    workers = ScoringWorkers(fast_redis.url, tmp_path)
+    yield workers
+    workers.stop_all()
 
-    workers = CeleryWorkers(fast_redis.url, tmp_path)
+
+@pytest.fixture
+def scoring_workers(redis_url, tmp_path):
+    """`ScoringWorkers` on the `redis_server` fixture (AOF fsync per write: the Redis-restart test)."""
+    workers = ScoringWorkers(redis_url, tmp_path)
     yield workers
     workers.stop_all()

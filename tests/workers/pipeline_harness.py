@@ -17,17 +17,13 @@ FAST = {"group_size": 4, "visibility_timeout_s": 4.0, "restore_interval_s": 1, "
         "retry_backoff_max_s": 1.0}  # fmt: skip
 
 
-def worker_env(settings: WorkerSettings) -> dict[str, str]:
-    return {f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}
-
-
 class RunningAssembler:
     def __init__(self, settings: WorkerSettings, redis_url: str):
         from workers.assembler import run_assembler
-        from workers.celery_app import create_app
+        from workers.celery_app import make_celery_app
 
         self.stop = threading.Event()
-        app = create_app(settings, redis_url)
+        app = make_celery_app(settings, redis_url)
         self.thread = threading.Thread(target=run_assembler, args=(settings, redis_url, "slca", app, self.stop),
                                        daemon=True)  # fmt: skip
         self.thread.start()
@@ -59,6 +55,15 @@ def feed(client: redis.Redis, items: list[Trajectory | dict]) -> None:
     for item in items:
         pipe.xadd(stream, encode_entry(item, id=item.id) if isinstance(item, Trajectory) else item)
     pipe.execute()
+
+
+def fed(client: redis.Redis, items: list[Trajectory | dict]) -> list[str]:
+    """XADD every item as `feed` does; their entry ids, in order: what a scoring task carries."""
+    stream = Streams().trajectories
+    pipe = client.pipeline(transaction=False)
+    for item in items:
+        pipe.xadd(stream, encode_entry(item, id=item.id) if isinstance(item, Trajectory) else item)
+    return [eid.decode() for eid in pipe.execute()]
 
 
 def read_groups(client: redis.Redis) -> list[RolloutGroup]:
@@ -98,11 +103,11 @@ def assert_every_trajectory_once(groups: list[RolloutGroup], dead: dict[str, str
 
 
 def make_pipeline(client, tiny_model_dir, **overrides):
-    """A scoring pipeline on `client` with the tiny model's tokenizer, groups of 4, its own metrics registry."""
+    """A scoring pipeline on `client`, groups of 4, its own metrics registry."""
     from prometheus_client import CollectorRegistry
 
     from workers.metrics import WorkerMetrics
     from workers.pipeline import ScoringPipeline
 
-    s = WorkerSettings(tokenizer=str(tiny_model_dir), group_size=4, **overrides)
+    s = WorkerSettings(group_size=4, **overrides)
     return ScoringPipeline(client, s, metrics=WorkerMetrics.create(CollectorRegistry()))

@@ -1,14 +1,12 @@
 """Bounded streams on a real Redis: a trajectory's entry leaves `slca:trajectories` once its group is written (or
 it is dead-lettered), whichever path it takes; the dead-letter stream is capped."""
 
-import base64
-
 from prometheus_client import CollectorRegistry
 
 from slca.contracts import Streams
-from tests.workers.pipeline_harness import feed, make_trajectory, read_dead, read_groups, templates, make_pipeline
+from tests.workers.pipeline_harness import fed, feed, make_pipeline, make_trajectory, read_dead, read_groups, templates
 from workers.assembler import Sweeper
-from workers.celery_app import create_app
+from workers.celery_app import make_celery_app
 from workers.consumer import StreamConsumer
 from workers.deadletter import DeadLetters
 from workers.keys import Keys
@@ -19,11 +17,9 @@ from workers.settings import WorkerSettings
 TRAJ = Streams().trajectories
 
 
-def fed_items(client, trajs) -> list[tuple[str, str, str]]:
-    """XADD the trajectories as serve does; the task items the consumer would make of them (with entry ids)."""
-    feed(client, trajs)
-    by_id = {f[b"id"].decode(): (eid.decode(), f[b"data"]) for eid, f in client.xrange(TRAJ)}
-    return [(t.id, base64.b64encode(by_id[t.id][1]).decode(), by_id[t.id][0]) for t in trajs]
+def fed_items(client, trajs) -> list[str]:
+    """XADD the trajectories as serve does; the entry ids the consumer puts in scoring tasks."""
+    return fed(client, trajs)
 
 
 def test_entries_leave_the_stream_when_their_group_is_written(client, builder, tiny_model_dir):
@@ -59,8 +55,7 @@ def test_lone_late_and_unprocessable_members_leave_the_stream_with_their_dead_le
     assert p.process(late) == ["dead", "dead"]
     assert client.xlen(TRAJ) == 0
 
-    bad_id = client.xadd(TRAJ, {b"id": b"broken", b"data": b"\xc1"}).decode()
-    assert p.process([("broken", base64.b64encode(b"\xc1").decode(), bad_id)]) == ["dead"]
+    assert p.process(fed(client, [{b"id": b"broken", b"data": b"\xc1"}])) == ["dead"]
     assert read_dead(client)["broken"].startswith("invalid_payload") and client.xlen(TRAJ) == 0
 
 
@@ -72,14 +67,14 @@ class InlineConsumer(StreamConsumer):
         self.pipeline = pipeline
 
     def _send(self, producer, batch):
-        self.pipeline.process([tuple(item) for item in batch])
+        self.pipeline.process(list(batch))
 
 
 def test_consumer_to_groups_leaves_an_empty_trajectory_stream(client, fast_redis, builder, tiny_model_dir):
-    s = WorkerSettings(tokenizer=str(tiny_model_dir), group_size=4, read_block_ms=10, task_batch=3)
+    s = WorkerSettings(group_size=4, read_block_ms=10, task_batch=3)
     metrics = WorkerMetrics.create(CollectorRegistry())
     pipeline = ScoringPipeline(client, s, metrics=metrics)
-    consumer = InlineConsumer(client, create_app(s, fast_redis.url), s, "slca", metrics, pipeline=pipeline)
+    consumer = InlineConsumer(client, make_celery_app(s, fast_redis.url), s, "slca", metrics, pipeline=pipeline)
     consumer.ensure_group()
     trajs = [make_trajectory(templates(builder)[i % 3], f"task-{t}", i) for t in range(3) for i in range(4)]
     feed(client, trajs)
@@ -101,8 +96,8 @@ def test_dead_letter_stream_is_capped(client, builder, tiny_model_dir):
 
     client.delete(Streams().dead)
     p = make_pipeline(client, tiny_model_dir, dead_maxlen=20)
-    garbage = base64.b64encode(b"\xc1").decode()
-    assert set(p.process([(f"bad-{i}", garbage) for i in range(400)])) == {"dead"}
+    garbage = fed(client, [{b"id": f"bad-{i}".encode(), b"data": b"\xc1"} for i in range(400)])
+    assert set(p.process(garbage)) == {"dead"}
     assert client.xlen(Streams().dead) <= 20 + 100
     assert WorkerSettings().dead_maxlen >= 1000
 

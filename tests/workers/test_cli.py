@@ -46,11 +46,9 @@ def start(args, env, log, procs):
     return p
 
 
-def test_worker_and_assembler_commands_score_a_group_and_export_metrics(fast_redis, builder, tiny_model_dir,
-                                                                         tmp_path, processes):  # fmt: skip
+def test_worker_and_assembler_commands_score_a_group_and_export_metrics(fast_redis, builder, tmp_path, processes):
     worker_port, assembler_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_REDIS_URL": fast_redis.url,
-           "SLCA_WORKERS__TOKENIZER": str(tiny_model_dir), "SLCA_WORKERS__SWEEP_INTERVAL_S": "0.2"}  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_REDIS_URL": fast_redis.url, "SLCA_WORKERS__SWEEP_INTERVAL_S": "0.2"}
     worker = start(["worker", "--concurrency", "1"], {**env, "SLCA_WORKERS__METRICS_PORT": str(worker_port)},
                    tmp_path / "worker.log", processes)  # fmt: skip
     assembler = start(["assembler"], {**env, "SLCA_WORKERS__METRICS_PORT": str(assembler_port)},

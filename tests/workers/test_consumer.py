@@ -5,7 +5,7 @@ from prometheus_client import CollectorRegistry
 from slca.contracts import Streams, encode_entry
 from slca.redis_server import free_port
 from tests.workers.pipeline_harness import make_trajectory, read_dead, templates
-from workers.celery_app import create_app
+from workers.celery_app import make_celery_app
 from workers.consumer import StreamConsumer
 from workers.metrics import WorkerMetrics
 from workers.settings import WorkerSettings
@@ -13,9 +13,18 @@ from workers.settings import WorkerSettings
 
 def consumer_for(client, broker_url: str, **overrides) -> StreamConsumer:
     s = WorkerSettings(claim_idle_ms=1, max_deliveries=2, read_block_ms=10, **overrides)
-    c = StreamConsumer(client, create_app(s, broker_url), s, "slca", WorkerMetrics.create(CollectorRegistry()))
+    c = StreamConsumer(client, make_celery_app(s, broker_url), s, "slca", WorkerMetrics.create(CollectorRegistry()))
     c.ensure_group()
     return c
+
+
+def task_args(message: bytes) -> list:
+    """The positional arguments of a Celery task message as the Redis transport stores it (JSON body, base64)."""
+    import base64
+    import json
+
+    envelope = json.loads(message)
+    return json.loads(base64.b64decode(envelope["body"]))[0]
 
 
 def test_entries_are_enqueued_in_batches_and_acknowledged(client, fast_redis, builder):
@@ -27,6 +36,10 @@ def test_entries_are_enqueued_in_batches_and_acknowledged(client, fast_redis, bu
     for _ in range(3):  # the first poll reads our own pending history (empty), the next the new entries
         c.poll()
     assert client.llen(c.s.score_queue) == 3  # 10 entries in tasks of ≤ 4
+    # a task carries stream entry ids (the worker reads the trajectories by id), not the payloads
+    entry_ids = [eid.decode() for eid, f in client.xrange(Streams().trajectories) if f.get(b"data")]
+    carried = [i for m in client.lrange(c.s.score_queue, 0, -1) for i in task_args(m)[0]]
+    assert sorted(carried) == sorted(entry_ids)
     assert client.xpending(Streams().trajectories, c.s.consumer_group)["pending"] == 0
     assert read_dead(client)["no-data"].startswith("invalid_payload")
 

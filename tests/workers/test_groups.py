@@ -1,22 +1,16 @@
 """Group assembly scripts against a real Redis, without Celery: late members, lone members, re-feeding, back-pressure."""
 
-import base64
-
 from slca.contracts import RolloutGroup, Streams, decode_entry, encode_entry
-from tests.workers.pipeline_harness import make_pipeline, make_trajectory, read_dead, read_groups, templates
+from tests.workers.pipeline_harness import fed, make_pipeline, make_trajectory, read_dead, read_groups, templates
 from workers.assembler import Sweeper
-
-
-def items(trajs):
-    return [(t.id, base64.b64encode(encode_entry(t, id=t.id)[b"data"]).decode()) for t in trajs]
 
 
 def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
     trajs = [make_trajectory(templates(builder)[i % 3], "task-a", i) for i in range(4)]
-    assert p.process(items(trajs[:3])) == ["pending"] * 3
-    assert p.process(items(trajs[3:])) == ["grouped"]
-    assert p.process(items(trajs)) == ["duplicate"] * 4
+    assert p.process(fed(client, trajs[:3])) == ["pending"] * 3
+    assert p.process(fed(client, trajs[3:])) == ["grouped"]
+    assert p.process(fed(client, trajs)) == ["duplicate"] * 4
     (group,) = read_groups(client)
     assert isinstance(group, RolloutGroup) and group.size == 4 and not group.partial
     assert [r.trajectory_id for r in group.rewards] == [t.id for t in group.trajectories]
@@ -28,12 +22,12 @@ def test_partial_group_after_timeout_then_late_members_are_dead_lettered(client,
     p = make_pipeline(client, tiny_model_dir)
     sweeper = Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0}))
     trajs = [make_trajectory(templates(builder)[0], "task-b", i) for i in range(6)]
-    p.process(items(trajs[:2]))
+    p.process(fed(client, trajs[:2]))
     assert sweeper.sweep()["partial"] == 1
     (group,) = read_groups(client)
     assert group.partial and group.size == 2
     # two members were missing: both are late; the one after them opens a new group
-    assert p.process(items(trajs[2:5])) == ["dead", "dead", "pending"]
+    assert p.process(fed(client, trajs[2:5])) == ["dead", "dead", "pending"]
     assert {k: v.split(":")[0] for k, v in read_dead(client).items()} == {"task-b-r2": "late", "task-b-r3": "late"}
 
 
@@ -42,7 +36,7 @@ def test_lone_member_is_dead_lettered_and_versions_are_windowed(client, builder,
     tpl = templates(builder)[0]
     # versions 0 and 1 share a window; version 2 does not
     trajs = [make_trajectory(tpl, "task-c", 0, 0), make_trajectory(tpl, "task-c", 1, 1), make_trajectory(tpl, "task-c", 2, 2)]
-    p.process(items(trajs))
+    p.process(fed(client, trajs))
     Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0})).sweep()
     (group,) = read_groups(client)
     assert (group.policy_version_min, group.policy_version_max, group.size) == (0, 1, 2)
@@ -53,7 +47,7 @@ def test_full_groups_stream_holds_groups_back_without_losing_them(client, builde
     p = make_pipeline(client, tiny_model_dir, max_groups_len=1)
     tpl = templates(builder)[1]
     trajs = [make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]
-    p.process(items(trajs))
+    p.process(fed(client, trajs))
     assert client.xlen(Streams().groups) == 1  # the other two wait as claims
     assert client.zcard(p.keys.claims) == 2
     sweeper = Sweeper(p, p.settings)
@@ -68,8 +62,9 @@ def test_full_groups_stream_holds_groups_back_without_losing_them(client, builde
 def test_invalid_payload_and_mismatched_id_are_dead_lettered(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
     t = make_trajectory(templates(builder)[0], "task-d", 0)
-    good_payload = items([t])[0][1]
-    assert p.process([("x", base64.b64encode(b"\xc1").decode()), ("other-id", good_payload)]) == ["dead", "dead"]
+    good_payload = encode_entry(t, id=t.id)[b"data"]
+    entries = fed(client, [{b"id": b"x", b"data": b"\xc1"}, {b"id": b"other-id", b"data": good_payload}])
+    assert p.process(entries) == ["dead", "dead"]
     dead = read_dead(client)
     assert dead["x"].startswith("invalid_payload") and "!= payload id" in dead["other-id"]
 
@@ -77,9 +72,9 @@ def test_invalid_payload_and_mismatched_id_are_dead_lettered(client, builder, ti
 def test_scripts_are_reloaded_after_the_server_forgot_them(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
     trajs = [make_trajectory(templates(builder)[0], "task-e", i) for i in range(4)]
-    p.process(items(trajs[:2]))
+    p.process(fed(client, trajs[:2]))
     client.script_flush()  # what a restarted Redis looks like: an empty script cache
-    assert p.process(items(trajs[2:])) == ["pending", "grouped"]
+    assert p.process(fed(client, trajs[2:])) == ["pending", "grouped"]
     assert len(read_groups(client)) == 1
 
 
@@ -90,7 +85,7 @@ def test_a_trajectory_the_scorer_chokes_on_is_dead_lettered_alone(client, builde
     good = make_trajectory(templates(builder)[0], "task-f", 0)
     poison = make_trajectory(templates(builder)[0], "task-f", 1).model_copy(
         update={"ground_truth": GroundTruth(needs_tool=True, completion_check={"required_tools": 5})})
-    assert p.process(items([poison, good])) == ["dead", "pending"]
+    assert p.process(fed(client, [poison, good])) == ["dead", "pending"]
     assert read_dead(client)[poison.id].startswith("scoring_error: TypeError")
 
 
@@ -99,7 +94,7 @@ def test_backlog_counts_what_a_consumer_group_owes_and_consumed_groups_are_trimm
     stream = Streams().groups
     client.xgroup_create(stream, "learner", id="0", mkstream=True)
     tpl = templates(builder)[2]
-    p.process(items([make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]))
+    p.process(fed(client, [make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]))
     assert client.xlen(stream) == 1 and client.zcard(p.keys.claims) == 2
     sweeper, received = Sweeper(p, p.settings), []
     for _ in range(4):
@@ -117,19 +112,40 @@ def test_backlog_counts_what_a_consumer_group_owes_and_consumed_groups_are_trimm
 
 
 def test_rollouts_of_one_run_group_together_across_a_weight_swap(client, builder, tiny_model_dir):
-    """The n rollouts of one agent-run request (serve sets meta.run_id) are one group even when a swap landed
-    between them; two runs of the same task stay two groups."""
+    """The n rollouts of one agent-run request (serve gives them one `group_key`) are one group even when a swap
+    landed between them; two runs of the same task stay two groups."""
     p = make_pipeline(client, tiny_model_dir)  # version_window 1: versions alone would split them
     tpl = templates(builder)[0]
 
     def in_run(traj, run_id):
-        return traj.model_copy(update={"meta": {**traj.meta, "run_id": run_id}})
+        return traj.model_copy(update={"group_key": run_id})
 
     run_a = [in_run(make_trajectory(tpl, "task-r", i, version=i % 2), "run-a") for i in range(4)]
     run_b = [in_run(make_trajectory(tpl, "task-r", 4 + i, version=1), "run-b") for i in range(4)]
-    p.process(items(run_a + run_b))
+    p.process(fed(client, run_a + run_b))
     groups = read_groups(client)
     assert sorted(sorted(t.id for t in g.trajectories) for g in groups) == [
         sorted(t.id for t in run_a), sorted(t.id for t in run_b)]  # fmt: skip
     assert {(g.policy_version_min, g.policy_version_max) for g in groups} == {(0, 1), (1, 1)}
     assert not any(g.partial for g in groups) and client.xlen(Streams().dead) == 0
+
+
+def test_a_task_for_entries_already_finished_finds_them_gone(client, builder, tiny_model_dir):
+    """Tasks carry stream entry ids; an entry leaves the stream once its trajectory is grouped or dead-lettered,
+    so a redelivered task for it has nothing left to read (and writes nothing)."""
+    p = make_pipeline(client, tiny_model_dir)
+    entries = fed(client, [make_trajectory(templates(builder)[i % 3], "task-g", i) for i in range(4)])
+    assert p.process(entries) == ["pending"] * 3 + ["grouped"]
+    assert p.process(entries) == ["gone"] * 4
+    assert len(read_groups(client)) == 1 and not read_dead(client)
+
+
+def test_groups_are_the_contract_with_the_servers_call_records(client, builder, tiny_model_dir):
+    """What the learner reads is a validated `RolloutGroup` whose members keep the parsed calls they arrived with."""
+    p = make_pipeline(client, tiny_model_dir)
+    trajs = [make_trajectory(templates(builder)[0], "task-h", i) for i in range(4)]
+    p.process(fed(client, trajs))
+    (group,) = read_groups(client)
+    assert group.task_id == "task-h" and group.size == 4
+    assert [[(c.turn, c.block, c.name) for c in t.tool_calls] for t in group.trajectories] == [
+        [(0, 0, "get_weather")]] * 4  # fmt: skip

@@ -8,15 +8,15 @@ import redis
 
 from tests.workers.pipeline_harness import (
     FAST, RunningAssembler, assert_every_trajectory_once, drained, feed, make_trajectory, read_dead, read_groups,
-    templates, wait_until, worker_env,
+    templates, wait_until,
 )  # fmt: skip
 from tests.workers.judge_endpoint import Endpoint
 from workers.settings import WorkerSettings
 
 
 @pytest.fixture
-def settings(tiny_model_dir) -> WorkerSettings:
-    return WorkerSettings(tokenizer=str(tiny_model_dir), **FAST)
+def settings() -> WorkerSettings:
+    return WorkerSettings(**FAST)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_thousand_trajectories_make_exactly_the_expected_groups(builder, setting
                                                                 fast_celery_workers, start_assembler):  # fmt: skip
     redis_client = fast_client
     start_assembler(fast_redis.url, group_timeout_s=2.0)  # short, so that the test sees partial groups
-    fast_celery_workers.start("workers.celery_app", queues=settings.score_queue, env=worker_env(settings), concurrency=2)
+    fast_celery_workers.start_scoring(settings, concurrency=2)
     trajs, bad = thousand(builder)
     feed(redis_client, trajs + bad)
     started = time.monotonic()
@@ -92,12 +92,12 @@ def test_worker_killed_mid_task_work_is_redelivered(builder, settings, fast_redi
         start_assembler(fast_redis.url, task_batch=4)
         trajs = four_per_task(builder, 10, "kill")
         feed(fast_client, trajs)
-        first = fast_celery_workers.start("workers.celery_app", queues=s.score_queue, env=worker_env(s), name="first")
+        first = fast_celery_workers.start_scoring(s, name="first")
         assert judge.received.wait(timeout=60)  # the first task is inside the judge call
         assert fast_client.hlen("unacked") >= 1  # delivered, not acknowledged
         fast_celery_workers.kill(first)
         judge.hold.set()
-        fast_celery_workers.start("workers.celery_app", queues=s.score_queue, env=worker_env(s), name="second")
+        fast_celery_workers.start_scoring(s, name="second")
         wait_until(lambda: len(read_groups(fast_client)) == 10, 120, "all 10 groups after the kill")
         wait_until(lambda: drained(fast_client, s), 60, "the redelivered task to be acknowledged")
     finally:
@@ -109,10 +109,10 @@ def test_worker_killed_mid_task_work_is_redelivered(builder, settings, fast_redi
 
 
 def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, settings, redis_server, redis_client,
-                                                                       celery_workers, start_assembler):  # fmt: skip
+                                                                       scoring_workers, start_assembler):  # fmt: skip
     """AOF with appendfsync always (the fixture): every acknowledged write survives a SIGKILL of Redis."""
     start_assembler(redis_server.url)
-    celery_workers.start("workers.celery_app", queues=settings.score_queue, env=worker_env(settings))
+    scoring_workers.start_scoring(settings)
     trajs = four_per_task(builder, 60, "crash")
     acknowledged: list[str] = []
 

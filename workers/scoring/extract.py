@@ -1,11 +1,10 @@
 """What the policy did, read from a trajectory: tool calls per turn, the final reply, the tool results.
 
-Calls are read, by default, from the sampled token ids (DESIGN.md §1: model tokens are never re-tokenized;
-they are the truth of what the policy wrote): each turn's `tool_call` and `summary` segments are decoded with
-the model's tokenizer and parsed with `slca.chat.hermes.parse_tool_calls`. `reasoning` segments are left out
-and `<think>` spans are stripped, so calls written inside reasoning never count. This does not depend on how
-the serving side parsed the calls (a bug there must not leak into the reward). `call_source = "records"` reads
-`Trajectory.tool_calls` instead, for producers without a tokenizer.
+Calls are the server's: `Trajectory.tool_calls` holds every call of every model turn as the server parsed it
+from the sampled text (`slca.chat.hermes.parse_tool_calls`, reasoning left out, so calls written inside
+`<think>` never count), with its `<tool_call>` block and validity, executed or not (schema version 2). The
+scorer does not decode tokens nor parse again: one parse, in the process that sampled the text. The reply is
+the last assistant message's prose (reasoning and call blocks removed).
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slca.chat.hermes import ParsedCall, function_of, parse_tool_calls, text_outside_calls
-from slca.contracts import SegmentKind, Trajectory
+from slca.chat.hermes import ParsedCall, function_of, text_outside_calls
+from slca.contracts import Trajectory
 
 
 class ScoringError(ValueError):
@@ -52,21 +51,14 @@ class Observed:
 
 @functools.lru_cache(maxsize=4)
 def load_tokenizer(model_dir: str):
-    """The fast tokenizer of a model directory (the `tokenizers` library: light to import, fast to decode)."""
+    """The fast tokenizer of a model directory (the `tokenizers` library: light to import, fast to decode). Not
+    used by scoring: for producers of sample trajectories (`slca bench queue`, tests)."""
     from tokenizers import Tokenizer
 
     path = Path(model_dir) / "tokenizer.json"
     if not path.is_file():
         raise ScoringError(f"tokenizer not found: {path}")
     return Tokenizer.from_file(str(path))
-
-
-@functools.lru_cache(maxsize=8)
-def resolve_tokenizer_dir(name: str) -> str:
-    from slca.config import CommonSettings
-    from slca.models.paths import resolve_model
-
-    return str(resolve_model(name, Path(CommonSettings().cache_dir)))
 
 
 def tools_of(traj: Trajectory) -> tuple[set[str], dict[str, dict[str, Any]]]:
@@ -78,12 +70,9 @@ def tools_of(traj: Trajectory) -> tuple[set[str], dict[str, dict[str, Any]]]:
     return set(schemas), schemas
 
 
-def observe(traj: Trajectory, call_source: str, tokenizer_dir: str | None) -> Observed:
+def observe(traj: Trajectory) -> Observed:
     offered, schemas = tools_of(traj)
-    if call_source == "tokens":
-        turns, reply = _from_tokens(traj, offered, load_tokenizer(tokenizer_dir))
-    else:
-        turns, reply = _from_records(traj, offered)
+    turns, reply = _calls_per_turn(traj, offered), _reply(traj)
     results = [r.result for r in traj.tool_calls if r.result is not None]
     results += [m.get("content") for m in traj.messages if m.get("role") == "tool" and m.get("content")]
     failed = sum(1 for r in traj.tool_calls if r.error is not None or _is_error_payload(r.result))
@@ -94,37 +83,20 @@ def _is_error_payload(result: Any) -> bool:
     return isinstance(result, dict) and set(result) == {"error"}
 
 
-def _from_tokens(traj: Trajectory, offered: set[str], tokenizer) -> tuple[list[TurnCalls], str]:
-    by_turn: dict[int, list[int]] = {}
-    summary_by_turn: dict[int, list[int]] = {}
-    for seg in traj.segments:  # sorted by start (validated)
-        if seg.kind in (SegmentKind.TOOL_CALL, SegmentKind.SUMMARY):
-            by_turn.setdefault(seg.turn, []).extend(traj.tokens[seg.start : seg.end])
-        if seg.kind == SegmentKind.SUMMARY:
-            summary_by_turn.setdefault(seg.turn, []).extend(traj.tokens[seg.start : seg.end])
-    turns = []
-    for turn in sorted(by_turn):
-        text = tokenizer.decode(by_turn[turn], skip_special_tokens=True)
-        calls = parse_tool_calls(text, offered)
-        if calls:
-            turns.append(TurnCalls(turn, calls))
-    reply = ""
-    if summary_by_turn:
-        last = max(summary_by_turn)
-        reply = text_outside_calls(tokenizer.decode(summary_by_turn[last], skip_special_tokens=True))
-    return turns, reply
-
-
-def _from_records(traj: Trajectory, offered: set[str]) -> tuple[list[TurnCalls], str]:
+def _calls_per_turn(traj: Trajectory, offered: set[str]) -> list[TurnCalls]:
     turns: dict[int, list[ParsedCall]] = {}
     for rec in traj.tool_calls:
-        calls = turns.setdefault(rec.turn, [])
+        # the server judged validity against the tools it offered; the trajectory's own tool list is checked
+        # again so that a record naming a tool the trajectory does not offer can never earn the valid-call share
         valid = rec.valid and isinstance(rec.name, str) and rec.name in offered and isinstance(rec.arguments, dict)
         raw = rec.raw if rec.raw is not None else json.dumps({"name": rec.name, "arguments": rec.arguments})
-        calls.append(ParsedCall(rec.name, rec.arguments, valid, raw, len(calls), None if valid else "invalid call"))
-    reply = ""
+        turns.setdefault(rec.turn, []).append(
+            ParsedCall(rec.name, rec.arguments, valid, raw, rec.block, None if valid else rec.error or "invalid call"))
+    return [TurnCalls(t, c) for t, c in sorted(turns.items())]
+
+
+def _reply(traj: Trajectory) -> str:
     for msg in reversed(traj.messages):
         if msg.get("role") == "assistant" and isinstance(msg.get("content"), str):
-            reply = text_outside_calls(msg["content"])
-            break
-    return [TurnCalls(t, c) for t, c in sorted(turns.items())], reply
+            return text_outside_calls(msg["content"])
+    return ""

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from slca.contracts import GroundTruth, Reward, Trajectory
 from workers.scoring.execution import ExecResult, exec_gold, exec_outcome, facts_present, repeated_calls
-from workers.scoring.extract import Observed, observe, resolve_tokenizer_dir
+from workers.scoring.extract import Observed, observe
 from workers.scoring.judges import get_judge
 from workers.scoring.shaping import guarded_pref, invalid_format, rltr_plan
 from workers.settings import WorkerSettings
 
 
-def score_trajectory(traj: Trajectory, settings: WorkerSettings | None = None) -> Reward:
-    s = settings or WorkerSettings()
-    tokenizer_dir = resolve_tokenizer_dir(s.tokenizer or "embedded") if s.call_source == "tokens" else None
-    obs = observe(traj, s.call_source, tokenizer_dir)
+def score_trajectory(traj: Trajectory, s: WorkerSettings) -> Reward:
+    """The reward of one trajectory under the caller's scoring settings (`workers` section)."""
+    obs = observe(traj)
     gt = traj.ground_truth
     exec_result = _execution(obs, gt, s)
     verdict = get_judge(s.judge)(obs, gt, s, traj.messages)

@@ -5,7 +5,6 @@ import pytest
 from slca.contracts import GoldCall, GroundTruth, ToolCallRecord
 from tests.workers.builders import call
 from workers.scoring import score_trajectory
-from workers.settings import WorkerSettings
 
 PARIS = GoldCall(name="get_weather", arguments={"city": "Paris", "unit": "celsius"})
 ROME = GoldCall(name="get_weather", arguments={"city": "Rome", "unit": "celsius"})
@@ -160,12 +159,12 @@ def test_rule_judge_levels(builder, settings, reply, level):
 def test_exec_outcome_without_gold_calls(builder, settings):
     needs = GroundTruth(needs_tool=True)
     ok = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", GOOD_REPLY)]], [RESULT],
-                       needs, records=[ToolCallRecord(turn=0, name="get_weather", arguments={"city": "Paris"},
+                       needs, records=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Paris"},
                                                       result=RESULT)])  # fmt: skip
     r = score_trajectory(ok, settings)
     assert r.components["exec_outcome_mode"] == 1.0 and r.exec == 1.0
     bad = builder.build([[("tool_call", call("get_weather", city=5))], [("summary", GOOD_REPLY)]], [RESULT], needs,
-                        records=[ToolCallRecord(turn=0, name="get_weather", arguments={"city": 5},
+                        records=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": 5},
                                                 error="400: city must be a string")])  # fmt: skip
     r = score_trajectory(bad, settings)
     assert (r.components["outcome_valid"], r.components["outcome_executed"], r.components["outcome_complete"]) == (
@@ -181,15 +180,28 @@ def test_repeated_calls_counted(builder, settings):
     assert r.components["repeated_calls"] == 1.0 and r.components["name"] == pytest.approx(2 / 3)
 
 
-def test_deterministic_and_records_source_agrees(builder, settings):
-    records = [ToolCallRecord(turn=0, name="get_weather", arguments={"city": "Paris", "unit": "celsius"},
-                              result=RESULT)]  # fmt: skip
+def test_deterministic_and_scored_from_the_servers_records_not_the_tokens(builder, settings):
+    """One parse, in the server: the scorer reads `Trajectory.tool_calls` (schema 2) and decodes no token. A
+    trajectory whose records say Rome while its tokens say Paris scores as Rome."""
     traj = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
-                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS), records=records)  # fmt: skip
+                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))  # fmt: skip
     a, b = score_trajectory(traj, settings), score_trajectory(traj, settings)
-    assert a == b
-    from_records = score_trajectory(traj, WorkerSettings(call_source="records"))
-    assert (from_records.exec, from_records.pref) == (a.exec, a.pref)
+    assert a == b and a.exec == pytest.approx(1.0)
+    rome = [ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Rome", "unit": "celsius"})]
+    r = score_trajectory(traj.model_copy(update={"tool_calls": rome}), settings)
+    assert r.components["value"] == 0.5 and r.exec == pytest.approx(0.90)
+    # a record naming a tool the trajectory does not offer never counts as valid, whatever the producer said
+    fake = [ToolCallRecord(turn=0, block=0, name="fake_tool", arguments={"city": "Paris"}, valid=True)]
+    assert score_trajectory(traj.model_copy(update={"tool_calls": fake}), settings).components["format"] == 0.0
+
+
+def test_records_without_their_block_are_refused_by_the_contract():
+    """Schema 2 requires `block` (the scorer's `format` and `parallel` are per block)."""
+    from slca.contracts import ContractError
+    from slca.contracts.wire import validate
+
+    with pytest.raises(ContractError, match="block"):
+        validate(ToolCallRecord, {"turn": 0, "name": "get_weather", "arguments": {}})
 
 
 def test_invented_tool_counts_in_name_f1_and_parallel__unparseable_block_is_not_a_call(builder, settings):

@@ -35,8 +35,8 @@ def test_rltr_invalid_format_is_any_block_not_naming_an_offered_tool_with_object
 
 
 def test_rltr_plan_is_completeness_minus_repeat_and_failure_penalties_from_worker_settings(builder, settings):
-    records = [ToolCallRecord(turn=0, name="get_weather", arguments={"city": "Paris"}, error="503: unavailable"),
-               ToolCallRecord(turn=0, name="get_weather", arguments={"city": "Paris"}, result={"temp": 18})]  # fmt: skip
+    records = [ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Paris"}, error="503: unavailable"),
+               ToolCallRecord(turn=0, block=1, name="get_weather", arguments={"city": "Paris"}, result={"temp": 18})]  # fmt: skip
     traj = build(builder, GOOD + GOOD, records)
     r = score_trajectory(traj, settings)
     assert (r.components["completeness"], r.components["repeated_calls"], r.components["failed_calls"]) == (1, 1, 1)
