@@ -63,6 +63,9 @@ def register(commands, bench) -> None:
     rl.add_argument("--group-size", type=int, default=8)
     rl.add_argument("--max-new-tokens", type=int, default=128)
     rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
+    rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
+    rl.add_argument("--pipeline-set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                    help="extra setting for the slca pipeline only (e.g. serve.engine=hf)")
     rl.add_argument("--out", type=Path, default=Path("bench/rl/latest"))
     rl.set_defaults(func=_bench_rl)
 

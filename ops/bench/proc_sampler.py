@@ -1,0 +1,109 @@
+"""Peak memory and CPU time of a tree of processes, sampled from /proc (Linux).
+
+Why sample rather than ask each process: the pipeline is several processes (serve, Celery workers and their
+pool children, the learner, Redis) that start and exit on their own; the sum of their resident sets at one
+instant is what the machine must hold, and a process's CPU seconds survive in our table after it exits.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class ProcInfo:
+    ppid: int
+    rss_bytes: int
+    cpu_s: float
+    cmdline: str
+
+
+def read_proc(pid: int) -> ProcInfo | None:
+    """A live process's parent, resident set and user + system CPU seconds; None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        statm = Path(f"/proc/{pid}/statm").read_text().split()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, IndexError):
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name: state, ppid, ..., utime [11], stime [12]
+    return ProcInfo(int(fields[1]), int(statm[1]) * PAGE, (int(fields[11]) + int(fields[12])) / TICK, cmd)
+
+
+def descendants(root: int, table: dict[int, ProcInfo]) -> set[int]:
+    """`root` and every process below it in `table` (pid → info)."""
+    children: dict[int, list[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info.ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        out.add(pid)
+        todo += children.get(pid, [])
+    return out & (set(table) | {root})
+
+
+@dataclass
+class TreeSampler:
+    """Samples the processes under `roots` every `interval_s` in a thread; `role` names a process from its
+    command line (processes with one role are summed)."""
+
+    roots: list[int]
+    role: callable
+    interval_s: float = 1.0
+    peak_rss_bytes: int = 0
+    peak_rss_by_role: dict[str, int] = field(default_factory=dict)
+    cpu_s: dict[int, tuple[str, float]] = field(default_factory=dict)
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        table = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit() and (info := read_proc(int(name))) is not None:
+                table[int(name)] = info
+        pids = set().union(*(descendants(r, table) for r in self.roots)) & set(table)
+        total, by_role = 0, {}
+        for pid in pids:
+            info = table[pid]
+            role = self.role(info.cmdline)
+            total += info.rss_bytes
+            by_role[role] = by_role.get(role, 0) + info.rss_bytes
+            # the last reading of a process that has exited stays: its CPU was spent on the run
+            self.cpu_s[pid] = (role, max(info.cpu_s, self.cpu_s.get(pid, (role, 0.0))[1]))
+        if total > self.peak_rss_bytes:
+            self.peak_rss_bytes, self.peak_rss_by_role = total, by_role
+        self.samples += 1
+
+    def cpu_by_role(self, since: dict[int, tuple[str, float]] | None = None) -> dict[str, float]:
+        """CPU seconds per role, minus what each process had spent at `since` (a copy of `cpu_s`)."""
+        out: dict[str, float] = {}
+        for pid, (role, cpu) in self.cpu_s.items():
+            out[role] = out.get(role, 0.0) + cpu - (since or {}).get(pid, (role, 0.0))[1]
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def start(self) -> "TreeSampler":
+        def loop() -> None:
+            while not self._stop.is_set():
+                self.sample()
+                self._stop.wait(self.interval_s)
+
+        self._thread = threading.Thread(target=loop, name="proc-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.sample()

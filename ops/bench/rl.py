@@ -1,0 +1,155 @@
+"""`slca bench rl`: TRL's `GRPOTrainer` and slca's online pipeline, one after the other on the same machine, on
+the same warm-started model, task pack prompts (train split, Hermes tools), group size, token budget, reward
+(HierR), learning rate and precision, each for the same wall time; prints completions/hour, optimizer
+updates/hour, tokens/s, peak RSS and slca ÷ TRL, and where the pipeline's CPU time goes; writes results.json
+and table.txt (no machine paths; CPU flags included) to `--out`.
+
+Plan: (1) resolve the model, precision and learning rate once for both; (2) TRL in its own process
+(`ops/bench/rl_trl.py`), sampled from /proc; (3) `slca up` on its own Redis and data directory
+(`ops/bench/rl_slca.py`); (4) the report (`ops/bench/rl_report.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ops.bench.machine import machine_facts
+from ops.bench.proc_sampler import TreeSampler
+from ops.bench.rl_report import SideResult, ratios, table, verdict, where_time_goes
+from ops.bench.rl_slca import SlcaSpec, run_slca_side
+from ops.bench.rl_trl import TrlCounts, TrlSpec
+
+log = logging.getLogger("slca.bench.rl")
+SIDES = ("trl", "slca")
+
+
+def resolve_model(requested: str | None, config) -> tuple[str, str | None]:
+    """(model directory, warning or None): `--model`, else the `slca sft` warm start, else the embedded model."""
+    from ops.settings import OpsSettings
+    from slca.cli import CliError
+
+    if requested:
+        path = Path(requested).expanduser()
+        if not (path / "config.json").is_file():
+            raise CliError(f"--model {requested}: not a model directory (no config.json)")
+        return str(path), None
+    warm = Path(config.common.cache_dir).expanduser() / "models" / config.get(OpsSettings).warm_model_name
+    if (warm / "config.json").is_file():
+        return str(warm), None
+    base = config.common.model_path()
+    return str(base), (f"no warm start at <cache>/models/{warm.name}: both sides train the raw model, which never "
+                       "calls a tool (FINDINGS.md): rewards carry little signal; run `slca sft` first")  # fmt: skip
+
+
+def trl_available() -> bool:
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -> SideResult:
+    """TRL in a child process; its peak RSS and CPU from /proc."""
+    spec_path, out_path = log_dir / "trl-spec.json", log_dir / "trl-counts.json"
+    spec_path.write_text(json.dumps(spec.__dict__))
+    with open(log_dir / "trl.log", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ops.bench.rl_trl", str(spec_path), str(out_path)],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)").start()
+        try:
+            rc = proc.wait(timeout=timeout_s or spec.seconds + 1800)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            sampler.stop()
+    if rc != 0 or not out_path.is_file():
+        raise RuntimeError(f"TRL's GRPOTrainer exited with {rc}; see {log_dir / 'trl.log'}")
+    c = TrlCounts(**json.loads(out_path.read_text()))
+    return SideResult(name="trl", seconds=c.seconds, completions=c.completions, completions_trained=c.completions,
+                      updates=c.steps, generated_tokens=c.generated_tokens, peak_rss_bytes=sampler.peak_rss_bytes,
+                      startup_s=c.startup_s, cpu_s_by_process=sampler.cpu_by_role(),
+                      notes=["CPU seconds include TRL's start-up (one process: no split by window)"],
+                      extra={"trl_config": c.config, "step_seconds": c.step_seconds,
+                             "mean_reward": c.reward_sum / c.completions if c.completions else None})  # fmt: skip
+
+
+def run_rl_bench(args, config) -> int:
+    from learner.settings import LearnerSettings
+    from slca.cli import CliError
+    from slca.models.precision import choose_precision
+
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if not sides or set(sides) - set(SIDES):
+        raise CliError(f"--sides {args.sides!r}: choose from {', '.join(SIDES)}")
+    if "trl" in sides and not trl_available():
+        raise CliError("TRL is not installed: `pip install -e .[bench]` (a benchmark-only extra)")
+    if args.minutes <= 0 or args.group_size < 2 or args.max_new_tokens < 1:
+        raise CliError("--minutes > 0, --group-size ≥ 2 and --max-new-tokens ≥ 1 are required")
+    model, warning = resolve_model(args.model, config)
+    if warning:
+        log.warning(warning)
+    learner = config.get(LearnerSettings)
+    precision = choose_precision({"bf16": "bfloat16", "fp32": "float32"}.get(learner.precision, "auto"))
+    print(precision.describe("precision (both sides; the learner's setting)"), flush=True)
+    seconds = args.minutes * 60
+    log_dir = Path(tempfile.mkdtemp(prefix="slca-bench-rl-logs-"))
+    print(f"model {Path(model).name}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
+    results: dict[str, SideResult] = {}
+    if "trl" in sides:
+        results["trl"] = run_trl_side(TrlSpec(model=model, pack=args.pack, group_size=args.group_size,
+                                              max_new_tokens=args.max_new_tokens, seconds=seconds, lr=learner.lr,
+                                              bf16=precision.dtype == "bfloat16", w_exec=learner.advantage.w_exec,
+                                              w_pref=learner.advantage.w_pref), log_dir)  # fmt: skip
+    if "slca" in sides:
+        results["slca"] = run_slca_side(SlcaSpec(model=model, pack=args.pack, group_size=args.group_size,
+                                                 max_new_tokens=args.max_new_tokens, seconds=seconds,
+                                                 max_turns=args.max_turns, extra_sets=tuple(args.pipeline_set)),
+                                        log_dir)  # fmt: skip
+    lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
+    print("\n".join(lines), flush=True)
+    write_outputs(args.out, lines, results, {
+        "command": "slca bench rl " + " ".join(sys.argv[3:]), "machine": machine_facts(),
+        "model": Path(model).name, "warm_started": warning is None, "pack": args.pack, "split": "train",
+        "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "minutes": args.minutes,
+        "precision": precision.dtype, "lr": learner.lr, "serve_engine": serve_engine(config, args.pipeline_set),
+        "pipeline_sets": list(args.pipeline_set), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    })  # fmt: skip
+    return 0
+
+
+def serve_engine(config, pipeline_sets: list[str]) -> str:
+    """The engine the measured pipeline's serve runs (a `--pipeline-set serve.engine=…` wins)."""
+    for item in reversed(pipeline_sets):
+        if item.startswith("serve.engine="):
+            return item.split("=", 1)[1]
+    return config.section("serve").engine
+
+
+def report_lines(sides: list[SideResult], model: str, warning: str | None, precision: str) -> list[str]:
+    by = {s.name: s for s in sides}
+    lines = [f"slca bench rl — model {Path(model).name}; {precision}"] + ([f"  WARNING: {warning}"] if warning else [])
+    lines += table(sides)
+    if "slca" in by and "trl" in by:
+        lines += verdict(by["slca"], by["trl"])
+    if "slca" in by:
+        lines += where_time_goes(by["slca"])
+    for s in sides:
+        lines += [f"  note ({s.name}): {n}" for n in s.notes]
+    return lines
+
+
+def write_outputs(out: Path, lines: list[str], results: dict[str, SideResult], facts: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    data = {**facts, "sides": {k: v.to_dict() for k, v in results.items()}}
+    if len(results) == 2:
+        data["ratios_slca_over_trl"] = ratios(results["slca"], results["trl"])
+    (out / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+    (out / "table.txt").write_text(f"$ {facts['command']}\n" + "\n".join(lines) + "\n")

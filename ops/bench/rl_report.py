@@ -1,0 +1,128 @@
+"""`slca bench rl`'s figures: one `SideResult` per trainer, the per-hour arithmetic, the ratio and the table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+GIB = 1024**3
+TARGET_RATIO = 2.0
+"""slca ÷ TRL completions/hour (issue 13)."""
+TARGET_PEAK_RSS_GIB = 6.0
+"""Whole pipeline's peak resident memory (issue 13)."""
+
+
+@dataclass
+class SideResult:
+    name: str
+    """'trl' or 'slca'."""
+    seconds: float
+    """Measured wall time (from ready to the end of the window; start-up is `startup_s`)."""
+    completions: int
+    """Completions generated in the window (slca: trajectories recorded by serve)."""
+    completions_trained: int
+    """Completions that went into an optimizer update in the window (TRL: all of them)."""
+    updates: int
+    """Optimizer steps in the window."""
+    generated_tokens: int
+    """Tokens sampled in the window."""
+    peak_rss_bytes: int
+    """Peak of the summed resident sets of the side's processes."""
+    startup_s: float = 0.0
+    cpu_s_by_process: dict[str, float] = field(default_factory=dict)
+    """CPU seconds (user + system) spent in the window, per process role."""
+    peak_rss_by_process: dict[str, int] = field(default_factory=dict)
+    """Each role's resident set at the moment of the summed peak."""
+    notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def per_hour(self, count: float) -> float:
+        if self.seconds <= 0:
+            raise ValueError(f"{self.name}: measured window of {self.seconds} s")
+        return count * 3600.0 / self.seconds
+
+    @property
+    def completions_per_hour(self) -> float:
+        return self.per_hour(self.completions)
+
+    @property
+    def trained_per_hour(self) -> float:
+        return self.per_hour(self.completions_trained)
+
+    @property
+    def updates_per_hour(self) -> float:
+        return self.per_hour(self.updates)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.cpu_s_by_process.values())
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "completions_per_hour": self.completions_per_hour,
+                "completions_trained_per_hour": self.trained_per_hour, "updates_per_hour": self.updates_per_hour,
+                "tokens_per_s": self.tokens_per_s, "peak_rss_gib": self.peak_rss_bytes / GIB,
+                "cpu_s": self.cpu_s}  # fmt: skip
+
+
+def ratios(slca: SideResult, trl: SideResult) -> dict[str, float | None]:
+    """slca ÷ TRL for each rate (None where TRL's is zero); memory as TRL ÷ slca (higher is better for slca)."""
+
+    def div(a: float, b: float) -> float | None:
+        return a / b if b else None
+
+    return {"completions_per_hour": div(slca.completions_per_hour, trl.completions_per_hour),
+            "completions_trained_per_hour": div(slca.trained_per_hour, trl.trained_per_hour),
+            "updates_per_hour": div(slca.updates_per_hour, trl.updates_per_hour),
+            "tokens_per_s": div(slca.tokens_per_s, trl.tokens_per_s),
+            "peak_rss_trl_over_slca": div(trl.peak_rss_bytes, slca.peak_rss_bytes)}  # fmt: skip
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def table(sides: list[SideResult]) -> list[str]:
+    by = {s.name: s for s in sides}
+    rows = [("completions/hour", lambda s: s.completions_per_hour, ",.0f"),
+            ("completions trained/hour", lambda s: s.trained_per_hour, ",.0f"),
+            ("optimizer updates/hour", lambda s: s.updates_per_hour, ",.1f"),
+            ("generated tokens/s", lambda s: s.tokens_per_s, ",.1f"),
+            ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
+            ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
+            ("measured wall time, s", lambda s: s.seconds, ",.0f"),
+            ("start-up, s", lambda s: s.startup_s, ",.0f")]  # fmt: skip
+    names = [n for n in ("trl", "slca") if n in by]
+    r = ratios(by["slca"], by["trl"]) if len(names) == 2 else {}
+    ratio_of = {"completions/hour": r.get("completions_per_hour"),
+                "completions trained/hour": r.get("completions_trained_per_hour"),
+                "optimizer updates/hour": r.get("updates_per_hour"), "generated tokens/s": r.get("tokens_per_s")}
+    head = f"  {'figure':<32}" + "".join(f"{n:>14}" for n in names) + ("   slca ÷ TRL" if len(names) == 2 else "")
+    out = [head]
+    for label, get, spec in rows:
+        line = f"  {label:<32}" + "".join(f"{_fmt(get(by[n]), spec):>14}" for n in names)
+        if len(names) == 2 and label in ratio_of:
+            line += f"   {_fmt(ratio_of[label], '.2f')}×"
+        out.append(line)
+    return out
+
+
+def verdict(slca: SideResult, trl: SideResult) -> list[str]:
+    r = ratios(slca, trl)["completions_per_hour"]
+    gib = slca.peak_rss_bytes / GIB
+    return [f"  slca ÷ TRL completions/hour = {_fmt(r, '.2f')} (target ≥ {TARGET_RATIO:.1f}: "
+            f"{'met' if r is not None and r >= TARGET_RATIO else 'NOT met'}); pipeline peak RSS {gib:.2f} GiB "
+            f"(target ≤ {TARGET_PEAK_RSS_GIB:.0f}: {'met' if gib <= TARGET_PEAK_RSS_GIB else 'NOT met'})"]
+
+
+def where_time_goes(side: SideResult) -> list[str]:
+    """Per-process CPU seconds and their share, and each process's memory at the peak."""
+    total = side.cpu_s or 1.0
+    out = [f"  where the time goes ({side.name}): CPU seconds per process in {side.seconds:,.0f} s of wall time"]
+    for role, cpu in side.cpu_s_by_process.items():
+        rss = side.peak_rss_by_process.get(role)
+        mem = f", {rss / GIB:.2f} GiB at the peak" if rss is not None else ""
+        out.append(f"    {role:<22}{cpu:>9,.0f} s  {100 * cpu / total:5.1f}%  ({cpu / side.seconds:.2f} cores){mem}")
+    return out

@@ -1,0 +1,158 @@
+"""slca's side of `slca bench rl`: the online pipeline as `slca up` runs it (serve + scoring workers +
+assembler + learner + the task feed), on its own redis-server and a temporary data directory, for a fixed
+wall time after serve is ready.
+
+Counts come from the components' own records: completions generated and tokens sampled from serve's
+/metrics (`slca_trajectories_recorded_total`, `slca_tokens_generated_total`, read at the window's start and
+end), optimizer updates and the groups they used from the learner's `metrics.jsonl` (steps whose timestamp
+falls in the window). Memory and CPU from /proc over the whole process tree (`TreeSampler`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ops.bench.proc_sampler import TreeSampler
+from ops.bench.rl_report import SideResult
+from ops.probe import sample_value, scrape
+from slca.redis_server import RedisServer, free_port
+
+log = logging.getLogger("slca.bench.rl")
+ROLES = ("serve", "worker", "assembler", "learn", "feed")
+
+
+@dataclass
+class SlcaSpec:
+    model: str
+    pack: str
+    group_size: int
+    max_new_tokens: int
+    seconds: float
+    max_turns: int = 1
+    extra_sets: tuple[str, ...] = ()
+    """More `--set section.field=value` for the pipeline (e.g. serve.engine=hf)."""
+    ready_timeout_s: float = 900.0
+
+
+def role_of(cmdline: str) -> str:
+    """The pipeline role of a process from its command line (`python -m slca … <command>`, Celery pool children,
+    redis-server)."""
+    if "redis-server" in cmdline:
+        return "redis"
+    if "celery" in cmdline:
+        return "worker"
+    words = cmdline.split()
+    for word in reversed(words):
+        if word in ROLES or word == "up":
+            return "supervisor (slca up)" if word == "up" else word
+    return "other: " + (Path(words[0]).name if words else "?")
+
+
+def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> list[str]:
+    """The configuration of the measured pipeline: `slca up`'s defaults but for what the comparison fixes."""
+    no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})
+    sets = [f"common.data_dir={data_dir}", f"common.model={spec.model}", f"common.redis_url={redis_url}",
+            f"serve.port={port}", "ops.warm_start_minutes=0", f"ops.feed_pack={spec.pack}",
+            f"ops.feed_max_tokens={spec.max_new_tokens}", f"ops.feed_max_turns={spec.max_turns}",
+            "ops.probe_tasks=0", f"workers.group_size={spec.group_size}", f"ops.metrics_ports={no_metrics_ports}",
+            *spec.extra_sets]  # fmt: skip
+    return [arg for s in sets for arg in ("--set", s)]
+
+
+def _serve_counts(url: str) -> tuple[float, float]:
+    text = scrape(url + "/metrics", 5.0) or ""
+    return (sample_value(text, "slca_trajectories_recorded_total") or 0.0,
+            sample_value(text, "slca_tokens_generated_total") or 0.0)  # fmt: skip
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/readyz", timeout=2.0) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def learner_steps(metrics_path: Path, start: float, end: float) -> tuple[int, int]:
+    """(optimizer steps, groups used) of the learner's steps logged between wall-clock `start` and `end`."""
+    steps = groups = 0
+    if metrics_path.is_file():
+        for line in metrics_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by the stop
+            if start <= row.get("ts", 0) <= end:
+                steps += 1
+                groups += len(row.get("groups") or [])
+    return steps, groups
+
+
+def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
+    with tempfile.TemporaryDirectory(prefix="slca-bench-rl-") as tmp:
+        data_dir = Path(tmp) / "var"
+        server = RedisServer(Path(tmp) / "redis", appendonly=True).start()
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-m", "slca", *pipeline_sets(spec, data_dir, server.url, port), "up",
+                "--duration", str(spec.ready_timeout_s + spec.seconds + 120)]  # a bound if we die; we stop it first
+        out = open(log_dir / "slca-up.log", "wb")
+        began = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        sampler = TreeSampler([proc.pid, server.proc.pid], role_of).start()
+        try:
+            while not _ready(url):
+                if proc.poll() is not None or time.monotonic() - began > spec.ready_timeout_s:
+                    raise RuntimeError(f"slca up did not become ready; see {log_dir / 'slca-up.log'} and "
+                                       f"the pipeline logs copied beside it")  # fmt: skip
+                time.sleep(1.0)
+            startup = time.monotonic() - began
+            cpu0 = dict(sampler.cpu_s)
+            (done0, tokens0), t0, wall0 = _serve_counts(url), time.monotonic(), time.time()
+            time.sleep(max(0.0, spec.seconds - (time.monotonic() - t0)))
+            (done1, tokens1), seconds, wall1 = _serve_counts(url), time.monotonic() - t0, time.time()
+            sampler.sample()
+            cpu = sampler.cpu_by_role(since=cpu0)
+        finally:
+            _stop(proc)
+            sampler.stop()
+            server.kill()
+            out.close()
+            _copy_logs(data_dir / "logs", log_dir)
+            steps, groups = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1) if (
+                data_dir / "learner").is_dir() else (0, 0)  # fmt: skip
+    return SideResult(name="slca", seconds=seconds, completions=int(done1 - done0),
+                      completions_trained=groups * spec.group_size, updates=steps,
+                      generated_tokens=int(tokens1 - tokens0), peak_rss_bytes=sampler.peak_rss_bytes,
+                      startup_s=startup, cpu_s_by_process=cpu, peak_rss_by_process=sampler.peak_rss_by_role,
+                      notes=[f"completions trained = groups used by the learner's steps × {spec.group_size}",
+                             f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each"],
+                      extra={"sets": [s for s in spec.extra_sets]})  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to `slca up` (it stops its children in order), SIGKILL to its session if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _copy_logs(src: Path, dst: Path) -> None:
+    if src.is_dir():
+        for f in src.glob("*.log"):
+            (dst / f"slca-{f.name}").write_bytes(f.read_bytes()[-2_000_000:])

@@ -1,0 +1,118 @@
+"""`slca bench rl`'s arithmetic and bookkeeping: per-hour rates, ratios, the verdict, process roles, the
+learner's step log, the /proc sampler."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ops.bench.proc_sampler import ProcInfo, TreeSampler, descendants, read_proc
+from ops.bench.rl_report import GIB, SideResult, ratios, table, verdict, where_time_goes
+from ops.bench.rl_slca import SlcaSpec, learner_steps, pipeline_sets, role_of
+
+
+def side(name: str, seconds: float = 600, completions: int = 80, updates: int = 10, tokens: int = 6000,
+         rss_gib: float = 4.0, **kw) -> SideResult:  # fmt: skip
+    return SideResult(name=name, seconds=seconds, completions=completions, completions_trained=kw.pop("trained", completions),
+                      updates=updates, generated_tokens=tokens, peak_rss_bytes=int(rss_gib * GIB), **kw)  # fmt: skip
+
+
+def test_per_hour_rates_scale_the_window_to_an_hour():
+    s = side("slca", seconds=600, completions=80, updates=10, tokens=6000)
+    assert s.completions_per_hour == pytest.approx(480)
+    assert s.updates_per_hour == pytest.approx(60)
+    assert s.tokens_per_s == pytest.approx(10)
+    d = s.to_dict()
+    assert d["completions_per_hour"] == pytest.approx(480) and d["peak_rss_gib"] == pytest.approx(4.0)
+
+
+def test_an_empty_window_is_an_error_not_a_division_by_zero():
+    with pytest.raises(ValueError, match="window"):
+        _ = side("trl", seconds=0).completions_per_hour
+
+
+def test_ratios_are_slca_over_trl_and_none_where_trl_did_nothing():
+    slca, trl = side("slca", seconds=600, completions=160, updates=20), side("trl", seconds=300, completions=40, updates=5)
+    r = ratios(slca, trl)
+    assert r["completions_per_hour"] == pytest.approx((160 / 600) / (40 / 300))  # different windows: rates compared
+    assert r["updates_per_hour"] == pytest.approx((20 / 600) / (5 / 300))
+    assert ratios(slca, side("trl", completions=0, updates=0, tokens=0))["completions_per_hour"] is None
+
+
+@pytest.mark.parametrize("slca_completions, rss, expect", [(160, 4.0, ("met", "met")), (150, 4.0, ("NOT met", "met")),
+                                                           (200, 7.0, ("met", "NOT met"))])  # fmt: skip
+def test_verdict_checks_both_targets(slca_completions, rss, expect):
+    line = verdict(side("slca", completions=slca_completions, rss_gib=rss), side("trl", completions=80))[0]
+    assert f"= {slca_completions / 80:.2f}" in line
+    assert f"target ≥ 2.0: {expect[0]})" in line and f"target ≤ 6: {expect[1]})" in line
+
+
+def test_table_has_a_ratio_column_only_with_both_sides():
+    both = table([side("trl", completions=80), side("slca", completions=200)])
+    assert "slca ÷ TRL" in both[0] and any(line.rstrip().endswith("2.50×") for line in both)
+    alone = table([side("slca")])
+    assert "÷" not in "".join(alone) and "slca" in alone[0]
+
+
+def test_where_time_goes_lists_processes_with_their_share():
+    s = side("slca", seconds=100, cpu_s_by_process={"serve": 150.0, "learn": 50.0},
+             peak_rss_by_process={"serve": 2 * GIB})  # fmt: skip
+    lines = where_time_goes(s)
+    serve = next(line for line in lines if "serve" in line)
+    assert "75.0%" in serve and "1.50 cores" in serve and "2.00 GiB" in serve
+    assert "25.0%" in next(line for line in lines if "learn" in line)
+
+
+@pytest.mark.parametrize("cmdline, role", [
+    ("/v/bin/python -m slca --set a=b serve", "serve"),
+    ("/v/bin/python -m slca --set x=1 learn", "learn"),
+    ("/v/bin/python -m celery -A workers.celery_app worker --pool prefork", "worker"),
+    ("/v/bin/python -m slca assembler", "assembler"),
+    ("/v/bin/python -m slca --set ops.feed_pack=everyday up --duration 9", "supervisor (slca up)"),
+    ("/usr/bin/redis-server 127.0.0.1:6379", "redis"),
+    ("/bin/sh -c true", "other: sh"),
+])  # fmt: skip
+def test_role_of_names_pipeline_processes(cmdline, role):
+    assert role_of(cmdline) == role
+
+
+def test_learner_steps_counts_steps_and_groups_inside_the_window(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": 1, "ts": 5.0, "groups": ["a"]}, {"step": 2, "ts": 15.0, "groups": ["b", "c"]},
+            {"step": 3, "ts": 25.0, "groups": ["d"]}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 4, "ts": 2')  # last line cut by the stop
+    assert learner_steps(path, 10.0, 30.0) == (2, 3)
+    assert learner_steps(tmp_path / "missing.jsonl", 0, 1) == (0, 0)
+
+
+def test_pipeline_sets_fix_what_the_comparison_fixes(tmp_path):
+    spec = SlcaSpec(model="/m", pack="everyday", group_size=8, max_new_tokens=128, seconds=60,
+                    extra_sets=("serve.engine=hf",))  # fmt: skip
+    sets = pipeline_sets(spec, tmp_path, "redis://127.0.0.1:1/0", 1234)
+    values = [sets[i + 1] for i in range(0, len(sets), 2)]
+    assert all(sets[i] == "--set" for i in range(0, len(sets), 2))
+    for expected in ("workers.group_size=8", "ops.feed_max_tokens=128", "ops.feed_max_turns=1",
+                     "ops.warm_start_minutes=0", "ops.probe_tasks=0", "serve.port=1234", "common.model=/m"):  # fmt: skip
+        assert expected in values
+    assert values[-1] == "serve.engine=hf"  # extra settings come last: they win
+
+
+def test_descendants_walks_the_tree_only_below_the_root():
+    table = {1: ProcInfo(0, 0, 0, "init"), 10: ProcInfo(1, 0, 0, "up"), 11: ProcInfo(10, 0, 0, "serve"),
+             12: ProcInfo(11, 0, 0, "child"), 20: ProcInfo(1, 0, 0, "other")}  # fmt: skip
+    assert descendants(10, table) == {10, 11, 12}
+
+
+def test_tree_sampler_sums_a_child_and_keeps_its_cpu_after_it_exits():
+    child = subprocess.Popen([sys.executable, "-c", "import time\nx = bytearray(64 << 20)\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.3: pass\ntime.sleep(0.5)"])  # fmt: skip
+    sampler = TreeSampler([os.getpid()], lambda cmd: "child" if "bytearray" in cmd else "me", interval_s=0.05).start()
+    child.wait()
+    sampler.stop()
+    assert read_proc(os.getpid()) is not None and sampler.samples >= 3
+    assert sampler.peak_rss_by_role.get("child", 0) > 60 << 20
+    assert sampler.cpu_by_role()["child"] >= 0.2
