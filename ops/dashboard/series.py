@@ -1,0 +1,130 @@
+"""The dashboard's charts as data: a `Snapshot` of Redis → columnar series the page hands to uPlot as they are.
+
+Computed here rather than in the page so that what the charts mean (which version a reward belongs to, what
+staleness is, how a moving mean is taken) is Python, tested without a browser. Every series is uPlot's layout:
+one x column (seconds since the epoch on time charts, so the axes read as wall-clock times) and one column per
+named line, `None` where a line has no value at that x (a gap, not a zero).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ops.online_curve import by_version
+from ops.redis_view import Snapshot
+
+MOVING_WINDOW = 20
+"""Trajectories per moving mean: single episodes are noisy (tool turns are small integers)."""
+
+
+@dataclass
+class Series:
+    x: list[float] = field(default_factory=list)
+    ys: dict[str, list[float | None]] = field(default_factory=dict)
+    """Line label → one value per x (None: no value there)."""
+    extra: dict[str, list[Any]] = field(default_factory=dict)
+    """Per-x values shown in the legend but not drawn (trajectory counts)."""
+
+
+@dataclass
+class Charts:
+    reward_by_version: Series
+    """x = served policy version; mean execution and preference reward of the trajectories it sampled."""
+    tool_turns: Series
+    """x = scoring time; tool turns of each episode and their moving mean."""
+    zero_variance: Series
+    """x = learner step time; per estimator channel, the share of the step's groups with zero reward variance."""
+    staleness: Series
+    """x = scoring time; published version then − the version that sampled the trajectory, and its moving mean."""
+    versions: Series
+    """x = time; the version each scored trajectory was sampled by, and the learner's version after each step."""
+    throughput: Series
+    """x = minute; trajectories scored in that minute."""
+    learner: Series
+    """x = learner step time; loss and KL."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def moving_mean(values: list[float], k: int = MOVING_WINDOW) -> list[float]:
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= k:
+            total -= values[i - k]
+        out.append(total / min(i + 1, k))
+    return out
+
+
+def _timed(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Rows with both a time and `key`, in time order (uPlot needs ascending x)."""
+    return sorted((r for r in rows if r.get("ts") is not None and r.get(key) is not None), key=lambda r: r["ts"])
+
+
+def reward_by_version(rewards: list[dict[str, Any]]) -> Series:
+    stats = by_version(rewards)
+    return Series([float(s.version) for s in stats],
+                  {"execution": [s.exec_mean for s in stats], "preference": [s.pref_mean for s in stats]},
+                  {"n": [s.n for s in stats], "tool_turns": [s.tool_turns_mean for s in stats]})  # fmt: skip
+
+
+def tool_turns(rewards: list[dict[str, Any]]) -> Series:
+    rows = _timed(rewards, "tool_turns")
+    turns = [r["tool_turns"] for r in rows]
+    return Series([r["ts"] for r in rows], {"per episode": turns, f"mean of {MOVING_WINDOW}": moving_mean(turns)})
+
+
+def zero_variance(learner: list[dict[str, Any]]) -> Series:
+    rows = [r for r in _timed(learner, "step") if r.get("zero_var")]
+    channels = sorted({c for r in rows for c in r["zero_var"]})
+    return Series([r["ts"] for r in rows], {c: [r["zero_var"].get(c) for r in rows] for c in channels})
+
+
+def staleness(rewards: list[dict[str, Any]], learner: list[dict[str, Any]]) -> Series:
+    """Served-behind staleness of each scored trajectory: the learner's version when it was scored minus the
+    version that sampled it (the gap the learner's `max_staleness` bounds). A trajectory scored before the
+    oldest learner row in view has no known published version then, so it has no point."""
+    steps = _timed(learner, "version")
+    times = [r["ts"] for r in steps]
+    xs, ys = [], []
+    for r in _timed(rewards, "policy_version"):
+        i = bisect.bisect_right(times, r["ts"]) - 1
+        if i < 0:
+            continue
+        xs.append(r["ts"])
+        ys.append(max(0.0, steps[i]["version"] - r["policy_version"]))  # a newer sampler than learner row: lag 0
+    return Series(xs, {"staleness": ys, f"mean of {MOVING_WINDOW}": moving_mean(ys)})
+
+
+def versions(rewards: list[dict[str, Any]], learner: list[dict[str, Any]]) -> Series:
+    """Both lines on one time column: each row fills its own line and leaves a gap in the other."""
+    points = [(r["ts"], 0, r["policy_version"]) for r in _timed(rewards, "policy_version")]
+    points += [(r["ts"], 1, r["version"]) for r in _timed(learner, "version")]
+    points.sort(key=lambda p: p[0])
+    served: list[float | None] = [v if line == 0 else None for _, line, v in points]
+    learned: list[float | None] = [v if line == 1 else None for _, line, v in points]
+    return Series([p[0] for p in points], {"served (sampled by)": served, "learner": learned})
+
+
+def throughput(rewards: list[dict[str, Any]]) -> Series:
+    minutes: dict[float, int] = {}
+    for r in rewards:
+        if r.get("ts") is not None:
+            m = float(int(r["ts"] // 60) * 60)
+            minutes[m] = minutes.get(m, 0) + 1
+    xs = sorted(minutes)
+    return Series(xs, {"scored / min": [float(minutes[m]) for m in xs]})
+
+
+def learner_series(learner: list[dict[str, Any]]) -> Series:
+    rows = _timed(learner, "step")
+    return Series([r["ts"] for r in rows], {"loss": [r.get("loss") for r in rows], "kl": [r.get("kl") for r in rows]})
+
+
+def build_charts(snapshot: Snapshot) -> Charts:
+    rewards, learner = snapshot.rewards, snapshot.learner
+    return Charts(reward_by_version(rewards), tool_turns(rewards), zero_variance(learner), staleness(rewards, learner),
+                  versions(rewards, learner), throughput(rewards), learner_series(learner))  # fmt: skip

@@ -1,0 +1,175 @@
+// The dashboard page: polls api/stats and draws its `charts` (already in uPlot's columnar layout, computed by
+// ops/dashboard/series.py) with the vendored uPlot. Time axes get seconds since the epoch and print local
+// wall-clock times. Test hooks: <body data-rendered="N"> (charts drawn with data), data-fetches, and on each
+// chart figure data-empty (no data yet), data-x-ticks (the x-axis labels uPlot drew last).
+"use strict";
+
+const POLL_MS = 3000;
+const HEIGHT = 230;
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const queueHistory = { x: [], ys: {} };  // Redis holds only the current depth: the page keeps the history
+
+const pad = n => String(n).padStart(2, "0");
+function clock(sec, withSeconds) {
+  const d = new Date(sec * 1000);
+  return pad(d.getHours()) + ":" + pad(d.getMinutes()) + (withSeconds ? ":" + pad(d.getSeconds()) : "");
+}
+function num(v, digits) {
+  if (v === null || v === undefined) return "-";
+  return Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(digits);
+}
+
+// How each chart looks; `key` names its series in the JSON `charts` (queue: built here).
+const SPECS = [
+  { id: "chart-reward", key: "reward_by_version", time: false, y: [0, 1], points: true,
+    xValue: (s, v, i) => v === null || v === undefined ? "-" : "v" + v + (s.extra.n ? " (n=" + s.extra.n[i] + ")" : "") },
+  { id: "chart-turns", key: "tool_turns", y: [0, null], dots: ["per episode"] },
+  { id: "chart-zerovar", key: "zero_variance", y: [0, 1], points: true },
+  { id: "chart-staleness", key: "staleness", y: [0, null], dots: ["staleness"] },
+  { id: "chart-queue", key: null, y: [0, null], stepped: true, points: true },
+  { id: "chart-versions", key: "versions", y: [0, null], stepped: true, spanGaps: true },
+  { id: "chart-throughput", key: "throughput", y: [0, null], bars: true },
+  { id: "chart-learner", key: "learner", y: [null, null], rightScale: "kl" },
+];
+const plots = {};  // chart id → {plot, labels}
+
+function xAxis(spec, fig) {
+  if (spec.time === false) return { label: "served policy version", labelSize: 20, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500], values: (u, splits) => splits.map(v => "v" + v) };
+  return {
+    values: (u, splits) => {
+      const span = u.scales.x.max - u.scales.x.min;
+      const labels = splits.map(v => clock(v, span < 180));
+      fig.dataset.xTicks = labels.join(" ");
+      return labels;
+    },
+  };
+}
+
+// lines that share a time column have gaps where the other line has a row: the legend shows the value held then
+function held(u, si, i) {
+  const ys = u.data[si];
+  for (let j = Math.min(i ?? ys.length - 1, ys.length - 1); j >= 0; j--) if (ys[j] !== null) return ys[j];
+  return null;
+}
+
+function seriesOpts(spec, label, i) {
+  const color = COLORS[i % COLORS.length];
+  const s = { label, stroke: color, width: 2, spanGaps: !!spec.spanGaps, value: (u, v, si, i) => num(v ?? held(u, si, i), 3) };
+  if (spec.dots && spec.dots.includes(label)) Object.assign(s, { width: 0, paths: () => null, points: { show: true, size: 4, fill: color } });
+  if (spec.points) s.points = { show: true, size: spec.stepped ? 5 : 7, fill: color };
+  if (spec.stepped) s.paths = uPlot.paths.stepped({ align: 1 });
+  if (spec.bars) Object.assign(s, { paths: uPlot.paths.bars({ size: [0.8, 40] }), fill: color + "99", points: { show: false } });
+  if (spec.rightScale === label) s.scale = label;
+  return s;
+}
+
+function makePlot(spec, fig, series) {
+  const labels = Object.keys(series.ys);
+  const opts = {
+    width: fig.clientWidth - 16, height: HEIGHT,
+    scales: { x: { time: spec.time !== false, range: spec.time === false ? undefined : timeRange }, y: { range: (u, lo, hi) => yRange(spec, lo, hi) } },
+    axes: [xAxis(spec, fig), { size: 50 }],
+    series: [{ label: spec.time === false ? "version" : "time",
+               value: spec.time === false ? (u, v, si, i) => spec.xValue(u._series || series, v, i) : (u, v) => v === null ? "-" : clock(v, true) },
+             ...labels.map((label, i) => seriesOpts(spec, label, i))],
+    legend: { live: true },
+  };
+  if (spec.rightScale) {
+    opts.scales[spec.rightScale] = { auto: true };
+    opts.axes.push({ scale: spec.rightScale, side: 1, size: 60, grid: { show: false } });
+  }
+  const plot = new uPlot(opts, columns(series, labels), fig);
+  plot._series = series;  // the legend's x formatter reads the latest extra columns (trajectory counts)
+  return { plot, labels: labels.join("\u0000") };
+}
+
+function yRange(spec, lo, hi) {
+  let [min, max] = [spec.y[0] ?? lo, spec.y[1] ?? hi];
+  // a [0, 1] chart still shows an out-of-range value (the omission guard's -0.5 preference reward)
+  if (spec.y[0] !== null && lo < min) min = Math.floor(lo * 10) / 10;
+  if (spec.y[1] !== null && hi > max) max = hi;
+  if (max <= min) max = min + 1;
+  return [min, spec.y[1] === null ? max + (max - min) * 0.05 : max];
+}
+
+// at least a minute of x: a few seconds of history would otherwise get sub-second ticks that all read the same
+function timeRange(u, lo, hi) { return hi - lo < 60 ? [hi - 60, hi + 1] : [lo, hi]; }
+
+function columns(series, labels) { return [series.x, ...labels.map(l => series.ys[l])]; }
+
+function draw(spec, series) {
+  const fig = document.getElementById(spec.id);
+  const empty = !series || !series.x.length;
+  let cell = plots[spec.id];
+  if (empty) {
+    fig.dataset.empty = "1";
+    if (cell) { cell.plot.destroy(); delete plots[spec.id]; }
+    return false;
+  }
+  delete fig.dataset.empty;
+  const labels = Object.keys(series.ys).join("\u0000");
+  if (cell && cell.labels !== labels) { cell.plot.destroy(); cell = null; }  // a new channel appeared
+  if (!cell) plots[spec.id] = cell = makePlot(spec, fig, series);
+  else { cell.plot._series = series; cell.plot.setData(columns(series, Object.keys(series.ys))); }
+  // the legend shows the latest point until the cursor picks another one
+  cell.plot.setLegend({ idx: series.x.length - 1 });
+  return true;
+}
+
+function recordQueues(data) {
+  const t = data.now || Date.now() / 1000;
+  queueHistory.x.push(t);
+  for (const q of data.queues || []) {
+    const name = q.stream.split(":").pop();
+    if (!queueHistory.ys[name]) queueHistory.ys[name] = queueHistory.x.slice(0, -1).map(() => null);
+    queueHistory.ys[name].push(q.backlog);
+  }
+  for (const ys of Object.values(queueHistory.ys)) while (ys.length < queueHistory.x.length) ys.push(null);
+  if (queueHistory.x.length > 600) { queueHistory.x.shift(); for (const ys of Object.values(queueHistory.ys)) ys.shift(); }
+}
+
+function render(data) {
+  recordQueues(data);
+  // an idle system reads all-zero depths: that is "no data yet", not a chart of zeros
+  const active = (data.rewards || []).length || (data.queues || []).some(q => q.length > 0);
+  let rendered = 0;
+  for (const spec of SPECS) {
+    const series = spec.key ? data.charts[spec.key] : (active ? { x: queueHistory.x, ys: queueHistory.ys, extra: {} } : null);
+    if (draw(spec, series)) rendered += 1;
+  }
+  document.body.dataset.rendered = String(rendered);
+  const rewards = data.rewards || [], learner = data.learner || [];
+  const served = rewards.filter(r => r.policy_version !== null).pop();
+  document.getElementById("published").textContent = data.published_version === null ? "-" : "v" + data.published_version;
+  document.getElementById("served").textContent = served ? "v" + served.policy_version : "-";
+  document.getElementById("scored").textContent = String(rewards.length);
+  const last = learner[learner.length - 1];
+  document.getElementById("step").textContent = last ? String(last.step) : "-";
+  document.getElementById("updated").textContent = clock(data.now || Date.now() / 1000, true);
+}
+
+function statsUrl() {
+  const base = location.href.split(/[?#]/)[0];
+  return new URL("api/stats?limit=1000", base.endsWith("/") ? base : base + "/").toString();
+}
+
+async function poll() {
+  try {
+    const resp = await fetch(statsUrl(), { cache: "no-store" });
+    const data = await resp.json();
+    if (!resp.ok) throw new Error(data.error || resp.statusText);
+    render(data);
+    document.getElementById("error").textContent = "";
+    document.body.dataset.fetches = String(Number(document.body.dataset.fetches) + 1);
+  } catch (err) {
+    document.getElementById("error").textContent = "stats unavailable: " + err.message;
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+for (const spec of SPECS) {  // before the first answer every chart says so
+  const fig = document.getElementById(spec.id);
+  fig.dataset.empty = "1";
+  fig.insertAdjacentHTML("beforeend", '<div class="empty">no data yet</div>');
+}
+poll();

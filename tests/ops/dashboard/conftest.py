@@ -1,0 +1,26 @@
+import time
+
+import pytest
+import redis
+
+from tests.ops.dashboard.system import History, TestClock, write_history
+from tests.workers.builders import TrajectoryBuilder
+
+
+@pytest.fixture(scope="session")
+def builder(tiny_model_dir) -> TrajectoryBuilder:
+    from workers.scoring.extract import load_tokenizer
+
+    return TrajectoryBuilder(load_tokenizer(str(tiny_model_dir)))
+
+
+@pytest.fixture
+def history(redis_url, builder, tiny_model_dir, tmp_path, monkeypatch) -> History:
+    """Five versions of scored trajectories, groups and learner steps over the 15 minutes before now."""
+    import learner.loop
+    import workers.pipeline
+
+    clock = TestClock(time.time() - 15 * 60)
+    monkeypatch.setattr(workers.pipeline, "time", clock)
+    monkeypatch.setattr(learner.loop, "time", clock)
+    return write_history(redis.Redis.from_url(redis_url), builder, tiny_model_dir, tmp_path / "learner", clock)
