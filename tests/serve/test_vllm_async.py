@@ -1,0 +1,116 @@
+"""The vLLM engine with its engine core in its own process (`serve.vllm_engine_core_process`), behind the same app:
+exact tokens and behaviour logprobs in trajectories, per-request seeds, a hot-swap through the worker extension that
+changes what is sampled, and survival of a killed engine core (503 + Retry-After, rebuilt with the swapped weights,
+fatal past the budget). Each test starts a real engine core process (≈ 25–60 s on 2 cores)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from serve.app import create_app
+from serve.keys import ENGINE
+from serve.settings import ServeSettings
+from slca.config import CommonSettings
+from slca.contracts import Trajectory
+from tests.serve.weights_util import publish_version
+
+pytestmark = pytest.mark.slow
+
+RUN = {"messages": [{"role": "user", "content": "Say something."}], "task_id": "async-1", "n": 2, "max_tokens": 12,
+       "max_turns": 1, "seed": 7, "temperature": 1.0, "record": False, "return_trajectories": True}  # fmt: skip
+
+
+def _app(tiny_model_dir, redis_url: str, **overrides):
+    settings = ServeSettings(engine="vllm", vllm_engine_core_process=True, max_model_len=1024, subscribe_weights=False,
+                             kv_cache_gib=1, **overrides)  # fmt: skip
+    common = CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, admin_token="t")
+    return create_app(settings, common)
+
+
+def _sampled(body: dict) -> list[tuple[list[int], list[float], int]]:
+    """(generated ids, their logprobs, policy version) of every run of an agent response."""
+    out = []
+    for run in body["runs"]:
+        traj = Trajectory.model_validate(run["trajectory"])
+        gen = [i for i, lp in enumerate(traj.logprobs) if lp is not None]
+        assert gen and gen == list(range(gen[0], len(traj.tokens)))  # prompt, then the sampled tokens
+        out.append(([traj.tokens[i] for i in gen], [traj.logprobs[i] for i in gen], traj.policy_version))
+    return out
+
+
+async def _wait_ready(client, seconds: float = 240.0) -> int:
+    status = 0
+    for _ in range(int(seconds / 0.25)):
+        status = (await client.get("/readyz")).status
+        if status == 200:
+            break
+        await asyncio.sleep(0.25)
+    return status
+
+
+def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a_killed_core(
+    tiny_model_dir, serve_redis, tmp_path
+):
+    app = _app(tiny_model_dir, serve_redis.url)
+    chat = {"messages": RUN["messages"], "max_tokens": 6, "seed": 1, "logprobs": True, "top_logprobs": 3}
+
+    async def main():
+        async with TestClient(TestServer(app)) as client:
+            engine = app[ENGINE]
+            first = await (await client.post("/v1/agent/runs", json=RUN)).json()
+            again = await (await client.post("/v1/agent/runs", json=RUN)).json()
+            top = await (await client.post("/v1/chat/completions", json=chat)).json()
+            manifest = publish_version(tiny_model_dir, tmp_path, 1, 1.5)
+            swap = await client.post("/admin/weights", json={"version": 1, "path": manifest.path},
+                                     headers={"Authorization": "Bearer t"})  # fmt: skip
+            swapped = await (await client.post("/v1/agent/runs", json=RUN)).json()
+            pid = engine.core_pid
+            in_flight = asyncio.create_task(client.post("/v1/chat/completions", json={**chat, "max_tokens": 400}))
+            await asyncio.sleep(0.5)
+            os.kill(pid, signal.SIGKILL)
+            failed = await in_flight
+            failed_body, retry_after = await failed.json(), failed.headers.get("Retry-After")
+            ready = await _wait_ready(client)
+            rebuilt = await (await client.post("/v1/agent/runs", json=RUN)).json()
+            return (first, again, top, swap.status, swapped, failed.status, failed_body, retry_after, ready, rebuilt,
+                    engine, pid)  # fmt: skip
+
+    first, again, top, swap, swapped, status, failed_body, retry_after, ready, rebuilt, engine, pid = asyncio.run(main())
+    assert type(engine).__name__ == "VLLMAsyncEngine" and pid != os.getpid()
+    # exact tokens + behaviour logprobs recorded; the same seed samples the same tokens with the same logprobs
+    assert _sampled(first) == _sampled(again) and all(v == 0 for _, _, v in _sampled(first))
+    logprobs = top["choices"][0]["logprobs"]["content"]
+    assert len(logprobs) == top["usage"]["completion_tokens"] and all(len(t["top_logprobs"]) == 3 for t in logprobs)
+    # the swap reached the worker: the same seeded request now comes from other weights, labelled v1
+    assert swap == 200
+    after = _sampled(swapped)
+    assert all(v == 1 for _, _, v in after)
+    assert [lps for _, lps, _ in after] != [lps for _, lps, _ in _sampled(first)]
+    # a killed engine core: the request in flight gets 503 + Retry-After; the rebuilt engine serves v1 again
+    assert status == 503 and retry_after is not None, failed_body
+    assert ready == 200 and len(engine.failures) == 1 and not engine.fatal
+    assert _sampled(rebuilt) == after and engine.core_pid != pid
+
+
+def test_async_engine_core_dying_beyond_the_rebuild_budget_is_fatal(tiny_model_dir, serve_redis):
+    app = _app(tiny_model_dir, serve_redis.url, engine_max_rebuilds=0)
+    fatal = threading.Event()
+
+    async def main():
+        async with TestClient(TestServer(app)) as client:
+            engine = app[ENGINE]
+            engine.on_fatal = fatal.set
+            os.kill(engine.core_pid, signal.SIGKILL)  # nothing in flight: the watchdog notices
+            await asyncio.get_running_loop().run_in_executor(None, fatal.wait, 60)
+            r = await client.post("/v1/chat/completions", json={"messages": RUN["messages"], "max_tokens": 4})
+            ready = await client.get("/readyz")
+            return r.status, r.headers.get("Retry-After"), ready.status, engine.fatal
+
+    status, retry_after, ready, is_fatal = asyncio.run(main())
+    assert fatal.is_set() and is_fatal and status == 503 and retry_after is not None and ready == 503
