@@ -60,7 +60,8 @@ def parse_stats(entries: list, names: tuple[str, ...], collect: str | None = Non
         decoded = {_text(k): v for k, v in fields.items()}
         row = {name: _number(decoded.get(name)) for name in names}
         if collect:
-            row[collect.rstrip("/")] = {k[len(collect) :]: _number(v) for k, v in decoded.items() if k.startswith(collect)}
+            collected = {k[len(collect) :]: _number(v) for k, v in decoded.items() if k.startswith(collect)}
+            row[collect.rstrip("/")] = collected
         row["id"] = _text(entry_id)
         rows.append(row)
     rows.sort(key=lambda r: tuple(int(x) for x in r["id"].split("-")))

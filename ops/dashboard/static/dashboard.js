@@ -22,7 +22,7 @@ function num(v, digits) {
 // How each chart looks; `key` names its series in the JSON `charts` (queue: built here).
 const SPECS = [
   { id: "chart-reward", key: "reward_by_version", time: false, y: [0, 1], points: true,
-    xValue: (s, v, i) => v === null || v === undefined ? "-" : "v" + v + (s.extra.n ? " (n=" + s.extra.n[i] + ")" : "") },
+    xValue: (s, v, i) => v === null || v === undefined ? "-" : "v" + v + (s.extra.n ? ` (n=${s.extra.n[i]})` : "") },
   { id: "chart-turns", key: "tool_turns", y: [0, null], dots: ["per episode"] },
   { id: "chart-zerovar", key: "zero_variance", y: [0, 1], points: true },
   { id: "chart-staleness", key: "staleness", y: [0, null], dots: ["staleness"] },
@@ -34,7 +34,10 @@ const SPECS = [
 const plots = {};  // chart id → {plot, labels}
 
 function xAxis(spec, fig) {
-  if (spec.time === false) return { label: "served policy version", labelSize: 20, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500], values: (u, splits) => splits.map(v => "v" + v) };
+  if (spec.time === false) {  // versions are integers: no ticks between them
+    return { label: "served policy version", labelSize: 20, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500],
+             values: (u, splits) => splits.map(v => "v" + v) };
+  }
   return {
     values: (u, splits) => {
       const span = u.scales.x.max - u.scales.x.min;
@@ -54,11 +57,16 @@ function held(u, si, i) {
 
 function seriesOpts(spec, label, i) {
   const color = COLORS[i % COLORS.length];
-  const s = { label, stroke: color, width: 2, spanGaps: !!spec.spanGaps, value: (u, v, si, i) => num(v ?? held(u, si, i), 3) };
-  if (spec.dots && spec.dots.includes(label)) Object.assign(s, { width: 0, paths: () => null, points: { show: true, size: 4, fill: color } });
+  const s = { label, stroke: color, width: 2, spanGaps: !!spec.spanGaps,
+              value: (u, v, si, idx) => num(v ?? held(u, si, idx), 3) };
+  if (spec.dots && spec.dots.includes(label)) {  // single episodes: points, no line
+    Object.assign(s, { width: 0, paths: () => null, points: { show: true, size: 4, fill: color } });
+  }
   if (spec.points) s.points = { show: true, size: spec.stepped ? 5 : 7, fill: color };
   if (spec.stepped) s.paths = uPlot.paths.stepped({ align: 1 });
-  if (spec.bars) Object.assign(s, { paths: uPlot.paths.bars({ size: [0.8, 40] }), fill: color + "99", points: { show: false } });
+  if (spec.bars) {
+    Object.assign(s, { paths: uPlot.paths.bars({ size: [0.8, 40] }), fill: color + "99", points: { show: false } });
+  }
   if (spec.rightScale === label) s.scale = label;
   return s;
 }
@@ -67,10 +75,12 @@ function makePlot(spec, fig, series) {
   const labels = Object.keys(series.ys);
   const opts = {
     width: fig.clientWidth - 16, height: HEIGHT,
-    scales: { x: { time: spec.time !== false, range: spec.time === false ? undefined : timeRange }, y: { range: (u, lo, hi) => yRange(spec, lo, hi) } },
+    scales: { x: { time: spec.time !== false, range: spec.time === false ? undefined : timeRange },
+              y: { range: (u, lo, hi) => yRange(spec, lo, hi) } },
     axes: [xAxis(spec, fig), { size: 50 }],
-    series: [{ label: spec.time === false ? "version" : "time",
-               value: spec.time === false ? (u, v, si, i) => spec.xValue(u._series || series, v, i) : (u, v) => v === null ? "-" : clock(v, true) },
+    series: [spec.time === false
+               ? { label: "version", value: (u, v, si, idx) => spec.xValue(u._series || series, v, idx) }
+               : { label: "time", value: (u, v) => v === null ? "-" : clock(v, true) },
              ...labels.map((label, i) => seriesOpts(spec, label, i))],
     legend: { live: true },
   };
@@ -125,7 +135,10 @@ function recordQueues(data) {
     queueHistory.ys[name].push(q.backlog);
   }
   for (const ys of Object.values(queueHistory.ys)) while (ys.length < queueHistory.x.length) ys.push(null);
-  if (queueHistory.x.length > 600) { queueHistory.x.shift(); for (const ys of Object.values(queueHistory.ys)) ys.shift(); }
+  if (queueHistory.x.length > 600) {  // half an hour of polls
+    queueHistory.x.shift();
+    for (const ys of Object.values(queueHistory.ys)) ys.shift();
+  }
 }
 
 function render(data) {
@@ -134,13 +147,15 @@ function render(data) {
   const active = (data.rewards || []).length || (data.queues || []).some(q => q.length > 0);
   let rendered = 0;
   for (const spec of SPECS) {
-    const series = spec.key ? data.charts[spec.key] : (active ? { x: queueHistory.x, ys: queueHistory.ys, extra: {} } : null);
+    const queues = active ? { x: queueHistory.x, ys: queueHistory.ys, extra: {} } : null;
+    const series = spec.key ? data.charts[spec.key] : queues;
     if (draw(spec, series)) rendered += 1;
   }
   document.body.dataset.rendered = String(rendered);
   const rewards = data.rewards || [], learner = data.learner || [];
   const served = rewards.filter(r => r.policy_version !== null).pop();
-  document.getElementById("published").textContent = data.published_version === null ? "-" : "v" + data.published_version;
+  const published = data.published_version;
+  document.getElementById("published").textContent = published === null ? "-" : "v" + published;
   document.getElementById("served").textContent = served ? "v" + served.policy_version : "-";
   document.getElementById("scored").textContent = String(rewards.length);
   const last = learner[learner.length - 1];

@@ -3,7 +3,7 @@ import time
 import pytest
 import redis
 
-from tests.ops.dashboard.system import History, TestClock, write_history
+from tests.ops.dashboard.system import History, HistoryClock, write_history
 from tests.workers.builders import TrajectoryBuilder
 
 
@@ -20,7 +20,7 @@ def history(redis_url, builder, tiny_model_dir, tmp_path, monkeypatch) -> Histor
     import learner.loop
     import workers.pipeline
 
-    clock = TestClock(time.time() - 15 * 60)
+    clock = HistoryClock(time.time() - 15 * 60)
     monkeypatch.setattr(workers.pipeline, "time", clock)
     monkeypatch.setattr(learner.loop, "time", clock)
     return write_history(redis.Redis.from_url(redis_url), builder, tiny_model_dir, tmp_path / "learner", clock)

@@ -24,7 +24,7 @@ from tests.workers.builders import TrajectoryBuilder, call
 from tests.workers.pipeline_harness import make_pipeline
 
 
-class TestClock:
+class HistoryClock:
     """Stands in for the `time` module of the writers: `time()` is the test's, `perf_counter()` the real one."""
 
     def __init__(self, start: float):
@@ -47,8 +47,9 @@ def episodes(builder: TrajectoryBuilder) -> list[Trajectory]:
                           [{"temp": 20}], gt)  # fmt: skip
     good = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]],
                          [{"temp": 18}], gt)  # fmt: skip
-    two = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("tool_call", call("get_time", city="Paris"))],
-                         [("summary", "It is 18 degrees in Paris.")]], [{"temp": 18}, {"time": "14:00"}], gt)  # fmt: skip
+    two = builder.build([[("tool_call", call("get_weather", city="Paris"))],
+                         [("tool_call", call("get_time", city="Paris"))], [("summary", "It is 18 degrees in Paris.")]],
+                        [{"temp": 18}, {"time": "14:00"}], gt)  # fmt: skip
     return [none, wrong, good, two]
 
 
@@ -62,8 +63,9 @@ class History:
     end: float
 
 
-def write_history(client: redis.Redis, builder: TrajectoryBuilder, tiny_model_dir, run_dir: Path, clock: TestClock,
-                  versions: int = 5, groups_per_version: int = 2, minutes: float = 12.0, seed: int = 0) -> History:  # fmt: skip
+def write_history(client: redis.Redis, builder: TrajectoryBuilder, tiny_model_dir, run_dir: Path, clock: HistoryClock,
+                  versions: int = 5, groups_per_version: int = 2, minutes: float = 12.0,
+                  seed: int = 0) -> History:  # fmt: skip
     """Scored trajectories of versions 0..versions-1, one learner step per version, one publication per step."""
     from prometheus_client import CollectorRegistry
 
@@ -87,7 +89,7 @@ def write_history(client: redis.Redis, builder: TrajectoryBuilder, tiny_model_di
             task = f"task-v{version}-g{g}"
             sampled_by = max(0, version - 1) if g == 0 and version else version  # the first group lags one swap
             for i in range(4):
-                # better versions pick better episodes: the index drifts up by two from first to last version, with noise
+                # better versions pick better episodes: the index drifts up by two over the versions, with noise
                 pick = min(len(templates) - 1, max(0, rng.randint(0, 2) + version * 2 // max(1, versions - 1) - 1))
                 traj = templates[pick].model_copy(update={"id": f"{task}-r{i}", "task_id": task,
                                                           "policy_version": sampled_by})  # fmt: skip
