@@ -49,7 +49,7 @@ def run_bench_learning(args, config: Config) -> int:
         return 0
     ctx = TrainContext(config, config_args(args), model_dir, plan)
     estimate = run_seconds(cal, plan.steps, plan.curve_every, plan.curve) if cal else None
-    progress = Progress(len(plan.runs), estimate, plan.steps)
+    progress = Progress(len(plan.runs), estimate)
     records = []
     for key in plan.runs:
         done = load_done(out / "runs" / key.name)

@@ -17,10 +17,9 @@ def fmt_minutes(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, total_runs: int, estimate_run_s: float | None, steps: int, stream: TextIO | None = None):
+    def __init__(self, total_runs: int, estimate_run_s: float | None, stream: TextIO | None = None):
         self.total = total_runs
         self.estimate_run_s = estimate_run_s
-        self.steps = steps
         self.durations: list[float] = []
         """Seconds of every finished run, this invocation's and earlier ones' (their done.json)."""
         self.skipped = 0
@@ -29,7 +28,7 @@ class Progress:
         self.current_started = self.started
         self.phase = ""
         self.stream = stream or sys.stderr
-        self._lock = threading.Lock()  # the run's watcher thread reports steps while the main thread evaluates
+        self._lock = threading.Lock()  # cheap insurance: a caller may report from a watcher thread
 
     def finished(self, seconds: float, skipped: bool = False) -> None:
         with self._lock:
