@@ -118,3 +118,32 @@ def test_behaviour_logprobs_match_teacher_forced_recompute(group, tiny_model_dir
     mean, worst = sum(gaps) / len(gaps), max(gaps)
     print(f"hf engine vs teacher-forced fp32: {len(gaps)} tokens, mean |gap| {mean:.2e}, max {worst:.2e}")
     assert worst < TOLERANCE
+
+
+def test_the_prompt_is_rendered_once_per_request_whatever_n(tiny_model_dir, serve_redis, monkeypatch):
+    """The n rollouts of an agent run start from the chunks rendered when the request was checked: one render of
+    the prompt per request, not one more per rollout. Every call the policy wrote is in its trajectory with its
+    block (schema 2), executed or not."""
+    import asyncio
+
+    import serve.prompting
+    from tests.serve.conftest import run_in_app
+
+    renders = []
+    real = serve.prompting.message_texts
+    monkeypatch.setattr(serve.prompting, "message_texts",
+                        lambda tok, msgs: renders.append(len(msgs)) or real(tok, msgs))  # fmt: skip
+    body = {"messages": [{"role": "user", "content": "Weather in Oslo?"}], "tools": [WEATHER_TOOL], "n": 3,
+            "task_id": "t-once", "max_tokens": 24, "max_turns": 1, "seed": 1, "tool_choice": "required", "return_trajectories": True}  # fmt: skip
+
+    async def scenario(client, app):
+        response = await client.post("/v1/agent/runs", json=body)
+        return response.status, await response.json()
+
+    status, out = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
+    assert status == 200 and len(out["runs"]) == 3, out
+    assert renders == [2]  # one render of the prompt: the tools' system message and the user message
+    for run in out["runs"]:
+        traj = Trajectory.model_validate(run["trajectory"])
+        # tool_choice=required: the first turn writes a call block, recorded whether or not it ran
+        assert traj.tool_calls and all(c.turn == 0 and c.block == 0 for c in traj.tool_calls)

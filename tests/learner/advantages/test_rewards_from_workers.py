@@ -1,6 +1,6 @@
 """The learner consumes the scorer's shaped rewards (DESIGN.md §4-5): it applies no omission rule of its own
 and takes RLTR's planner reward from the `rltr_plan` component — never re-deriving either from the server's
-call records, which may disagree with what the scorer parsed from the sampled tokens."""
+call records: shaping is the scorer's, whatever the records say."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tests.learner.advantages.reference import norm
 
 SPEC = [(K.SYSTEM, 2), (K.USER, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1), (K.SUMMARY, 2)]
 TRUTH = GroundTruth(calls=[GoldCall(name="get_weather")])
-UNKNOWN = ToolCallRecord(turn=0, name="fake_tool", arguments={}, valid=False, error="unknown tool")
-VALID = ToolCallRecord(turn=0, name="get_weather", arguments={})
+UNKNOWN = ToolCallRecord(turn=0, block=0, name="fake_tool", arguments={}, valid=False, error="unknown tool")
+VALID = ToolCallRecord(turn=0, block=0, name="get_weather", arguments={})
 
 
 def test_pref_is_the_workers_after_its_omission_guard__no_second_rule_or_penalty_in_the_learner():
@@ -32,7 +32,7 @@ def test_pref_is_the_workers_after_its_omission_guard__no_second_rule_or_penalty
 
 def test_rltr_planner_reward_is_the_workers_rltr_plan_component():
     trajs = [trajectory(SPEC, [VALID, VALID], ground_truth=TRUTH) for _ in range(3)]  # records look fine
-    plans = [-1.0, 0.8, 0.3]  # the scorer saw an invalid block in member 0's tokens
+    plans = [-1.0, 0.8, 0.3]  # the scorer shaped member 0 as an invalid format
     rewards = [reward(i, 0.5, 0.5, components={"completeness": 1.0, "rltr_plan": p}) for i, p in enumerate(plans)]
     config = LearnerSettings().advantage
     adv, _ = get_estimator("rltr")(batch_of(rollout_group(trajs, rewards)), config)
