@@ -43,6 +43,7 @@ def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, s
     recorded = [decode_entry(Trajectory, f) for _, f in rclient.xrange(Streams("chatrec").trajectories)]
     assert len(recorded) == 2 and len({t.task_id for t in recorded}) == 1  # one group of record_chat_n
     assert all(t.num_generated == 6 and t.meta["source"] == "chat" for t in recorded)
+    assert {t.group_key for t in recorded} == {recorded[0].task_id}  # one group whatever the versions
 
 
 def test_metrics_are_served(tiny_model_dir, serve_redis):
