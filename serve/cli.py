@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from pathlib import Path
 
 from slca.cli import CliError
 
@@ -15,20 +16,30 @@ def register(commands, bench) -> None:
     serve.add_argument("--host", help="override serve.host")
     serve.add_argument("--port", type=int, help="override serve.port")
     serve.set_defaults(func=run_serve)
-    b = bench.add_parser("serve", help="tokens/s: agent API vs raw engine (vs vLLM's OpenAI server), as ratios")
-    b.add_argument("--engine", choices=["vllm", "hf"], help="override serve.engine")
-    b.add_argument("--requests", type=int, default=16, help="concurrent requests per measurement")
-    b.add_argument("--max-tokens", type=int, default=64, help="tokens per request (ignore_eos-like: fixed budget)")
-    b.add_argument("--sequential", action="store_true", help="also measure the same requests one by one")
-    b.add_argument("--no-vllm-server", action="store_true", help="skip vLLM's own OpenAI server")
+    b = bench.add_parser("serve", help="tokens/s, TTFT, req/s: slca's chat and agent APIs ÷ vLLM's own OpenAI server")
+    b.add_argument("--targets", type=_csv, default=["vllm-server", "slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
+                   help="comma-separated, in order (vllm-server: the baseline)")
+    b.add_argument("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level")
+    b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
+    b.add_argument("--min-requests", type=int, default=4, help="requests per level: max(clients, this)")
+    b.add_argument("--max-tokens", type=int, default=64, help="max tokens per request")
+    b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
     b.set_defaults(func=run_bench)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(t) for t in _csv(text)]
 
 
 def _settings(args, config):
     from serve.settings import ServeSettings
 
     settings = config.get(ServeSettings)
-    updates = {k: v for k, v in (("engine", args.engine), ("host", getattr(args, "host", None)),
+    updates = {k: v for k, v in (("engine", getattr(args, "engine", None)), ("host", getattr(args, "host", None)),
                                  ("port", getattr(args, "port", None))) if v is not None}  # fmt: skip
     return settings.model_copy(update=updates)
 

@@ -1,0 +1,98 @@
+"""One measurement: `requests` requests through `clients` concurrent clients against one server's API.
+
+Chat requests are streamed, so that the time to the first token is what a client sees (the first chunk with
+content); agent runs return whole trajectories, so only their latency exists for a client. Request i always
+carries prompt i and seed i: every server gets the same prompts and sampling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+PROMPTS = [
+    "Tell me about the history of the bicycle.", "How do tides work?", "Write a short poem about autumn.",
+    "Explain what a hash table is.", "What should I pack for a weekend hike?", "Describe how bread rises.",
+    "Give three tips for learning a language.", "Why is the sky blue?",
+]  # fmt: skip
+
+CHAT = "chat"
+AGENT = "agent"
+PATHS = {CHAT: "/v1/chat/completions", AGENT: "/v1/agent/runs"}
+
+
+@dataclass
+class Sample:
+    tokens: int
+    latency_s: float
+    ttft_s: float | None
+    error: str | None = None
+
+
+def request_body(api: str, i: int, max_tokens: int, model: str | None) -> dict:
+    body: dict = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": max_tokens,
+                  "seed": i, "temperature": 1.0}  # fmt: skip
+    if model:
+        body["model"] = model
+    if api == CHAT:
+        body.update(stream=True, stream_options={"include_usage": True})
+    else:
+        body.update(task_id=f"bench-{i}", n=1, max_turns=1, record=False, return_trajectories=True)
+    return body
+
+
+async def _chat(session, url: str, body: dict) -> Sample:
+    t0 = time.perf_counter()
+    ttft, tokens = None, 0
+    async with session.post(url + PATHS[CHAT], json=body) as r:
+        if r.status != 200:
+            return Sample(0, time.perf_counter() - t0, None, f"HTTP {r.status}: {(await r.text())[:200]}")
+        async for raw in r.content:
+            line = raw.strip()
+            if not line.startswith(b"data:") or line == b"data: [DONE]":
+                continue
+            event = json.loads(line[5:])
+            if "error" in event:
+                return Sample(tokens, time.perf_counter() - t0, ttft, str(event["error"])[:200])
+            if ttft is None and any((c.get("delta") or {}).get("content") for c in event.get("choices", [])):
+                ttft = time.perf_counter() - t0
+            if event.get("usage"):
+                tokens = event["usage"]["completion_tokens"]
+    return Sample(tokens, time.perf_counter() - t0, ttft)
+
+
+async def _agent(session, url: str, body: dict) -> Sample:
+    t0 = time.perf_counter()
+    async with session.post(url + PATHS[AGENT], json=body) as r:
+        data = await r.json()
+        if r.status != 200:
+            return Sample(0, time.perf_counter() - t0, None, f"HTTP {r.status}: {str(data)[:200]}")
+    traj = data["runs"][0]["trajectory"]
+    return Sample(sum(1 for lp in traj["logprobs"] if lp is not None), time.perf_counter() - t0, None)
+
+
+async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: int,
+                   model: str | None = None) -> tuple[list[Sample], float]:  # fmt: skip
+    """Every request's sample, and the wall time from the first request sent to the last answer."""
+    import aiohttp
+
+    gate = asyncio.Semaphore(clients)
+    send = _chat if api == CHAT else _agent
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=1800)) as session:
+
+        async def one(i: int) -> Sample:
+            async with gate:
+                try:
+                    return await send(session, url, request_body(api, i, max_tokens, model))
+                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    return Sample(0, 0.0, None, repr(exc))
+
+        t0 = time.perf_counter()
+        samples = await asyncio.gather(*(one(i) for i in range(requests)))
+        return list(samples), time.perf_counter() - t0
+
+
+def measure(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None):
+    return asyncio.run(run_load(url, api, clients, requests, max_tokens, model))
