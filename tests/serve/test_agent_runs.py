@@ -134,7 +134,8 @@ def test_the_prompt_is_rendered_once_per_request_whatever_n(tiny_model_dir, serv
     monkeypatch.setattr(serve.prompting, "message_texts",
                         lambda tok, msgs: renders.append(len(msgs)) or real(tok, msgs))  # fmt: skip
     body = {"messages": [{"role": "user", "content": "Weather in Oslo?"}], "tools": [WEATHER_TOOL], "n": 3,
-            "task_id": "t-once", "max_tokens": 24, "max_turns": 1, "seed": 1, "tool_choice": "required", "return_trajectories": True}  # fmt: skip
+            "task_id": "t-once", "max_tokens": 24, "max_turns": 1, "seed": 1, "tool_choice": "required",
+            "return_trajectories": True}  # fmt: skip
 
     async def scenario(client, app):
         response = await client.post("/v1/agent/runs", json=body)

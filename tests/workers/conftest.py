@@ -16,8 +16,8 @@ class ScoringWorkers(CeleryWorkers):
     def start_scoring(self, settings: WorkerSettings, concurrency: int = 1, name: str | None = None,
                       timeout: float = 60.0) -> subprocess.Popen:  # fmt: skip
         name = name or f"w{len(self.procs)}"
-        env = {**os.environ, "SLCA_REDIS_URL": self.redis_url, "PYTHONPATH": str(REPO),
-               **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}  # fmt: skip
+        config = {f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}
+        env = {**os.environ, "SLCA_REDIS_URL": self.redis_url, "PYTHONPATH": str(REPO), **config}
         cmd = [sys.executable, "-m", "slca", "worker", "--concurrency", str(concurrency), "--name", f"{name}@%h"]
         log = open(self.log_dir / f"celery-{name}.log", "wb")
         proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
