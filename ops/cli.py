@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def register(commands, bench) -> None:
     ev.add_argument("--skip", choices=["bfcl", "indomain"], action="append", default=[])
     ev.add_argument("--max-tokens", type=int, default=256)
     ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                    help="serve engine of the in-domain agent runs (hf: the fp32 reference; vllm: faster on GPU)")
     ev.add_argument("--threads", type=int, help="torch threads (default: 1 on a machine with ≤ 2 cores, else torch's)")
     ev.add_argument("--out", type=Path, help="JSON result file (default: <data_dir>/eval/<model>-<time>.json)")
     ev.set_defaults(func=_eval)
@@ -50,7 +53,7 @@ def register(commands, bench) -> None:
     queue = bench.add_parser("queue", help="stream producer and consumers vs redis-benchmark, scored trajectories/s")
     queue.add_argument("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run")
     queue.add_argument("--stream-entries", type=int, default=100000, help="entries for the raw stream run")
-    queue.add_argument("--producer-entries", type=int, default=10000, help="trajectories for the producer run")
+    queue.add_argument("--producer-entries", type=int, default=5000, help="trajectories per producer run (3 rounds)")
     queue.add_argument("--producer-only", action="store_true", help="measure the producer only")
     queue.add_argument("--workers", type=int, default=1, help="Celery worker processes in the end-to-end run")
     queue.add_argument("--out", help="directory for results.json + table.txt (or a .json file)")
@@ -68,6 +71,18 @@ def register(commands, bench) -> None:
                     help="extra setting for the slca pipeline only (e.g. serve.engine=hf)")
     rl.add_argument("--out", type=Path, default=Path("bench/rl/latest"))
     rl.set_defaults(func=_bench_rl)
+
+    swap = bench.add_parser("swap", help="hot-swap under load: swap latency, failed requests, mixed-version share")
+    swap.add_argument("--versions", type=int, default=5, help="versions published (perturbed copies of the weights)")
+    swap.add_argument("--interval-s", type=float, default=12.0, help="seconds between two publishes")
+    swap.add_argument("--clients", type=int, default=8, help="concurrent agent-run clients (plus one canary)")
+    swap.add_argument("--max-tokens", type=int, default=48, help="max tokens per agent run")
+    swap.add_argument("--warmup-s", type=float, default=5.0, help="load before the first publish")
+    swap.add_argument("--noise", type=float, default=0.002, help="per-version noise, × each tensor's std")
+    swap.add_argument("--core-process", action=argparse.BooleanOptionalAction, default=None,
+                      help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)")
+    swap.add_argument("--out", type=Path, default=Path("bench/swap/latest"))
+    swap.set_defaults(func=_bench_swap)
 
 
 def _logging(config) -> None:
@@ -118,6 +133,13 @@ def _bench_queue(args, config) -> int:
     from ops.bench.queue import run_queue_bench
 
     return run_queue_bench(args, config)
+
+
+def _bench_swap(args, config) -> int:
+    from ops.bench.swap import run_bench_swap
+
+    _logging(config)
+    return run_bench_swap(args, config)
 
 
 def _bench_rl(args, config) -> int:

@@ -1,0 +1,144 @@
+"""`slca bench swap`: hot-swap under load. `slca serve` (vLLM engine) follows the weight channel of its own Redis
+while clients keep sending agent runs (and one-token canary chat requests); the learner's publish path
+(`learner.publish.publish`: safetensors + manifest, atomic rename, SET + PUBLISH) announces N perturbed copies of
+the weights. Reported: swap latency p50/p99 (announcement → first token of the new version), failed requests
+(target 0), share of trajectories flagged mixed-version (ops/bench/swap_report.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ops.bench.machine import machine_facts
+from ops.bench.swap_report import Published, Response, summarise, table, write
+from serve.bench.load import PROMPTS
+from serve.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
+
+
+class Publisher:
+    """The learner's side: a model whose weights move a little before each publish (seeded noise ∝ each tensor's
+    spread), published and announced exactly as the online learner does."""
+
+    def __init__(self, model_dir: Path, weights_dir: Path, redis_url: str, prefix: str, noise: float):
+        import redis
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from slca.contracts import Streams
+
+        self.model_dir, self.weights_dir, self.noise = model_dir, weights_dir, noise
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        self.client, self.streams = redis.Redis.from_url(redis_url), Streams(prefix)
+        self.last = 0
+
+    def publish_next(self) -> Published:
+        import torch
+
+        from learner.publish import publish
+
+        torch.manual_seed(self.last + 1)
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p.add_(torch.randn_like(p) * (p.float().std() * self.noise))
+        manifest, seconds = publish(self.model, self.model_dir, self.weights_dir, self.last, self.last + 1,
+                                    self.model_dir.name, self.client, self.streams, keep=3)  # fmt: skip
+        announced_at = time.monotonic()
+        self.last = manifest.version
+        return Published(manifest.version, announced_at, seconds)
+
+
+async def _agent_client(session, url: str, k: int, args, stop: asyncio.Event, out: list[Response]) -> None:
+    i = 0
+    while not stop.is_set():
+        body = {"messages": [{"role": "user", "content": PROMPTS[(k + i) % len(PROMPTS)]}], "task_id": f"swap-{k}-{i}",
+                "n": 1, "max_turns": 1, "max_tokens": args.max_tokens, "seed": k * 100_000 + i, "record": False,
+                "return_trajectories": True, "model": BENCH_MODEL}  # fmt: skip
+        out.append(await _post(session, url + "/v1/agent/runs", body, "agent"))
+        i += 1
+
+
+async def _canary(session, url: str, stop: asyncio.Event, out: list[Response]) -> None:
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "model": BENCH_MODEL}
+    while not stop.is_set():
+        out.append(await _post(session, url + "/v1/chat/completions", body, "canary"))
+
+
+async def _post(session, url: str, body: dict, kind: str) -> Response:
+    import aiohttp
+
+    try:
+        async with session.post(url, json=body) as r:
+            data = await r.json(content_type=None)
+            if r.status != 200:
+                return Response(kind, time.monotonic(), False, error=f"HTTP {r.status}: {str(data)[:200]}")
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        return Response(kind, time.monotonic(), False, error=repr(exc)[:200])
+    if kind == "canary":
+        return Response(kind, time.monotonic(), True, data["policy_version"])
+    traj = data["runs"][0]["trajectory"]
+    return Response(kind, time.monotonic(), True, traj["policy_version"], bool(traj.get("mixed_version")))
+
+
+async def _drive(url: str, publisher: Publisher, args) -> tuple[list[Published], list[Response]]:
+    import aiohttp
+
+    stop, responses, published = asyncio.Event(), [], []
+    loop = asyncio.get_running_loop()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        clients = [asyncio.create_task(_agent_client(session, url, k, args, stop, responses)) for k in range(args.clients)]
+        clients.append(asyncio.create_task(_canary(session, url, stop, responses)))
+        await asyncio.sleep(args.warmup_s)
+        for _ in range(args.versions):
+            # publishing is blocking work (save, hash, Redis): a thread, so that the clients keep the load steady
+            published.append(await loop.run_in_executor(None, publisher.publish_next))
+            print(f"announced v{published[-1].version} (publish {published[-1].publish_s:.1f}s)", flush=True)
+            await asyncio.sleep(args.interval_s)
+        stop.set()
+        await asyncio.gather(*clients)
+    return published, responses
+
+
+def run_bench_swap(args, config) -> int:
+    from serve.settings import ServeSettings
+    from slca.redis_server import RedisServer
+
+    settings, common = config.get(ServeSettings), config.common
+    core = settings.vllm_engine_core_process if args.core_process is None else args.core_process
+    model_dir = common.model_path()
+    header = {"command": "slca bench swap " + " ".join(sys.argv[sys.argv.index("swap") + 1:]) if "swap" in sys.argv
+              else "slca bench swap", "model": model_dir.name, "engine": "vllm (engine-core process)" if core else
+              "vllm (in-process)", "clients": args.clients, "versions": args.versions, "interval_s": args.interval_s,
+              "max_tokens": args.max_tokens, "noise": args.noise, **machine_facts()}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="slca-bench-swap-") as tmp:
+        redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
+        try:
+            publisher = Publisher(model_dir, Path(tmp) / "weights", redis.url, common.stream_prefix, args.noise)
+            p = port()
+            overrides = {"serve.engine": "vllm", "serve.vllm_engine_core_process": str(core).lower(),
+                         "serve.subscribe_weights": "true", "serve.max_model_len": settings.max_model_len,
+                         "serve.kv_cache_gib": settings.kv_cache_gib, "serve.dtype": settings.dtype,
+                         "common.stream_prefix": common.stream_prefix}  # fmt: skip
+            cmd = slca_serve_cmd(model_dir, redis.url, p, overrides)
+            with running(cmd, f"http://127.0.0.1:{p}/readyz", Path(tmp) / "serve.log") as started:
+                print(f"slca serve ready in {started:.0f}s; {args.clients} clients; publishing {args.versions} versions "
+                      f"every {args.interval_s:.0f}s", flush=True)  # fmt: skip
+                published, responses = asyncio.run(_drive(f"http://127.0.0.1:{p}", publisher, args))
+        except ServerFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            redis.kill()
+    summary = summarise(published, responses)
+    header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    notes = ["swap latency: announcement (publish() returned) → first response proving a token of that version or "
+             "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
+             "failed: every non-200 or broken response among agent runs and canaries"]  # fmt: skip
+    print(table(summary))
+    if args.out:
+        write(args.out, summary, header, notes)
+        print(f"wrote {args.out}/table.md and results.json")
+    return 0 if summary.failed == 0 and summary.swaps_seen == summary.versions else 1
