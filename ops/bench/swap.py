@@ -16,6 +16,7 @@ from pathlib import Path
 from ops.bench.machine import machine_facts
 from ops.bench.swap_report import Published, Response, summarise, table, write
 from serve.bench.load import PROMPTS
+from serve.bench.report import bench_command
 from serve.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
 
 
@@ -109,8 +110,7 @@ def run_bench_swap(args, config) -> int:
     settings, common = config.get(ServeSettings), config.common
     core = settings.vllm_engine_core_process if args.core_process is None else args.core_process
     model_dir = common.model_path()
-    header = {"command": "slca bench swap " + " ".join(sys.argv[sys.argv.index("swap") + 1:]) if "swap" in sys.argv
-              else "slca bench swap", "model": model_dir.name, "engine": "vllm (engine-core process)" if core else
+    header = {"command": bench_command("swap", sys.argv), "model": model_dir.name, "engine": "vllm (engine-core process)" if core else
               "vllm (in-process)", "clients": args.clients, "versions": args.versions, "interval_s": args.interval_s,
               "max_tokens": args.max_tokens, "noise": args.noise, **machine_facts()}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="slca-bench-swap-") as tmp:

@@ -5,13 +5,12 @@ for slca), print each row as it comes with its ratio to vLLM's server, stop it; 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import tempfile
 from pathlib import Path
 
 from serve.bench import load
-from serve.bench.report import BASELINE, HEADER, Figures, summarise, table_row, write
+from serve.bench.report import BASELINE, HEADER, Figures, bench_command, summarise, table_row, write
 from serve.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd, vllm_server_cmd
 
 SLCA_TARGETS: dict[str, dict[str, object]] = {
@@ -31,8 +30,7 @@ def run_serve_bench(settings, common, args) -> int:
     model_dir = common.model_path()
     dtype = choose_precision(settings.dtype).dtype
     header = {
-        "command": "slca bench serve " + " ".join(shlex.quote(a) for a in sys.argv[3:]) if len(sys.argv) > 3 else
-                   "slca bench serve",
+        "command": bench_command("serve", sys.argv),
         "model": model_dir.name, "dtype": dtype, "max_tokens": args.max_tokens, "clients": args.clients,
         "requests": {c: _requests(c, args) for c in args.clients}, "hf_clients": args.hf_clients,
         "cpu_flags": sorted(f for f in CPU_FLAGS_OF_NOTE if f in cpu_flags()), "cpus": os.cpu_count(),

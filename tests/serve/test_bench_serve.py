@@ -40,3 +40,11 @@ def test_bench_serve_smoke_writes_table_and_json(tiny_model_dir, tmp_path, capsy
     assert 0 < chat["tokens"] <= 8 and chat["ttft_p50_s"] is not None and chat["ratio_to_vllm_server"] is None
     assert str(tmp_path) not in (out / "results.json").read_text() + (out / "table.md").read_text()
     assert "| slca-hf | agent | 2 |" in (out / "table.md").read_text()
+
+
+def test_recorded_command_leaves_out_the_output_directory():
+    from serve.bench.report import bench_command
+
+    argv = ["slca", "--set", "a=b", "bench", "serve", "--clients", "1,16", "--out", "/x/y", "--max-tokens=8"]
+    assert bench_command("serve", argv) == "slca bench serve --clients 1,16 --max-tokens=8"
+    assert bench_command("swap", ["slca", "bench", "swap", "--out=/x"]) == "slca bench swap"
