@@ -1,5 +1,6 @@
 """What the system looks like from Redis: queue depths, the published weight version, recent rewards and
-learner steps. Shared by `slca status`, the live table of `slca up` and the dashboard."""
+learner steps (and, for the dashboard, the feed's held-out probe rounds). Shared by `slca status`, the live table
+of `slca up` and the dashboard."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ops.feed.probe import PROBE_SUFFIX
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_LEARNER, STATS_REWARDS
 
@@ -36,6 +38,9 @@ class Snapshot:
     learner: list[dict[str, Any]] = field(default_factory=list)
     """Oldest first: step, version, loss, kl, clip_frac, groups, ts, and `zero_var`: {channel: share} (empty for rows
     written before the learner recorded it)."""
+    probe: list[dict[str, Any]] = field(default_factory=list)
+    """Oldest first: the held-out probe's rounds as `ops.feed.probe.read_rounds` returns them (`ProbeRound.to_json`);
+    read only by `read_snapshot_async` (the CLI reads them with `read_rounds`)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,6 +71,20 @@ def parse_stats(entries: list, names: tuple[str, ...], collect: str | None = Non
         rows.append(row)
     rows.sort(key=lambda r: tuple(int(x) for x in r["id"].split("-")))
     return rows
+
+
+def parse_rounds(entries: list) -> list[dict[str, Any]]:
+    """XREVRANGE entries of the probe stream → its rounds, oldest first, exactly as `read_rounds` returns them
+    (that one reads with a sync client; this parses what the async pipeline fetched). Unparseable entries are
+    skipped."""
+    rounds = []
+    for _id, fields in reversed(entries):
+        raw = fields.get(b"json") or fields.get("json")
+        try:
+            rounds.append(json.loads(raw))
+        except (TypeError, ValueError):
+            continue
+    return rounds
 
 
 def parse_version(raw: Any) -> int | None:
@@ -117,8 +136,10 @@ def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner:
                     parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX))  # fmt: skip
 
 
-async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500) -> Snapshot:
-    """The same read with a `redis.asyncio.Redis` client (the dashboard runs inside the API's event loop)."""
+async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500,
+                              n_probe: int = 500) -> Snapshot:  # fmt: skip
+    """The same read with a `redis.asyncio.Redis` client (the dashboard runs inside the API's event loop), plus
+    the latest `n_probe` held-out probe rounds."""
     import redis
 
     streams = Streams(prefix)
@@ -129,6 +150,7 @@ async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500
     pipe.get(streams.weights_latest)
     pipe.xrevrange(streams.stats(STATS_REWARDS), count=n_rewards)
     pipe.xrevrange(streams.stats(STATS_LEARNER), count=n_learner)
+    pipe.xrevrange(streams.stats(PROBE_SUFFIX), count=n_probe)
     results = await pipe.execute()
     queues = []
     for name, length in zip(names, results[: len(names)]):
@@ -139,4 +161,4 @@ async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500
         queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
     rest = results[len(names) :]
     return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
-                    parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX))  # fmt: skip
+                    parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX), parse_rounds(rest[3]))  # fmt: skip

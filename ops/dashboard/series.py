@@ -9,10 +9,11 @@ named line, `None` where a line has no value at that x (a gap, not a zero).
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ops.online_curve import by_version
+from ops.online_curve import by_version, trend
 from ops.redis_view import Snapshot
 
 MOVING_WINDOW = 20
@@ -26,12 +27,17 @@ class Series:
     """Line label → one value per x (None: no value there)."""
     extra: dict[str, list[Any]] = field(default_factory=dict)
     """Per-x values shown in the legend but not drawn (trajectory counts)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Values about the whole chart, shown in its caption (the probe's trend)."""
 
 
 @dataclass
 class Charts:
     reward_by_version: Series
     """x = served policy version; mean execution and preference reward of the trajectories it sampled."""
+    probe: Series
+    """x = a held-out probe round's version (median served version); its mean execution reward and success share,
+    and in `meta["trend"]` the least-squares slope of each per 100 versions."""
     tool_turns: Series
     """x = scoring time; tool turns of each episode and their moving mean."""
     zero_variance: Series
@@ -69,6 +75,30 @@ def reward_by_version(rewards: list[dict[str, Any]]) -> Series:
     return Series([float(s.version) for s in stats],
                   {"execution": [s.exec_mean for s in stats], "preference": [s.pref_mean for s in stats]},
                   {"n": [s.n for s in stats], "tool_turns": [s.tool_turns_mean for s in stats]})  # fmt: skip
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+PROBE_LINES = {"execution": "exec_mean", "success": "success"}
+"""Probe chart line label → `ProbeRound.to_json` field."""
+PROBE_EXTRA = {"n": "trajectories", "version_min": "version_min", "version_max": "version_max",
+               "tool_turns": "tool_turns_mean"}  # fmt: skip
+"""Legend-only columns of the probe chart → `ProbeRound.to_json` field."""
+
+
+def probe(rounds: list[dict[str, Any]]) -> Series:
+    """Held-out probe rounds (same test tasks, same seeds each round) by version, and the trend of each line as
+    `slca bench online` reports it (`ops.online_curve.trend`: None below 3 rounds). Rounds missing a number the
+    chart needs are left out; rounds sharing a version (the probe restarted) keep their time order."""
+    needed = ("version", *PROBE_LINES.values())
+    rows = [r for r in rounds if isinstance(r, dict) and all(_finite(r.get(k)) for k in needed)]
+    rows.sort(key=lambda r: r["version"])  # stable: equal versions stay oldest first
+    xs = [float(r["version"]) for r in rows]
+    ys = {label: [float(r[key]) for r in rows] for label, key in PROBE_LINES.items()}
+    extra = {name: [r.get(key) for r in rows] for name, key in PROBE_EXTRA.items()}
+    return Series(xs, ys, extra, {"trend": {label: trend(xs, ys[label]) for label in PROBE_LINES}})
 
 
 def tool_turns(rewards: list[dict[str, Any]]) -> Series:
@@ -126,5 +156,6 @@ def learner_series(learner: list[dict[str, Any]]) -> Series:
 
 def build_charts(snapshot: Snapshot) -> Charts:
     rewards, learner = snapshot.rewards, snapshot.learner
-    return Charts(reward_by_version(rewards), tool_turns(rewards), zero_variance(learner), staleness(rewards, learner),
-                  versions(rewards, learner), throughput(rewards), learner_series(learner))  # fmt: skip
+    return Charts(reward_by_version(rewards), probe(snapshot.probe), tool_turns(rewards), zero_variance(learner),
+                  staleness(rewards, learner), versions(rewards, learner), throughput(rewards),
+                  learner_series(learner))  # fmt: skip

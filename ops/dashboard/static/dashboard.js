@@ -23,6 +23,8 @@ function num(v, digits) {
 const SPECS = [
   { id: "chart-reward", key: "reward_by_version", time: false, y: [0, 1], points: true,
     xValue: (s, v, i) => v === null || v === undefined ? "-" : "v" + v + (s.extra.n ? ` (n=${s.extra.n[i]})` : "") },
+  { id: "chart-probe", key: "probe", time: false, y: [0, 1], points: true, trend: true,
+    xLabel: "served policy version (median over the round)", xValue: probeRound },
   { id: "chart-turns", key: "tool_turns", y: [0, null], dots: ["per episode"] },
   { id: "chart-zerovar", key: "zero_variance", y: [0, 1], points: true },
   { id: "chart-staleness", key: "staleness", y: [0, null], dots: ["staleness"] },
@@ -33,10 +35,36 @@ const SPECS = [
 ];
 const plots = {};  // chart id → {plot, labels}
 
+// a probe round's legend label: its median version, the versions it spanned (a swap can land mid-round), its size
+function probeRound(s, v, i) {
+  if (v === null || v === undefined) return "-";
+  const [lo, hi, n] = [s.extra.version_min?.[i], s.extra.version_max?.[i], s.extra.n?.[i]];
+  const span = lo !== null && lo !== undefined && lo !== hi ? `v${lo}–v${hi}, ` : "";
+  return "v" + v + (n === null || n === undefined ? "" : ` (${span}n=${n})`);
+}
+
+// the probe's trend as `slca bench online` reports it; a rise is a slope more than two standard errors above 0
+function trendText(series) {
+  if (!series || !series.x.length) return "";
+  const trends = Object.entries((series.meta || {}).trend || {}).filter(([, t]) => t);
+  if (!trends.length) return "— trend from 3 rounds on";
+  const cells = trends.map(([label, t]) => {
+    const [slope, se] = [t.slope_per_100_versions, t.se_per_100_versions];
+    const verdict = slope > 2 * se ? "rising" : slope < -2 * se ? "falling" : "within noise";
+    return `${label} ${slope >= 0 ? "+" : ""}${slope.toFixed(3)} ± ${se.toFixed(3)} (${verdict})`;
+  });
+  return `— trend per 100 versions (± 1 s.e., ${trends[0][1].points} rounds): ` + cells.join(", ");
+}
+
 function xAxis(spec, fig) {
   if (spec.time === false) {  // versions are integers: no ticks between them
-    return { label: "served policy version", labelSize: 20, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500],
-             values: (u, splits) => splits.map(v => "v" + v) };
+    return { label: spec.xLabel || "served policy version", labelSize: 20,
+             incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500],
+             values: (u, splits) => {
+               const labels = splits.map(v => "v" + v);
+               fig.dataset.xTicks = labels.join(" ");
+               return labels;
+             } };
   }
   return {
     values: (u, splits) => {
@@ -150,6 +178,7 @@ function render(data) {
     const queues = active ? { x: queueHistory.x, ys: queueHistory.ys, extra: {} } : null;
     const series = spec.key ? data.charts[spec.key] : queues;
     if (draw(spec, series)) rendered += 1;
+    if (spec.trend) document.querySelector(`#${spec.id} .trend`).textContent = trendText(series);
   }
   document.body.dataset.rendered = String(rendered);
   const rewards = data.rewards || [], learner = data.learner || [];

@@ -130,3 +130,32 @@ def _publish(client: redis.Redis, streams: Streams, state, now: float) -> None:
     announce(client, streams, WeightManifest(version=state.version, path=f"weights/v{state.version}",
                                              sha256={"model.safetensors": "0" * 64}, base_model="tiny",
                                              created_at=now, train_step=state.step))  # fmt: skip
+
+
+def probe_rounds(start: float) -> list:
+    """Three held-out probe rounds over the history's versions, scoring better as the version rises (with a
+    little noise, so the trend has a standard error). The last one saw a swap mid-round (versions 3 and 4)."""
+    from ops.feed.probe import ProbeRound
+
+    served = [[0, 0, 0, 1], [2, 2, 2, 2], [3, 4, 4, 4]]
+    exec_means, successes = [0.55, 0.74, 0.83], [0.25, 0.5, 0.625]
+    return [ProbeRound(started_at=start + 240 * i, seconds=30.0, versions=v, exec_mean=e, pref_mean=0.4, success=s,
+                       tool_turns_mean=1.0 + 0.25 * i, trajectories=len(v), failed_requests=0)
+            for i, (v, e, s) in enumerate(zip(served, exec_means, successes))]  # fmt: skip
+
+
+def write_probe_rounds(redis_url: str, rounds: list, prefix: str = "slca") -> list[dict]:
+    """Each round through the probe's own publisher (`redis_publisher`, as `slca feed` wires it); → their JSON."""
+    import asyncio
+
+    from ops.feed.probe import PROBE_SUFFIX, redis_publisher
+
+    publish = redis_publisher(redis_url, Streams(prefix).stats(PROBE_SUFFIX))
+    entries = [r.to_json() for r in rounds]
+
+    async def main():
+        for entry in entries:
+            await publish(entry)
+
+    asyncio.run(main())
+    return entries

@@ -1,4 +1,5 @@
-"""The sub-app over HTTP: the stats JSON (with the chart series), its 400/503 answers, the static files."""
+"""The sub-app over HTTP: the stats JSON (with the chart series, the held-out probe's among them), its 400/503
+answers, the static files."""
 
 import asyncio
 import re
@@ -12,6 +13,7 @@ from multidict import CIMultiDict
 from ops.dashboard import make_app
 from slca.contracts import Streams
 from slca.redis_server import free_port
+from tests.ops.dashboard.system import probe_rounds, write_probe_rounds
 
 STATIC = Path(__file__).resolve().parents[3] / "ops" / "dashboard" / "static"
 
@@ -50,8 +52,28 @@ def test_stats_json_carries_snapshot_and_charts(redis_url, history):
     assert set(charts["staleness"]["ys"]["staleness"]) == {0.0, 1.0}  # a group per version lags one swap
     for name, series in charts.items():
         assert all(len(col) == len(series["x"]) for col in series["ys"].values()), name
-        if name != "reward_by_version":
+        if name not in ("reward_by_version", "probe"):  # version charts; the rest are on time
             assert series["x"] == sorted(series["x"]) and history.start - 60 <= series["x"][0] <= history.end, name
+
+
+def test_stats_carry_probe_rounds_as_the_probe_publishes_them(redis_url):
+    import json
+
+    from ops.feed.probe import PROBE_SUFFIX, read_rounds
+
+    ((_, _, before),) = call(redis_url, ("/dashboard/api/stats", {}))
+    assert json.loads(before)["probe"] == [] and json.loads(before)["charts"]["probe"]["x"] == []
+    written = write_probe_rounds(redis_url, probe_rounds(1000.0))
+    ((status, _, body),) = call(redis_url, ("/dashboard/api/stats", {}))
+    data = json.loads(body)
+    # the dashboard's async read returns what `slca status` reads with read_rounds, oldest first
+    sync_read = read_rounds(redis.Redis.from_url(redis_url), Streams().stats(PROBE_SUFFIX))
+    assert status == 200 and data["probe"] == sync_read == written
+    chart = data["charts"]["probe"]
+    assert chart["x"] == [0.0, 2.0, 4.0] and chart["ys"]["execution"] == [0.55, 0.74, 0.83]
+    assert chart["extra"]["version_min"] == [0, 2, 3] and chart["extra"]["version_max"] == [1, 2, 4]
+    exec_trend = chart["meta"]["trend"]["execution"]
+    assert exec_trend["points"] == 3 and exec_trend["slope_per_100_versions"] > 0
 
 
 def test_stats_limit_and_bad_limit(redis_url, history):

@@ -1,8 +1,11 @@
 """The dashboard in headless Chromium: with a system's history in Redis every chart is drawn by uPlot, time axes
-read as clock times of that history, legends show the latest version; with an empty Redis every chart says
-"no data yet". Skipped where no Chromium is installed (`SLCA_INSTALL_BROWSER=1 scripts/install.sh` adds it).
+read as clock times of that history, legends show the latest version; the held-out probe's chart waits for its
+first round, then draws the rounds with their trend; with an empty Redis every chart says "no data yet". Skipped
+where no Chromium is installed (`SLCA_INSTALL_BROWSER=1 scripts/install.sh` adds it).
 
-Set SLCA_DASHBOARD_SCREENSHOT=<path.png> to keep the screenshot of the dashboard with data (bench/online/).
+Set SLCA_DASHBOARD_SCREENSHOT=<path.png> to keep the screenshot of the dashboard with data: that is how
+bench/online/dashboard.png is made, from this test's synthetic history (tests/ops/dashboard/system.py), not from
+a measured run.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import pytest
 from aiohttp import web
 
 from ops.dashboard import make_app
+from ops.online_curve import trend
 from slca.redis_server import free_port
+from tests.ops.dashboard.system import probe_rounds, write_probe_rounds
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (Debian package chromium)")
 
-CHARTS = ["chart-reward", "chart-turns", "chart-zerovar", "chart-staleness", "chart-queue", "chart-versions",
-          "chart-throughput", "chart-learner"]  # fmt: skip
+CHARTS = ["chart-reward", "chart-probe", "chart-turns", "chart-zerovar", "chart-staleness", "chart-queue",
+          "chart-versions", "chart-throughput", "chart-learner"]  # fmt: skip
 TIME_CHARTS = ["chart-turns", "chart-zerovar", "chart-staleness", "chart-versions", "chart-throughput", "chart-learner"]
 EXEC_BLUE, PREF_ORANGE = "#1f77b4", "#ff7f0e"
 
@@ -79,7 +84,7 @@ def dump_dom(url: str, tmp: Path) -> str:
     return proc.stdout.decode()
 
 
-def screenshot(url: str, tmp: Path, size: str = "1330,1640"):
+def screenshot(url: str, tmp: Path, size: str = "1330,1990"):
     from matplotlib.image import imread
 
     png = tmp / "dashboard.png"
@@ -108,9 +113,16 @@ def clock_times(start: float, end: float) -> set[str]:
 
 def test_charts_render_a_history(redis_url, history, tmp_path):
     with DashboardServer(redis_url) as url:
+        before_probe = dump_dom(url, tmp_path / "before-probe")
+        rounds = write_probe_rounds(redis_url, probe_rounds(history.start))
         dom = dump_dom(url, tmp_path)
         png, pixels = screenshot(url, tmp_path)
-    assert 'data-rendered="8"' in dom, re.search(r"<body[^>]*>", dom).group(0)
+    # a system whose feed runs no probe: every other chart, and the probe's says it has nothing yet
+    assert 'data-rendered="8"' in before_probe, re.search(r"<body[^>]*>", before_probe).group(0)
+    waiting = figure(before_probe, "chart-probe")
+    assert 'data-empty="1"' in waiting and "no data yet" in waiting and "uplot" not in waiting
+    assert re.search(r'class="trend"></span>', waiting)
+    assert 'data-rendered="9"' in dom, re.search(r"<body[^>]*>", dom).group(0)
     assert 'id="published">v5<' in dom and f'id="scored">{history.trajectories}<' in dom and 'id="served">v4<' in dom
     expected_times = clock_times(history.start, history.end)
     for chart_id in CHARTS:
@@ -126,10 +138,29 @@ def test_charts_render_a_history(redis_url, history, tmp_path):
     versions = figure(dom, "chart-versions")  # the learner after step 5, the newest sampler (held across gaps)
     assert re.search(r'u-value">5\.000<', versions) and re.search(r'u-value">4\.000<', versions)
     assert "exec" in figure(dom, "chart-zerovar") and "pref" in figure(dom, "chart-zerovar")
+    assert_probe_chart(figure(dom, "chart-probe"), rounds)
     # canvases are not in the DOM: the screenshot shows the reward lines were drawn
     assert colour_pixels(pixels, EXEC_BLUE) > 300 and colour_pixels(pixels, PREF_ORANGE) > 300
     if os.environ.get("SLCA_DASHBOARD_SCREENSHOT"):
         shutil.copyfile(png, os.environ["SLCA_DASHBOARD_SCREENSHOT"])
+
+
+def assert_probe_chart(fig: str, rounds: list[dict]) -> None:
+    """Drawn on its own version axis; the legend holds the latest round (its median version, the versions it
+    spanned, its size, both lines); the caption gives each line's trend as `slca bench online` computes it."""
+    assert "Held-out probe: same tasks, same seeds" in fig
+    ticks = re.search(r'data-x-ticks="([^"]*)"', fig).group(1).split()
+    assert ticks and all(re.fullmatch(r"v\d+", t) for t in ticks) and {"v0", "v4"} <= set(ticks), ticks
+    last = rounds[-1]
+    assert re.search(rf'u-value">v{last["version"]} \(v{last["version_min"]}–v{last["version_max"]}, '
+                     rf'n={last["trajectories"]}\)<', fig), fig  # fmt: skip
+    assert f'u-value">{last["exec_mean"]:.3f}<' in fig and f'u-value">{last["success"]:.3f}<' in fig
+    versions = [r["version"] for r in rounds]
+    caption = re.search(r'class="trend">([^<]*)<', fig).group(1)
+    assert f"trend per 100 versions (± 1 s.e., {len(rounds)} rounds)" in caption, caption
+    for label, key in (("execution", "exec_mean"), ("success", "success")):
+        t = trend(versions, [r[key] for r in rounds])
+        assert f"{label} {t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f}" in caption, caption
 
 
 def test_empty_system_says_no_data_yet(redis_url, tmp_path):
@@ -140,4 +171,5 @@ def test_empty_system_says_no_data_yet(redis_url, tmp_path):
     for chart_id in CHARTS:
         fig = figure(dom, chart_id)
         assert 'data-empty="1"' in fig and "no data yet" in fig and "uplot" not in fig, chart_id
+    assert re.search(r'class="trend"></span>', figure(dom, "chart-probe"))  # no trend without rounds
     assert colour_pixels(pixels, EXEC_BLUE) == 0 and colour_pixels(pixels, PREF_ORANGE) == 0

@@ -1,9 +1,12 @@
-"""What the charts mean, without a browser: per-version means, staleness against the learner's timeline, gaps."""
+"""What the charts mean, without a browser: per-version means, staleness against the learner's timeline, gaps,
+the held-out probe by version with its trend."""
 
 import pytest
 
-from ops.dashboard.series import build_charts, moving_mean, staleness, versions, zero_variance
-from ops.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_stats
+from ops.dashboard.series import build_charts, moving_mean, probe, staleness, versions, zero_variance
+from ops.feed.probe import ProbeRound
+from ops.online_curve import trend
+from ops.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_rounds, parse_stats
 
 
 def reward(ts, version, exec_=0.5, pref=0.5, turns=1.0):
@@ -70,3 +73,55 @@ def test_learner_rows_collect_zero_variance_fields():
                          b"zero_var/pref": b"bad", b"loss": b"0.1"})]  # fmt: skip
     (row,) = parse_stats(entries, LEARNER_FIELDS, ZERO_VAR_PREFIX)
     assert row["zero_var"] == {"exec": 0.5, "pref": None} and row["step"] == 3 and row["groups"] is None
+
+
+def probe_round(versions, exec_mean, success, started_at=0.0) -> dict:
+    """A round exactly as the probe publishes it."""
+    one = ProbeRound(started_at=started_at, seconds=10.0, versions=versions, exec_mean=exec_mean, pref_mean=0.1,
+                     success=success, tool_turns_mean=1.5, trajectories=len(versions), failed_requests=0)  # fmt: skip
+    return one.to_json()
+
+
+def test_probe_by_median_version_with_legend_columns():
+    rounds = [probe_round([10, 10, 11], 0.6, 0.5), probe_round([0, 1, 1, 0], 0.4, 0.25),
+              probe_round([20, 21, 21], 0.7, 0.75)]  # fmt: skip
+    s = build_charts(Snapshot(probe=rounds)).probe
+    # x = the round's median_low served version, in version order (uPlot needs ascending x)
+    assert s.x == [0.0, 10.0, 21.0]
+    assert s.ys == {"execution": [0.4, 0.6, 0.7], "success": [0.25, 0.5, 0.75]}
+    assert s.extra["n"] == [4, 3, 3] and s.extra["version_min"] == [0, 10, 20] and s.extra["version_max"] == [1, 11, 21]
+
+
+def test_probe_trend_is_online_curve_trend_per_line():
+    rounds = [probe_round([v], e, ok) for v, e, ok in [(0, 0.5, 0.0), (10, 0.62, 0.5), (20, 0.66, 0.5), (30, 0.8, 1.0)]]
+    t = probe(rounds).meta["trend"]
+    assert t["execution"] == trend([0, 10, 20, 30], [0.5, 0.62, 0.66, 0.8])
+    assert t["success"] == trend([0, 10, 20, 30], [0.0, 0.5, 0.5, 1.0])
+    # least squares by hand: sum((x - 15) * (y - 0.645)) / sum((x - 15)^2) = 4.7 / 500 per version
+    assert t["execution"]["slope_per_100_versions"] == pytest.approx(0.94) and t["execution"]["points"] == 4
+    assert t["execution"]["se_per_100_versions"] > 0
+
+
+@pytest.mark.parametrize("n_rounds", [0, 1, 2])
+def test_probe_trend_needs_three_rounds(n_rounds):
+    s = probe([probe_round([v], 0.5, 0.5) for v in range(n_rounds)])
+    assert len(s.x) == n_rounds and s.meta["trend"] == {"execution": None, "success": None}
+
+
+def test_probe_skips_rounds_without_the_numbers_it_draws():
+    good = probe_round([3], 0.5, 0.5)
+    bad = [{**good, "exec_mean": None}, {**good, "version": "3"}, {**good, "success": float("nan")},
+           {k: v for k, v in good.items() if k != "version"}, ["not", "a", "round"]]  # fmt: skip
+    s = probe([*bad, good])
+    assert s.x == [3.0] and s.ys["execution"] == [0.5]
+
+
+def test_probe_rounds_sharing_a_version_keep_their_order():
+    s = probe([probe_round([5], 0.1, 0.0, started_at=1), probe_round([2], 0.9, 1.0), probe_round([5], 0.3, 0.0)])
+    assert s.x == [2.0, 5.0, 5.0] and s.ys["execution"] == [0.9, 0.1, 0.3]
+
+
+def test_parse_rounds_oldest_first_skipping_bad_entries():
+    newest_first = [(b"3-0", {b"json": b'{"version": 3}'}), (b"2-0", {b"json": b"{broken"}), (b"1-0", {b"other": b"x"}),
+                    (b"0-0", {"json": '{"version": 0}'})]  # fmt: skip
+    assert parse_rounds(newest_first) == [{"version": 0}, {"version": 3}]
