@@ -11,14 +11,14 @@ and it travels with XLEN in one round trip. A running INCRBY/DECRBY counter woul
 deleter in every component would have to know each entry's size, and one that forgot would make it drift.
 
 Group commit: concurrent requests finish at nearly the same time, and one XLEN + MEMORY USAGE + XADD per
-trajectory cost three commands and two round trips each (a quarter of raw XADD's rate, `slca bench queue`).
-Each `record` call queues its encoded entry and waits; one flusher task at a time takes every entry waiting
-(up to `max_batch`) and sends their XADDs in one pipeline that ends with XLEN + MEMORY USAGE, so the bounds are
-read after our own additions and the next batch is admitted on that reading without a round trip of its own.
-A fresh reading is taken first only for the first batch, after a Redis error, and when the last reading says
-the next entry would not fit (space may have been freed since): so refusals are always decided on a fresh
-reading. Admission inside a batch is decided in order against the reading plus the entries admitted before.
-Alone, a call is a batch of one; under load the round trips are shared.
+trajectory cost three commands, two round trips and three replies to parse each (a quarter of raw XADD's rate,
+`slca bench queue`). Each `record` call queues its encoded entry and waits; up to `max_in_flight` flusher
+tasks take the entries waiting (up to `max_batch` each) and send them in ONE call of a Lua script
+(`ADD_WITHIN_BOUNDS`) that reads XLEN and MEMORY USAGE once and adds, in order, each entry that still fits: one
+command, one round trip and one reply per batch. Two in flight so that the server adds one batch while this
+process encodes the next (the encoding is most of the producer's CPU). The bound check and the adds are atomic now (a script runs alone), so the bounds also
+hold exactly across serve replicas, which a check-then-add from each replica never did. Alone, a call is a
+batch of one.
 """
 
 from __future__ import annotations
@@ -40,8 +40,30 @@ log = logging.getLogger(__name__)
 MEMORY_SAMPLES = 5
 """Stream nodes `MEMORY USAGE` reads to estimate the stream's size."""
 DEFAULT_MAX_BYTES: int = ServeSettings.model_fields["max_stream_bytes"].default
-MAX_BATCH = 64
-"""Most entries one flush adds in one pipeline (bounds one pipeline's size and one batch's latency)."""
+MAX_BATCH = 8
+"""Most entries one flush adds in one script call. Small enough that a burst splits into batches that overlap
+(one at the server while the next is encoded), large enough that the per-command cost is shared."""
+MAX_IN_FLIGHT = 2
+"""Batches at the server at once (each on its own pooled connection)."""
+ADD_WITHIN_BOUNDS = """
+-- KEYS[1]: the stream. ARGV: max_len, max_bytes, MEMORY USAGE samples, payload field name, then per entry:
+-- its size in bytes, its payload, its id. Returns one flag per entry: 1 added, 0 refused (it would not fit).
+local length = redis.call('XLEN', KEYS[1])
+local used = redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', ARGV[3]) or 0
+local max_len, max_bytes, added = tonumber(ARGV[1]), tonumber(ARGV[2]), {}
+for i = 5, #ARGV, 3 do
+  local size = tonumber(ARGV[i])
+  if length < max_len and used + size <= max_bytes then
+    redis.call('XADD', KEYS[1], '*', ARGV[4], ARGV[i + 1], 'id', ARGV[i + 2])
+    length, used = length + 1, used + size
+    added[#added + 1] = 1
+  else
+    added[#added + 1] = 0
+  end
+end
+return added
+"""
+"""Bound check and XADDs of one batch, atomically, in one command."""
 _AS_THEY_ARE = frozenset({"tokens", "logprobs", "tools", "messages", "meta"})
 """Fields that are already msgpack-native (JSON-shaped) in every trajectory serve builds: the per-token arrays
 and the JSON documents it received or produced."""
@@ -74,20 +96,19 @@ class _Pending:
 
 class TrajectoryRecorder:
     def __init__(self, client: aioredis.Redis, streams: Streams, max_len: int, metrics: ServeMetrics,
-                 max_bytes: int = DEFAULT_MAX_BYTES, max_batch: int = MAX_BATCH):  # fmt: skip
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_batch: int = MAX_BATCH,
+                 max_in_flight: int = MAX_IN_FLIGHT):  # fmt: skip
         self.client = client
         self.streams = streams
         self.max_len = max_len
         self.max_bytes = max_bytes
         self.max_batch = max_batch
+        self.max_in_flight = max_in_flight
         self.metrics = metrics
         self._waiting: list[_Pending] = []
-        self._flusher: asyncio.Task | None = None
-        self._reading: tuple[int, int] | None = None
-        """(XLEN, MEMORY USAGE) read with the last batch's XADDs, after them; None before the first or after an
-        error. Since then the workers can only have shrunk the stream (XDEL of what they consumed), so deciding
-        on it never admits more than a fresh reading would; other serve replicas' XADDs race with it exactly
-        as they raced with a per-trajectory check (the bounds were never atomic across replicas)."""
+        self._flushers: set[asyncio.Task] = set()
+        # redis-py's Script: EVALSHA, and on NOSCRIPT (a restarted Redis) loads the source and runs it again
+        self._script = client.register_script(ADD_WITHIN_BOUNDS)
 
     async def record(self, trajectory: Trajectory) -> bool:
         """True when added; False when the stream is full or Redis failed (counted, not raised)."""
@@ -95,10 +116,13 @@ class TrajectoryRecorder:
         size = sum(len(k) + len(v) for k, v in entry.items())
         pending = _Pending(trajectory.id, entry, size, asyncio.get_running_loop().create_future())
         self._waiting.append(pending)
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_waiting(), name="trajectory-recorder")
-        # shield: a cancelled request must not cancel the flush other requests' entries ride on
-        return await asyncio.shield(pending.done)
+        if len(self._flushers) < self.max_in_flight:
+            task = asyncio.create_task(self._flush_waiting(), name="trajectory-recorder")
+            self._flushers.add(task)  # the set holds the task (the loop keeps only weak references)
+            task.add_done_callback(self._flushers.discard)
+        # A cancelled request cancels only its own future (the flusher skips it when answering); the flush that
+        # carries its entry and others' goes on. (asyncio.shield would do the same at a few µs per call.)
+        return await pending.done
 
     async def _flush_waiting(self) -> None:
         while self._waiting:
@@ -111,25 +135,16 @@ class TrajectoryRecorder:
                         p.done.set_result(False)
                 raise
             for p, ok in zip(batch, added):
-                p.done.set_result(ok)
+                if not p.done.done():
+                    p.done.set_result(ok)
 
     async def _add(self, batch: list[_Pending]) -> list[bool]:
-        stream = self.streams.trajectories
+        args: list = [self.max_len, self.max_bytes, MEMORY_SAMPLES, PAYLOAD_FIELD]
+        for p in batch:
+            args += [p.size, p.entry[PAYLOAD_FIELD], p.entry[b"id"]]
         try:
-            reading = self._reading
-            if reading is None or not self._admit(batch[:1], *reading)[0]:
-                reading = await self._read_bounds()  # first batch, or the stream looked full: look again
-            admitted = self._admit(batch, *reading)
-            pipe = self.client.pipeline(transaction=False)
-            for p, fits in zip(batch, admitted):
-                if fits:
-                    pipe.xadd(stream, p.entry)
-            pipe.xlen(stream)
-            pipe.memory_usage(stream, samples=MEMORY_SAMPLES)
-            *_, length, used = await pipe.execute()
-            self._reading = (length, used or 0)
+            admitted = [bool(flag) for flag in await self._script(keys=[self.streams.trajectories], args=args)]
         except RedisError as exc:
-            self._reading = None
             log.warning("%d trajector%s not recorded (%s …): %s", len(batch), "y" if len(batch) == 1 else "ies",
                         batch[0].trajectory_id, exc)  # fmt: skip
             self.metrics.record_failures.inc(len(batch))
@@ -139,20 +154,4 @@ class TrajectoryRecorder:
             self.metrics.backpressure.inc(refused)
         if len(batch) - refused:
             self.metrics.trajectories_recorded.inc(len(batch) - refused)
-        return admitted
-
-    async def _read_bounds(self) -> tuple[int, int]:
-        pipe = self.client.pipeline(transaction=False)
-        pipe.xlen(self.streams.trajectories)
-        pipe.memory_usage(self.streams.trajectories, samples=MEMORY_SAMPLES)
-        length, used = await pipe.execute()
-        return length, used or 0
-
-    def _admit(self, batch: list[_Pending], length: int, used: int) -> list[bool]:
-        """In order: each entry fits if the stream, with the entries admitted before it, stays within both bounds."""
-        admitted = []
-        for p in batch:
-            fits = length < self.max_len and used + p.size <= self.max_bytes
-            admitted.append(fits)
-            length, used = (length + 1, used + p.size) if fits else (length, used)
         return admitted

@@ -31,7 +31,7 @@ def run_queue_bench(args, config) -> int:
     with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
         server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
         try:
-            producer = measure_producer(server.url, server.port, load_tokenizer(settings.tokenizer),
+            producer = measure_producer(server.url, server.port, server.proc.pid, load_tokenizer(settings.tokenizer),
                                         args.producer_entries)  # fmt: skip
             results["producer"] = producer.to_dict()
             if not args.producer_only:

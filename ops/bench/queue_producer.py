@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import statistics
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import redis
 import redis.asyncio as aioredis
@@ -88,9 +91,10 @@ def redis_benchmark_xadd(port: int, payload_bytes: int, n: int, clients: int, pi
 
 
 def encode_rate(encode, trajectory: Trajectory, seconds: float = 1.0) -> float:
-    """Encodings per second of one trajectory (the producer's CPU cost before any round trip)."""
-    done, started = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - started) < seconds:
+    """Encodings per CPU second of one trajectory (the producer's CPU cost before any round trip; CPU time, so
+    that other load on a shared machine does not count)."""
+    done, started = 0, time.process_time()
+    while (elapsed := time.process_time() - started) < seconds:
         for _ in range(100):
             encode(trajectory)
         done += 100
@@ -98,7 +102,7 @@ def encode_rate(encode, trajectory: Trajectory, seconds: float = 1.0) -> float:
 
 
 async def recorder_rate(url: str, trajectories: list[Trajectory], concurrency: int) -> float:
-    """trajectories/s through `TrajectoryRecorder.record` from `concurrency` concurrent callers, one connection."""
+    """trajectories/s through `TrajectoryRecorder.record` from `concurrency` concurrent callers."""
     client = aioredis.Redis.from_url(url, decode_responses=False)
     stream = Streams(f"bench{concurrency}")
     recorder = TrajectoryRecorder(client, stream, max_len=10**9, metrics=ServeMetrics(), max_bytes=10**13)
@@ -136,49 +140,87 @@ def transport_rate(url: str, entries: list[dict], batch: int = PIPELINE) -> floa
 
 @dataclass
 class ProducerFigures:
+    """Medians over `rounds` interleaved rounds (raw, transport, producer, serial producer in turn, so that a
+    load change on a shared machine hits every contender alike); per-round lists in `rounds_detail`."""
+
     payload_bytes: int
     tokens: int
+    rounds: int
     redis_benchmark_c1_per_s: float
     """redis-benchmark XADD, 1 connection × PIPELINE in flight: the same concurrency as our producer."""
     redis_benchmark_c4_per_s: float
     """redis-benchmark XADD, 4 connections × PIPELINE in flight (the setting of earlier reports)."""
     encode_entry_per_s: float
-    """The contract's generic `encode_entry` (pydantic JSON-mode dump + msgpack)."""
+    """The contract's generic `encode_entry` (pydantic JSON-mode dump + msgpack), per CPU second."""
     recorder_encode_per_s: float
-    """The recorder's encoder (same payload once decoded)."""
+    """The recorder's encoder (same payload once decoded), per CPU second."""
     transport_per_s: float
     """Pre-encoded entries, redis-py pipeline ×PIPELINE: no encoding, no bound check."""
     recorder_serial_per_s: float
-    """One caller at a time: every trajectory pays the bound check and XADD round trips alone."""
+    """One caller at a time: every trajectory pays the bound check and XADD round trip alone."""
     recorder_per_s: float
     """The producer: PIPELINE concurrent callers, group commit."""
+    producer_cpu_us: float = 0.0
+    """CPU µs of the producer process per trajectory (encoding included), in the concurrent run."""
+    server_cpu_us_producer: float = 0.0
+    """redis-server CPU µs per trajectory added by the producer (script, XADD, AOF write)."""
+    server_cpu_us_raw: float = 0.0
+    """redis-server CPU µs per XADD of redis-benchmark (same payload size)."""
+    rounds_detail: dict = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
-        """The producer ÷ raw XADD at the same concurrency: the figure the 0.5× target is about."""
-        return self.recorder_per_s / self.redis_benchmark_c1_per_s
+        """The producer ÷ raw XADD at the same concurrency, the figure the 0.5× target is about: the median of
+        the rounds' ratios (each pairs runs seconds apart), else the ratio of the medians."""
+        paired = self.rounds_detail.get("ratio") or []
+        return statistics.median(paired) if paired else self.recorder_per_s / self.redis_benchmark_c1_per_s
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ratio_producer_over_raw": self.ratio, "pipeline": PIPELINE}
 
 
-def measure_producer(url: str, port: int, tokenizer, n: int) -> ProducerFigures:
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_producer(url: str, port: int, server_pid: int, tokenizer, n: int, rounds: int = 3) -> ProducerFigures:
+    """`n` trajectories per producer run, `rounds` interleaved rounds; redis-benchmark sends 2n XADDs a run (it
+    is faster: its runs must not be shorter than ours to be measured as well)."""
     base = realistic_trajectory(tokenizer)
     trajs = [base.model_copy(update={"id": f"p{i}", "task_id": f"task-{i // 8}"}) for i in range(n)]
     entry = encode_trajectory_entry(base)
-    if entry != encode_entry(base, id=base.id) and _decoded(entry) != _decoded(encode_entry(base, id=base.id)):
+    if _decoded(entry) != _decoded(encode_entry(base, id=base.id)):
         raise RuntimeError("the recorder's encoding decodes to another payload than encode_entry's")
-    payload = len(entry[b"data"])
-    c1 = redis_benchmark_xadd(port, payload, n, clients=1)
-    c4 = redis_benchmark_xadd(port, payload, n, clients=4)
-    redis.Redis(port=port).delete("bench:rb")
+    payload, raw_client = len(entry[b"data"]), redis.Redis(port=port)
+    entries = [encode_trajectory_entry(t) for t in trajs]
+    runs: dict[str, list[float]] = {"raw": [], "transport": [], "producer": [], "serial": [], "ratio": []}
+    cpu = {"producer": 0.0, "server_producer": 0.0, "server_raw": 0.0}
+    for _ in range(rounds):
+        server0 = _cpu_s(server_pid)
+        runs["raw"].append(redis_benchmark_xadd(port, payload, 2 * n, clients=1))
+        cpu["server_raw"] += _cpu_s(server_pid) - server0
+        raw_client.delete("bench:rb")
+        runs["transport"].append(transport_rate(url, entries))
+        own0, server0 = time.process_time(), _cpu_s(server_pid)
+        runs["producer"].append(asyncio.run(recorder_rate(url, trajs, concurrency=PIPELINE)))
+        cpu["producer"] += time.process_time() - own0
+        cpu["server_producer"] += _cpu_s(server_pid) - server0
+        runs["serial"].append(asyncio.run(recorder_rate(url, trajs[: max(n // 10, 50)], concurrency=1)))
+        runs["ratio"].append(runs["producer"][-1] / runs["raw"][-1])
+    c4 = redis_benchmark_xadd(port, payload, 2 * n, clients=4)
+    raw_client.delete("bench:rb")
+    raw_client.close()
+    med = {k: statistics.median(v) for k, v in runs.items()}
     return ProducerFigures(
-        payload_bytes=payload, tokens=len(base.tokens), redis_benchmark_c1_per_s=c1, redis_benchmark_c4_per_s=c4,
-        encode_entry_per_s=encode_rate(lambda t: encode_entry(t, id=t.id), base),
-        recorder_encode_per_s=encode_rate(encode_trajectory_entry, base),
-        transport_per_s=transport_rate(url, [encode_trajectory_entry(t) for t in trajs]),
-        recorder_serial_per_s=asyncio.run(recorder_rate(url, trajs[: max(n // 10, 100)], concurrency=1)),
-        recorder_per_s=asyncio.run(recorder_rate(url, trajs, concurrency=PIPELINE)),
+        payload_bytes=payload, tokens=len(base.tokens), rounds=rounds, redis_benchmark_c1_per_s=med["raw"],
+        redis_benchmark_c4_per_s=c4, encode_entry_per_s=encode_rate(lambda t: encode_entry(t, id=t.id), base),
+        recorder_encode_per_s=encode_rate(encode_trajectory_entry, base), transport_per_s=med["transport"],
+        recorder_serial_per_s=med["serial"], recorder_per_s=med["producer"],
+        producer_cpu_us=1e6 * cpu["producer"] / (rounds * n),
+        server_cpu_us_producer=1e6 * cpu["server_producer"] / (rounds * n),
+        server_cpu_us_raw=1e6 * cpu["server_raw"] / (rounds * 2 * n),
+        rounds_detail={k: [round(x, 4 if k == "ratio" else 0) for x in v] for k, v in runs.items()},
     )  # fmt: skip
 
 
@@ -196,9 +238,17 @@ def producer_lines(f: ProducerFigures) -> list[str]:
             (f"transport: pre-encoded, redis-py pipeline {PIPELINE}", f.transport_per_s),
             ("recorder, 1 caller at a time (round trips each)", f.recorder_serial_per_s),
             (f"PRODUCER: recorder, {PIPELINE} concurrent callers", f.recorder_per_s)]  # fmt: skip
-    out = [f"  stream producer — trajectory of {f.tokens} tokens, payload {f.payload_bytes:,} B"]
+    out = [f"  stream producer — trajectory of {f.tokens} tokens, payload {f.payload_bytes:,} B; "
+           f"medians of {f.rounds} interleaved rounds"]
     out += [f"    {name:<52} {rate:>9,.0f} /s  {rate / raw:5.2f}×" for name, rate in rows]
-    out.append(f"    encoding alone: encode_entry {f.encode_entry_per_s:,.0f} /s, recorder's encoder "
-               f"{f.recorder_encode_per_s:,.0f} /s ({1e6 / f.recorder_encode_per_s:.0f} µs per trajectory)")
-    out.append(f"    producer ÷ raw XADD = {f.ratio:.2f} (target ≥ 0.50: {'met' if f.ratio >= 0.5 else 'NOT met'})")
+    encode_us = 1e6 / f.recorder_encode_per_s
+    out.append(f"    encoding alone, per CPU second: encode_entry {f.encode_entry_per_s:,.0f} /s, recorder's encoder "
+               f"{f.recorder_encode_per_s:,.0f} /s ({encode_us:.0f} µs per trajectory)")
+    out.append(f"    CPU per trajectory: producer process {f.producer_cpu_us:.0f} µs (encoding ≈ {encode_us:.0f}, "
+               f"client and event loop ≈ {max(f.producer_cpu_us - encode_us, 0):.0f}), redis-server "
+               f"{f.server_cpu_us_producer:.0f} µs; redis-benchmark's XADD costs redis-server "
+               f"{f.server_cpu_us_raw:.0f} µs")  # fmt: skip
+    out.append(f"    producer ÷ raw XADD = {f.ratio:.3f}, median of the rounds' ratios "
+               f"({', '.join(f'{r:.2f}' for r in f.rounds_detail.get('ratio', []))}; "
+               f"target ≥ 0.50: {'met' if f.ratio >= 0.5 else 'NOT met'})")  # fmt: skip
     return out
