@@ -1,4 +1,5 @@
-"""The worker side of `slca bench queue` (ops/bench/queue.py runs it with the producer): the queue path measured side by side in one run, on one owned Redis.
+"""The worker side of `slca bench queue` (ops/bench/queue.py runs it with the producer): the queue path
+measured side by side in one run, on one owned Redis.
 
 1. raw stream: `redis-benchmark` XADD (pipelined ×16, the trajectory's payload size) vs our producer's XADD of
    encoded trajectories (redis-py, pipelined ×16), and consumer-group reads + acks (XREADGROUP 256 + XACK);

@@ -26,7 +26,7 @@ def run_queue_bench(args, config) -> int:
     if not (Path(settings.tokenizer) / "tokenizer.json").is_file():
         raise CliError(f"no tokenizer at {settings.tokenizer}: run `slca model fetch` (or set workers.tokenizer)")
     settings = settings.model_copy(update={"max_inflight": 10**9, "max_groups_len": 10**9})
-    results: dict = {"command": "slca bench queue " + " ".join(sys.argv[3:]), "machine": machine_facts(),
+    results: dict = {"command": "slca " + " ".join(sys.argv[1:]), "machine": machine_facts(),
                      "redis": "owned redis-server, AOF appendfsync everysec, loopback"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
         server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
@@ -35,8 +35,8 @@ def run_queue_bench(args, config) -> int:
                                         args.producer_entries)  # fmt: skip
             results["producer"] = producer.to_dict()
             if not args.producer_only:
-                trajs = worker_bench.sample_trajectories(settings.tokenizer, max(args.trajectories, args.stream_entries),
-                                                         settings.group_size)  # fmt: skip
+                n = max(args.trajectories, args.stream_entries)
+                trajs = worker_bench.sample_trajectories(settings.tokenizer, n, settings.group_size)
                 results["payload_bytes"] = len(worker_bench.encode_entry(trajs[0], id=trajs[0].id)[b"data"])
                 results.update(worker_bench.measure(server, settings, trajs, args, Path(tmp)))
         finally:

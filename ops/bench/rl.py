@@ -116,7 +116,7 @@ def run_rl_bench(args, config) -> int:
     lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
     print("\n".join(lines), flush=True)
     write_outputs(args.out, lines, results, {
-        "command": "slca bench rl " + " ".join(sys.argv[3:]), "machine": machine_facts(),
+        "command": "slca " + " ".join(sys.argv[1:]), "machine": machine_facts(),
         "model": Path(model).name, "warm_started": warning is None, "pack": args.pack, "split": "train",
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "minutes": args.minutes,
         "precision": precision.dtype, "lr": learner.lr, "serve_engine": serve_engine(config, args.pipeline_set),

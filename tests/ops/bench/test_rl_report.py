@@ -17,7 +17,8 @@ from ops.bench.rl_slca import SlcaSpec, learner_steps, pipeline_sets, role_of
 
 def side(name: str, seconds: float = 600, completions: int = 80, updates: int = 10, tokens: int = 6000,
          rss_gib: float = 4.0, **kw) -> SideResult:  # fmt: skip
-    return SideResult(name=name, seconds=seconds, completions=completions, completions_trained=kw.pop("trained", completions),
+    trained = kw.pop("trained", completions)
+    return SideResult(name=name, seconds=seconds, completions=completions, completions_trained=trained,
                       updates=updates, generated_tokens=tokens, peak_rss_bytes=int(rss_gib * GIB), **kw)  # fmt: skip
 
 
@@ -36,7 +37,8 @@ def test_an_empty_window_is_an_error_not_a_division_by_zero():
 
 
 def test_ratios_are_slca_over_trl_and_none_where_trl_did_nothing():
-    slca, trl = side("slca", seconds=600, completions=160, updates=20), side("trl", seconds=300, completions=40, updates=5)
+    slca = side("slca", seconds=600, completions=160, updates=20)
+    trl = side("trl", seconds=300, completions=40, updates=5)
     r = ratios(slca, trl)
     assert r["completions_per_hour"] == pytest.approx((160 / 600) / (40 / 300))  # different windows: rates compared
     assert r["updates_per_hour"] == pytest.approx((20 / 600) / (5 / 300))
