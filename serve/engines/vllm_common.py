@@ -64,6 +64,10 @@ def vllm_sampling_params(params: SamplingParams):
         max_tokens=params.max_tokens,
         seed=params.seed,
         stop=params.stop or None,
+        # We decode the sampled ids ourselves (one tokenizer for prompts and outputs); vLLM's incremental
+        # detokenizer would only repeat that work per token, on the serving process's CPU. It is needed only to
+        # find stop strings.
+        detokenize=bool(params.stop),
         # the sampled token's logprob (raw model distribution: logprobs_mode=raw_logprobs), plus the
         # top_logprobs most likely tokens when asked: vLLM returns those AND the sampled one per position
         logprobs=params.top_logprobs,
