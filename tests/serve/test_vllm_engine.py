@@ -43,8 +43,10 @@ async def _scenario(client, weights_root, tiny_model_dir):
     return r.status, runs, chat.status, chat_body, swap.status, await swap.json(), (await after.json())
 
 
-def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir, serve_redis, tmp_path):
-    settings = ServeSettings(engine="vllm", max_model_len=1024, subscribe_weights=False, kv_cache_gib=1)
+@pytest.mark.parametrize("core_process", [False, True], ids=["in-process", "engine-core-process"])
+def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir, serve_redis, tmp_path, core_process):
+    settings = ServeSettings(engine="vllm", max_model_len=1024, subscribe_weights=False, kv_cache_gib=1,
+                             vllm_engine_core_process=core_process)
     app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=serve_redis.url, admin_token="t"))
 
     async def main():
