@@ -9,6 +9,7 @@ Where things live:
 - `segments.py`   segment kinds of sampled tokens (incremental decode);  `trajectory.py` Trajectory builder
 - `recorder.py`   bounded XADD to slca:trajectories with back-pressure;  `swap.py` weight hot-swap
 - `admin.py`      /healthz /readyz /metrics /v1/models /admin/weights
-- `engines/`      one async interface (`base.py`), `hf.py`, `vllm_engine.py`, forced-call grammars
-- `cli.py`        `slca serve`, `slca bench serve` (`bench.py`)
+- `engines/`      one async interface (`base.py`), `hf.py`, `vllm_engine.py` (in-process) and `vllm_async.py`
+                  (engine core in its own process), forced-call grammars
+- `cli.py`        `slca serve`, `slca bench serve` (`bench/`)
 """
