@@ -1,20 +1,24 @@
-"""In-domain evaluation: the task pack's test split, run as multi-turn episodes against the sim's tools.
+"""In-domain evaluation: the task pack's test split, each task one greedy agent run through serve's own agent loop
+(`POST /v1/agent/runs` with temperature 0, the loop users get, tools answered by the sim), scored from the calls the
+server recorded in the trajectory.
 
 Metrics per task: name F1 (multiset F1 of called vs gold tool names), argument match (per gold call with
 arguments, the share of its keys whose values the best same-name predicted call matches), success (every gold
-call matched exactly once with all its arguments, and no extra call; for no-tool tasks: no call at all), tool
-turns (model turns that made a call). The matching is the scorers' own (`workers.scoring.match`, DESIGN.md §4:
+call matched exactly once with all its arguments, no extra call and no malformed one; for no-tool tasks: no call
+at all), tool turns (model turns that wrote a call). The matching is the scorers' own (`workers.scoring.match`, DESIGN.md §4:
 loose value equality, greedy best match per gold call), so eval and the HierR reward agree on what a match is.
 """
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
-from typing import Any
+import asyncio
+from pathlib import Path
+from typing import Any, Callable
 
-from slca.chat.hermes import function_of, parse_tool_calls
-from slca.contracts import GoldCall, Task
+import aiohttp
+
+from slca.config import Config
+from slca.contracts import GoldCall, Task, ToolCallRecord, Trajectory
 from workers.scoring.match import match_calls, name_f1
 
 
@@ -39,62 +43,73 @@ def success(predicted: list[dict], gold: list[GoldCall], needs_tool: bool) -> bo
     return len(predicted) == len(gold) and all(m.correct for m in _matches(predicted, gold))
 
 
-@dataclass
-class EpisodeRun:
-    task: Task
-    messages: list[dict[str, Any]]
-    episode: Any
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    invalid_calls: int = 0
-    tool_turns: int = 0
-    done: bool = False
-
-    def score(self) -> dict[str, Any]:
-        gold = self.task.ground_truth
-        return {
-            "task_id": self.task.task_id,
-            "name_f1": name_f1([g.name for g in gold.calls], [c["name"] for c in self.calls]),
-            "argument_match": argument_match(self.calls, gold.calls),
-            "success": success(self.calls, gold.calls, gold.tool_needed) and self.invalid_calls == 0,
-            "tool_turns": self.tool_turns,
-            "invalid_calls": self.invalid_calls,
-        }
+def run_request(task: Task, max_tokens: int, max_turns: int) -> dict[str, Any]:
+    """The agent-run request of one test task: one greedy rollout, not recorded (a test task is never training
+    data), its trajectory returned (the calls the server parsed are scored from it)."""
+    return {"task_id": task.task_id, "messages": task.messages, "tools": task.tools, "n": 1, "temperature": 0.0,
+            "seed": 0, "max_tokens": max_tokens, "max_turns": max_turns, "record": False,
+            "return_trajectories": True}  # fmt: skip
 
 
-async def run_batch(generator, tasks: list[Task], provider, max_turns: int) -> list[dict[str, Any]]:
-    """One batch of episodes, turn by turn: every still-active episode gets one model turn per round."""
-    runs = [EpisodeRun(t, list(t.messages), await provider.new_episode(t.tools, f"eval-{uuid.uuid4()}"))
-            for t in tasks]  # fmt: skip
-    try:
-        for _ in range(max_turns):
-            active = [r for r in runs if not r.done]
-            if not active:
-                break
-            texts = generator.generate([generator.prompt(r.messages, r.task.tools) for r in active])
-            for run, text in zip(active, texts):
-                await _apply_turn(run, text)
-    finally:
-        for run in runs:
-            await run.episode.close()
-    return [r.score() for r in runs]
+def score(task: Task, records: list[ToolCallRecord]) -> dict[str, Any]:
+    """One task's metrics from the calls the server recorded in its trajectory (every call of every turn, in the
+    order written, executed or not; malformed ones with `valid` False)."""
+    gold = task.ground_truth
+    calls = [{"name": r.name, "arguments": r.arguments} for r in records if r.valid]
+    invalid = sum(1 for r in records if not r.valid)
+    return {
+        "task_id": task.task_id,
+        "name_f1": name_f1([g.name for g in gold.calls], [c["name"] for c in calls]),
+        "argument_match": argument_match(calls, gold.calls),
+        "success": success(calls, gold.calls, gold.tool_needed) and invalid == 0,
+        "tool_turns": len({r.turn for r in records}),
+        "invalid_calls": invalid,
+    }
 
 
-async def _apply_turn(run: EpisodeRun, text: str) -> None:
-    offered = {function_of(t).get("name") for t in run.task.tools}
-    calls = parse_tool_calls(text, offered)
-    run.messages.append({"role": "assistant", "content": text})
-    if not calls:
-        run.done = True
-        return
-    run.tool_turns += 1
-    for call in calls:
-        if not call.valid:
-            run.invalid_calls += 1
-            run.messages.append({"role": "tool", "content": {"error": {"status": 400, "message": call.error}}})
-            continue
-        run.calls.append({"name": call.name, "arguments": call.arguments})
-        result = await run.episode.call(call.name, call.arguments)
-        run.messages.append({"role": "tool", "content": result.for_model()})
+class EvalRunError(RuntimeError):
+    """The server refused or failed a test task's agent run; the message carries its error."""
+
+
+async def run_tasks(base_url: str, token: str | None, tasks: list[Task], max_tokens: int, max_turns: int,
+                    concurrency: int, on_done: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every task as one agent run of the server at `base_url` (`concurrency` in flight: the engine batches
+    them), scored; rows in the order of `tasks`."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be ≥ 1, got {concurrency}")
+    gate = asyncio.Semaphore(concurrency)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    # the server bounds each engine wait (serve.engine_timeout_s); an episode is several of them
+    async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=None)) as http:
+
+        async def one(task: Task) -> dict[str, Any]:
+            async with gate:
+                async with http.post(f"{base_url}/v1/agent/runs", json=run_request(task, max_tokens, max_turns)) as r:
+                    body = await r.json(content_type=None)
+            if r.status != 200:
+                message = body.get("error", {}).get("message") if isinstance(body, dict) else body
+                raise EvalRunError(f"task {task.task_id}: the server answered {r.status}: {message}")
+            row = score(task, Trajectory.model_validate(body["runs"][0]["trajectory"]).tool_calls)
+            on_done()
+            return row
+
+        return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+
+def eval_indomain(config: Config, model_dir: Path, pack: str, limit: int, max_tokens: int, max_turns: int,
+                  concurrency: int, engine: str = "hf", threads: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The first `limit` test tasks of `pack`, run by an in-process server on `model_dir` (`ops.eval.server`)."""
+    from tqdm import tqdm
+
+    from ops.eval.server import eval_server
+    from ops.feed.tasks import load_pack
+
+    tasks = load_pack(pack, "test")[:limit]
+    with eval_server(config, model_dir, engine, threads) as server:
+        with tqdm(total=len(tasks), desc=f"in-domain {pack}", unit="task") as bar:
+            rows = asyncio.run(run_tasks(server.url, server.admin_token, tasks, max_tokens, max_turns, concurrency,
+                                         on_done=lambda: bar.update(1)))  # fmt: skip
+    return {"pack": pack, "engine": engine, "summary": summarize(rows), "tasks": rows}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, float]:

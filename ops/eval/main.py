@@ -1,9 +1,8 @@
-"""`slca eval --model DIR`: load the model once, run the in-domain test split and the BFCL categories,
+"""`slca eval --model DIR`: run the in-domain test split (through serve's agent loop) and the BFCL categories,
 print a table, write a JSON file."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -23,7 +22,7 @@ def run_eval(args, config: Config) -> int:
         raise CliError(f"no model at {model_dir} (expected a Hugging Face directory with config.json)")
     result = evaluate(config, model_dir, categories=_categories(args.categories), limit=args.limit, pack=args.pack,
                       skip=set(args.skip), max_tokens=args.max_tokens, batch_size=args.batch_size,
-                      threads=args.threads)  # fmt: skip
+                      threads=args.threads, engine=args.engine)  # fmt: skip
     out = args.out or Path(config.common.data_dir) / "eval" / f"{model_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
@@ -43,16 +42,21 @@ def _categories(text: str) -> list[str]:
 
 
 def evaluate(config: Config, model_dir: Path, categories: list[str], limit: int, pack: str, skip: set[str],
-             max_tokens: int = 256, batch_size: int = 8, max_turns: int = 3,
-             threads: int | None = None) -> dict[str, Any]:  # fmt: skip
-    from ops.eval.generate import HfGenerator
+             max_tokens: int = 256, batch_size: int = 8, max_turns: int = 3, threads: int | None = None,
+             engine: str = "hf") -> dict[str, Any]:  # fmt: skip
+    """In-domain: agent runs of an in-process server on the model (serve's loop, `engine`), `batch_size` in flight;
+    BFCL (single turn): batched greedy generation. One after the other: one copy of the model in memory at a time."""
+    from ops.eval.generate import HfGenerator, default_threads
+    from ops.eval.indomain import eval_indomain
 
     started = time.monotonic()
-    generator = HfGenerator(model_dir, max_new_tokens=max_tokens, threads=threads)
+    threads = threads or default_threads()
     result: dict[str, Any] = {"model": str(model_dir), "limit": limit, "max_tokens": max_tokens}
     if "indomain" not in skip:
-        result["indomain"] = eval_indomain(config, generator, pack, limit, batch_size, max_turns)
+        result["indomain"] = eval_indomain(config, model_dir, pack, limit, max_tokens, max_turns, batch_size,
+                                           engine, threads)  # fmt: skip
     if "bfcl" not in skip:
+        generator = HfGenerator(model_dir, max_new_tokens=max_tokens, threads=threads)
         result["bfcl"] = eval_bfcl(generator, categories, limit, batch_size)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -84,28 +88,6 @@ def eval_bfcl(generator, categories: list[str], limit: int, batch_size: int) -> 
     total = sum(len(v) for v in verdicts.values())
     overall = sum(sum(v) for v in verdicts.values()) / total if total else 0.0
     return {"categories": per_cat, "overall": overall, "failures": failures}
-
-
-def eval_indomain(config: Config, generator, pack: str, limit: int, batch_size: int, max_turns: int) -> dict[str, Any]:
-    from tqdm import tqdm
-
-    from ops.eval.indomain import run_batch, summarize
-    from ops.feed.tasks import load_pack
-    from sim import make_provider
-    from sim.settings import SimSettings
-
-    tasks = load_pack(pack, "test")[:limit]
-    provider = make_provider(config.get(SimSettings).with_cache_of(config.common), redis_url=None)
-    rows: list[dict[str, Any]] = []
-
-    async def run_all():
-        with tqdm(total=len(tasks), desc=f"in-domain {pack}", unit="task") as bar:
-            for chunk in _chunks(tasks, batch_size):
-                rows.extend(await run_batch(generator, chunk, provider, max_turns))
-                bar.update(len(chunk))
-
-    asyncio.run(run_all())
-    return {"pack": pack, "summary": summarize(rows), "tasks": rows}
 
 
 def format_table(result: dict[str, Any]) -> str:

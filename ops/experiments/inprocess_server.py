@@ -13,7 +13,10 @@ from slca.redis_server import free_port
 
 
 class InProcessServer:
-    def __init__(self, config: Config, stream_prefix: str | None = None):
+    def __init__(self, config: Config, stream_prefix: str | None = None, *, follow_weights: bool = True,
+                 sim_settings=None):  # fmt: skip
+        """`follow_weights`: False for a server that must keep the weights it started with (an evaluation).
+        `sim_settings`: the tool simulator's settings (None: its defaults)."""
         from serve.settings import ServeSettings
 
         self.common = config.common
@@ -21,7 +24,9 @@ class InProcessServer:
             self.common = self.common.model_copy(update={"admin_token": secrets.token_hex(16)})
         if stream_prefix:
             self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})
-        self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": True, "port": free_port()})
+        self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": follow_weights,
+                                                                       "port": free_port()})  # fmt: skip
+        self.sim_settings = sim_settings
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="slca-serve", daemon=True)
         self.runner = None
@@ -41,7 +46,8 @@ class InProcessServer:
         from serve.app import create_app
 
         async def go():
-            app = create_app(self.settings, self.common, subapps=dict([dashboard(self.common)]))
+            app = create_app(self.settings, self.common, sim_settings=self.sim_settings,
+                             subapps=dict([dashboard(self.common)]))  # fmt: skip
             self.runner = web.AppRunner(app, access_log=None)
             await self.runner.setup()
             await web.TCPSite(self.runner, "127.0.0.1", self.settings.port).start()
