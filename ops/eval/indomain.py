@@ -5,8 +5,9 @@ server recorded in the trajectory.
 Metrics per task: name F1 (multiset F1 of called vs gold tool names), argument match (per gold call with
 arguments, the share of its keys whose values the best same-name predicted call matches), success (every gold
 call matched exactly once with all its arguments, no extra call and no malformed one; for no-tool tasks: no call
-at all), tool turns (model turns that wrote a call). The matching is the scorers' own (`workers.scoring.match`, DESIGN.md §4:
-loose value equality, greedy best match per gold call), so eval and the HierR reward agree on what a match is.
+at all), tool turns (model turns that wrote a call). The matching is the scorers' own (`workers.scoring.match`,
+DESIGN.md §4: loose value equality, greedy best match per gold call), so eval and the HierR reward agree on what a
+match is.
 """
 
 from __future__ import annotations
