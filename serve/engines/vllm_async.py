@@ -18,6 +18,7 @@ here too:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -101,22 +102,28 @@ class VLLMAsyncEngine(ServedModel):
                 self._engine_failed(engine, RuntimeError("engine core is dead"))
             raise EngineError(f"engine is not running{f': {self._failed}' if self._failed else ''}")
         request_id = uuid.uuid4().hex
-        self.stats.observe(engine.get_num_unfinished_requests() + 1, new_requests=1)
+        # Engine steps happen in the engine core process and are not seen here: only requests and the largest
+        # number running together are counted (the batching evidence of /metrics).
+        self.stats.requests += 1
+        self.stats.max_batch = max(self.stats.max_batch, engine.get_num_unfinished_requests() + 1)
         sent = 0
+        outputs = engine.generate({"prompt_token_ids": list(prompt_ids)}, vllm_sampling_params(params), request_id)
         try:
-            async for out in engine.generate({"prompt_token_ids": list(prompt_ids)}, vllm_sampling_params(params),
-                                             request_id):  # fmt: skip
-                if not out.outputs:
-                    continue
-                comp = out.outputs[0]
-                ids, lps, tops = completion_delta(comp, params.top_logprobs)
-                finish = finish_reason(comp, out.finished)
-                versions = self._versions(engine, request_id, comp, sent, len(ids))
-                for step in _split_by_version(ids, lps, tops, versions, finish, self.version):
-                    yield step
-                sent += len(ids)
+            # aclosing: when our caller stops early (a client went away), closing vLLM's generator aborts the
+            # request in the engine core now, not whenever the garbage collector finalises the generator
+            async with contextlib.aclosing(outputs):
+                async for out in outputs:
+                    if not out.outputs:
+                        continue
+                    comp = out.outputs[0]
+                    ids, lps, tops = completion_delta(comp, params.top_logprobs)
+                    finish = finish_reason(comp, out.finished)
+                    versions = self._versions(engine, request_id, comp, sent, len(ids))
+                    for step in _split_by_version(ids, lps, tops, versions, finish, self.version):
+                        yield step
+                    sent += len(ids)
         except (asyncio.CancelledError, GeneratorExit):
-            raise  # AsyncLLM.generate aborts the request itself
+            raise
         except Exception as exc:
             if engine.errored:
                 self._engine_failed(engine, exc)
