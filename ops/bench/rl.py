@@ -81,6 +81,11 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
                              "mean_reward": c.reward_sum / c.completions if c.completions else None})  # fmt: skip
 
 
+def same_wall_time(requested_s: float, trl: SideResult | None) -> float:
+    """The pipeline's window: the requested one, or TRL's measured one where its last step overran."""
+    return max(requested_s, trl.seconds) if trl is not None else requested_s
+
+
 def run_rl_bench(args, config) -> int:
     from learner.settings import LearnerSettings
     from slca.cli import CliError
@@ -100,6 +105,7 @@ def run_rl_bench(args, config) -> int:
     precision = choose_precision({"bf16": "bfloat16", "fp32": "float32"}.get(learner.precision, "auto"))
     print(precision.describe("precision (both sides; the learner's setting)"), flush=True)
     seconds = args.minutes * 60
+    load_at_start = machine_facts()["load_average_1m"]
     log_dir = Path(tempfile.mkdtemp(prefix="slca-bench-rl-logs-"))
     print(f"model {Path(model).name}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
     results: dict[str, SideResult] = {}
@@ -109,14 +115,21 @@ def run_rl_bench(args, config) -> int:
                                               bf16=precision.dtype == "bfloat16", w_exec=learner.advantage.w_exec,
                                               w_pref=learner.advantage.w_pref), log_dir)  # fmt: skip
     if "slca" in sides:
+        # TRL stops at the first step end past the deadline: one step can overrun it by minutes on a slow
+        # machine. The pipeline gets the same wall time TRL actually had, so neither rate covers a shorter run.
+        slca_seconds = same_wall_time(seconds, results.get("trl"))
+        if slca_seconds > seconds:
+            print(f"TRL's last step ended {slca_seconds - seconds:.0f} s past the deadline: the pipeline runs "
+                  f"{slca_seconds:.0f} s too", flush=True)
         results["slca"] = run_slca_side(SlcaSpec(model=model, pack=args.pack, group_size=args.group_size,
-                                                 max_new_tokens=args.max_new_tokens, seconds=seconds,
+                                                 max_new_tokens=args.max_new_tokens, seconds=slca_seconds,
                                                  max_turns=args.max_turns, extra_sets=tuple(args.pipeline_set)),
                                         log_dir)  # fmt: skip
     lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
     print("\n".join(lines), flush=True)
     write_outputs(args.out, lines, results, {
-        "command": "slca " + " ".join(sys.argv[1:]), "machine": machine_facts(),
+        "command": "slca " + " ".join(sys.argv[1:]),
+        "machine": {**machine_facts(), "load_average_1m_at_start": load_at_start},
         "model": Path(model).name, "warm_started": warning is None, "pack": args.pack, "split": "train",
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "minutes": args.minutes,
         "precision": precision.dtype, "lr": learner.lr, "serve_engine": serve_engine(config, args.pipeline_set),

@@ -118,3 +118,11 @@ def test_tree_sampler_sums_a_child_and_keeps_its_cpu_after_it_exits():
     assert read_proc(os.getpid()) is not None and sampler.samples >= 3
     assert sampler.peak_rss_by_role.get("child", 0) > 60 << 20
     assert sampler.cpu_by_role()["child"] >= 0.2
+
+
+def test_the_pipeline_gets_the_wall_time_trl_actually_had():
+    from ops.bench.rl import same_wall_time
+
+    assert same_wall_time(600, side("trl", seconds=661)) == 661  # TRL's last step overran the deadline
+    assert same_wall_time(600, side("trl", seconds=600)) == 600
+    assert same_wall_time(600, None) == 600
