@@ -84,7 +84,9 @@ def run_learner(ctx: LoopContext) -> LearnerState:
         state.consumed.extend(e.group.group_id for e in entries)
         consumed.update(e.group.group_id for e in entries)
         unacked.extend(e.entry_id for e in entries)
-        published = maybe_publish(ctx, policy, state)
+        # a step whose groups all had zero advantage changed no weight: publishing it would only make the
+        # servers swap to identical weights and split the reward-per-version curve into more, smaller points
+        published = maybe_publish(ctx, policy, state) if report.updated else None
         if state.step % s.checkpoint_every == 0 or (s.max_steps and state.step >= s.max_steps):
             save_checkpoint(ctx.run_dir, state, policy.model, trainer.optimizer)
             consumer.ack(unacked)

@@ -29,6 +29,8 @@ class StepReport:
     group_ids: list[str]
     skipped_zero: int
     metrics: dict[str, float] = field(default_factory=dict)
+    updated: bool = True
+    """False when every group of the step had zero advantage: the weights did not change."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -89,6 +91,7 @@ class Trainer:
             group_ids=[g.group_id for g in groups],
             skipped_zero=len(prepared) - len(work),
             metrics=metrics,
+            updated=grad_norm > 0.0,
         )
 
     def _apply(self) -> float:

@@ -42,6 +42,8 @@ class ProbePlan:
     max_turns: int = 3
     seed: int = 0
     poll_s: float = 5.0
+    concurrency: int = 4
+    """Probe requests in flight at once."""
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; the probe needs only the 'serve' scope (it records nothing)."""
 
@@ -146,22 +148,27 @@ class Prober:
     async def round(self, session: aiohttp.ClientSession) -> ProbeRound | None:
         started = time.time()
         endpoint = self.plan.url.rstrip("/") + "/v1/agent/runs"
-        trajs: list[Trajectory] = []
-        failed = 0
-        for index, task in enumerate(self.plan.tasks):  # one at a time: the probe must not crowd out the feed
-            try:
-                async with session.post(endpoint, json=probe_body(task, self.plan, index)) as resp:
-                    if resp.status != 200:
-                        failed += 1
-                        continue
-                    body = await resp.json(content_type=None)
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, ConnectionError):
-                failed += 1
-                continue
-            trajs.extend(validate(Trajectory, run["trajectory"]) for run in body.get("runs", []) if run.get("trajectory"))
+        # a few requests in flight: the engine batches them, so a round costs about as long as its slowest
+        # episodes instead of the sum of all; few enough not to crowd out the feed
+        gate = asyncio.Semaphore(self.plan.concurrency)
+
+        async def one(index: int, task: Task) -> list[Trajectory] | None:
+            async with gate:
+                try:
+                    async with session.post(endpoint, json=probe_body(task, self.plan, index)) as resp:
+                        if resp.status != 200:
+                            return None
+                        body = await resp.json(content_type=None)
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, ConnectionError):
+                    return None
+            return [validate(Trajectory, run["trajectory"]) for run in body.get("runs", []) if run.get("trajectory")]
+
+        results = await asyncio.gather(*(one(i, t) for i, t in enumerate(self.plan.tasks)))
+        failed = sum(r is None for r in results)
         if failed > len(self.plan.tasks) // 4:  # a server restart mid-round: the round would not be comparable
             log.warning("probe round dropped: %d of %d requests failed", failed, len(self.plan.tasks))
             return None
+        trajs = [t for r in results if r for t in r]
         rewards = await asyncio.to_thread(lambda: [self.score(t) for t in trajs])
         return summarise(started, trajs, rewards, failed)
 

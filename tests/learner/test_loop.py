@@ -67,3 +67,20 @@ def test_stop_event_ends_an_idle_loop(context):
     threading.Timer(0.5, ctx.stop.set).start()
     state = run_learner(ctx)
     assert state.step == 0
+
+
+def test_step_with_only_zero_advantage_groups_publishes_no_version(context, rollout_model, redis_client):
+    """Identical rewards in every channel: no advantage, no weight change, so no new version to swap to."""
+    model, tokenizer = rollout_model
+    task = TwoToolTask(tokenizer, seed=3)
+    ctx = context(max_steps=2)
+    flat = task.group(model, 0, size=4, index=0)
+    flat = flat.model_copy(update={"rewards": [r.model_copy(update={"exec": 0.5, "pref": 0.5, "components": {}})
+                                               for r in flat.rewards]})  # fmt: skip
+    redis_client.xadd(ctx.streams.groups, encode_entry(flat, id="flat"))
+    redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 0, size=4, index=1), id="varied"))
+    state = run_learner(ctx)
+
+    lines = [json.loads(x) for x in (ctx.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert state.step == 2 and [x["skipped_zero"] for x in lines] == [1, 0]
+    assert [x["published"] for x in lines] == [None, 1] and state.version == 1

@@ -84,7 +84,7 @@ def test_rounds_follow_versions_with_fixed_seeds_and_no_recording(tiny_model_dir
     assert [r["exec_mean"] for r in published] == [0.5, 1.0, 1.0]
     assert all(r["trajectories"] == 6 and r["failed_requests"] == 0 for r in published)
     assert all(b["record"] is False and b["return_trajectories"] is True and b["n"] == 2 for b in server.bodies)
-    seeds = [[b["seed"] for b in server.bodies[i * 3:(i + 1) * 3]] for i in range(3)]
+    seeds = [sorted(b["seed"] for b in server.bodies[i * 3:(i + 1) * 3]) for i in range(3)]
     assert seeds[0] == seeds[1] == seeds[2] and len(set(seeds[0])) == 3  # same seeds each round, one per task
 
 
