@@ -120,12 +120,19 @@ class TrajectoryRecorder:
         if len(self._flushers) < self.max_in_flight:
             task = asyncio.create_task(self._flush_waiting(), name="trajectory-recorder")
             self._flushers.add(task)  # the set holds the task (the loop keeps only weak references)
-            task.add_done_callback(self._flushers.discard)
         # A cancelled request cancels only its own future (the flusher skips it when answering); the flush that
         # carries its entry and others' goes on. (asyncio.shield would do the same at a few µs per call.)
         return await pending.done
 
     async def _flush_waiting(self) -> None:
+        try:
+            await self._drain()
+        finally:
+            # leave the set in the same step as the last look at `_waiting` (no await between): a done-callback
+            # would run a step later, and a `record` in that gap would see the set full and wait forever
+            self._flushers.discard(asyncio.current_task())
+
+    async def _drain(self) -> None:
         while self._waiting:
             batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
             try:

@@ -115,3 +115,22 @@ def test_a_cancelled_caller_does_not_stop_the_others_entries(redis_url, episode)
     results, length = asyncio.run(main())
     assert isinstance(results[0], asyncio.CancelledError) and results[1:] == [True] * 5
     assert length in (5, 6)  # the cancelled caller's entry may already be on its way: never a half-write
+
+
+def test_a_record_right_after_a_finished_flush_is_not_left_waiting(redis_url, episode):
+    """With one flusher allowed, the caller woken by a flush records again before the finished flusher's
+    done-callback would have run: the flusher must already have left the set, or the second record hangs."""
+
+    async def main():
+        client = aioredis.Redis.from_url(redis_url)
+        recorder = TrajectoryRecorder(client, Streams("once"), max_len=100, metrics=ServeMetrics(),
+                                      max_bytes=10**12, max_in_flight=1)  # fmt: skip
+        try:
+            first = await recorder.record(episode.model_copy(update={"id": "a"}))
+            second = await asyncio.wait_for(recorder.record(episode.model_copy(update={"id": "b"})), timeout=10)
+        finally:
+            await client.delete("once:trajectories")
+            await client.aclose()
+        return first, second
+
+    assert asyncio.run(main()) == (True, True)
