@@ -31,7 +31,7 @@ class OpsSettings(SectionSettings):
     """A process that was ready and then fails every readiness probe for this long is restarted."""
     shutdown_grace_s: float = 20.0
     """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes."""
-    warm_start_minutes: float = 12.0
+    warm_start_minutes: float = 15.0
     """`slca up` runs `slca sft` for this long first when no warm-started model exists (0: never). The raw
     SmolLM2 never calls a tool, so online RL from it has no signal (FINDINGS.md)."""
     warm_start_eval_tasks: int = 20

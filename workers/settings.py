@@ -8,8 +8,9 @@ from slca.config import SectionSettings
 
 
 class WorkerSettings(SectionSettings):
-    group_size: int = Field(default=4, ge=1)
-    """G: rollouts per task in one group."""
+    group_size: int = Field(default=8, ge=1)
+    """G: rollouts per task in one group. 8: with 4, most groups of the warm-started 135M model had one
+    outlier or none, so each step's gradient was mostly noise."""
     concurrency: int = Field(default=1, ge=1)
     """Celery worker processes."""
 
