@@ -53,9 +53,9 @@ def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Tra
     return [base.model_copy(update={"id": f"b{i}", "task_id": f"task-{i // group_size}"}) for i in range(n)]
 
 
-def redis_benchmark_xadd(port: int, payload_bytes: int, n: int) -> float:
-    """requests/s of redis-benchmark's XADD of a payload of the given size, pipelined ×16."""
-    cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", "16", "-c", "4", "-q",
+def redis_benchmark_xadd(port: int, payload_bytes: int, n: int, clients: int = 4, pipeline: int = 16) -> float:
+    """requests/s of redis-benchmark's XADD of a `payload_bytes` field, `clients` connections × `pipeline`."""
+    cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", str(pipeline), "-c", str(clients), "-q",
            "XADD", "bench:rb", "*", "data", "x" * payload_bytes]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
     rates = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import statistics
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ import redis.asyncio as aioredis
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder, encode_trajectory_entry
 from slca.contracts import GoldCall, GroundTruth, Segment, Streams, Trajectory, encode_entry
+from workers.benchmark import redis_benchmark_xadd
 
 PIPELINE = 16
 """Commands in flight per connection, for redis-benchmark (-P) and for our producer (concurrent callers)."""
@@ -77,17 +76,6 @@ def realistic_trajectory(tokenizer, target_tokens: int = 1000) -> Trajectory:
     return Trajectory(task_id="task-0", policy_version=3, tools=_TOOLS, messages=messages, tokens=tokens,
                       logprobs=logprobs, segments=segments, ground_truth=gt,
                       meta={"engine": "hf", "sampling": {"temperature": 1.0, "max_tokens": 128}})  # fmt: skip
-
-
-def redis_benchmark_xadd(port: int, payload_bytes: int, n: int, clients: int, pipeline: int = PIPELINE) -> float:
-    """requests/s of redis-benchmark's XADD of a `payload_bytes` field, `clients` connections × `pipeline`."""
-    cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", str(pipeline), "-c", str(clients), "-q",
-           "XADD", "bench:rb", "*", "data", "x" * payload_bytes]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
-    rates = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
-    if not rates:
-        raise RuntimeError(f"redis-benchmark gave no rate: {out[-300:]}")
-    return float(rates[-1])
 
 
 def encode_rate(encode, trajectory: Trajectory, seconds: float = 1.0) -> float:

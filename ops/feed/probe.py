@@ -192,12 +192,6 @@ def redis_publisher(redis_url: str, stream: str):
 
 def read_rounds(redis_client, stream: str, count: int = 1000) -> list[dict]:
     """The latest `count` probe rounds, oldest first (sync client: `slca status`, `slca bench online`)."""
-    entries = redis_client.xrevrange(stream, count=count)
-    out = []
-    for _id, fields in reversed(entries):
-        raw = fields.get(b"json") or fields.get("json")
-        try:
-            out.append(json.loads(raw))
-        except (TypeError, ValueError):
-            continue
-    return out
+    from ops.redis_view import parse_rounds
+
+    return parse_rounds(redis_client.xrevrange(stream, count=count))

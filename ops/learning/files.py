@@ -4,21 +4,16 @@ keeping machine paths out of what gets committed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from learner.atomic import write_text_atomic
 
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file in the same folder, fsync, rename: `done.json` exists only once everything before it is."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+# one atomic writer for the repo (temp file in the same folder, fsync, rename, fsync the folder): `done.json`
+# exists only once everything before it is
+write_atomic = write_text_atomic
 
 
 def write_json(path: Path, data: Any) -> None:
