@@ -48,7 +48,8 @@ def start(args, env, log, procs):
 
 def test_worker_and_assembler_commands_score_a_group_and_export_metrics(fast_redis, builder, tmp_path, processes):
     worker_port, assembler_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_REDIS_URL": fast_redis.url, "SLCA_WORKERS__SWEEP_INTERVAL_S": "0.2"}
+    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_REDIS_URL": fast_redis.url, "SLCA_WORKERS__SWEEP_INTERVAL_S": "0.2",
+           "SLCA_WORKERS__GROUP_SIZE": "4"}  # fmt: skip
     worker = start(["worker", "--concurrency", "1"], {**env, "SLCA_WORKERS__METRICS_PORT": str(worker_port)},
                    tmp_path / "worker.log", processes)  # fmt: skip
     assembler = start(["assembler"], {**env, "SLCA_WORKERS__METRICS_PORT": str(assembler_port)},
@@ -72,7 +73,7 @@ def test_worker_and_assembler_commands_score_a_group_and_export_metrics(fast_red
 
 def test_bench_queue_smoke(tiny_model_dir, tmp_path):
     out = tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_WORKERS__TOKENIZER": str(tiny_model_dir)}
+    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_WORKERS__TOKENIZER": str(tiny_model_dir), "SLCA_WORKERS__GROUP_SIZE": "4"}
     proc = subprocess.run([sys.executable, "-m", "slca", "bench", "queue", "--trajectories", "40", "--stream-entries",
                            "320", "--out", str(out)], env=env, cwd=REPO, capture_output=True, text=True, timeout=240)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
