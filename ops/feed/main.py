@@ -90,6 +90,15 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
     return report
 
 
+def spread(tasks: list, n: int) -> list:
+    """`n` tasks evenly spaced over the split in task-id order (ids start with the intent), so the probe covers
+    the pack's intents in proportion — the first `n` of the split are a handful of intents only."""
+    ordered = sorted(tasks, key=lambda t: t.task_id)
+    if n >= len(ordered):
+        return ordered
+    return [ordered[(i * len(ordered)) // n] for i in range(n)]
+
+
 def make_prober(plan: FeedPlan, config: Config):
     """The held-out probe (ops/feed/probe.py), or None when `ops.probe_tasks` is 0 or the scorer is missing."""
     ops = config.get(OpsSettings)
@@ -104,7 +113,7 @@ def make_prober(plan: FeedPlan, config: Config):
 
     section = config.section("workers")
     scoring = section.with_tokenizer_of(config.common) if hasattr(section, "with_tokenizer_of") else section
-    tasks = load_pack(ops.feed_pack, "test", seed=ops.feed_seed)[: ops.probe_tasks]
+    tasks = spread(load_pack(ops.feed_pack, "test", seed=ops.feed_seed), ops.probe_tasks)
     probe_plan = ProbePlan(url=plan.url, tasks=tasks, every_versions=ops.probe_every_versions, n=ops.probe_samples,
                            temperature=plan.temperature, max_tokens=plan.max_tokens, max_turns=plan.max_turns,
                            seed=ops.feed_seed, api_key=config.common.record_key)  # fmt: skip

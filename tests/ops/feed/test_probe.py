@@ -133,3 +133,14 @@ def test_trend_slope_and_standard_error():
     assert abs(t["slope_per_100_versions"] - 1.0) < 1e-9 and t["se_per_100_versions"] < 1e-9
     flat = trend([0, 10, 20, 30], [0.6, 0.5, 0.6, 0.5])
     assert abs(flat["slope_per_100_versions"]) < flat["se_per_100_versions"] * 2
+
+
+def test_probe_tasks_are_spread_over_the_split():
+    from types import SimpleNamespace as T
+
+    from ops.feed.main import spread
+
+    tasks = [T(task_id=f"everyday-{intent}-{i}") for intent in ("a", "b", "c", "d") for i in range(10)]
+    picked = spread(tasks, 8)
+    assert len(picked) == 8 and {t.task_id.split("-")[1] for t in picked} == {"a", "b", "c", "d"}
+    assert spread(tasks[:3], 8) == sorted(tasks[:3], key=lambda t: t.task_id)
