@@ -21,7 +21,8 @@ import uuid
 from pathlib import Path
 
 from learner.settings import LearnerSettings
-from slca.contracts import SegmentKind, Streams
+from ops.feed.probe import tool_turns
+from slca.contracts import Streams
 
 SWAP_TIMEOUT_S = 600.0
 """How long to wait for the server to serve a published version."""
@@ -170,10 +171,5 @@ def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
 def group_means(group) -> dict[str, float]:
     n = group.size
     return {"exec_mean": sum(r.exec for r in group.rewards) / n, "pref_mean": sum(r.pref for r in group.rewards) / n,
-            "tool_turns_mean": sum(_tool_turns(t) for t in group.trajectories) / n,
+            "tool_turns_mean": sum(tool_turns(t) for t in group.trajectories) / n,
             "omission_rate": sum(r.omission_penalized for r in group.rewards) / n}  # fmt: skip
-
-
-def _tool_turns(traj) -> int:
-    """Model turns that wrote at least one tool call (the same count serve's slca_tool_turns observes)."""
-    return len({seg.turn for seg in traj.segments if seg.kind == SegmentKind.TOOL_CALL})
