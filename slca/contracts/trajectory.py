@@ -92,6 +92,9 @@ class GroundTruth(BaseModel):
     needs_tool: bool | None = None
     """None: derived from `calls` (a task with gold calls needs a tool)."""
     completion_check: dict[str, Any] | None = None
+    refusal: bool = False
+    """The right final reply declines: no offered tool can serve the request (abstention). A reply that claims
+    to have done it, or that does not say it cannot, fails the task's reply check."""
 
     @property
     def tool_needed(self) -> bool:
