@@ -16,7 +16,8 @@ class Task(Contract):
     task_id: str = Field(min_length=1)
     domain: str = "everyday"
     """Task pack it comes from: 'everyday', 'airline', 'retail', ..."""
-    split: Literal["train", "test"] = "train"
+    split: Literal["train", "test", "novel"] = "train"
+    """'novel': held-out intents, tools and phrasings that no training data uses (`sim.tasks`)."""
     messages: list[dict[str, Any]]
     """OpenAI-style messages: the user query (and an optional system message)."""
     tools: list[dict[str, Any]] = Field(default_factory=list)
