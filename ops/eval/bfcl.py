@@ -95,20 +95,26 @@ class _AnyModel(dict):
         return _ModelConfig()
 
 
-def decoded_calls(completion: str) -> list[dict[str, Any]]:
-    """The completion's valid calls in BFCL's decoded form `[{name: {arg: value}}]`."""
-    return [{c.name: c.arguments} for c in parse_tool_calls(completion) if c.valid]
-
-
-def score(case: BfclCase, completion: str) -> dict[str, Any]:
-    """BFCL verdict for one completion: irrelevance = no valid call; otherwise BFCL's ast_checker."""
-    calls = decoded_calls(completion)
+def verdict(case: BfclCase, calls: list[tuple[str, Any]], malformed: list[str]) -> dict[str, Any]:
+    """BFCL verdict of one model turn: its parsed calls `(name, arguments)` and the errors of the `<tool_call>`
+    blocks that did not parse into a call of an offered tool. A malformed block fails the case, irrelevance
+    included (writing a broken call is not declining); irrelevance = no call; otherwise BFCL's ast_checker."""
+    if malformed:
+        return {"valid": False, "error": [f"malformed tool call: {e}" for e in malformed]}
     if case.answer is None:
         return {"valid": not calls, "error": [] if not calls else ["called a function on an irrelevant query"]}
     if not calls:
         return {"valid": False, "error": ["no parseable tool call"]}
     ast_checker, language = import_ast_checker()
+    decoded = [{name: args} for name, args in calls]
     try:
-        return ast_checker(case.functions, calls, case.answer, language.PYTHON, case.category, MODEL_NAME)
+        return ast_checker(case.functions, decoded, case.answer, language.PYTHON, case.category, MODEL_NAME)
     except Exception as exc:  # noqa: BLE001 — BFCL's checker raises on shapes it did not foresee: a failed case
         return {"valid": False, "error": [f"checker error: {type(exc).__name__}: {exc}"]}
+
+
+def score(case: BfclCase, completion: str) -> dict[str, Any]:
+    """`verdict` of a completion's text (every block parsed against the case's own function names)."""
+    parsed = parse_tool_calls(completion, {f["name"] for f in case.functions})
+    return verdict(case, [(c.name, c.arguments) for c in parsed if c.valid],
+                   [c.error or "malformed" for c in parsed if not c.valid])  # fmt: skip
