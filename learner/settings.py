@@ -27,6 +27,12 @@ class AdvantageSettings(SectionSettings):
     omission guard, RLTR's penalties) is the scorer's: see `workers.no_call_penalty`, `workers.rltr_*`."""
     toolpo_lambda: float = 1.0
     """ToolPO: weight λ of the action advantage on tool_call tokens."""
+    decision_token: bool = False
+    """slca: on groups whose task's gold has no call (`GroundTruth.tool_needed` False), every member takes part
+    in the exec channel and a member without a tool_call segment gets its exec advantage on its first generated
+    token (the decision not to call). Plain SLCA never pushes back on a spurious call there: a member that
+    answers without calling has no tool_call segment, so it is outside P_exec and a lone caller's call tokens
+    get no negative exec advantage. Off: the paper's estimator. (`slca bench learning` arm `slca_decision`.)"""
     extra: dict = Field(default_factory=dict)
     """Extra knobs passed to estimators registered by plug-ins."""
 

@@ -54,6 +54,9 @@ class AdvantageBatch:
     members: list[MemberLayout]
     rewards: list[Reward]
     group_id: str = ""
+    tool_needed: bool | None = None
+    """From the task's ground truth (`GroundTruth.tool_needed`, the group's contract data): False when the gold
+    has no call, None when the group carries no ground truth (unknown: estimators assume nothing)."""
 
     def __post_init__(self) -> None:
         if len(self.members) != len(self.rewards) or not self.members:
@@ -74,9 +77,19 @@ def layout_of(traj: Trajectory) -> MemberLayout:
     return MemberLayout(kinds=kinds, turns=turns)
 
 
+def tool_needed_of(group: RolloutGroup) -> bool | None:
+    """Whether the group's task needs a tool, from its members' ground truth (one task: the first one that
+    carries it); None when none does."""
+    for traj in group.trajectories:
+        if traj.ground_truth is not None:
+            return traj.ground_truth.tool_needed
+    return None
+
+
 def batch_of(group: RolloutGroup) -> AdvantageBatch:
     return AdvantageBatch(
         members=[layout_of(t) for t in group.trajectories],
         rewards=list(group.rewards),
         group_id=group.group_id,
+        tool_needed=tool_needed_of(group),
     )

@@ -90,6 +90,15 @@ def flatten(batch: AdvantageBatch, config: AdvantageSettings) -> FlatGroup:
     return FlatGroup(kinds, credit, turns, member, sizes)
 
 
+def first_generated(batch: AdvantageBatch) -> torch.Tensor:
+    """(N,) bool: the first policy-generated token of each member (none for a member that generated nothing)."""
+    firsts = []
+    for m in batch.members:
+        gen = m.generated
+        firsts.append(gen & (torch.cumsum(gen.long(), 0) == 1))
+    return torch.cat(firsts)
+
+
 def presence(batch: AdvantageBatch, code: int) -> torch.Tensor:
     """(G,) bool: member i contains a segment of kind `code`."""
     return torch.tensor([m.has(code) for m in batch.members], dtype=torch.bool)

@@ -10,8 +10,10 @@ import torch
 
 from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, AdvantageBatch
 from learner.advantages.common import (
+    FlatGroup,
     channel_metrics,
     exec_rewards,
+    first_generated,
     flatten,
     group_norm,
     pref_rewards,
@@ -63,6 +65,20 @@ def _turn_level_exec(batch: AdvantageBatch, config: AdvantageSettings, flat, fal
     return out, {"zero_variance/exec_turn": float(zero)}
 
 
+def exec_scope(
+    batch: AdvantageBatch, config: AdvantageSettings, flat: FlatGroup
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(credit (N,), P_exec (G,)) of the exec channel. Plain SLCA: tool_call tokens, the members with a tool_call
+    segment. `config.decision_token` on a group whose gold has no call: every member that generated anything,
+    and a member without a tool_call segment is credited on its first generated token (its decision not to
+    call), which then leaves the summary channel: one token, one channel."""
+    callers = presence(batch, TOOL_CALL)
+    if not (config.decision_token and batch.tool_needed is False):
+        return flat.credit, callers
+    decision = first_generated(batch) & ~callers[flat.member]
+    return torch.where(decision, TOOL_CALL, flat.credit), callers | _any_generated(batch)
+
+
 @register_estimator("slca")
 def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
     """Segment-Locked Credit Assignment (SLCA-GRPO, arXiv 2609.29050).
@@ -70,9 +86,11 @@ def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.T
     tool_call tokens: `w_exec·norm_{P_exec}(r_exec)_i`; summary tokens: `w_pref·norm_{P_pref}(r_pref)_i`, with
     P_c the members in which segment c is present and `|P_c| < 2 → 0`. Reasoning tokens are credited to the
     segment they precede (`config.reasoning_route`). Nothing crosses channels. `config.turn_level`: a
-    tool_call segment at turn t takes the group-normalised per-call score of turn t where one exists."""
+    tool_call segment at turn t takes the group-normalised per-call score of turn t where one exists.
+    `config.decision_token`: on no-tool tasks the decision not to call is an exec token too (`exec_scope`)."""
     flat = flatten(batch, config)
-    n_exec = group_norm(exec_rewards(batch), presence(batch, TOOL_CALL), config.eps)
+    credit, exec_present = exec_scope(batch, config, flat)
+    n_exec = group_norm(exec_rewards(batch), exec_present, config.eps)
     n_pref = group_norm(pref_rewards(batch), presence(batch, SUMMARY), config.eps)
     exec_tok = config.w_exec * n_exec.values[flat.member]
     metrics = {**channel_metrics("exec", n_exec), **channel_metrics("pref", n_pref)}
@@ -80,7 +98,7 @@ def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.T
         exec_tok, turn_metrics = _turn_level_exec(batch, config, flat, exec_tok)
         metrics.update(turn_metrics)
     pref_tok = config.w_pref * n_pref.values[flat.member]
-    adv = torch.where(flat.credit == TOOL_CALL, exec_tok, torch.where(flat.credit == SUMMARY, pref_tok, 0.0))
+    adv = torch.where(credit == TOOL_CALL, exec_tok, torch.where(credit == SUMMARY, pref_tok, 0.0))
     return flat.split(adv), metrics
 
 

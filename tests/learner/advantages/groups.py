@@ -26,8 +26,9 @@ def reward(i: int, exec: float, pref: float, **kw) -> Reward:
     return Reward(trajectory_id=f"t{i}", exec=exec, pref=pref, **kw)
 
 
-def batch(specs, rewards) -> AdvantageBatch:
-    return AdvantageBatch([layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)])
+def batch(specs, rewards, tool_needed: bool | None = None) -> AdvantageBatch:
+    return AdvantageBatch([layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)],
+                          tool_needed=tool_needed)  # fmt: skip
 
 
 GEN_KINDS = [K.TOOL_CALL, K.SUMMARY, K.REASONING]
@@ -54,7 +55,8 @@ def groups(draw, max_g: int = 6):
         components = {} if draw(st.booleans()) else {"rltr_plan": draw(st.sampled_from([-1.0, 0.0, 0.7]))}
         rewards.append(Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call,
                               components=components))  # fmt: skip
-    return AdvantageBatch(layouts, rewards)
+    needed = draw(st.sampled_from([None, True, False]))
+    return AdvantageBatch(layouts, rewards, tool_needed=needed)
 
 
 def trajectory(spec: list[tuple[SegmentKind, int]], tool_calls=(), **fields) -> Trajectory:

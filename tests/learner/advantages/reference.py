@@ -61,9 +61,24 @@ def ref_grpo(batch, cfg):
     return [[a[i] if k in GENERATED_CODES else 0.0 for k in m.kinds.tolist()] for i, m in enumerate(batch.members)]
 
 
+def decision_positions(batch, cfg):
+    """{member: index of the token that carries its decision not to call} (decision_token on a no-tool task)."""
+    if not (cfg.decision_token and batch.tool_needed is False):
+        return {}
+    out = {}
+    for i, m in enumerate(batch.members):
+        kinds = m.kinds.tolist()
+        gen = [t for t, k in enumerate(kinds) if k in GENERATED_CODES]
+        if TOOL_CALL not in kinds and gen:
+            out[i] = gen[0]
+    return out
+
+
 def ref_slca(batch, cfg):
     pref = pref_values(batch, cfg)
-    ae = norm([r.exec for r in batch.rewards], [has(m, TOOL_CALL) for m in batch.members], cfg.eps)
+    decide = decision_positions(batch, cfg)
+    in_exec = [has(m, TOOL_CALL) or (bool(decide) and any_gen(m)) for m in batch.members]
+    ae = norm([r.exec for r in batch.rewards], in_exec, cfg.eps)
     ap = norm(pref, [has(m, SUMMARY) for m in batch.members], cfg.eps)
     turn_adv = {}
     if cfg.turn_level:
@@ -81,8 +96,10 @@ def ref_slca(batch, cfg):
     out = []
     for i, m in enumerate(batch.members):
         row = []
-        for k, t in zip(route(m.kinds.tolist(), cfg.reasoning_route), m.turns.tolist()):
-            if k == TOOL_CALL:
+        for pos, (k, t) in enumerate(zip(route(m.kinds.tolist(), cfg.reasoning_route), m.turns.tolist())):
+            if decide.get(i) == pos:
+                row.append(cfg.w_exec * ae[i])
+            elif k == TOOL_CALL:
                 row.append(cfg.w_exec * turn_adv.get((i, t), ae[i]))
             elif k == SUMMARY:
                 row.append(cfg.w_pref * ap[i])

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from learner.advantages import ESTIMATORS, AdvantageBatch, AdvantageSettings, UnknownEstimatorError, get_estimator
 from learner.advantages.batch import SUMMARY, TOOL_CALL
-from learner.advantages.common import route_reasoning
+from learner.advantages.common import flatten, route_reasoning
+from learner.advantages.estimators import exec_scope
 from tests.learner.advantages.groups import K, batch, groups, layout, reward
 from tests.learner.advantages.reference import REFERENCES, route
 
@@ -86,6 +87,8 @@ CONFIGS = {
     "turn_level": CFG.model_copy(update={"turn_level": True}),
     "route_prev": CFG.model_copy(update={"reasoning_route": "prev"}),
     "route_none_w_pref": CFG.model_copy(update={"reasoning_route": "none", "w_pref": 0.5}),
+    "decision_token": CFG.model_copy(update={"decision_token": True}),
+    "decision_turn_level": CFG.model_copy(update={"decision_token": True, "turn_level": True}),
 }
 
 
@@ -155,8 +158,59 @@ def test_slca_never_crosses_channels(b, cfg):
     base, _ = get_estimator("slca")(b, config)
     pref_moved, _ = get_estimator("slca")(_with_rewards(b, 0.0, 0.37), config)
     exec_moved, _ = get_estimator("slca")(_with_rewards(b, 0.29, 0.0), config)
-    for m, a0, ap, ae in zip(b.members, base, pref_moved, exec_moved):
-        credit = route_reasoning(m.kinds, config.reasoning_route)
+    credits = flatten(b, config).split(exec_scope(b, config, flatten(b, config))[0])
+    for m, credit, a0, ap, ae in zip(b.members, credits, base, pref_moved, exec_moved):
         assert torch.equal(a0[credit == TOOL_CALL], ap[credit == TOOL_CALL])
         assert torch.equal(a0[credit == SUMMARY], ae[credit == SUMMARY])
         assert bool((a0[~m.generated] == 0).all())
+
+
+# A task whose gold has no call: members 0, 1 call anyway (exec 0.3: the scorer's cost of a spurious call), members
+# 2, 3 answer directly (exec 1.0). Plain SLCA: P_exec = {0, 1}, equal rewards → no push back on the calls at all.
+NO_TOOL = ([SPEC_CALL, SPEC_CALL, SPEC_NOCALL, SPEC_NOCALL], [(0.3, 0.2), (0.3, 0.6), (1.0, 0.9), (1.0, 0.4)])
+FIRST_GENERATED = 3  # SPEC_NOCALL: system ×2, user, then the summary
+
+
+def test_decision_token_pushes_back_on_spurious_calls():
+    on = CFG.model_copy(update={"decision_token": True})
+    adv, metrics = get_estimator("slca")(batch(*NO_TOOL, tool_needed=False), on)
+    for caller in (0, 1):
+        calls = adv[caller][3:5]
+        assert bool((calls < 0).all())
+    for answerer in (2, 3):
+        assert float(adv[answerer][FIRST_GENERATED]) > 0
+    # the call tokens and the decision token share one normalisation over all four members: ±0.866
+    assert float(adv[0][3]) == pytest.approx(-float(adv[2][FIRST_GENERATED]), rel=1e-5)
+    assert metrics["present/exec"] == 4.0
+
+
+def test_decision_token_leaves_the_rest_of_the_answer_to_the_summary_channel():
+    on = CFG.model_copy(update={"decision_token": True})
+    adv_on, _ = get_estimator("slca")(batch(*NO_TOOL, tool_needed=False), on)
+    adv_off, _ = get_estimator("slca")(batch(*NO_TOOL, tool_needed=False), CFG)
+    for i in (2, 3):  # the summary's later tokens and every caller's summary keep their pref advantage
+        assert adv_on[i][FIRST_GENERATED + 1 :].tolist() == adv_off[i][FIRST_GENERATED + 1 :].tolist()
+    assert adv_on[0][6:].tolist() == adv_off[0][6:].tolist()
+
+
+@pytest.mark.parametrize("tool_needed", [None, True, False])
+def test_without_decision_token_no_tool_groups_are_unchanged(tool_needed):
+    """Off (the default), or on a task that needs a tool, or without ground truth: the paper's SLCA."""
+    plain, _ = get_estimator("slca")(batch(*NO_TOOL), CFG)
+    off, _ = get_estimator("slca")(batch(*NO_TOOL, tool_needed=tool_needed), CFG)
+    assert [a.tolist() for a in off] == [a.tolist() for a in plain]
+    assert all(float(a[3:5].abs().sum()) == 0 for a in plain[:2])  # the blind spot the option closes
+    if tool_needed is not False:
+        decision = CFG.model_copy(update={"decision_token": True})
+        on, _ = get_estimator("slca")(batch(*NO_TOOL, tool_needed=tool_needed), decision)
+        assert [a.tolist() for a in on] == [a.tolist() for a in plain]
+
+
+def test_batch_of_reads_tool_needed_from_the_ground_truth():
+    from learner.advantages import batch_of
+    from slca.contracts import GoldCall, GroundTruth
+    from tests.learner.advantages.groups import rollout_group, trajectory
+
+    for gt, want in ((None, None), (GroundTruth(), False), (GroundTruth(calls=[GoldCall(name="f")]), True)):
+        trajs = [trajectory(SPEC_NOCALL, ground_truth=gt) for _ in range(2)]
+        assert batch_of(rollout_group(trajs, [reward(0, 1.0, 1.0), reward(1, 0.0, 0.0)])).tool_needed is want
