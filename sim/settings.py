@@ -3,6 +3,7 @@
 from pydantic import Field
 
 from slca.config import SectionSettings
+from slca.redaction import secret_field
 
 
 class SimSettings(SectionSettings):
@@ -32,7 +33,7 @@ class SimSettings(SectionSettings):
     """OpenAI-compatible endpoint of the `llm` backend, e.g. http://127.0.0.1:8000/v1."""
     llm_model: str = "default"
     """Model name sent to that endpoint."""
-    llm_api_key: str | None = None
+    llm_api_key: str | None = secret_field(None)
     """Bearer token for that endpoint, if it needs one."""
     llm_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one request to the endpoint."""

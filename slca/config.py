@@ -1,6 +1,6 @@
 """Configuration: one typed settings model per component, from a TOML file, env vars and CLI flags.
 
-Precedence (last wins): defaults < TOML file < environment < `--set section.field=value`.
+Precedence (last wins): defaults < TOML file < environment < `$SLCA_SET` < `--set section.field=value`.
 - TOML: `[common]`, `[serve]`, `[sim]`, `[workers]`, `[learner]`, `[ops]` tables; the file is
   `--config PATH`, else `$SLCA_CONFIG`, else `./slca.toml` when it exists.
 - Environment: `SLCA_<SECTION>__<FIELD>` (e.g. `SLCA_SERVE__PORT=8001`); common fields also as
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from slca.redaction import redact_settings, redact_url, secret_field, secret_path
 
 
 class ConfigError(ValueError):
@@ -57,13 +59,13 @@ class CommonSettings(SectionSettings):
     """Run data: checkpoints, published weights, logs, owned Redis data."""
     model: str = "embedded"
     """The policy model: 'embedded' (SmolLM2-135M-Instruct from the cache), 'tiny', or a HF model directory."""
-    admin_token: str | None = None
+    admin_token: str | None = secret_field(None)
     """Bearer token for admin endpoints (a key with the 'admin' scope). None: no admin key besides `api_keys`."""
-    api_keys: dict[str, list[Scope]] = Field(default_factory=dict)
+    api_keys: dict[str, list[Scope]] = secret_field(default_factory=dict)
     """API key → its scopes, sent as `Authorization: Bearer <key>`. Scopes nest: 'admin' ⊇ 'record' ⊇ 'serve'.
     Serving is open to requests without a key; recording training data (agent runs with `record: true`, the
     recorded share of chat traffic) needs 'record'; admin endpoints need 'admin'."""
-    record_key: str | None = None
+    record_key: str | None = secret_field(None)
     """One more key with the 'record' scope: the key the task feed sends. `slca up` generates one when unset."""
     serve_requires_key: bool = False
     """True: every `/v1/*` request needs a key with the 'serve' scope (401 without a valid key, 403 with a key that
@@ -162,19 +164,61 @@ class Config:
     def common(self) -> CommonSettings:
         return self.get(CommonSettings, "common")
 
-    def effective(self) -> dict[str, dict[str, Any]]:
-        """Every registered section with defaults filled in (sections whose package is absent are skipped)."""
+    def effective(self, redact: bool = True) -> dict[str, dict[str, Any]]:
+        """Every registered section with defaults filled in (sections whose package is absent are skipped);
+        secret fields and URL passwords as `***` unless `redact=False`."""
         out = {}
         for name in sections():
             try:
-                out[name] = self.section(name).model_dump(mode="json")
+                settings = self.section(name)
             except ModuleNotFoundError:
                 continue
+            out[name] = redact_settings(settings) if redact else settings.model_dump(mode="json")
         return out
 
 
+OVERRIDES_ENV = "SLCA_SET"
+"""Environment variable holding a JSON list of `section.field=value` overrides, applied like `--set` (before the
+command line's own): how `slca up` hands its children the secret overrides it was given, out of their argv (which
+`ps` shows and the logs record)."""
+
+
+def is_secret_override(item: str) -> bool:
+    """Whether a `section.field=value` override sets a secret field (or a URL with a password in it)."""
+    dotted, _, value = item.partition("=")
+    section, _, fname = dotted.partition(".")
+    module = sections().get(section)
+    if module is None:
+        return False
+    try:
+        cls = _import(module)
+    except ModuleNotFoundError:
+        return True  # cannot tell: treat as secret (it then travels in the environment, which is always safe)
+    return secret_path(cls, fname.split(".")) or redact_url(value) != value
+
+
+def split_overrides(items: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(public, secret) overrides: the secret ones travel in `OVERRIDES_ENV`, never in argv."""
+    public = [i for i in items if not is_secret_override(i)]
+    return public, [i for i in items if is_secret_override(i)]
+
+
+def _env_overrides() -> list[str]:
+    raw = os.environ.get(OVERRIDES_ENV)
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ConfigError(f"${OVERRIDES_ENV} must be a JSON list of 'section.field=value' strings")
+    return items
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Load defaults < TOML < environment < overrides (`section.field=value`)."""
+    """Load defaults < TOML < environment < `$SLCA_SET` < overrides (`section.field=value`)."""
+    overrides = [*_env_overrides(), *overrides]
     source = _config_file(path)
     known = sections()
     raw: dict[str, dict[str, Any]] = {}
@@ -189,7 +233,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
             raw[name] = dict(table)
     common_fields = set(CommonSettings.model_fields)
     for key, value in os.environ.items():
-        if not key.startswith("SLCA_") or key == "SLCA_CONFIG":
+        if not key.startswith("SLCA_") or key in ("SLCA_CONFIG", OVERRIDES_ENV):
             continue
         rest = key[5:].lower()
         if "__" in rest:
@@ -202,7 +246,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         dotted, eq, value = item.partition("=")
         section, dot, fname = dotted.partition(".")
         if not eq or not dot or section not in known:
-            raise ConfigError(f"bad override {item!r}; expected section.field=value with section in {list(known)}")
+            shown = item if not eq else f"{dotted}=..."  # the value may be a secret
+            raise ConfigError(f"bad override {shown!r}; expected section.field=value with section in {list(known)}")
         _put(raw.setdefault(section, {}), fname.split("."), _parse_value(value))
     return Config(raw=raw, source=source)
 

@@ -10,6 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slca.config import is_secret_override
+from slca.redaction import REDACTED, redact_url
+
 
 class ProcessState(str, enum.Enum):
     RUNNING = "running"
@@ -46,6 +49,27 @@ class Backoff:
         return min(self.max_s, self.initial_s * 2 ** max(0, consecutive_crashes - 1))
 
 
+def open_private_log(path: Path):
+    """`path` opened for appending, owner-only (0600) in an owner-only directory (0700): a child's log may
+    hold whatever it prints, and other local users have no business reading it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.chmod(0o700)  # mkdir keeps an existing directory's mode
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)  # a log file from an earlier run may have been created world-readable
+    return os.fdopen(fd, "ab")
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """`argv` with secret `--set` values and URL passwords as `***` (what a log line may show)."""
+    out = []
+    for i, arg in enumerate(argv):
+        arg = redact_url(arg)  # a URL keeps its host, loses its password
+        if i > 0 and argv[i - 1] == "--set" and is_secret_override(arg):
+            arg = arg.partition("=")[0] + "=" + REDACTED
+        out.append(arg)
+    return out
+
+
 class ManagedProcess:
     """A child in its own session (so a terminal Ctrl-C reaches only the supervisor, which then stops the
     children in order) with stdout and stderr appended to one log file."""
@@ -70,9 +94,8 @@ class ManagedProcess:
         return self.clock() - self.started_at if self.state == ProcessState.RUNNING and self.started_at else 0.0
 
     def start(self) -> None:
-        self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.spec.log_path, "ab") as log:
-            log.write(f"\n=== slca up: starting {self.spec.name}: {' '.join(self.spec.argv)}\n".encode())
+        with open_private_log(self.spec.log_path) as log:
+            log.write(f"\n=== slca up: starting {self.spec.name}: {' '.join(redact_argv(self.spec.argv))}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
                 self.spec.argv, env={**os.environ, **self.spec.env}, stdout=log, stderr=subprocess.STDOUT,

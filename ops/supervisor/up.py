@@ -8,7 +8,9 @@ status table; (5) stop the children (process groups: SIGTERM, grace, SIGKILL), t
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import secrets
 import signal
 import sys
@@ -27,7 +29,8 @@ from ops.supervisor.state import describe, state_path, write_state
 from ops.supervisor.supervisor import Supervisor
 from ops.supervisor.table import process_table, system_lines
 from ops.supervisor.warm_start import ensure_warm_start
-from slca.config import Config
+from slca.config import OVERRIDES_ENV, Config, split_overrides
+from slca.redaction import redact_url
 from slca.redis_server import RedisServer
 
 log = logging.getLogger("slca.up")
@@ -37,11 +40,12 @@ def run_up(args, config: Config) -> int:
     common, ops = config.common, config.get(OpsSettings)
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
-    ensure_warm_start(config, global_argv(args))
+    ensure_warm_start(config, global_argv(args), secret_env(args))
     owned_redis = None if common.redis_url else RedisServer(data_dir / "redis", appendonly=True).start()
     redis_url = common.redis_url or owned_redis.url
     try:
         env, model_note = child_env(config, redis_url, data_dir)
+        env.update(secret_env(args))
         specs, skipped = build_specs(config, global_argv(args), env, data_dir / "logs")
         for name in skipped:
             log.warning("skipping %s: the `slca %s` command is not registered (component not built yet)", name, name)
@@ -50,10 +54,10 @@ def run_up(args, config: Config) -> int:
                                 readiness=ReadinessPolicy(ops.ready_probe_interval_s, ops.ready_start_grace_s,
                                                           ops.unready_grace_s))  # fmt: skip
         install_stop_handlers(supervisor)
-        print_banner(supervisor, redis_url, owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env,
+        print_banner(supervisor, redact_url(redis_url), owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env,
                      "SLCA_RECORD_KEY" in env)  # fmt: skip
         reporter = StatusReporter(redis_url, common.stream_prefix, state_path(data_dir), ops.status_interval_s,
-                                  extra={"redis_url": redis_url, "data_dir": str(data_dir)})  # fmt: skip
+                                  extra={"redis_url": redact_url(redis_url), "data_dir": str(data_dir)})  # fmt: skip
         if getattr(args, "duration", None):
             stop_after(supervisor, args.duration)
         supervisor.run(on_tick=reporter, tick_every_s=1.0)
@@ -66,11 +70,21 @@ def run_up(args, config: Config) -> int:
 
 
 def global_argv(args) -> list[str]:
-    """The `--config` / `--set` options the user gave, forwarded so every child sees the same configuration."""
+    """The `--config` / `--set` options the user gave, forwarded so every child sees the same configuration.
+    Secret overrides (`--set common.admin_token=…`) are left out: they travel in `secret_env` instead, because a
+    child's argv is world-readable (`ps`) and written to its log."""
     argv = ["--config", args.config] if getattr(args, "config", None) else []
-    for item in getattr(args, "set", []) or []:
+    public, _ = split_overrides(getattr(args, "set", []) or [])
+    for item in public:
         argv += ["--set", item]
     return argv
+
+
+def secret_env(args) -> dict[str, str]:
+    """The secret `--set` overrides, as the environment variable every `slca` process applies like `--set`."""
+    _, secret = split_overrides(getattr(args, "set", []) or [])
+    inherited = json.loads(os.environ.get(OVERRIDES_ENV) or "[]")  # load_config has already checked its form
+    return {OVERRIDES_ENV: json.dumps([*inherited, *secret])} if secret else {}
 
 
 def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str, str], str]:

@@ -10,6 +10,7 @@ this stage. An explicitly configured model is never replaced.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,9 +36,10 @@ def needs_warm_start(config: Config) -> bool:
     return not (warm_model_dir(config) / "config.json").is_file()
 
 
-def ensure_warm_start(config: Config, global_argv: list[str]) -> bool:
+def ensure_warm_start(config: Config, global_argv: list[str], env: dict[str, str] | None = None) -> bool:
     """Run the warm start when needed; True when a warm-started model is (now) there. A failed warm start is
-    reported and the system comes up on the base model (it serves; it just cannot learn much)."""
+    reported and the system comes up on the base model (it serves; it just cannot learn much). `env` is added to
+    the child's environment (the secret overrides, kept out of its argv)."""
     if not needs_warm_start(config):
         return (warm_model_dir(config) / "config.json").is_file()
     ops = config.get(OpsSettings)
@@ -47,7 +49,7 @@ def ensure_warm_start(config: Config, global_argv: list[str]) -> bool:
     argv = [sys.executable, "-m", "slca", *global_argv, "sft", "--minutes", str(ops.warm_start_minutes),
             "--eval-tasks", str(ops.warm_start_eval_tasks), "--out", str(out)]  # fmt: skip
     try:
-        code = subprocess.call(argv)
+        code = subprocess.call(argv, env={**os.environ, **(env or {})})
     except KeyboardInterrupt:
         print("slca up: warm start interrupted", flush=True)
         raise

@@ -1,0 +1,53 @@
+"""`slca up` keeps secrets out of children's argv, out of logs and state files, and its logs owner-only."""
+
+import argparse
+import json
+import stat
+import sys
+
+from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec, redact_argv
+from ops.supervisor.up import global_argv, secret_env
+
+CHILD = "from slca.config import load_config; print('token-ok', load_config().common.admin_token[::-1])"
+
+
+def test_secret_overrides_reach_the_child_through_its_environment_only(tmp_path):
+    args = argparse.Namespace(config=None, set=["serve.port=8123", "common.admin_token=tok-SECRET"])
+    argv = global_argv(args)
+    assert argv == ["--set", "serve.port=8123"]
+    env = secret_env(args)
+    assert "tok-SECRET" in env["SLCA_SET"]
+    log = tmp_path / "logs" / "child.log"
+    proc = ManagedProcess(ProcessSpec("child", [sys.executable, "-c", CHILD, *argv], log, env), Backoff())
+    proc.start()
+    assert proc.proc.wait(timeout=60) == 0
+    text = log.read_text()
+    assert "token-ok TERCES-kot" in text and "tok-SECRET" not in text  # the child has it; the log never shows it
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+
+
+def test_existing_world_readable_log_becomes_owner_only(tmp_path):
+    log = tmp_path / "logs" / "old.log"
+    log.parent.mkdir(mode=0o755)
+    log.write_text("earlier run\n")
+    log.chmod(0o644)
+    proc = ManagedProcess(ProcessSpec("old", [sys.executable, "-c", "pass"], log), Backoff())
+    proc.start()
+    proc.proc.wait(timeout=60)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    assert log.read_text().startswith("earlier run")
+
+
+def test_logged_argv_is_redacted():
+    argv = ["python", "-m", "slca", "--set", "common.record_key=rk-SECRET", "--set", "serve.port=1",
+            "--set", "common.redis_url=redis://:pw-SECRET@h:1/0", "serve"]  # fmt: skip
+    shown = " ".join(redact_argv(argv))
+    assert "SECRET" not in shown
+    assert "common.record_key=***" in shown and "serve.port=1" in shown and "redis://:***@h:1/0" in shown
+
+
+def test_inherited_secret_overrides_are_kept(monkeypatch):
+    monkeypatch.setenv("SLCA_SET", json.dumps(["common.record_key=outer"]))
+    env = secret_env(argparse.Namespace(config=None, set=["common.admin_token=inner"]))
+    assert json.loads(env["SLCA_SET"]) == ["common.record_key=outer", "common.admin_token=inner"]
