@@ -68,10 +68,21 @@ class OpsSettings(SectionSettings):
     """Requests the feed sends before it exits (status 0: `slca up` does not restart it); 0 = no limit."""
     feed_seed: int = 0
     """Seed of the task order."""
-    probe_tasks: int = Field(default=16, ge=0)
-    """Held-out (test-split) tasks the feed's probe asks every round, same seeds each round (0: no probe;
-    ops/feed/probe.py). Probe runs are not recorded, so the learner never trains on them."""
-    probe_every_versions: int = Field(default=10, ge=1)
-    """A probe round starts once the served version has advanced this many versions since the last round."""
-    probe_samples: int = Field(default=2, ge=1)
-    """Samples per probe task per round (at the feed's temperature)."""
+    probe_enabled: bool = True
+    """Run the held-out probe in `slca feed` (ops/feed/probe.py): the evaluation (`ops.eval.suite`) against the
+    served API at the first readiness (v0) and every `probe_every_versions` versions, never recorded."""
+    probe_every_versions: int = Field(default=30, ge=1)
+    """A probe round starts once the served version has advanced this many versions since the last round.
+    Cost (2 cores, embedded model): a round is ≈ 190 held-out items + 5 × `probe_bfcl_per_category` BFCL items;
+    the sampled probe ran 32 episodes in ≈ 45 s beside the feed with 8 sequences in flight (bench/online/run3),
+    so a round at `probe_concurrency` 8 takes ≈ 5–6 min. Versions came ≈ 3 a minute there: every 30 versions
+    (≈ 10 min) the probe's requests are in flight about half the time and then hold 8 of ≈ 24 sequences of the
+    engine's batch — about a sixth of the generation, and a v0 → latest comparison every ≈ 10 minutes."""
+    probe_mode: str = "greedy"
+    """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""
+    probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel"])
+    """Held-out splits of `feed_pack` a round asks, every task of each (the feed trains on 'train' only)."""
+    probe_bfcl_per_category: int = Field(default=8, ge=0)
+    """BFCL items per category a round asks: a seeded random sample, the same every round (0: no BFCL)."""
+    probe_concurrency: int = Field(default=8, ge=1)
+    """Probe requests in flight at once: the engine batches them; few enough not to crowd out the feed."""

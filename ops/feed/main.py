@@ -90,35 +90,41 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
     return report
 
 
-def spread(tasks: list, n: int) -> list:
-    """`n` tasks evenly spaced over the split in task-id order (ids start with the intent), so the probe covers
-    the pack's intents in proportion — the first `n` of the split are a handful of intents only."""
-    ordered = sorted(tasks, key=lambda t: t.task_id)
-    if n >= len(ordered):
-        return ordered
-    return [ordered[(i * len(ordered)) // n] for i in range(n)]
+def probe_eval_plan(ops: OpsSettings):
+    """What a probe round asks: `slca eval`'s plan (same turn and token budgets) on the feed's pack, with the
+    probe's splits, BFCL sample, mode and requests in flight."""
+    from ops.eval.suite import EvalPlan
+
+    per_category = ops.probe_bfcl_per_category
+    bfcl = {"bfcl_per_category": per_category} if per_category else {"bfcl_categories": ()}
+    return EvalPlan(splits=tuple(ops.probe_splits), pack=ops.feed_pack, mode=ops.probe_mode,
+                    concurrency=ops.probe_concurrency, **bfcl)  # fmt: skip
 
 
 def make_prober(plan: FeedPlan, config: Config):
-    """The held-out probe (ops/feed/probe.py), or None when `ops.probe_tasks` is 0 or the scorer is missing."""
+    """The held-out probe (ops/feed/probe.py), or None when `ops.probe_enabled` is off, the scorer is missing or
+    the items cannot be planned (an unknown split)."""
     ops = config.get(OpsSettings)
-    if ops.probe_tasks <= 0:
+    if not ops.probe_enabled:
         return None
     try:
-        from workers.scoring import score_trajectory
+        import workers.scoring  # noqa: F401 — the eval scores task items with the workers' HierR
     except ImportError:
         log.warning("probe off: workers (the HierR scorer) are not installed")
         return None
+    from ops.eval.suite import plan_items
     from ops.feed.probe import PROBE_SUFFIX, Prober, ProbePlan, redis_publisher
 
-    section = config.section("workers")
-    scoring = section.with_tokenizer_of(config.common) if hasattr(section, "with_tokenizer_of") else section
-    tasks = spread(load_pack(ops.feed_pack, "test", seed=ops.feed_seed), ops.probe_tasks)
-    probe_plan = ProbePlan(url=plan.url, tasks=tasks, every_versions=ops.probe_every_versions, n=ops.probe_samples,
-                           temperature=plan.temperature, max_tokens=plan.max_tokens, max_turns=plan.max_turns,
-                           seed=ops.feed_seed, api_key=config.common.record_key)  # fmt: skip
+    eval_plan = probe_eval_plan(ops)
+    try:
+        items = plan_items(eval_plan)
+    except (ValueError, ImportError, OSError) as exc:
+        log.error("probe off: its items cannot be planned: %s", exc)
+        return None
+    probe_plan = ProbePlan(url=plan.url, eval=eval_plan, data_dir=Path(config.common.data_dir),
+                           every_versions=ops.probe_every_versions, api_key=config.common.record_key)  # fmt: skip
     stream = Streams(config.common.stream_prefix).stats(PROBE_SUFFIX)
-    log.info("probe: %d test tasks × %d samples every %d versions → %s", len(tasks), probe_plan.n,
-             probe_plan.every_versions, stream)  # fmt: skip
-    return Prober(probe_plan, lambda traj: score_trajectory(traj, scoring),
-                  redis_publisher(config.common.redis_or_default(), stream))  # fmt: skip
+    log.info("probe: %d items (%s, BFCL %d per category), %s, every %d versions → %s and %s/probe/", len(items),
+             "+".join(eval_plan.splits), ops.probe_bfcl_per_category, eval_plan.mode, probe_plan.every_versions,
+             stream, config.common.data_dir)  # fmt: skip
+    return Prober(probe_plan, items, redis_publisher(config.common.redis_or_default(), stream))

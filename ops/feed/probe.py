@@ -1,12 +1,16 @@
-"""The held-out probe: the same test-split tasks, with the same seeds, run against the served policy every
-`ops.probe_every_versions` published versions, scored with the workers' HierR, one JSON entry per round on the
-`<prefix>:probe` stream.
+"""The held-out probe: the evaluation (`ops.eval.suite`) run against the served policy at its first readiness (v0)
+and again every `ops.probe_every_versions` published versions — the task pack's held-out splits (test, novel)
+and a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
 
-Why a probe beside the feed's own trajectories: a version's feed trajectories come from whichever tasks the feed
-drew while it was served, and the task draw alone moves a version's mean execution reward by ±0.05 on the
-everyday pack. The probe asks the same questions with the same sampling seeds every round, so two rounds differ
-by the weights (and the sampling paths those weights take), not by the questions. Probe runs are never recorded:
-the learner must not train on test tasks.
+Each round leaves its per-item records in `<data_dir>/probe/v<version>.jsonl` and one summary on the
+`<prefix>:stats:probe` stream (`ops.feed.probe_rounds.ProbeRound`): success per suite with its Wilson 95%
+interval, exec, pref, tool turns, and the paired difference from v0 (bootstrap 95% interval, McNemar p).
+
+Why the whole evaluation and greedy: the earlier probe sampled 16 test tasks at temperature 1 and most of its
+rise came from sampled members that skipped the call; a greedy run over every held-out item asks what the policy
+does, on enough items for an interval narrow enough to read, and the same items every round make the rounds
+paired. Why a probe beside `slca eval`: it measures the weights the running server actually serves, as they are
+swapped in.
 """
 
 from __future__ import annotations
@@ -14,15 +18,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import statistics
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 
-from slca.contracts import SegmentKind, Task, Trajectory
-from slca.contracts.wire import validate
+from ops.eval.suite import EvalItem, EvalPlan, ItemRecord
+from ops.feed.probe_rounds import ProbeRound, RoundFiles, summarise_round
+from slca.contracts import SegmentKind, Trajectory
 
 log = logging.getLogger("slca.feed.probe")
 
@@ -30,58 +35,34 @@ PROBE_STREAM_MAXLEN = 10_000
 PROBE_SUFFIX = "stats:probe"
 """Capped stream (suffix after the prefix) of probe rounds: one field `json` per round (`ProbeRound.to_json`)."""
 
+RunItems = Callable[[list[EvalItem]], Awaitable[list[ItemRecord]]]
+"""async items → records, in item order; a failed request is a record with `error` (`ops.eval.suite.run_items`)."""
+
 
 @dataclass(frozen=True)
 class ProbePlan:
     url: str
-    tasks: list[Task]
-    every_versions: int = 10
-    n: int = 2
-    temperature: float = 1.0
-    max_tokens: int = 192
-    max_turns: int = 3
-    seed: int = 0
+    eval: EvalPlan
+    """What a round asks and how (splits, BFCL sample, greedy or sampled, requests in flight)."""
+    data_dir: Path
+    """Rounds' per-item files go to `<data_dir>/probe/`."""
+    every_versions: int = 30
     poll_s: float = 5.0
-    concurrency: int = 4
-    """Probe requests in flight at once."""
+    max_failed_share: float = 0.25
+    """A round with more failed requests than this share is dropped (a server restart mid-round): its rates would
+    be over a different item set than the other rounds'."""
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; the probe needs only the 'serve' scope (it records nothing)."""
 
 
-@dataclass
-class ProbeRound:
-    """One probe round: every probe task once (n samples each), on whatever versions were served meanwhile."""
+def suite_runner(plan: ProbePlan) -> RunItems:
+    """The one call into the evaluation: `ops.eval.suite.run_items` against the served API."""
+    from ops.eval.suite import run_items
 
-    started_at: float
-    seconds: float
-    versions: list[int]
-    """Policy version of each scored trajectory (a swap can land mid-round)."""
-    exec_mean: float
-    pref_mean: float
-    success: float
-    """Share of trajectories with execution reward 1 (every gold call made, with the right arguments)."""
-    tool_turns_mean: float
-    trajectories: int
-    failed_requests: int
+    async def run(items: list[EvalItem]) -> list[ItemRecord]:
+        return await run_items(plan.url.rstrip("/"), plan.api_key, items, plan.eval)
 
-    @property
-    def version(self) -> int:
-        """The round's version label: the median served version over its trajectories."""
-        return int(statistics.median_low(self.versions))
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "version": self.version, "version_min": min(self.versions),
-                "version_max": max(self.versions)}  # fmt: skip
-
-
-def probe_body(task: Task, plan: ProbePlan, index: int) -> dict:
-    # seed fixed per task index: every round samples task i with the same seeds (common random numbers)
-    return {
-        "messages": task.messages, "tools": task.tools, "task_id": task.task_id,
-        "ground_truth": task.ground_truth.model_dump(mode="json"), "n": plan.n, "seed": plan.seed + 7919 * index,
-        "temperature": plan.temperature, "top_p": 1.0, "max_tokens": plan.max_tokens, "max_turns": plan.max_turns,
-        "record": False, "return_trajectories": True, "stream": False,
-    }  # fmt: skip
+    return run
 
 
 def tool_turns(traj: Trajectory) -> int:
@@ -89,52 +70,83 @@ def tool_turns(traj: Trajectory) -> int:
     return len({seg.turn for seg in traj.segments if seg.kind == SegmentKind.TOOL_CALL})
 
 
-def summarise(started_at: float, trajs: list[Trajectory], rewards: list, failed: int) -> ProbeRound | None:
-    if not trajs:
-        return None
-    n = len(trajs)
-    return ProbeRound(
-        started_at=started_at, seconds=time.time() - started_at, versions=[t.policy_version for t in trajs],
-        exec_mean=sum(r.exec for r in rewards) / n, pref_mean=sum(r.pref for r in rewards) / n,
-        success=sum(r.exec >= 1.0 - 1e-9 for r in rewards) / n,
-        tool_turns_mean=sum(tool_turns(t) for t in trajs) / n, trajectories=n, failed_requests=failed,
-    )  # fmt: skip
-
-
 class Prober:
-    """Runs a probe round whenever the served version has advanced `every_versions` since the last one."""
+    """Runs a round at the first served version it sees and whenever the served version has advanced
+    `every_versions` since the last round; the first round is the baseline every later one is paired with."""
 
-    def __init__(self, plan: ProbePlan, score: Callable[[Trajectory], object], publish: Callable[[dict], object]):
+    def __init__(self, plan: ProbePlan, items: list[EvalItem], publish: Callable[[dict], Awaitable[None]],
+                 run_items: RunItems | None = None):  # fmt: skip
         self.plan = plan
-        self.score = score
-        """Trajectory → Reward (HierR with the online workers' settings; blocking: run in a thread)."""
+        self.items = items
+        """Planned once: every round asks the same items (the rounds are paired)."""
         self.publish = publish
-        """async (round json) → None."""
+        self.run_items = run_items or suite_runner(plan)
+        self.files = RoundFiles(plan.data_dir)
+        self.baseline: list[ItemRecord] | None = None
+        self.baseline_version: int | None = None
         self.last_version: int | None = None
+        self.resumed = False
         self.rounds = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         headers = {"Authorization": f"Bearer {self.plan.api_key}"} if self.plan.api_key else {}
-        timeout = aiohttp.ClientTimeout(total=900)
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers) as session:
             while not stop.is_set():
                 version = await self.served_version(session)
-                if version is not None and self.due(version):
-                    result = await self.round(session)
-                    if result is not None:
-                        self.last_version = version
-                        self.rounds += 1
-                        await self.publish(result.to_json())
-                        log.info("probe v%d: exec %.3f, success %.2f, tool turns %.2f (%d trajectories, %.0fs)",
-                                 result.version, result.exec_mean, result.success, result.tool_turns_mean,
-                                 result.trajectories, result.seconds)  # fmt: skip
+                if version is not None:
+                    await self.step(version)
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=self.plan.poll_s)
                 except asyncio.TimeoutError:
                     pass
 
+    async def step(self, version: int) -> ProbeRound | None:
+        """One poll: a round if one is due at the served `version` (its summary, published), else None."""
+        if not self.resumed:
+            self.resume(version)
+        if not self.due(version):
+            return None
+        started = time.time()
+        records = await self.run_items(self.items)
+        failed = sum(r.error is not None for r in records)
+        if failed > len(records) * self.plan.max_failed_share:
+            log.warning("probe round at v%d dropped: %d of %d requests failed", version, failed, len(records))
+            return None  # not due-marked: the next poll tries again
+        result = summarise_round(records, self.baseline, self.baseline_version, started, self.plan.eval.mode, version)
+        self.files.write(result, records)
+        if self.baseline is None:
+            self.baseline, self.baseline_version = records, result.version
+        self.last_version = version
+        self.rounds += 1
+        await self.publish(result.to_json())
+        head, diff = result.headline, result.vs_v0.get("held_out", {})
+        log.info("probe v%d: held-out success %.3f [%.3f, %.3f] (n=%d), vs v%d %+.3f [%+.3f, %+.3f]; %.0fs",
+                 result.version, head.get("success", 0.0), head.get("ci_low", 0.0), head.get("ci_high", 0.0),
+                 head.get("n", 0), result.baseline_version, diff.get("diff", 0.0), diff.get("ci_low", 0.0),
+                 diff.get("ci_high", 0.0), result.seconds)  # fmt: skip
+        return result
+
     def due(self, version: int) -> bool:
         return self.last_version is None or version >= self.last_version + self.plan.every_versions
+
+    def resume(self, served: int) -> None:
+        """At the first readiness: a feed restarted mid-run (the served version is at or past its last round's)
+        picks up its baseline and schedule from the round files; files of an earlier run are moved aside."""
+        self.resumed = True
+        versions = self.files.versions()
+        if not versions:
+            return
+        if versions[-1] <= served:
+            try:
+                self.baseline = self.files.read(versions[0])
+            except (OSError, ValueError, TypeError) as exc:
+                log.warning("probe: round file v%d unreadable (%s): starting over", versions[0], exc)
+            else:
+                self.baseline_version, self.last_version = versions[0], versions[-1]
+                log.info("probe: resumed (baseline v%d, last round v%d)", versions[0], versions[-1])
+                return
+        moved = self.files.archive()
+        log.info("probe: an earlier run's round files moved to %s", moved)
 
     async def served_version(self, session: aiohttp.ClientSession) -> int | None:
         try:
@@ -144,33 +156,6 @@ class Prober:
                 return (await resp.json(content_type=None)).get("policy_version")
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, ConnectionError):
             return None
-
-    async def round(self, session: aiohttp.ClientSession) -> ProbeRound | None:
-        started = time.time()
-        endpoint = self.plan.url.rstrip("/") + "/v1/agent/runs"
-        # a few requests in flight: the engine batches them, so a round costs about as long as its slowest
-        # episodes instead of the sum of all; few enough not to crowd out the feed
-        gate = asyncio.Semaphore(self.plan.concurrency)
-
-        async def one(index: int, task: Task) -> list[Trajectory] | None:
-            async with gate:
-                try:
-                    async with session.post(endpoint, json=probe_body(task, self.plan, index)) as resp:
-                        if resp.status != 200:
-                            return None
-                        body = await resp.json(content_type=None)
-                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, ConnectionError):
-                    return None
-            return [validate(Trajectory, run["trajectory"]) for run in body.get("runs", []) if run.get("trajectory")]
-
-        results = await asyncio.gather(*(one(i, t) for i, t in enumerate(self.plan.tasks)))
-        failed = sum(r is None for r in results)
-        if failed > len(self.plan.tasks) // 4:  # a server restart mid-round: the round would not be comparable
-            log.warning("probe round dropped: %d of %d requests failed", failed, len(self.plan.tasks))
-            return None
-        trajs = [t for r in results if r for t in r]
-        rewards = await asyncio.to_thread(lambda: [self.score(t) for t in trajs])
-        return summarise(started, trajs, rewards, failed)
 
 
 def redis_publisher(redis_url: str, stream: str):

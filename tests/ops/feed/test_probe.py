@@ -1,146 +1,183 @@
-"""The held-out probe against a hand-written agent API: it probes the first served version, waits for
-`every_versions` more, asks the same tasks with the same seeds each round, never records, labels a round with
-the median served version, and drops a round that a server restart interrupted."""
+"""The held-out probe: a round of the evaluation at the first served version and every `every_versions` after,
+its per-item file written atomically and readable, its summary (Wilson intervals per suite, the paired difference
+from v0 with its bootstrap interval and McNemar p) computed from the records, dropped when a server restart failed
+too many requests, resumed from its files when the feed restarts mid-run. The evaluation itself is faked: it is
+`ops.eval.suite.run_items`' job (tests/ops/eval)."""
 
 import asyncio
-from types import SimpleNamespace
+import json
 
+import pytest
 from aiohttp import web
 
-from ops.feed.builtin_tasks import builtin_tasks
-from ops.feed.probe import Prober, ProbePlan, probe_body, summarise
-from ops.online_curve import trend
+from ops.eval.stats import mcnemar_exact, wilson
+from ops.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl
+from ops.feed.probe import Prober, ProbePlan
+from ops.feed.probe_rounds import ROUND_SCHEMA, ProbeRound, RoundFiles, summarise_round
 from slca.redis_server import free_port
-from tests.workers.builders import TrajectoryBuilder, call
+
+ITEMS = [EvalItem("test", f"t{i}") for i in range(6)] + [EvalItem("novel", f"n{i}") for i in range(3)] + \
+    [EvalItem("bfcl:simple_python", f"b{i}") for i in range(3)]  # fmt: skip
 
 
-class FakeServer:
-    def __init__(self, builder: TrajectoryBuilder, fail_from: int | None = None):
-        self.builder = builder
+def record(item: EvalItem, success: bool, version: int | None, error: str | None = None, turns=(0,)) -> ItemRecord:
+    bfcl = item.suite.startswith("bfcl:")
+    calls = [{"name": "f", "arguments": {}, "valid": True, **({} if bfcl else {"turn": t})} for t in turns]
+    return ItemRecord(item.suite, item.item_id, success=success, exec=None if bfcl else float(success),
+                      pref=None if bfcl else 0.5, calls=calls, policy_version=version, error=error)  # fmt: skip
+
+
+class FakeEval:
+    """The evaluation as the probe sees it: items → records; item i succeeds from version `solved_from[i]` on."""
+
+    def __init__(self, solved_from: list[int], failing: int = 0):
+        self.solved_from = solved_from
+        self.failing = failing
         self.version = 0
-        self.bodies: list[dict] = []
-        self.fail_from = fail_from
+        self.calls = 0
 
-    async def readyz(self, request: web.Request) -> web.Response:
-        return web.json_response({"engine": True, "policy_version": self.version})
-
-    async def runs(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.bodies.append(body)
-        if self.fail_from is not None and len(self.bodies) > self.fail_from:
-            return web.json_response({"error": "restarting"}, status=503)
-        good = self.builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "18 degrees")]],
-                                  [{"temp": 18}], policy_version=self.version)  # fmt: skip
-        return web.json_response({"runs": [{"trajectory": good.model_dump(mode="json")} for _ in range(body["n"])]})
+    async def __call__(self, items: list[EvalItem]) -> list[ItemRecord]:
+        self.calls += 1
+        return [record(item, self.version >= self.solved_from[i], self.version,
+                       error="HTTP 503: restarting" if i < self.failing else None)
+                for i, item in enumerate(items)]  # fmt: skip
 
 
-async def _serve(server: FakeServer, port: int) -> web.AppRunner:
-    app = web.Application()
-    app.router.add_get("/readyz", server.readyz)
-    app.router.add_post("/v1/agent/runs", server.runs)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner
-
-
-def _builder(tiny_model_dir) -> TrajectoryBuilder:
-    from tokenizers import Tokenizer
-
-    return TrajectoryBuilder(Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json")))
-
-
-def _score(traj):
-    return SimpleNamespace(exec=1.0 if traj.policy_version >= 10 else 0.5, pref=0.0)
-
-
-def test_rounds_follow_versions_with_fixed_seeds_and_no_recording(tiny_model_dir):
-    tasks = builtin_tasks()[:3]
-    published: list[dict] = []
-
+def _prober(tmp_path, fake: FakeEval, published: list, every: int = 10) -> Prober:
     async def publish(entry: dict) -> None:
         published.append(entry)
 
+    plan = ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path, every_versions=every)
+    return Prober(plan, ITEMS, publish, run_items=fake)
+
+
+def _drive(prober: Prober, fake: FakeEval, versions) -> None:
     async def main():
-        port = free_port()
-        server = FakeServer(_builder(tiny_model_dir))
-        runner = await _serve(server, port)
-        plan = ProbePlan(url=f"http://127.0.0.1:{port}", tasks=tasks, every_versions=10, n=2, poll_s=0.01)
-        prober = Prober(plan, _score, publish)
-        stop = asyncio.Event()
-        task = asyncio.create_task(prober.run(stop))
-        try:
-            for version in (0, 3, 9, 10, 12, 25):  # rounds due at 0, 10 and 25
-                server.version = version
-                await asyncio.sleep(0.3)
-        finally:
-            stop.set()
-            await task
-            await runner.cleanup()
-        return server
+        for v in versions:
+            fake.version = v
+            await prober.step(v)
 
-    server = asyncio.run(main())
-    assert [r["version"] for r in published] == [0, 10, 25]
-    assert [r["exec_mean"] for r in published] == [0.5, 1.0, 1.0]
-    assert all(r["trajectories"] == 6 and r["failed_requests"] == 0 for r in published)
-    assert all(b["record"] is False and b["return_trajectories"] is True and b["n"] == 2 for b in server.bodies)
-    seeds = [sorted(b["seed"] for b in server.bodies[i * 3:(i + 1) * 3]) for i in range(3)]
-    assert seeds[0] == seeds[1] == seeds[2] and len(set(seeds[0])) == 3  # same seeds each round, one per task
+    asyncio.run(main())
 
 
-def test_round_with_failed_requests_is_dropped(tiny_model_dir):
+def test_rounds_at_first_readiness_then_every_k_versions(tmp_path):
+    fake, published = FakeEval([0, 0, 10, 10, 99, 99, 0, 30, 99, 0, 30, 99]), []
+    _drive(_prober(tmp_path, fake, published), fake, [0, 3, 9, 10, 12, 25, 34, 40])
+    assert [r["version"] for r in published] == [0, 10, 25, 40] and fake.calls == 4  # 40 ≥ 25 + 10; 34 is not
+    assert RoundFiles(tmp_path).versions() == [0, 10, 25, 40]
+    assert all(r["baseline_version"] == 0 and r["schema"] == ROUND_SCHEMA for r in published)
+    # the held-out pool (9 tasks) rises 3/9 → 5/9 → 5/9 → 6/9; each round is paired with v0's own records
+    assert [r["suites"]["held_out"]["success"] for r in published] == pytest.approx([3 / 9, 5 / 9, 5 / 9, 6 / 9])
+    assert [r["vs_v0"]["held_out"]["diff"] for r in published] == pytest.approx([0, 2 / 9, 2 / 9, 3 / 9])
+    assert [r["vs_v0"]["held_out"]["b_only"] for r in published] == [0, 2, 2, 3]
+
+
+def test_round_file_holds_every_item_and_reads_back(tmp_path):
+    fake, published = FakeEval([0] * 12), []
+    _drive(_prober(tmp_path, fake, published), fake, [7])
+    path = tmp_path / published[0]["records"]
+    assert published[0]["records"] == "probe/v7.jsonl" and path.is_file()
+    back = read_jsonl(path)
+    assert [(r.suite, r.item_id) for r in back] == [(i.suite, i.item_id) for i in ITEMS]
+    assert all(r.success and r.policy_version == 7 for r in back)
+    assert [p.name for p in path.parent.iterdir()] == ["v7.jsonl"]  # the temp file was renamed, not left behind
+
+
+def test_round_with_too_many_failed_requests_is_dropped_and_retried(tmp_path):
+    fake, published = FakeEval([0] * 12, failing=4), []  # 4 of 12 > a quarter
+    prober = _prober(tmp_path, fake, published)
+    _drive(prober, fake, [0])
+    assert published == [] and RoundFiles(tmp_path).versions() == [] and prober.last_version is None
+    fake.failing = 2  # the server is back (2 of 12 failed: kept, left out of the rates)
+    _drive(prober, fake, [1])
+    (r,) = published
+    assert r["failed_requests"] == 2 and r["items"] == 12 and r["suites"]["held_out"]["n"] == 7
+
+
+def test_summary_fields_and_paired_difference_from_two_rounds():
+    v0 = [record(i, ok, 0) for i, ok in zip(ITEMS, [1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0])]
+    # a swap lands mid-round (versions 40 and 41); one novel item lost, three test items gained; one request failed
+    later = [record(i, ok, 40 if k < 5 else 41, turns=(0, 1) if k == 0 else (0,))
+             for k, (i, ok) in enumerate(zip(ITEMS, [1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0]))]  # fmt: skip
+    later[5] = record(ITEMS[5], False, None, error="request failed: ClientConnectorError")
+    first = summarise_round(v0, None, None, started_at=0.0, mode="greedy", fallback_version=0)
+    r = summarise_round(later, v0, first.version, started_at=0.0, mode="greedy", fallback_version=40)
+    assert (r.version, r.version_min, r.version_max) == (41, 40, 41)  # median_low of 5 × 40 and 6 × 41
+    assert r.items == 12 and r.failed_requests == 1 and r.mode == "greedy" and r.baseline_version == 0
+    held = r.suites["held_out"]  # 8 tasks ran (t5 failed): 5 solved
+    assert held["n"] == 8 and held["success"] == pytest.approx(5 / 8)
+    assert (held["ci_low"], held["ci_high"]) == pytest.approx(wilson(5, 8))
+    assert held["tool_turns"] == pytest.approx(9 / 8) and held["pref"] == pytest.approx(0.5)
+    assert r.suites["bfcl"]["n"] == 3 and r.suites["bfcl"]["exec"] is None and r.suites["bfcl"]["success"] == 2 / 3
+    d = r.vs_v0["held_out"]  # paired over the 8 held-out items both rounds ran: 3 gained (t2, t3, t4), 1 lost (n0)
+    assert (d["n"], d["b_only"], d["a_only"]) == (8, 3, 1) and d["diff"] == pytest.approx(2 / 8)
+    assert d["ci_low"] <= d["diff"] <= d["ci_high"] and d["mcnemar_p"] == pytest.approx(mcnemar_exact(3, 1))
+    assert r.vs_v0["test"]["diff"] == pytest.approx(3 / 5) and r.vs_v0["novel"]["diff"] == pytest.approx(-1 / 3)
+    assert r.vs_v0["bfcl"]["diff"] == pytest.approx(1 / 3)
+    assert first.vs_v0["held_out"]["diff"] == 0 and first.baseline_version == 0
+    # the stream entry round-trips through JSON into the same record
+    assert ProbeRound.from_json(json.loads(json.dumps(r.to_json()))) == r
+
+
+@pytest.mark.parametrize("entry", [{"version": 3, "exec_mean": 0.5, "success": 0.5}, ["a"], None,
+                                   {"schema": ROUND_SCHEMA, "version": 3}])  # fmt: skip
+def test_rounds_of_the_sampled_probe_or_malformed_ones_are_not_rounds(entry):
+    assert ProbeRound.from_json(entry) is None
+
+
+def test_a_restarted_feed_resumes_its_run_and_a_new_run_sets_old_files_aside(tmp_path):
+    fake, published = FakeEval([0, 0, 0, 0, 0, 0, 0, 0, 0, 50, 50, 50]), []
+    _drive(_prober(tmp_path, fake, published, every=30), fake, [0, 30])
+    # the feed restarts at v45: v0 is still the baseline, the next round is due at 60
+    again: list = []
+    _drive(_prober(tmp_path, fake, again, every=30), fake, [45, 59, 60])
+    assert [r["version"] for r in again] == [60] and again[0]["vs_v0"]["bfcl"]["diff"] == pytest.approx(1.0)
+    # a new run (served v2 < the files' v60): its first round is its own v0, the old files moved aside
+    fresh: list = []
+    _drive(_prober(tmp_path, fake, fresh, every=30), fake, [2])
+    assert [r["version"] for r in fresh] == [2] and fresh[0]["baseline_version"] == 2
+    assert RoundFiles(tmp_path).versions() == [2]
+    (old,) = [p for p in (tmp_path / "probe").iterdir() if p.is_dir()]
+    assert sorted(p.name for p in old.iterdir()) == ["v0.jsonl", "v30.jsonl", "v60.jsonl"]
+
+
+def test_run_polls_readiness_and_publishes_a_round(tmp_path):
+    """The loop as `slca feed` runs it: /readyz gives the served version; the first round stops the test."""
+    fake = FakeEval([0] * 12)
+
+    async def readyz(request: web.Request) -> web.Response:
+        return web.json_response({"engine": True, "policy_version": 4})
+
     async def main():
+        app = web.Application()
+        app.router.add_get("/readyz", readyz)
+        runner = web.AppRunner(app)
+        await runner.setup()
         port = free_port()
-        server = FakeServer(_builder(tiny_model_dir), fail_from=1)
-        runner = await _serve(server, port)
-        plan = ProbePlan(url=f"http://127.0.0.1:{port}", tasks=builtin_tasks()[:4], poll_s=0.01)
-        published: list[dict] = []
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        stop, published = asyncio.Event(), []
 
         async def publish(entry):
             published.append(entry)
+            stop.set()
 
+        plan = ProbePlan(url=f"http://127.0.0.1:{port}/", eval=EvalPlan(), data_dir=tmp_path, poll_s=0.01)
+        fake.version = 4
         try:
-            import aiohttp
-
-            async with aiohttp.ClientSession() as session:
-                result = await Prober(plan, _score, publish).round(session)
+            await asyncio.wait_for(Prober(plan, ITEMS, publish, run_items=fake).run(stop), timeout=30)
         finally:
             await runner.cleanup()
-        return result
+        return published
 
-    assert asyncio.run(main()) is None  # 3 of 4 requests failed: not comparable with the other rounds
-
-
-def test_round_version_is_the_median_and_success_counts_full_rewards(tiny_model_dir):
-    b = _builder(tiny_model_dir)
-    trajs = [b.build([[("summary", "x")]], [], policy_version=v) for v in (4, 5, 5, 9)]
-    rewards = [SimpleNamespace(exec=e, pref=0.5) for e in (1.0, 0.5, 1.0, 0.0)]
-    r = summarise(0.0, trajs, rewards, failed=0)
-    assert r.version == 5 and r.to_json()["version_min"] == 4 and r.to_json()["version_max"] == 9
-    assert r.success == 0.5 and r.exec_mean == 0.625 and r.tool_turns_mean == 0.0
+    assert [r["version"] for r in asyncio.run(main())] == [4]
 
 
-def test_probe_seed_differs_per_task_not_per_round():
-    tasks = builtin_tasks()[:2]
-    plan = ProbePlan(url="http://x", tasks=tasks, seed=3)
-    assert probe_body(tasks[0], plan, 0)["seed"] != probe_body(tasks[1], plan, 1)["seed"]
-    assert probe_body(tasks[0], plan, 0) == probe_body(tasks[0], plan, 0)
+def test_probe_plan_from_settings():
+    from ops.feed.main import probe_eval_plan
+    from ops.settings import OpsSettings
 
-
-def test_trend_slope_and_standard_error():
-    assert trend([0, 1], [0, 1]) is None
-    t = trend([0, 10, 20, 30], [0.5, 0.6, 0.7, 0.8])
-    assert abs(t["slope_per_100_versions"] - 1.0) < 1e-9 and t["se_per_100_versions"] < 1e-9
-    flat = trend([0, 10, 20, 30], [0.6, 0.5, 0.6, 0.5])
-    assert abs(flat["slope_per_100_versions"]) < flat["se_per_100_versions"] * 2
-
-
-def test_probe_tasks_are_spread_over_the_split():
-    from types import SimpleNamespace as T
-
-    from ops.feed.main import spread
-
-    tasks = [T(task_id=f"everyday-{intent}-{i}") for intent in ("a", "b", "c", "d") for i in range(10)]
-    picked = spread(tasks, 8)
-    assert len(picked) == 8 and {t.task_id.split("-")[1] for t in picked} == {"a", "b", "c", "d"}
-    assert spread(tasks[:3], 8) == sorted(tasks[:3], key=lambda t: t.task_id)
+    plan = probe_eval_plan(OpsSettings())
+    assert plan.mode == "greedy" and plan.splits == ("test", "novel") and plan.bfcl_per_category == 8
+    assert plan.concurrency == 8 and plan.bfcl_categories  # every BFCL category, sampled
+    off = probe_eval_plan(OpsSettings(probe_bfcl_per_category=0, probe_mode="sampled", probe_splits=["test"]))
+    assert off.bfcl_categories == () and off.mode == "sampled" and off.splits == ("test",)

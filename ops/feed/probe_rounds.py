@@ -1,0 +1,154 @@
+"""A held-out probe round as a record: what the probe publishes on `<prefix>:stats:probe` (one writer,
+`summarise_round`) and what `slca status`, the dashboard and `slca bench online` read back (one reader,
+`ProbeRound.from_json`), plus the per-item files every round leaves under `<data_dir>/probe/`.
+
+A round is one run of the evaluation (`ops.eval.suite`) against the served API: success per suite with its Wilson
+95% interval, mean exec and pref rewards, tool turns, and the paired difference from the first round (v0, the
+warm start as served) with its bootstrap 95% interval and the exact McNemar p-value (`ops.eval.stats.compare`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ops.eval.stats import BFCL, BFCL_PREFIX, HELD_OUT, compare, summarize
+from ops.eval.suite import ItemRecord, read_jsonl, write_jsonl
+
+ROUND_SCHEMA = 2
+"""1: the sampled HierR probe (no per-item records, no intervals); its rounds are skipped by the readers."""
+HEADLINE = HELD_OUT
+"""The suite every view leads with: the task pack's held-out splits pooled (test + novel)."""
+PAIRED_SUITES = (HELD_OUT, "test", "novel", BFCL)
+"""Suites whose paired difference from v0 the views show, in this order (those a round has)."""
+ROUNDS_DIR = "probe"
+"""Folder of the per-item files under the data dir: `v<version>.jsonl`, one `ItemRecord` per line."""
+
+
+@dataclass
+class ProbeRound:
+    version: int
+    """The round's label: the median (low) policy version over its items."""
+    version_min: int
+    version_max: int
+    """A swap can land mid-round: the versions that answered its items span [version_min, version_max]."""
+    started_at: float
+    seconds: float
+    mode: str
+    """'greedy' or 'sampled' (`ops.eval.suite.EvalPlan.mode`)."""
+    items: int
+    """Items asked; the summaries count only those whose request succeeded (`items - failed_requests`)."""
+    failed_requests: int
+    records: str
+    """The round's per-item file, relative to the data dir (`probe/v<version>.jsonl`)."""
+    suites: dict[str, dict[str, Any]]
+    """Suite (test, novel, bfcl:<category>, pooled held_out and bfcl) → `ops.eval.stats.summarize`'s row (n,
+    success, ci_low, ci_high, exec, pref, errors) plus `tool_turns` (mean model turns that wrote a call)."""
+    vs_v0: dict[str, dict[str, Any]]
+    """Suite → `ops.eval.stats.paired(v0 round, this round)`: n, a, b, diff, ci_low, ci_high (bootstrap 95%),
+    a_only, b_only, mcnemar_p. The v0 round compares with itself (diff 0)."""
+    baseline_version: int
+    """The version of the round `vs_v0` compares with."""
+    schema: int = ROUND_SCHEMA
+
+    @property
+    def headline(self) -> dict[str, Any]:
+        return self.suites.get(HEADLINE, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProbeRound | None:
+        """The round, or None for anything else (an older schema, a malformed entry, a headline without a number)."""
+        if not isinstance(data, dict) or data.get("schema") != ROUND_SCHEMA:
+            return None
+        try:
+            round_ = cls(**{f.name: data[f.name] for f in fields(cls)})
+        except (KeyError, TypeError):
+            return None
+        ok = isinstance(round_.version, int) and isinstance(round_.suites, dict) and isinstance(round_.vs_v0, dict)
+        return round_ if ok and _finite(round_.headline.get("success")) else None
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def tool_turns(record: ItemRecord) -> int:
+    """Model turns that wrote at least one call (BFCL is single-turn: its calls carry no turn)."""
+    return len({c.get("turn", 0) for c in record.calls})
+
+
+def _members(name: str, records: list[ItemRecord]) -> list[ItemRecord]:
+    if name == HELD_OUT:
+        return [r for r in records if not r.suite.startswith(BFCL_PREFIX)]
+    if name == BFCL:
+        return [r for r in records if r.suite.startswith(BFCL_PREFIX)]
+    return [r for r in records if r.suite == name]
+
+
+def summarise_round(records: list[ItemRecord], baseline: list[ItemRecord] | None, baseline_version: int | None,
+                    started_at: float, mode: str, fallback_version: int) -> ProbeRound:  # fmt: skip
+    """One round from its records. Failed requests (a server restart mid-round) are left out of every rate: they
+    say nothing about the policy. `baseline` None: this round is v0 and compares with itself."""
+    ran = [r for r in records if r.error is None]
+    suites = summarize(ran)
+    for name, row in suites.items():
+        members = _members(name, ran)
+        row["tool_turns"] = sum(map(tool_turns, members)) / len(members)
+    versions = [r.policy_version for r in ran if r.policy_version is not None] or [fallback_version]
+    version = int(statistics.median_low(versions))
+    base = ran if baseline is None else [r for r in baseline if r.error is None]
+    return ProbeRound(
+        version=version, version_min=min(versions), version_max=max(versions), started_at=started_at,
+        seconds=time.time() - started_at, mode=mode, items=len(records), failed_requests=len(records) - len(ran),
+        records=f"{ROUNDS_DIR}/v{version}.jsonl", suites=suites, vs_v0=compare(base, ran),
+        baseline_version=version if baseline_version is None else baseline_version,
+    )  # fmt: skip
+
+
+class RoundFiles:
+    """The per-item files of one run's rounds: `<data_dir>/probe/v<version>.jsonl`."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = Path(data_dir)
+        self.folder = self.data_dir / ROUNDS_DIR
+
+    def write(self, round_: ProbeRound, records: list[ItemRecord]) -> Path:
+        """Atomically (a temp file, then a rename): a reader never sees half a round."""
+        path = self.data_dir / round_.records
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        write_jsonl(records, tmp)
+        os.replace(tmp, path)
+        return path
+
+    def versions(self) -> list[int]:
+        out = []
+        for path in self.folder.glob("v*.jsonl"):
+            try:
+                out.append(int(path.stem[1:]))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def read(self, version: int) -> list[ItemRecord]:
+        return read_jsonl(self.folder / f"v{version}.jsonl")
+
+    def archive(self) -> Path | None:
+        """Move an earlier run's files aside (`probe/old-<time>/`), so this run's v0 is the one every round
+        compares with and `slca bench online` finds."""
+        versions = self.versions()
+        if not versions:
+            return None
+        dest = self.folder / f"old-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        dest.mkdir(parents=True)
+        for v in versions:
+            os.replace(self.folder / f"v{v}.jsonl", dest / f"v{v}.jsonl")
+        return dest
