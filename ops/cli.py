@@ -1,4 +1,4 @@
-"""`slca up | status | feed | eval` and `slca bench learning` (heavy imports inside the handlers)."""
+"""`slca up | status | score | feed | eval` and `slca bench learning` (heavy imports inside the handlers)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from ops.eval.cli import add_bench_arguments as add_bench_eval_arguments
+from ops.eval.cli import add_eval_arguments
 from ops.learning.cli import add_arguments as add_learning_arguments
 
 
@@ -18,6 +20,11 @@ def register(commands, bench) -> None:
     status.add_argument("--window", type=int, default=50, help="recent rewards to average")
     status.set_defaults(func=_status)
 
+    score = commands.add_parser("score", help="HierR reward of one answer (JSON on stdin: pack, split, task_id, "
+                                              "calls, reply), every component shown")  # fmt: skip
+    score.add_argument("--indent", type=int, help="indent the JSON printed (default: one line)")
+    score.set_defaults(func=_score)
+
     feed = commands.add_parser("feed", help="drive training traffic through the agent API from a task pack")
     feed.add_argument("--url", help="agent API base URL (default: ops.feed_url, else serve's host:port)")
     feed.add_argument("--pack", help="task pack (default: ops.feed_pack)")
@@ -26,18 +33,8 @@ def register(commands, bench) -> None:
     feed.add_argument("--ids-out", type=Path, help="append every recorded trajectory id to this file")
     feed.set_defaults(func=_feed)
 
-    ev = commands.add_parser("eval", help="in-domain test split and BFCL (offline, official checker)")
-    ev.add_argument("--model", required=True, help="model directory ('embedded', 'tiny' or a path)")
-    ev.add_argument("--limit", type=int, default=50, help="examples per BFCL category and in-domain tasks")
-    ev.add_argument("--categories", default="simple_python,multiple,parallel,parallel_multiple,irrelevance")
-    ev.add_argument("--pack", default="everyday", help="in-domain task pack (test split)")
-    ev.add_argument("--skip", choices=["bfcl", "indomain"], action="append", default=[])
-    ev.add_argument("--max-tokens", type=int, default=256)
-    ev.add_argument("--batch-size", type=int, default=8)
-    ev.add_argument("--engine", choices=["hf", "vllm"], default="hf",
-                    help="serve engine of the in-domain agent runs (hf: the fp32 reference; vllm: faster on GPU)")
-    ev.add_argument("--threads", type=int, help="torch threads (default: 1 on a machine with ≤ 2 cores, else torch's)")
-    ev.add_argument("--out", type=Path, help="JSON result file (default: <data_dir>/eval/<model>-<time>.json)")
+    ev = commands.add_parser("eval", help="held-out task splits and BFCL through one server; `eval compare A B`")
+    add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
 
     online = bench.add_parser("online", help="reward per served version of the running (or last) `slca up`")
@@ -45,6 +42,10 @@ def register(commands, bench) -> None:
     online.add_argument("--command", help="the command that produced the run, recorded in results.json")
     online.add_argument("--note", help="free text recorded with the curve (machine, load average …)")
     online.set_defaults(func=_bench_online)
+
+    bench_eval = bench.add_parser("eval", help="the default evaluation's speed: items/s per suite, total seconds")
+    add_bench_eval_arguments(bench_eval)
+    bench_eval.set_defaults(func=_bench_eval)
 
     learning = bench.add_parser("learning", help="slca vs grpo vs toolpo vs rltr, one warm start, seeds")
     add_learning_arguments(learning)
@@ -102,6 +103,12 @@ def _status(args, config) -> int:
     return run_status(args, config)
 
 
+def _score(args, config) -> int:
+    from ops.score import run_score
+
+    return run_score(args, config)
+
+
 def _bench_online(args, config) -> int:
     from ops.status_cmd import run_online_export
 
@@ -120,6 +127,13 @@ def _eval(args, config) -> int:
 
     _logging(config)
     return run_eval(args, config)
+
+
+def _bench_eval(args, config) -> int:
+    from ops.eval.bench import run_bench_eval
+
+    _logging(config)
+    return run_bench_eval(args, config)
 
 
 def _bench_learning(args, config) -> int:

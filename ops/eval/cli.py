@@ -1,0 +1,49 @@
+"""Arguments of `slca eval`, `slca eval compare` and `slca bench eval` (argparse only: imported at start-up).
+Defaults are `EvalPlan`'s own, so the command line and the API cannot disagree."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ops.eval.bfcl import CATEGORIES
+from ops.eval.suite import MODES, EvalPlan
+
+ENGINES = ("vllm", "hf")
+_PLAN = EvalPlan()
+
+
+def add_plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--splits", default=",".join(_PLAN.splits), help="held-out splits of the task pack (every task)")
+    p.add_argument("--pack", default=_PLAN.pack, help="task pack")
+    p.add_argument("--bfcl-categories", default=",".join(_PLAN.bfcl_categories),
+                   help=f"BFCL categories ('' for none; known: {','.join(CATEGORIES)})")  # fmt: skip
+    p.add_argument("--bfcl-per-category", type=int, default=_PLAN.bfcl_per_category,
+                   help="a seeded random sample of N items per category (default: every item)")  # fmt: skip
+    p.add_argument("--bfcl-seed", type=int, default=_PLAN.bfcl_seed)
+    p.add_argument("--mode", choices=MODES, default=_PLAN.mode,
+                   help="greedy, or sampled (temperature 1, a seed per item)")  # fmt: skip
+    p.add_argument("--max-tokens", type=int, default=_PLAN.max_tokens, help="per model turn")
+    p.add_argument("--max-turns", type=int, default=_PLAN.max_turns, help="model turns per task")
+    p.add_argument("--concurrency", type=int, default=_PLAN.concurrency, help="requests in flight")
+    p.add_argument("--engine", choices=ENGINES, default="vllm", help="serve engine (vllm: the fast one; hf: fp32)")
+    p.add_argument("--threads", type=int, help="torch threads of the hf engine (default: as configured)")
+
+
+def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
+    ev.add_argument("--model", help="model directory ('embedded', 'tiny' or a path)")
+    add_plan_arguments(ev)
+    ev.add_argument("--out", type=Path, help="output directory (default: <data_dir>/eval/<model>-<time>)")
+    sub = ev.add_subparsers(dest="eval_command")
+    compare = sub.add_parser("compare", help="two eval runs item by item: McNemar p, bootstrap 95% interval")
+    compare.add_argument("a", type=Path, help="eval output directory or items.jsonl (A)")
+    compare.add_argument("b", type=Path, help="eval output directory or items.jsonl (B)")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="model (default: the `slca sft` warm start if present, else 'tiny')")
+    add_plan_arguments(p)
+    p.set_defaults(bfcl_per_category=80)  # 400 BFCL items over the 5 categories: the target's size
+    p.add_argument("--out", type=Path, help="write results.json here (a directory)")
