@@ -48,16 +48,23 @@ def granted(common: CommonSettings, key: str | None) -> frozenset[str] | None:
     """The scopes `key` holds (nested scopes included); None when it is no configured key."""
     if key is None:
         return None
-    given = key.encode()
+    given = _bytes(key)
     scopes: set[str] | None = None
     # every key is compared (no early exit), each in constant time: timing tells nothing about which matched
     for candidate, its_scopes in configured_keys(common):
-        if hmac.compare_digest(given, candidate.encode()):
+        if hmac.compare_digest(given, _bytes(candidate)):
             scopes = (scopes or set()) | its_scopes
     if scopes is None:
         return None
     top = max(_RANK[s] for s in scopes) if scopes else -1
     return frozenset(s for s, rank in _RANK.items() if rank <= top)
+
+
+def _bytes(key: str) -> bytes:
+    """The key as bytes, for any str. aiohttp decodes headers as UTF-8 with surrogateescape, so a header that is
+    not UTF-8 (`Bearer \\xff`) arrives holding a lone surrogate, which a plain `encode()` refuses (that was a 500);
+    surrogatepass encodes every surrogate, so such a key simply matches no configured key (401)."""
+    return key.encode("utf-8", "surrogatepass")
 
 
 def has_scope(request: web.Request, scope: Scope) -> bool:
