@@ -5,8 +5,8 @@ that sampled it, time). Grouped by version, the mean execution reward per versio
 `slca up`: if online RL works, it rises with the version. Used by `slca status` (a short table) and by
 `slca bench online` (JSON + Markdown + PNG under bench/online/<run>/).
 
-Beside it, the feed's held-out probe (ops/feed/probe.py): the same test tasks with the same seeds every few
-versions, so its rounds differ by the weights rather than by which tasks the feed happened to draw.
+Beside it, the feed's held-out probe (ops/feed/probe.py, shown by ops/online_probe.py): the evaluation's same
+held-out items every few versions, so its rounds differ by the weights rather than by which tasks the feed drew.
 """
 
 from __future__ import annotations
@@ -81,13 +81,6 @@ def status_lines(stats: list[VersionStats], last: int = 6) -> str:
     return "exec reward by served version: " + " | ".join(cells)
 
 
-def probe_lines(rounds: list[dict[str, Any]], last: int = 6) -> str:
-    if not rounds:
-        return "held-out probe: no round yet"
-    cells = [f"v{r['version']} {r['exec_mean']:.3f} (success {r['success']:.2f})" for r in rounds[-last:]]
-    return "held-out probe, exec reward by version: " + " | ".join(cells)
-
-
 def trend(xs: list[float], ys: list[float]) -> dict[str, float] | None:
     """Least-squares slope of ys on xs with its standard error (None below 3 points): a rise is a slope more
     than two standard errors above 0."""
@@ -105,39 +98,40 @@ def trend(xs: list[float], ys: list[float]) -> dict[str, float] | None:
 
 
 def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[str, Any],
-                probe: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
-    """results.json, results.md and curve.png under `out` (relative paths only in what is written)."""
+                probe: list[dict[str, Any]] | None = None, data_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """results.json, results.md and curve.png under `out` (relative paths only in what is written); with probe
+    rounds, also the per-item files of v0 and the latest round (under `out/probe/`, copied from `data_dir`) and
+    the paired v0 → latest result per suite (`probe_summary.json`)."""
+    from ops import online_probe
+
     out.mkdir(parents=True, exist_ok=True)
     pooled = binned(stats)
-    probe = probe or []
+    rounds = online_probe.rounds_of(probe or [])
+    summary = online_probe.paired_summary(rounds, data_dir, out)
     trends = {"feed": trend([s.version for s in stats for _ in range(s.n)],
-                            [s.exec_mean for s in stats for _ in range(s.n)]),
-              "probe": trend([r["version"] for r in probe], [r["exec_mean"] for r in probe])}  # fmt: skip
+                            [s.exec_mean for s in stats for _ in range(s.n)])}  # fmt: skip
     result = {"command": command, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
-              "binned": pooled, "probe": probe}  # fmt: skip
+              "binned": pooled, "probe": [r.to_json() for r in rounds], "probe_paired": summary}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=1))
     lines = [f"# Online learning curve\n", f"Command: `{command}`\n"]
     lines += [f"- {k}: {v}" for k, v in extra.items()] + [""]
     lines += ["| versions | trajectories | mean exec reward | tool turns / episode |", "|---|---|---|---|"]
     lines += [f"| {b['versions']} | {b['n']} | {b['exec_mean']:.3f} | "
               f"{'-' if b['tool_turns_mean'] is None else format(b['tool_turns_mean'], '.2f')} |" for b in pooled]  # fmt: skip
-    if probe:
-        lines += ["", "Held-out probe (same test tasks and seeds every round, not trained on):", "",
-                  "| version (median) | versions | trajectories | exec reward | success | tool turns |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
-        lines += [f"| v{r['version']} | v{r['version_min']}–v{r['version_max']} | {r['trajectories']} | "
-                  f"{r['exec_mean']:.3f} | {r['success']:.2f} | {r['tool_turns_mean']:.2f} |" for r in probe]  # fmt: skip
-    lines += ["", "Trend of exec reward (least squares on version, per 100 versions, ± 1 standard error):"]
+    lines += online_probe.markdown(rounds, summary)
+    lines += ["", "Trend of the feed's exec reward (least squares on version, per 100 versions, ± 1 standard error):"]
     for name, t in trends.items():
         lines.append(f"- {name}: " + ("too few points" if t is None else
                      f"{t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f} ({t['points']} points)"))  # fmt: skip
     (out / "results.md").write_text("\n".join(lines) + "\n")
-    _plot(stats, out / "curve.png", probe)
+    _plot(stats, out / "curve.png", rounds)
     return result
 
 
-def _plot(stats: list[VersionStats], path: Path, probe: list[dict[str, Any]]) -> None:
+def _plot(stats: list[VersionStats], path: Path, rounds: list) -> None:
     import matplotlib
+
+    from ops import online_probe
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -151,13 +145,7 @@ def _plot(stats: list[VersionStats], path: Path, probe: list[dict[str, Any]]) ->
     ax2.plot(v, [s.tool_turns_mean or 0 for s in stats], "o-", ms=3, color="tab:orange")
     ax2.set_xlabel("served policy version")
     ax2.set_ylabel("tool turns per episode")
-    if probe:
-        pv = [r["version"] for r in probe]
-        ax3.plot(pv, [r["exec_mean"] for r in probe], "o-", ms=3, label="exec reward")
-        ax3.plot(pv, [r["success"] for r in probe], "s--", ms=3, label="success (exec = 1)")
-        ax3.legend(loc="lower right")
-    ax3.set_xlabel("served policy version (round median)")
-    ax3.set_title("held-out probe: same tasks, same seeds")
+    online_probe.plot(ax3, rounds)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

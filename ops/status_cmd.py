@@ -7,7 +7,8 @@ from pathlib import Path
 
 import redis
 
-from ops.online_curve import by_version, probe_lines, status_lines, write_curve
+from ops.online_curve import by_version, status_lines, write_curve
+from ops.online_probe import SUMMARY_FILE, probe_lines, rounds_of
 from ops.probe import sample_value, scrape
 from ops.redis_view import read_snapshot
 from ops.supervisor.state import read_state, state_path
@@ -62,7 +63,8 @@ def probe_rounds(redis_url: str, prefix: str) -> list[dict]:
 
 def run_online_export(args, config: Config) -> int:
     """`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up`, written
-    under `--out` (results.json, results.md, curve.png)."""
+    under `--out` (results.json, results.md, curve.png), with the held-out probe's rounds, the per-item files of
+    its v0 and latest rounds (probe/) and their paired comparison per suite (probe_summary.json)."""
     import time
 
     common = config.common
@@ -88,8 +90,11 @@ def run_online_export(args, config: Config) -> int:
              "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
              "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
              "note": args.note or "", "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}  # fmt: skip
+    rounds = probe_rounds(redis_url, common.stream_prefix)
     write_curve(stats, args.out, args.command or "make run; slca bench online --out " + str(args.out), extra,
-                probe=probe_rounds(redis_url, common.stream_prefix))  # fmt: skip
+                probe=rounds, data_dir=Path(common.data_dir))  # fmt: skip
     print(status_lines(stats, last=len(stats)))
-    print(f"wrote {args.out}/results.json, results.md, curve.png")
+    print(probe_lines(rounds, last=len(rounds)))
+    print(f"wrote {args.out}/results.json, results.md, curve.png" +
+          (f", {SUMMARY_FILE}, probe/" if rounds_of(rounds) else ""))  # fmt: skip
     return 0

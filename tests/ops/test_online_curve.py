@@ -35,3 +35,77 @@ def test_write_curve_files_have_no_machine_paths(tmp_path):
     data = json.loads((out / "results.json").read_text())
     assert data["command"] == "make run" and len(data["versions"]) == 3
     assert (out / "curve.png").stat().st_size > 1000 and str(tmp_path) not in (out / "results.md").read_text()
+
+
+def synthetic_rounds(data_dir):
+    """Three probe rounds as the probe leaves them (files under `data_dir`, summaries as published): 20 test
+    and 10 novel tasks and 10 BFCL items; v0 solves 8 + 3 + 4, v30 (a swap mid-round: v30–v31) 12 + 4 + 4, v60
+    15 + 5 + 5 with one request failed."""
+    from ops.eval.suite import ItemRecord
+    from ops.feed.probe_rounds import RoundFiles, summarise_round
+
+    def records(version, solved, failed=()):
+        out = []
+        for suite, n, k in (("test", 20, solved[0]), ("novel", 10, solved[1]), ("bfcl:simple_python", 10, solved[2])):
+            for i in range(n):
+                bfcl = suite.startswith("bfcl")
+                out.append(ItemRecord(suite, f"{suite}-{i}", success=i < k, exec=None if bfcl else float(i < k),
+                                      pref=None if bfcl else 0.25, policy_version=version + (i % 2 if version else 0),
+                                      calls=[{"name": "f", "arguments": {}, "valid": True, "turn": 0}],
+                                      error="HTTP 503" if (suite, i) in failed else None))  # fmt: skip
+        return out
+
+    files, entries, base = RoundFiles(data_dir), [], None
+    for version, solved, failed in ((0, (8, 3, 4), ()), (30, (12, 4, 4), ()), (60, (15, 5, 5), {("test", 19)})):
+        recs = records(version, solved, failed)
+        r = summarise_round(recs, base, 0 if base else None, 0.0, "greedy", version)
+        files.write(r, recs)
+        base = base or recs
+        entries.append(r.to_json())
+    return entries
+
+
+def test_status_lines_lead_with_the_paired_difference_from_v0(tmp_path):
+    from ops.online_probe import probe_lines
+
+    entries = synthetic_rounds(tmp_path)
+    text = probe_lines([{"version": 0, "exec_mean": 0.5, "success": 0.5}, *entries])  # the sampled probe's: skipped
+    lines = text.splitlines()
+    assert lines[0].startswith("held-out probe (greedy, 40 items;")
+    # the headline: the latest round (v60–v61, median v60) paired with v0 per suite, the failed item left out
+    assert lines[1].startswith("  v0 → v60: held-out +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29) | test +0.368 ["), lines[1]
+    assert "| novel +0.200 [" in lines[1] and "| BFCL +0.100 [" in lines[1]
+    assert lines[2] == "  v0 | held-out 0.367 [0.219, 0.545] n=30 | BFCL 0.400 [0.168, 0.687] n=10 | exec 0.367 pref 0.250 turns 1.00"
+    assert lines[3].startswith("  v30 (v30–v31) | held-out 0.533 [0.361, 0.698] n=30 |") and "vs v0 +0.167 [" in lines[3]
+    assert lines[4].endswith("(+9/−0 of 29) | 1 failed requests left out")
+    assert probe_lines([]) == "held-out probe: no round yet"
+
+
+def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(tmp_path):
+    from ops.eval.suite import read_jsonl
+
+    entries = synthetic_rounds(tmp_path / "var")
+    out = tmp_path / "run"
+    result = write_curve(by_version(_rows()), out, "make run", {"minutes": 1}, probe=entries, data_dir=tmp_path / "var")
+    latest = entries[-1]["records"]
+    assert sorted(p.name for p in (out / "probe").iterdir()) == ["v0.jsonl", latest.split("/")[-1]]
+    assert len(read_jsonl(out / latest)) == 40
+    summary = json.loads((out / "probe_summary.json").read_text())
+    assert summary == result["probe_paired"] and summary["source"] == "per-item files"
+    assert list(summary["paired"])[:4] == ["held_out", "test", "novel", "bfcl"]
+    held = summary["paired"]["held_out"]  # the failed item is left out of both sides
+    assert held["n"] == 29 and held["b_only"] == 9 and held["a_only"] == 0 and held["mcnemar_p"] < 0.01
+    assert held["ci_low"] > 0 and summary["latest"]["held_out"]["n"] == 29 and summary["baseline"]["held_out"]["n"] == 30
+    md = (out / "results.md").read_text()
+    assert "| v0 | v0–v0 | 0.367 [0.219, 0.545] |" in md and "baseline |" in md and "- novel: +0.200 [" in md
+    assert "- held-out: +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29)" in md
+    assert str(tmp_path) not in md and str(tmp_path) not in (out / "probe_summary.json").read_text()
+    assert [r["version"] for r in json.loads((out / "results.json").read_text())["probe"]] == [0, 30, 60]
+
+
+def test_bench_online_without_the_round_files_reports_the_streams_comparison(tmp_path):
+    entries = synthetic_rounds(tmp_path / "var")
+    write_curve(by_version(_rows()), tmp_path / "run", "make run", {}, probe=entries, data_dir=tmp_path / "elsewhere")
+    summary = json.loads((tmp_path / "run" / "probe_summary.json").read_text())
+    assert summary["source"].startswith("probe stream") and summary["files"] == {}
+    assert summary["paired"]["held_out"] == entries[-1]["vs_v0"]["held_out"]
