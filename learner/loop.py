@@ -134,7 +134,8 @@ def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
             state.version = max(state.version, json.loads(latest)["version"])
         return None
     manifest, seconds = publish(policy.model, ctx.model_dir, ctx.weights_dir, state.version, state.step,
-                                str(ctx.model_dir), ctx.client, ctx.streams, s.keep_versions)  # fmt: skip
+                                str(ctx.model_dir), ctx.client, ctx.streams, s.keep_versions,
+                                weights_key=ctx.common.weights_key)  # fmt: skip
     state.version = manifest.version
     ctx.metrics.published_version.set(manifest.version)
     ctx.metrics.publish_seconds.observe(seconds)

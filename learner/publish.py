@@ -8,6 +8,7 @@ whose files are incomplete."""
 from __future__ import annotations
 
 import copy
+import logging
 import re
 import shutil
 import time
@@ -20,6 +21,7 @@ from slca.contracts.weights import MANIFEST_NAME, sha256_file
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                    "vocab.json", "merges.txt", "generation_config.json")  # fmt: skip
 _VERSION_DIR = re.compile(r"^v(\d+)$")
+log = logging.getLogger(__name__)
 
 
 def existing_versions(weights_dir: Path) -> list[int]:
@@ -41,7 +43,8 @@ def _plain_model(model):
     return model
 
 
-def write_version(model, source_dir: Path, weights_dir: Path, version: int, train_step: int, base_model: str) -> WeightManifest:
+def write_version(model, source_dir: Path, weights_dir: Path, version: int, train_step: int, base_model: str,
+                  weights_key: str | None = None) -> WeightManifest:  # fmt: skip
     remove_stale_temps(weights_dir)
     target = weights_dir / f"v{version}"
     tmp = temp_dir_next_to(target)
@@ -53,6 +56,8 @@ def write_version(model, source_dir: Path, weights_dir: Path, version: int, trai
     digests = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
     manifest = WeightManifest(version=version, path=str(target.resolve()), sha256=digests, base_model=base_model,
                               train_step=train_step)  # fmt: skip
+    if weights_key:
+        manifest = manifest.signed(weights_key)
     (tmp / MANIFEST_NAME).write_text(dump_json(manifest))
     commit_dir(tmp, target)
     return manifest
@@ -74,10 +79,16 @@ def prune_versions(weights_dir: Path, keep: int, protect: int) -> None:
 
 
 def publish(model, source_dir: Path, weights_dir: Path, last_published: int, train_step: int, base_model: str,
-            redis_client, streams: Streams, keep: int = 3) -> tuple[WeightManifest, float]:  # fmt: skip
+            redis_client, streams: Streams, keep: int = 3,
+            weights_key: str | None = None) -> tuple[WeightManifest, float]:  # fmt: skip
+    """Write, announce and prune version N+1; signed with `weights_key` (`common.weights_key`) when given — servers
+    refuse unsigned announcements unless configured for development (`common.allow_unsigned_weights`)."""
     t0 = time.perf_counter()
+    if not weights_key and redis_client is not None:
+        log.warning("publishing unsigned weights (common.weights_key is unset): servers refuse them unless "
+                    "common.allow_unsigned_weights is set")  # fmt: skip
     version = next_version(weights_dir, last_published)
-    manifest = write_version(model, source_dir, weights_dir, version, train_step, base_model)
+    manifest = write_version(model, source_dir, weights_dir, version, train_step, base_model, weights_key)
     if redis_client is not None:
         announce(redis_client, streams, manifest)
     prune_versions(weights_dir, keep, version)

@@ -23,7 +23,7 @@ from serve.metrics import ServeMetrics
 from serve.openapi import openapi_json
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
-from serve.swap import WeightSwapper
+from serve.swap import ManifestPolicy, WeightSwapper
 from serve.tools import make_tool_provider
 from slca.config import CommonSettings
 from slca.contracts import Streams
@@ -120,7 +120,8 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
-    app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS])
+    policy = ManifestPolicy.from_settings(app[COMMON], app[SETTINGS])  # signed announcements only (serve/swap.py)
+    app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy)
     if app[SETTINGS].subscribe_weights:
         # A separate connection: a subscribed connection cannot run other commands.
         client = aioredis.Redis.from_url(app[COMMON].redis_or_default(), decode_responses=False)

@@ -88,6 +88,10 @@ class ServeSettings(SectionSettings):
     """Completions per recorded chat request (its group size); other chat requests keep their own n."""
     subscribe_weights: bool = True
     """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
+    max_version_jump: int = 1000
+    """A weight announcement more than this many versions above the last one accepted is refused (a guard against
+    a pinned version such as 2**62, in depth behind the signature; the first announcement after start is exempt:
+    a restarted server may meet a learner far ahead)."""
     engine_max_rebuilds: int = 3
     """vLLM engine: times the engine is rebuilt in-process after a failure within `engine_rebuild_window_s`;
     one more failure and the process exits non-zero (the supervisor restarts it)."""

@@ -5,6 +5,12 @@ The engine loads in the background and swaps between two engine steps; requests 
 fails midway is rolled back by the engine (serve/engines/weights_io.py `WeightRollback`) and counted twice:
 `slca_swaps_total{outcome="failed"}` and `slca_swap_rollbacks_total`. The channel subscriber outlives any
 error: it logs, waits, and subscribes again, so one bad notification never stops the next swaps.
+
+Redis is not trusted (`ManifestPolicy`): an announcement is loaded only when its manifest carries the learner's
+signature (slca/contracts/weights.py), and only when its version is at most `max_version_jump` above the last
+announced version this server accepted — a guard in depth against a pinned version (`2**62`) that would make every
+later real version look old. A refused announcement is logged and counted (`slca_swaps_total{outcome="refused"}`);
+the server keeps serving what it serves.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
@@ -24,11 +31,52 @@ from slca.contracts.wire import validate
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ManifestPolicy:
+    """Which announced manifests a server may load. The default refuses everything: no key, no unsigned."""
+
+    key: str | None = None
+    """`common.weights_key`: announcements must be signed with it."""
+    allow_unsigned: bool = False
+    """`common.allow_unsigned_weights`: without a key, accept unsigned announcements (development, tests)."""
+    max_version_jump: int = 1000
+    """`serve.max_version_jump`: refuse a version more than this above the last announcement accepted."""
+
+    @classmethod
+    def from_settings(cls, common, serve_settings) -> "ManifestPolicy":
+        policy = cls(common.weights_key, common.allow_unsigned_weights,
+                     getattr(serve_settings, "max_version_jump", cls.max_version_jump))  # fmt: skip
+        if not policy.key:
+            log.warning("common.weights_key is unset: weight announcements are %s", "accepted unsigned (development "
+                        "only: anyone who can write Redis can make this server load weights)" if policy.allow_unsigned
+                        else "refused (set common.weights_key, as `slca up` does)")  # fmt: skip
+        return policy
+
+    def refusal(self, manifest: WeightManifest, last_accepted: int | None) -> str | None:
+        """Why `manifest` must not be loaded, or None. `last_accepted`: the version of the last announcement this
+        server accepted (None before the first: a restarted server meets a learner far ahead, legitimately)."""
+        if self.key:
+            if manifest.signature is None:
+                return "unsigned"
+            if not manifest.signature_valid(self.key):
+                return "bad signature"
+        elif not self.allow_unsigned:
+            return "no common.weights_key to verify it with"
+        if last_accepted is not None and manifest.version > last_accepted + self.max_version_jump:
+            return f"v{manifest.version} jumps more than {self.max_version_jump} versions past v{last_accepted}"
+        return None
+
+
 class WeightSwapper:
-    def __init__(self, engine: Engine, metrics: ServeMetrics, retry_s: float = 2.0):
+    def __init__(self, engine: Engine, metrics: ServeMetrics, retry_s: float = 2.0,
+                 policy: ManifestPolicy | None = None):  # fmt: skip
         self.engine = engine
         self.metrics = metrics
         self.retry_s = retry_s
+        self.policy = policy or ManifestPolicy()
+        """Announcements are checked against it; the default refuses them all (a server must be given a key)."""
+        self.last_accepted: int | None = None
+        """Version of the last announcement that passed the policy (the base of the version-jump guard)."""
         """Wait before re-subscribing after an error of the channel loop."""
         self.last_error: str | None = None
         self.last_seconds: float | None = None
@@ -69,6 +117,13 @@ class WeightSwapper:
             return
         if manifest.version < self.engine.version:
             return  # an older version published late: never go back
+        refusal = self.policy.refusal(manifest, self.last_accepted)
+        if refusal:
+            self.last_error = f"weight announcement v{manifest.version} refused: {refusal}"
+            self.metrics.swaps.labels(outcome="refused").inc()
+            log.warning("%s; still serving v%s", self.last_error, self.engine.version)
+            return
+        self.last_accepted = manifest.version
         try:
             await self.swap(manifest.version, manifest.path)
         except WeightLoadError:

@@ -67,6 +67,14 @@ class CommonSettings(SectionSettings):
     recorded share of chat traffic) needs 'record'; admin endpoints need 'admin'."""
     record_key: str | None = secret_field(None)
     """One more key with the 'record' scope: the key the task feed sends. `slca up` generates one when unset."""
+    weights_key: str | None = secret_field(None)
+    """Key of the weight announcements: the learner signs each manifest with it (HMAC-SHA256), serve loads only
+    versions signed with it, so that whoever can write Redis cannot make a server load their weights. `slca up`
+    generates one when unset. None: the learner publishes unsigned manifests, which serve refuses unless
+    `allow_unsigned_weights`."""
+    allow_unsigned_weights: bool = False
+    """Development and tests only: serve accepts unsigned weight announcements when no `weights_key` is set (with
+    a warning). Anyone who can write Redis can then make the server load any directory it can read."""
     serve_requires_key: bool = False
     """True: every `/v1/*` request needs a key with the 'serve' scope (401 without a valid key, 403 with a key that
     lacks it); health, readiness, metrics and the OpenAPI document stay open. False: serving is open to anyone."""

@@ -121,6 +121,7 @@ def run_train_cli(args, config) -> int:
         raise CliError(f"cannot reach Redis at {common.redis_or_default()} (weights are announced there; set "
                        f"common.redis_url): {exc}") from None  # fmt: skip
     server, api, streams = open_server(config, args.api)
+    weights_key = server.common.weights_key if server is not None else common.weights_key
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -136,7 +137,8 @@ def run_train_cli(args, config) -> int:
                 gen_s = time.perf_counter() - t0
                 report = trainer.train_step([group])
                 manifest, publish_s = publish(policy.model, model_dir, run_dir / "weights", version, step,
-                                              str(model_dir), client, streams, settings.keep_versions)  # fmt: skip
+                                              str(model_dir), client, streams, settings.keep_versions,
+                                              weights_key=weights_key)  # fmt: skip
                 swap_s = wait_served(api, manifest.version)
                 version = manifest.version
                 line = {"step": step, "estimator": args.estimator, "seed": args.seed, "task_id": task.task_id,

@@ -22,6 +22,9 @@ class InProcessServer:
         self.common = config.common
         if not self.common.admin_token:
             self.common = self.common.model_copy(update={"admin_token": secrets.token_hex(16)})
+        if not self.common.weights_key:
+            # whoever publishes for this server signs with `self.common.weights_key` (ops/experiments/controlled.py)
+            self.common = self.common.model_copy(update={"weights_key": secrets.token_hex(32)})
         if stream_prefix:
             self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})
         self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": follow_weights,

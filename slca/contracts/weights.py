@@ -1,8 +1,17 @@
-"""Manifest of a published weight version (DESIGN.md §2, §8)."""
+"""Manifest of a published weight version (DESIGN.md §2, §8), and its signature.
+
+Redis carries the announcements, and whoever can write Redis could otherwise announce a self-hashed directory of
+their own or pin a server with a huge version number. So the learner signs each manifest with a key it shares
+with the servers (`common.weights_key`): HMAC-SHA256 over the canonical JSON of every field but `signature`
+(sorted keys, no spaces: the same bytes on both sides whatever the serialiser's order). A server refuses a
+manifest whose signature is missing or wrong (serve/swap.py).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
 import time
 from pathlib import Path
 
@@ -30,6 +39,9 @@ class WeightManifest(Contract):
     base_model: str
     created_at: float = Field(default_factory=time.time)
     train_step: int = Field(default=0, ge=0)
+    signature: str | None = None
+    """Hex HMAC-SHA256 of `canonical_bytes()` under `common.weights_key`; None: unsigned (refused by servers unless
+    `common.allow_unsigned_weights`)."""
 
     @field_validator("sha256")
     @classmethod
@@ -57,6 +69,24 @@ class WeightManifest(Contract):
             if not f.is_file() or not inside(root, f) or sha256_file(f) != digest:
                 bad.append(name)
         return bad
+
+
+    def canonical_bytes(self) -> bytes:
+        """What the signature covers: every field but `signature`, as sorted, compact JSON."""
+        body = self.model_dump(mode="json", exclude={"signature"})
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+    def signed(self, key: str) -> "WeightManifest":
+        """A copy carrying its signature under `key`."""
+        return self.model_copy(update={"signature": _mac(self, key)})
+
+    def signature_valid(self, key: str) -> bool:
+        """True when the manifest carries the signature `key` gives it (constant-time comparison)."""
+        return self.signature is not None and hmac.compare_digest(self.signature, _mac(self, key))
+
+
+def _mac(manifest: WeightManifest, key: str) -> str:
+    return hmac.new(key.encode(), manifest.canonical_bytes(), hashlib.sha256).hexdigest()
 
 
 def is_confined_name(name: str) -> bool:

@@ -7,10 +7,11 @@ from typing import Any, TypeVar
 import msgpack
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump on an incompatible change; readers reject payloads from another version.
 2: `ToolCallRecord.block` (required: every parsed call of every turn is recorded, executed or not, and the
-workers score from these records instead of re-decoding tokens); `Trajectory.group_key`."""
+workers score from these records instead of re-decoding tokens); `Trajectory.group_key`.
+3: `WeightManifest.signature` (HMAC of the learner; servers refuse unsigned announcements)."""
 
 
 class ContractError(ValueError):

@@ -25,13 +25,13 @@ from serve.engines.weights_io import check_weight_dir, load_state_dict
 from slca.contracts import Streams, Trajectory, decode_entry
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
 from tests.serve.conftest import ADMIN_TOKEN, ServerProcess
-from tests.serve.weights_util import publish_version
+from tests.serve.weights_util import WEIGHTS_KEY, publish_version
 
 
 @pytest.fixture(scope="module")
 def swap_server(serve_redis, tiny_model_dir, tmp_path_factory):
     server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path_factory.mktemp("swap") / "server.log",
-                           "common.stream_prefix=swaptest")  # fmt: skip
+                           "common.stream_prefix=swaptest", f"common.weights_key={WEIGHTS_KEY}")  # fmt: skip
     try:
         yield server.wait_ready()
     finally:
@@ -89,6 +89,8 @@ def test_swap_under_load_by_admin_and_by_channel(swap_server, serve_redis, tiny_
     while len(load.statuses) < mark + 1:
         time.sleep(0.1)
     client = redis.Redis.from_url(serve_redis.url)
+    forged = publish_version(tiny_model_dir, tmp_path, 3, 0.5, key="not-the-learner's")
+    client.publish("swaptest:weights", forged.model_dump_json())  # whoever can write Redis, without the key
     client.set("swaptest:weights:latest", v2.model_dump_json())
     client.publish("swaptest:weights", v2.model_dump_json())
     wait_version(swap_server, 2)
@@ -108,6 +110,7 @@ def test_swap_under_load_by_admin_and_by_channel(swap_server, serve_redis, tiny_
         assert isinstance(t.mixed_version, bool)
     metrics = swap_server.metrics()
     assert re.search(r'^slca_swaps_total\{outcome="ok"\} 2\.0$', metrics, re.M)
+    assert re.search(r'^slca_swaps_total\{outcome="refused"\} 1\.0$', metrics, re.M)  # the forged v3
     assert re.search(r"^slca_swap_seconds_count 2\.0$", metrics, re.M)
     assert re.search(r"^slca_policy_version 2\.0$", metrics, re.M)
 
@@ -321,19 +324,28 @@ class _FakeEngine:
 
     def __init__(self, behaviour: dict, reached: asyncio.Event | None = None):
         self.version, self.behaviour, self.reached = 0, behaviour, reached
+        self.loaded: list[int] = []
 
     async def swap_weights(self, path: str, version: int) -> float:
         if self.behaviour.get(version) is not None:
             raise self.behaviour[version]
         self.version = version
+        self.loaded.append(version)
         if self.reached is not None and version == max(self.behaviour):
             self.reached.set()
         return 0.01
 
 
-def _notification(version: int) -> str:
-    return json.dumps({"version": version, "path": f"/w/v{version}", "sha256": {"model.safetensors": "0" * 64},
-                       "base_model": "tiny"})  # fmt: skip
+def _manifest(version: int):
+    from slca.contracts import WeightManifest
+
+    return WeightManifest(version=version, path=f"/w/v{version}", sha256={"model.safetensors": "0" * 64},
+                          base_model="tiny")  # fmt: skip
+
+
+def _notification(version: int, key: str | None = WEIGHTS_KEY) -> str:
+    manifest = _manifest(version)
+    return (manifest.signed(key) if key else manifest).model_dump_json()
 
 
 def test_failed_swaps_and_rollbacks_are_counted(tmp_path):
@@ -398,7 +410,7 @@ def test_the_subscriber_survives_any_error():
     from prometheus_client import CollectorRegistry
 
     from serve.metrics import ServeMetrics
-    from serve.swap import WeightSwapper
+    from serve.swap import ManifestPolicy, WeightSwapper
     from slca.contracts import Streams
 
     async def main():
@@ -406,7 +418,8 @@ def test_the_subscriber_survives_any_error():
         # v1 fails with an engine bug (not a WeightLoadError), the listener dies of a TypeError, v2 then swaps
         engine = _FakeEngine({1: RuntimeError("engine bug"), 2: None}, reached)
         client = _FakeRedis([[_notification(1), TypeError("listener bug")], [_notification(2)]], done)
-        swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), retry_s=0)
+        swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), retry_s=0,
+                                policy=ManifestPolicy(WEIGHTS_KEY))  # fmt: skip
         follow = asyncio.create_task(swapper.follow(client, Streams("t")))
         finished, _ = await asyncio.wait({follow, asyncio.create_task(reached.wait())}, timeout=10,
                                          return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
@@ -417,3 +430,65 @@ def test_the_subscriber_survives_any_error():
 
     alive, version, gets = asyncio.run(main())
     assert alive and version == 2 and gets >= 3
+
+
+def _announce_all(policy, notifications: list[str], start_version: int = 0):
+    """Feed announcements to a swapper over a fake engine; (versions the engine loaded, refusals counted)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from serve.metrics import ServeMetrics
+    from serve.swap import WeightSwapper
+
+    engine = _FakeEngine({})
+    engine.version = start_version
+    metrics = ServeMetrics(CollectorRegistry())
+    swapper = WeightSwapper(engine, metrics, policy=policy)
+
+    async def main():
+        for raw in notifications:
+            await swapper.swap_manifest(raw)
+
+    asyncio.run(main())
+    refused = re.search(r'^slca_swaps_total\{outcome="refused"\} (\S+)$', generate_latest(metrics.registry).decode(),
+                        re.M)  # fmt: skip
+    return engine.loaded, int(float(refused.group(1))) if refused else 0
+
+
+def test_only_announcements_signed_with_the_key_are_loaded():
+    from serve.swap import ManifestPolicy
+
+    forged_self_hashed = _notification(1, key=None)
+    wrong_key = _notification(1, key="attacker")
+    tampered = json.loads(_notification(1))
+    tampered["path"] = "/tmp/evil"  # a signed manifest re-pointed elsewhere
+    loaded, refused = _announce_all(ManifestPolicy(WEIGHTS_KEY),
+                                    [forged_self_hashed, wrong_key, json.dumps(tampered), _notification(1)])  # fmt: skip
+    assert loaded == [1] and refused == 3
+
+
+def test_a_server_without_key_refuses_unless_unsigned_is_allowed():
+    from serve.swap import ManifestPolicy
+
+    assert _announce_all(ManifestPolicy(), [_notification(1, key=None), _notification(2)]) == ([], 2)
+    assert _announce_all(ManifestPolicy(allow_unsigned=True), [_notification(1, key=None)]) == ([1], 0)
+
+
+def test_a_version_pinned_far_ahead_is_refused():
+    from serve.swap import ManifestPolicy
+
+    # unsigned (development): the guard alone stops a pin at 2**62 that would make every later version look old
+    policy = ManifestPolicy(allow_unsigned=True, max_version_jump=1000)
+    loaded, refused = _announce_all(policy, [_notification(5, None), _notification(2**62, None), _notification(6, None)])
+    assert loaded == [5, 6] and refused == 1
+    # the first announcement after a restart may be far ahead (the learner ran on): accepted when signed
+    assert _announce_all(ManifestPolicy(WEIGHTS_KEY), [_notification(5000)]) == ([5000], 0)
+
+
+def test_signature_covers_every_field_and_survives_the_wire():
+    from slca.contracts import WeightManifest, load_json
+
+    signed = _manifest(7).signed("k")
+    again = load_json(WeightManifest, signed.model_dump_json())
+    assert again.signature_valid("k") and not again.signature_valid("other")
+    for field, value in [("version", 8), ("train_step", 3), ("base_model", "x"), ("sha256", {"a": "1" * 64})]:
+        assert not again.model_copy(update={field: value}).signature_valid("k"), field

@@ -12,8 +12,13 @@ from slca.contracts import WeightManifest
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
 
 
-def publish_version(model_dir: Path, root: Path, version: int, scale: float) -> WeightManifest:
-    """v{version}: the model's tensors scaled by `scale` (a real, different set of weights)."""
+WEIGHTS_KEY = "test-weights-key"
+"""The announcement key of the test servers that follow the weight channel (`common.weights_key`)."""
+
+
+def publish_version(model_dir: Path, root: Path, version: int, scale: float,
+                    key: str | None = WEIGHTS_KEY) -> WeightManifest:  # fmt: skip
+    """v{version}: the model's tensors scaled by `scale` (a real, different set of weights), signed with `key`."""
     final = root / f"v{version}"
     tmp = root / f".tmp-v{version}"
     tmp.mkdir(parents=True)
@@ -24,6 +29,7 @@ def publish_version(model_dir: Path, root: Path, version: int, scale: float) -> 
             shutil.copy(model_dir / name, tmp / name)
     digests = {f.name: sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()}  # every file, as publish.py
     manifest = WeightManifest(version=version, path=str(final), base_model=str(model_dir), sha256=digests)
+    manifest = manifest.signed(key) if key else manifest
     (tmp / MANIFEST_NAME).write_text(manifest.model_dump_json())
     os.rename(tmp, final)
     return manifest
