@@ -39,8 +39,9 @@ class Snapshot:
     """Oldest first: step, version, loss, kl, clip_frac, groups, ts, and `zero_var`: {channel: share} (empty for rows
     written before the learner recorded it)."""
     probe: list[dict[str, Any]] = field(default_factory=list)
-    """Oldest first: the held-out probe's rounds as `ops.feed.probe.read_rounds` returns them (`ProbeRound.to_json`);
-    read only by `read_snapshot_async` (the CLI reads them with `read_rounds`)."""
+    """Oldest first: the held-out probe's stream entries as `ops.feed.probe.read_rounds` returns them (JSON of
+    `ops.feed.probe_rounds.ProbeRound`; `ProbeRound.from_json` / `ops.online_probe.rounds_of` type them and skip
+    entries of an older schema); read only by `read_snapshot_async` (the CLI reads them with `read_rounds`)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,7 +13,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ops.online_curve import by_version, trend
+from ops.feed.probe_rounds import HEADLINE, PAIRED_SUITES
+from ops.online_curve import by_version
+from ops.online_probe import rounds_of
 from ops.redis_view import Snapshot
 
 MOVING_WINDOW = 20
@@ -28,7 +30,7 @@ class Series:
     extra: dict[str, list[Any]] = field(default_factory=dict)
     """Per-x values shown in the legend but not drawn (trajectory counts)."""
     meta: dict[str, Any] = field(default_factory=dict)
-    """Values about the whole chart, shown in its caption (the probe's trend)."""
+    """Values about the whole chart, shown in its caption (the probe's difference from v0)."""
 
 
 @dataclass
@@ -36,8 +38,8 @@ class Charts:
     reward_by_version: Series
     """x = served policy version; mean execution and preference reward of the trajectories it sampled."""
     probe: Series
-    """x = a held-out probe round's version (median served version); its mean execution reward and success share,
-    and in `meta["trend"]` the least-squares slope of each per 100 versions."""
+    """x = a held-out probe round's version (median served version); held-out success with its 95% interval, BFCL
+    success, exec and pref, and in `meta["vs_v0"]` the latest round's paired difference from v0 per suite."""
     tool_turns: Series
     """x = scoring time; tool turns of each episode and their moving mean."""
     zero_variance: Series
@@ -81,24 +83,40 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-PROBE_LINES = {"execution": "exec_mean", "success": "success"}
-"""Probe chart line label → `ProbeRound.to_json` field."""
-PROBE_EXTRA = {"n": "trajectories", "version_min": "version_min", "version_max": "version_max",
-               "tool_turns": "tool_turns_mean"}  # fmt: skip
-"""Legend-only columns of the probe chart → `ProbeRound.to_json` field."""
+PROBE_LINES = {"held-out success": ("held_out", "success"), "95% high": ("held_out", "ci_high"),
+               "95% low": ("held_out", "ci_low"), "BFCL success": ("bfcl", "success"), "exec": ("held_out", "exec"),
+               "pref": ("held_out", "pref")}  # fmt: skip
+"""Probe chart line label → (suite, field) of `ProbeRound.suites`; the page fills the band between the two
+interval lines."""
+PROBE_EXTRA = ("n", "version_min", "version_max", "diff", "diff_low", "diff_high", "mcnemar_p")
+"""Legend-only columns of the probe chart: the held-out size, the versions the round spanned, and its paired
+difference from v0 (bootstrap 95% interval, McNemar p)."""
 
 
-def probe(rounds: list[dict[str, Any]]) -> Series:
-    """Held-out probe rounds (same test tasks, same seeds each round) by version, and the trend of each line as
-    `slca bench online` reports it (`ops.online_curve.trend`: None below 3 rounds). Rounds missing a number the
-    chart needs are left out; rounds sharing a version (the probe restarted) keep their time order."""
-    needed = ("version", *PROBE_LINES.values())
-    rows = [r for r in rounds if isinstance(r, dict) and all(_finite(r.get(k)) for k in needed)]
-    rows.sort(key=lambda r: r["version"])  # stable: equal versions stay oldest first
-    xs = [float(r["version"]) for r in rows]
-    ys = {label: [float(r[key]) for r in rows] for label, key in PROBE_LINES.items()}
-    extra = {name: [r.get(key) for r in rows] for name, key in PROBE_EXTRA.items()}
-    return Series(xs, ys, extra, {"trend": {label: trend(xs, ys[label]) for label in PROBE_LINES}})
+def probe(entries: list[dict[str, Any]]) -> Series:
+    """Held-out probe rounds (the evaluation's same items every round) by version: success with its Wilson 95%
+    interval, BFCL success, exec and pref; in `meta`, the latest round's paired difference from v0 per suite (the
+    caption's headline). Entries that are not rounds of this probe are left out; rounds sharing a version (the
+    probe restarted) keep their time order."""
+    rounds = sorted(rounds_of(entries), key=lambda r: r.version)  # stable: equal versions stay oldest first
+    xs = [float(r.version) for r in rounds]
+    ys = {label: [_value(r.suites.get(suite, {}).get(key)) for r in rounds]
+          for label, (suite, key) in PROBE_LINES.items()}  # fmt: skip
+    paired = [r.vs_v0.get(HEADLINE, {}) for r in rounds]
+    extra = {"n": [r.headline.get("n") for r in rounds], "version_min": [r.version_min for r in rounds],
+             "version_max": [r.version_max for r in rounds], "diff": [d.get("diff") for d in paired],
+             "diff_low": [d.get("ci_low") for d in paired], "diff_high": [d.get("ci_high") for d in paired],
+             "mcnemar_p": [d.get("mcnemar_p") for d in paired]}  # fmt: skip
+    meta: dict[str, Any] = {}
+    if rounds:
+        last = rounds[-1]
+        meta = {"version": last.version, "baseline_version": last.baseline_version, "mode": last.mode,
+                "items": last.items, "vs_v0": {name: last.vs_v0[name] for name in PAIRED_SUITES if name in last.vs_v0}}  # fmt: skip
+    return Series(xs, ys, extra, meta)
+
+
+def _value(v: Any) -> float | None:
+    return float(v) if _finite(v) else None
 
 
 def tool_turns(rewards: list[dict[str, Any]]) -> Series:

@@ -23,8 +23,8 @@ function num(v, digits) {
 const SPECS = [
   { id: "chart-reward", key: "reward_by_version", time: false, y: [0, 1], points: true,
     xValue: (s, v, i) => v === null || v === undefined ? "-" : "v" + v + (s.extra.n ? ` (n=${s.extra.n[i]})` : "") },
-  { id: "chart-probe", key: "probe", time: false, y: [0, 1], points: true, trend: true,
-    xLabel: "served policy version (median over the round)", xValue: probeRound },
+  { id: "chart-probe", key: "probe", time: false, y: [0, 1], points: true, headline: true,
+    band: ["95% high", "95% low"], xLabel: "served policy version (median over the round)", xValue: probeRound },
   { id: "chart-turns", key: "tool_turns", y: [0, null], dots: ["per episode"] },
   { id: "chart-zerovar", key: "zero_variance", y: [0, 1], points: true },
   { id: "chart-staleness", key: "staleness", y: [0, null], dots: ["staleness"] },
@@ -35,25 +35,32 @@ const SPECS = [
 ];
 const plots = {};  // chart id → {plot, labels}
 
-// a probe round's legend label: its median version, the versions it spanned (a swap can land mid-round), its size
+const signed = v => (v >= 0 ? "+" : "") + v.toFixed(3);
+
+// a probe round's legend label: its median version, the versions it spanned (a swap can land mid-round), its
+// held-out size and its paired difference from v0 with the bootstrap 95% interval
 function probeRound(s, v, i) {
   if (v === null || v === undefined) return "-";
-  const [lo, hi, n] = [s.extra.version_min?.[i], s.extra.version_max?.[i], s.extra.n?.[i]];
-  const span = lo !== null && lo !== undefined && lo !== hi ? `v${lo}–v${hi}, ` : "";
-  return "v" + v + (n === null || n === undefined ? "" : ` (${span}n=${n})`);
+  const e = s.extra, at = k => e[k]?.[i];
+  const span = at("version_min") !== undefined && at("version_min") !== at("version_max")
+    ? `v${at("version_min")}–v${at("version_max")}, ` : "";
+  const n = at("n") === null || at("n") === undefined ? "" : `n=${at("n")}`;
+  const base = s.meta?.baseline_version;
+  const diff = at("diff") === null || at("diff") === undefined || v === base ? ""
+    : `, vs v${base} ${signed(at("diff"))} [${signed(at("diff_low"))}, ${signed(at("diff_high"))}]`;
+  return "v" + v + (span || n || diff ? ` (${span}${n}${diff})` : "");
 }
 
-// the probe's trend as `slca bench online` reports it; a rise is a slope more than two standard errors above 0
-function trendText(series) {
-  if (!series || !series.x.length) return "";
-  const trends = Object.entries((series.meta || {}).trend || {}).filter(([, t]) => t);
-  if (!trends.length) return "— trend from 3 rounds on";
-  const cells = trends.map(([label, t]) => {
-    const [slope, se] = [t.slope_per_100_versions, t.se_per_100_versions];
-    const verdict = slope > 2 * se ? "rising" : slope < -2 * se ? "falling" : "within noise";
-    return `${label} ${slope >= 0 ? "+" : ""}${slope.toFixed(3)} ± ${se.toFixed(3)} (${verdict})`;
-  });
-  return `— trend per 100 versions (± 1 s.e., ${trends[0][1].points} rounds): ` + cells.join(", ");
+// the probe's headline: the latest round's success against v0's, paired per item, per suite
+const SUITE_LABELS = { held_out: "held-out", test: "test", novel: "novel", bfcl: "BFCL" };
+function headlineText(series) {
+  const m = series && series.meta;
+  if (!m || !m.vs_v0 || !series.x.length) return "";
+  if (m.version === m.baseline_version) return `— v${m.version} is the baseline (${m.mode}, ${m.items} items)`;
+  const cells = Object.entries(m.vs_v0).map(([name, d]) =>
+    `${SUITE_LABELS[name] || name} ${d.a.toFixed(3)} → ${d.b.toFixed(3)}, ${signed(d.diff)} ` +
+    `[${signed(d.ci_low)}, ${signed(d.ci_high)}] p=${d.mcnemar_p.toPrecision(2)} (n=${d.n})`);
+  return `— v${m.baseline_version} → v${m.version}, paired (bootstrap 95%, McNemar p): ` + cells.join("; ");
 }
 
 function xAxis(spec, fig) {
@@ -96,6 +103,9 @@ function seriesOpts(spec, label, i) {
     Object.assign(s, { paths: uPlot.paths.bars({ size: [0.8, 40] }), fill: color + "99", points: { show: false } });
   }
   if (spec.rightScale === label) s.scale = label;
+  if (spec.band && spec.band.includes(label)) {  // an interval's edges: thin, dashed, no points
+    Object.assign(s, { stroke: COLORS[0], width: 1, dash: [4, 4], points: { show: false } });
+  }
   return s;
 }
 
@@ -112,6 +122,9 @@ function makePlot(spec, fig, series) {
              ...labels.map((label, i) => seriesOpts(spec, label, i))],
     legend: { live: true },
   };
+  if (spec.band && spec.band.every(l => labels.includes(l))) {  // fill between the interval's edges
+    opts.bands = [{ series: spec.band.map(l => labels.indexOf(l) + 1), fill: COLORS[0] + "22" }];
+  }
   if (spec.rightScale) {
     opts.scales[spec.rightScale] = { auto: true };
     opts.axes.push({ scale: spec.rightScale, side: 1, size: 60, grid: { show: false } });
@@ -178,7 +191,7 @@ function render(data) {
     const queues = active ? { x: queueHistory.x, ys: queueHistory.ys, extra: {} } : null;
     const series = spec.key ? data.charts[spec.key] : queues;
     if (draw(spec, series)) rendered += 1;
-    if (spec.trend) document.querySelector(`#${spec.id} .trend`).textContent = trendText(series);
+    if (spec.headline) document.querySelector(`#${spec.id} .headline`).textContent = headlineText(series);
   }
   document.body.dataset.rendered = String(rendered);
   const rewards = data.rewards || [], learner = data.learner || [];

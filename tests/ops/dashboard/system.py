@@ -133,15 +133,28 @@ def _publish(client: redis.Redis, streams: Streams, state, now: float) -> None:
 
 
 def probe_rounds(start: float) -> list:
-    """Three held-out probe rounds over the history's versions, scoring better as the version rises (with a
-    little noise, so the trend has a standard error). The last one saw a swap mid-round (versions 3 and 4)."""
-    from ops.feed.probe import ProbeRound
+    """Three held-out probe rounds over the history's versions, as the probe summarises them: 12 held-out tasks
+    (8 test, 4 novel) and 4 BFCL items, more solved as the version rises (4 → 7 → 10 held-out). The last one saw a
+    swap mid-round (versions 3 and 4)."""
+    from ops.eval.suite import ItemRecord
+    from ops.feed.probe_rounds import summarise_round
 
-    served = [[0, 0, 0, 1], [2, 2, 2, 2], [3, 4, 4, 4]]
-    exec_means, successes = [0.55, 0.74, 0.83], [0.25, 0.5, 0.625]
-    return [ProbeRound(started_at=start + 240 * i, seconds=30.0, versions=v, exec_mean=e, pref_mean=0.4, success=s,
-                       tool_turns_mean=1.0 + 0.25 * i, trajectories=len(v), failed_requests=0)
-            for i, (v, e, s) in enumerate(zip(served, exec_means, successes))]  # fmt: skip
+    def records(versions, solved):
+        suites = [("test", i) for i in range(8)] + [("novel", i) for i in range(4)] + \
+            [("bfcl:simple_python", i) for i in range(4)]  # fmt: skip
+        return [ItemRecord(suite, f"{suite}-{i}", success=(i if suite.startswith("bfcl") else k) < solved[suite.startswith("bfcl")],
+                           exec=None if suite.startswith("bfcl") else 0.5 + 0.04 * k, pref=0.4,
+                           policy_version=versions[k % len(versions)],
+                           calls=[{"name": "f", "arguments": {}, "valid": True}])
+                for k, (suite, i) in enumerate(suites)]  # fmt: skip
+
+    rounds, base = [], None
+    for i, (versions, solved) in enumerate([([0, 0, 0, 1], (4, 1)), ([2], (7, 2)), ([3, 4, 4, 4], (10, 2))]):
+        recs = records(versions, {False: solved[0], True: solved[1]})
+        r = summarise_round(recs, base, 0 if base else None, start + 240 * i, "greedy", versions[0])
+        base = base or recs
+        rounds.append(r)
+    return rounds
 
 
 def write_probe_rounds(redis_url: str, rounds: list, prefix: str = "slca") -> list[dict]:

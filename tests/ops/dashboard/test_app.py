@@ -5,6 +5,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
 import redis
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -70,10 +71,10 @@ def test_stats_carry_probe_rounds_as_the_probe_publishes_them(redis_url):
     sync_read = read_rounds(redis.Redis.from_url(redis_url), Streams().stats(PROBE_SUFFIX))
     assert status == 200 and data["probe"] == sync_read == written
     chart = data["charts"]["probe"]
-    assert chart["x"] == [0.0, 2.0, 4.0] and chart["ys"]["execution"] == [0.55, 0.74, 0.83]
+    assert chart["x"] == [0.0, 2.0, 4.0] and chart["ys"]["held-out success"] == pytest.approx([4 / 12, 7 / 12, 10 / 12])
     assert chart["extra"]["version_min"] == [0, 2, 3] and chart["extra"]["version_max"] == [1, 2, 4]
-    exec_trend = chart["meta"]["trend"]["execution"]
-    assert exec_trend["points"] == 3 and exec_trend["slope_per_100_versions"] > 0
+    headline = chart["meta"]["vs_v0"]["held_out"]
+    assert chart["meta"]["baseline_version"] == 0 and headline["diff"] == pytest.approx(0.5) and headline["b_only"] == 6
 
 
 def test_stats_limit_and_bad_limit(redis_url, history):

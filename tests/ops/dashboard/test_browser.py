@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium: with a system's history in Redis every chart is drawn by uPlot, time axes
 read as clock times of that history, legends show the latest version; the held-out probe's chart waits for its
-first round, then draws the rounds with their trend; with an empty Redis every chart says "no data yet". Skipped
+first round, then draws the rounds with their 95% interval and the latest one's paired difference from v0; with an empty Redis every chart says "no data yet". Skipped
 where no Chromium is installed (`SLCA_INSTALL_BROWSER=1 scripts/install.sh` adds it).
 
 Set SLCA_DASHBOARD_SCREENSHOT=<path.png> to keep the screenshot of the dashboard with data: that is how
@@ -23,7 +23,6 @@ import pytest
 from aiohttp import web
 
 from ops.dashboard import make_app
-from ops.online_curve import trend
 from slca.redis_server import free_port
 from tests.ops.dashboard.system import probe_rounds, write_probe_rounds
 
@@ -121,7 +120,7 @@ def test_charts_render_a_history(redis_url, history, tmp_path):
     assert 'data-rendered="8"' in before_probe, re.search(r"<body[^>]*>", before_probe).group(0)
     waiting = figure(before_probe, "chart-probe")
     assert 'data-empty="1"' in waiting and "no data yet" in waiting and "uplot" not in waiting
-    assert re.search(r'class="trend"></span>', waiting)
+    assert re.search(r'class="headline"></span>', waiting)
     assert 'data-rendered="9"' in dom, re.search(r"<body[^>]*>", dom).group(0)
     assert 'id="published">v5<' in dom and f'id="scored">{history.trajectories}<' in dom and 'id="served">v4<' in dom
     expected_times = clock_times(history.start, history.end)
@@ -147,20 +146,22 @@ def test_charts_render_a_history(redis_url, history, tmp_path):
 
 def assert_probe_chart(fig: str, rounds: list[dict]) -> None:
     """Drawn on its own version axis; the legend holds the latest round (its median version, the versions it
-    spanned, its size, both lines); the caption gives each line's trend as `slca bench online` computes it."""
-    assert "Held-out probe: same tasks, same seeds" in fig
+    spanned, its held-out size, its paired difference from v0, success with both interval edges); the caption's
+    headline is that round against v0 per suite, paired, as `slca status` and `slca bench online` report it."""
+    assert "Held-out probe: success with its 95% interval" in fig
     ticks = re.search(r'data-x-ticks="([^"]*)"', fig).group(1).split()
     assert ticks and all(re.fullmatch(r"v\d+", t) for t in ticks) and {"v0", "v4"} <= set(ticks), ticks
     last = rounds[-1]
+    head, d = last["suites"]["held_out"], last["vs_v0"]["held_out"]
     assert re.search(rf'u-value">v{last["version"]} \(v{last["version_min"]}–v{last["version_max"]}, '
-                     rf'n={last["trajectories"]}\)<', fig), fig  # fmt: skip
-    assert f'u-value">{last["exec_mean"]:.3f}<' in fig and f'u-value">{last["success"]:.3f}<' in fig
-    versions = [r["version"] for r in rounds]
-    caption = re.search(r'class="trend">([^<]*)<', fig).group(1)
-    assert f"trend per 100 versions (± 1 s.e., {len(rounds)} rounds)" in caption, caption
-    for label, key in (("execution", "exec_mean"), ("success", "success")):
-        t = trend(versions, [r[key] for r in rounds])
-        assert f"{label} {t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f}" in caption, caption
+                     rf'n={head["n"]}, vs v0 {d["diff"]:+.3f} \[{d["ci_low"]:+.3f}, {d["ci_high"]:+.3f}\]\)<', fig), fig  # fmt: skip
+    for value in (head["success"], head["ci_low"], head["ci_high"], head["exec"], head["pref"]):
+        assert f'u-value">{value:.3f}<' in fig, value
+    caption = re.search(r'class="headline">([^<]*)<', fig).group(1)
+    assert caption.startswith(f"— v0 → v{last['version']}, paired (bootstrap 95%, McNemar p): "), caption
+    assert (f"held-out {d['a']:.3f} → {d['b']:.3f}, {d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] "
+            f"p={d['mcnemar_p']:.2g} (n={d['n']})") in caption, caption  # fmt: skip
+    assert "; test " in caption and "; BFCL " in caption, caption
 
 
 def test_empty_system_says_no_data_yet(redis_url, tmp_path):
@@ -171,5 +172,5 @@ def test_empty_system_says_no_data_yet(redis_url, tmp_path):
     for chart_id in CHARTS:
         fig = figure(dom, chart_id)
         assert 'data-empty="1"' in fig and "no data yet" in fig and "uplot" not in fig, chart_id
-    assert re.search(r'class="trend"></span>', figure(dom, "chart-probe"))  # no trend without rounds
+    assert re.search(r'class="headline"></span>', figure(dom, "chart-probe"))  # no headline without rounds
     assert colour_pixels(pixels, EXEC_BLUE) == 0 and colour_pixels(pixels, PREF_ORANGE) == 0

@@ -1,11 +1,12 @@
 """What the charts mean, without a browser: per-version means, staleness against the learner's timeline, gaps,
-the held-out probe by version with its trend."""
+the held-out probe by version with its interval and its paired difference from v0."""
 
 import pytest
 
 from ops.dashboard.series import build_charts, moving_mean, probe, staleness, versions, zero_variance
-from ops.feed.probe import ProbeRound
-from ops.online_curve import trend
+from ops.eval.stats import wilson
+from ops.eval.suite import ItemRecord
+from ops.feed.probe_rounds import summarise_round
 from ops.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_rounds, parse_stats
 
 
@@ -75,50 +76,56 @@ def test_learner_rows_collect_zero_variance_fields():
     assert row["zero_var"] == {"exec": 0.5, "pref": None} and row["step"] == 3 and row["groups"] is None
 
 
-def probe_round(versions, exec_mean, success, started_at=0.0) -> dict:
-    """A round exactly as the probe publishes it."""
-    one = ProbeRound(started_at=started_at, seconds=10.0, versions=versions, exec_mean=exec_mean, pref_mean=0.1,
-                     success=success, tool_turns_mean=1.5, trajectories=len(versions), failed_requests=0)  # fmt: skip
-    return one.to_json()
+def probe_round(version, solved, base=None, started_at=0.0) -> dict:
+    """A round exactly as the probe publishes it: 10 held-out tasks (the first `solved` succeed), answered by
+    `version` (an int, or a list: a swap mid-round), paired with `base`'s records (None: it is v0)."""
+    versions = version if isinstance(version, list) else [version]
+    recs = [ItemRecord("test", f"t{i}", success=i < solved, exec=float(i < solved), pref=0.1,
+                       policy_version=versions[i % len(versions)]) for i in range(10)]  # fmt: skip
+    r = summarise_round(recs, base, None if base is None else 0, started_at, "greedy", versions[0])
+    return {**r.to_json(), "_records": recs}
 
 
-def test_probe_by_median_version_with_legend_columns():
-    rounds = [probe_round([10, 10, 11], 0.6, 0.5), probe_round([0, 1, 1, 0], 0.4, 0.25),
-              probe_round([20, 21, 21], 0.7, 0.75)]  # fmt: skip
+def published(*rounds) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "_records"} for r in rounds]
+
+
+def test_probe_by_median_version_with_interval_and_legend_columns():
+    v0 = probe_round([0, 1, 1, 0], 2)
+    rounds = published(probe_round([10, 10, 11], 5, v0["_records"]), v0, probe_round([20, 21, 21], 8, v0["_records"]))
     s = build_charts(Snapshot(probe=rounds)).probe
     # x = the round's median_low served version, in version order (uPlot needs ascending x)
     assert s.x == [0.0, 10.0, 21.0]
-    assert s.ys == {"execution": [0.4, 0.6, 0.7], "success": [0.25, 0.5, 0.75]}
-    assert s.extra["n"] == [4, 3, 3] and s.extra["version_min"] == [0, 10, 20] and s.extra["version_max"] == [1, 11, 21]
+    assert s.ys["held-out success"] == [0.2, 0.5, 0.8]
+    assert s.ys["95% low"] == pytest.approx([wilson(k, 10)[0] for k in (2, 5, 8)])
+    assert s.ys["95% high"] == pytest.approx([wilson(k, 10)[1] for k in (2, 5, 8)])
+    assert s.ys["BFCL success"] == [None, None, None] and s.ys["pref"] == pytest.approx([0.1] * 3)
+    assert s.extra["n"] == [10, 10, 10] and s.extra["version_min"] == [0, 10, 20] and s.extra["version_max"] == [1, 11, 21]
+    assert s.extra["diff"] == pytest.approx([0.0, 0.3, 0.6]) and s.extra["mcnemar_p"][2] == pytest.approx(2 / 2**6)
 
 
-def test_probe_trend_is_online_curve_trend_per_line():
-    rounds = [probe_round([v], e, ok) for v, e, ok in [(0, 0.5, 0.0), (10, 0.62, 0.5), (20, 0.66, 0.5), (30, 0.8, 1.0)]]
-    t = probe(rounds).meta["trend"]
-    assert t["execution"] == trend([0, 10, 20, 30], [0.5, 0.62, 0.66, 0.8])
-    assert t["success"] == trend([0, 10, 20, 30], [0.0, 0.5, 0.5, 1.0])
-    # least squares by hand: sum((x - 15) * (y - 0.645)) / sum((x - 15)^2) = 4.7 / 500 per version
-    assert t["execution"]["slope_per_100_versions"] == pytest.approx(0.94) and t["execution"]["points"] == 4
-    assert t["execution"]["se_per_100_versions"] > 0
+def test_probe_headline_is_the_latest_rounds_paired_difference_from_v0():
+    v0 = probe_round(0, 3)
+    s = probe(published(v0, probe_round(30, 5, v0["_records"]), probe_round(60, 9, v0["_records"])))
+    assert s.meta["version"] == 60 and s.meta["baseline_version"] == 0 and list(s.meta["vs_v0"]) == ["held_out", "test"]
+    d = s.meta["vs_v0"]["held_out"]
+    assert (d["a"], d["b"], d["b_only"], d["a_only"]) == (0.3, 0.9, 6, 0) and d["diff"] == pytest.approx(0.6)
+    assert d["ci_low"] > 0 and d["mcnemar_p"] == pytest.approx(2 / 2**6)
+    assert probe([]).meta == {}
 
 
-@pytest.mark.parametrize("n_rounds", [0, 1, 2])
-def test_probe_trend_needs_three_rounds(n_rounds):
-    s = probe([probe_round([v], 0.5, 0.5) for v in range(n_rounds)])
-    assert len(s.x) == n_rounds and s.meta["trend"] == {"execution": None, "success": None}
-
-
-def test_probe_skips_rounds_without_the_numbers_it_draws():
-    good = probe_round([3], 0.5, 0.5)
-    bad = [{**good, "exec_mean": None}, {**good, "version": "3"}, {**good, "success": float("nan")},
-           {k: v for k, v in good.items() if k != "version"}, ["not", "a", "round"]]  # fmt: skip
+def test_probe_skips_entries_that_are_not_rounds():
+    good = published(probe_round(3, 5))[0]
+    bad = [{"version": 3, "exec_mean": 0.5, "success": 0.5},  # a round of the sampled probe (schema 1)
+           {**good, "suites": {"held_out": {**good["suites"]["held_out"], "success": float("nan")}}},
+           {**good, "version": "3"}, {k: v for k, v in good.items() if k != "vs_v0"}, ["not", "a", "round"]]  # fmt: skip
     s = probe([*bad, good])
-    assert s.x == [3.0] and s.ys["execution"] == [0.5]
+    assert s.x == [3.0] and s.ys["held-out success"] == [0.5]
 
 
 def test_probe_rounds_sharing_a_version_keep_their_order():
-    s = probe([probe_round([5], 0.1, 0.0, started_at=1), probe_round([2], 0.9, 1.0), probe_round([5], 0.3, 0.0)])
-    assert s.x == [2.0, 5.0, 5.0] and s.ys["execution"] == [0.9, 0.1, 0.3]
+    s = probe(published(probe_round(5, 1, started_at=1), probe_round(2, 9), probe_round(5, 3)))
+    assert s.x == [2.0, 5.0, 5.0] and s.ys["held-out success"] == [0.9, 0.1, 0.3]
 
 
 def test_parse_rounds_oldest_first_skipping_bad_entries():
