@@ -1,5 +1,6 @@
 """Optional arguments with schema defaults: declared by the everyday tools, named in some requests and left
-out of others, and scored the same whether a call omits an optional argument or passes its default."""
+out of others. A call that omits an optional argument and one that passes its default are the same call for
+exactness (`success`, ToolPO's action, RLTR's completeness); §4's key Jaccard compares the arguments as written."""
 
 from __future__ import annotations
 
@@ -87,8 +88,8 @@ def test_a_gold_call_omitting_an_optional_argument_matches_a_call_passing_its_de
     default = schema_defaults(_schemas(task)[gold.name])[arg]
     for args in (gold.arguments, {**gold.arguments, arg: default}):
         ex = exec_gold(_observed(task, [{"name": gold.name, "arguments": args}]), task.ground_truth, WorkerSettings())
-        assert ex.components["key"] == 1.0 and ex.components["value"] == 1.0 and ex.value == pytest.approx(1.0), args
-        assert ex.matches[0].correct and ex.matches[0].covers_keys
+        assert ex.components["value"] == 1.0 and ex.matches[0].exact, args
+        assert ex.components["key"] == (1.0 if args is gold.arguments else (len(args) - 1) / len(args))
 
 
 def test_a_non_default_value_still_counts_against_the_call():
@@ -96,14 +97,14 @@ def test_a_non_default_value_still_counts_against_the_call():
     gold = task.ground_truth.calls[0]
     wrong = {**gold.arguments, "unit": "fahrenheit"}
     ex = exec_gold(_observed(task, [{"name": gold.name, "arguments": wrong}]), task.ground_truth, WorkerSettings())
-    assert ex.components["value"] < 1.0 and not ex.matches[0].correct
+    assert ex.components["key"] < 1.0 and ex.matches[0].invented == ("unit",) and not ex.matches[0].exact
 
 
 def test_a_gold_call_passing_the_default_matches_a_call_omitting_it():
     schemas = {"get_weather": simulated_by_name()["get_weather"]["function"]["parameters"]}
     gold = [GoldCall(name="get_weather", arguments={"city": "Oslo", "unit": "celsius"})]
     (m,) = match_calls(gold, [("get_weather", {"city": "Oslo"})], schemas)
-    assert m.correct and m.key == 1.0 and m.covers_keys
-    (m,) = match_calls(gold, [("get_weather", {"city": "Oslo"})])  # no schemas: nothing to fill in
+    assert m.exact and m.key == 0.5  # the same call; §4's key Jaccard still sees one key left out
+    (m,) = match_calls(gold, [("get_weather", {"city": "Oslo"})])  # no schemas: no default to stand in
     assert not m.correct and m.key == 0.5
     assert GroundTruth(calls=gold).tool_needed

@@ -4,13 +4,15 @@ Interpretations written down (where §4 leaves room):
 - A "block" for `format` is one `<tool_call>` block; it is well-formed when every call in it is valid
   (JSON object or array of objects, a name among the offered tools, object arguments). No block at all:
   format = 1 when no gold call is expected, else 0.
-- A "call" for `name` and `parallel` is a block entry that parsed into a JSON object with a name (`named_calls`):
-  an invented tool or non-object arguments is still a call the policy made, and must cost at least what an
-  extra real call costs; a block that is not JSON names nothing and is no call (it costs `format` only).
-  key/value match valid calls only (arguments must be an object naming a tool to be compared).
+- `name` is over the calls that parsed into a JSON object with a name (`named_calls`), offered or not: an
+  invented tool is a call the policy made and costs precision like an extra real call.
+- `key` / `value` compare valid calls only (`workers.scoring.match`, no schema default filled in) and average
+  over ALL gold calls: an unmatched gold call scores 0 on both. No gold calls: both are 1 only when no call was
+  made at all (any `<tool_call>` block counts), else 0.
 - "The first tool-call block" for `parallel` is the first model turn that wrote any call block: Hermes renders
-  parallel calls as several blocks in one turn, so the turn is the step. Its number of calls (as above) must
-  equal the number of gold calls of the lowest `step`. No gold calls: 1 when no call was made.
+  parallel calls as several blocks in one turn, so the turn is the step. Its calls must all be valid (any
+  invalid call in it → 0: an invented tool cannot make up the count) and their number must equal the number of
+  gold calls of the lowest `step`. No gold calls: 1 when no call was made.
 - `exec_outcome` = mean(outcome_valid, outcome_executed, outcome_complete): share of calls valid against the
   tool's JSON schema, share executed without error, and the task's completion check.
 """
@@ -25,6 +27,7 @@ import jsonschema
 from slca.contracts import CallScore, GroundTruth
 from workers.scoring.extract import Observed
 from workers.scoring.match import CallMatch, canonical_json, match_calls, name_f1
+from workers.scoring.reply import facts_present
 from workers.settings import WorkerSettings
 
 
@@ -54,29 +57,39 @@ def named_calls(calls) -> list:
 
 
 def parallel_match(obs: Observed, gt: GroundTruth) -> float:
-    first_turn = len(named_calls(obs.turns[0].calls)) if obs.turns else 0
     if not gt.calls:
-        return 1.0 if first_turn == 0 else 0.0
+        return 0.0 if obs.calls else 1.0
+    first = obs.turns[0].calls if obs.turns else []
+    if not first or not all(c.valid for c in first):
+        return 0.0
     first_step = min(c.step for c in gt.calls)
     expected = sum(1 for c in gt.calls if c.step == first_step)
-    return 1.0 if first_turn == expected else 0.0
+    return 1.0 if len(first) == expected else 0.0
+
+
+def _mean_over_gold(matches: list[CallMatch], part: str, obs: Observed) -> float:
+    if not matches:  # no gold call: nothing to match, and nothing should have been called
+        return 0.0 if obs.calls else 1.0
+    return sum(getattr(m, part) if m.pred_index is not None else 0.0 for m in matches) / len(matches)
 
 
 def exec_gold(obs: Observed, gt: GroundTruth, s: WorkerSettings) -> ExecResult:
-    valid = obs.valid_calls
-    preds = [(c.name, c.arguments) for c in valid]
-    matches = match_calls(gt.calls, preds, obs.schemas)
-    with_args = [m for m in matches if m.gold.arguments]
+    matches = gold_matches(obs, gt)
     comps = {
         "format": format_share(obs, bool(gt.calls)),
         "name": name_f1([c.name for c in gt.calls], [c.name for c in named_calls(obs.calls)]),
-        "key": sum(m.key for m in with_args) / len(with_args) if with_args else 1.0,
-        "value": sum(m.value for m in with_args) / len(with_args) if with_args else 1.0,
+        "key": _mean_over_gold(matches, "key", obs),
+        "value": _mean_over_gold(matches, "value", obs),
         "parallel": parallel_match(obs, gt),
     }
     value = (s.w_format * comps["format"] + s.w_name * comps["name"] + s.w_key * comps["key"]
              + s.w_value * comps["value"] + s.w_parallel * comps["parallel"])  # fmt: skip
     return ExecResult(value, "gold", comps, _per_call_gold(obs, matches), matches)
+
+
+def gold_matches(obs: Observed, gt: GroundTruth | None) -> list[CallMatch]:
+    """The valid calls matched to the gold calls (`workers.scoring.match`); indices into `obs.valid_calls`."""
+    return match_calls(gt.calls if gt else [], [(c.name, c.arguments) for c in obs.valid_calls], obs.schemas)
 
 
 def _per_call_gold(obs: Observed, matches: list[CallMatch]) -> list[CallScore]:
@@ -133,14 +146,6 @@ def exec_outcome(obs: Observed, gt: GroundTruth | None) -> ExecResult:
             per_call.append(CallScore(turn=turn.turn, score=float(valid_flags[i]), name=call.name))
             i += 1
     return ExecResult(sum(comps.values()) / 3, "outcome", comps, per_call)
-
-
-def facts_present(reply: str, facts: list[str]) -> float:
-    """Share of key facts found in the reply (case-insensitive substring); 1 when there are none."""
-    if not facts:
-        return 1.0
-    text = reply.casefold()
-    return sum(1 for f in facts if str(f).strip().casefold() in text) / len(facts)
 
 
 def repeated_calls(obs: Observed) -> int:

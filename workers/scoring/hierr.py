@@ -7,10 +7,12 @@ judge it is deterministic. Storage and idempotence (trajectory id + scorer versi
 from __future__ import annotations
 
 from slca.contracts import GroundTruth, Reward, Trajectory
-from workers.scoring.execution import ExecResult, exec_gold, exec_outcome, facts_present, repeated_calls
+from workers.scoring.execution import ExecResult, exec_gold, exec_outcome, repeated_calls
 from workers.scoring.extract import Observed, observe
 from workers.scoring.judges import get_judge
+from workers.scoring.reply import facts_present
 from workers.scoring.shaping import guarded_pref, invalid_format, rltr_plan
+from workers.scoring.success import task_success
 from workers.settings import WorkerSettings
 
 
@@ -45,26 +47,22 @@ def _execution(obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> Exec
 
 
 def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[str, float]:
-    """Components the learner's baseline estimators read (DESIGN.md §5: ToolPO and RLTR)."""
+    """Components the learner's baseline estimators read (DESIGN.md §5: ToolPO and RLTR), and the headline
+    `success` (`workers.scoring.success`)."""
     gold = gt.calls if gt else []
-    facts = facts_present(obs.reply, gt.facts if gt else [])
     if gold:
-        correct = sum(m.correct for m in ex.matches)
-        action = correct / len(gold)
-        completeness = sum(m.covers_keys for m in ex.matches) / len(gold)
-        success = float(correct == len(gold) and facts == 1.0)
+        action = sum(m.exact for m in ex.matches) / len(gold)  # ToolPO: correct calls / gold calls
+        completeness = sum(m.correct for m in ex.matches) / len(gold)  # RLTR: every gold value covered
     elif ex.mode == "outcome":
         action = completeness = ex.components["outcome_complete"]
-        success = float(ex.value == 1.0)
     else:  # no tool needed: doing nothing is complete and correct
         action = completeness = float(not obs.calls)
-        success = float(not obs.calls and facts == 1.0)
     return {
-        "success": success,
+        "success": float(task_success(obs, gt, ex)),
         "action": action,
         "call_accuracy": action,  # the name learner/advantages reads for ToolPO's R_action
         "completeness": completeness,
-        "facts": facts,
+        "facts": facts_present(obs.reply, gt.facts if gt else []),
         "repeated_calls": float(repeated_calls(obs)),
         "failed_calls": float(obs.failed_calls),
         "invalid_format": float(invalid_format(obs)),

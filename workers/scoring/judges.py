@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from slca.contracts import GroundTruth
-from workers.scoring.execution import facts_present
 from workers.scoring.extract import Observed
+from workers.scoring.reply import answers, grounded
 from workers.settings import WorkerSettings
 
 LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -54,49 +54,18 @@ def get_judge(name: str) -> Judge:
 _JSONISH = re.compile(r"[\{\[]\s*\"|<tool_(call|response)>")
 
 
-def _leaves(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        try:  # tool results often arrive as JSON text
-            parsed = json.loads(value)
-        except (json.JSONDecodeError, ValueError):
-            parsed = None
-        if isinstance(parsed, (dict, list)):
-            _leaves(parsed, out)
-        elif len(value.strip()) >= 2 and len(value) <= 200:
-            out.append(value.strip().casefold())
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, (int, float)):
-        out.append(f"{value:g}" if isinstance(value, float) else str(value))
-    elif isinstance(value, dict):
-        if set(value) == {"error"}:
-            return  # an error object grounds nothing
-        for v in value.values():
-            _leaves(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _leaves(v, out)
-
-
-def grounded(reply: str, results: list[Any]) -> bool:
-    """The reply repeats at least one value from the tool results (trivially true when there is nothing to cite)."""
-    leaves: list[str] = []
-    for r in results:
-        _leaves(r, leaves)
-    if not leaves:
-        return True
-    text = reply.casefold()
-    return any(leaf in text for leaf in leaves)
-
-
 @register("rule")
 def rule_judge(obs: Observed, gt: GroundTruth | None, s: WorkerSettings, messages: list[dict]) -> Verdict:
-    """Four checks, one level each: grounded in the tool results, answers (states every key fact, or says
-    something when there are none), no raw JSON / tool markup, sensible length. An empty reply is level 0."""
+    """Four checks, one level each (`workers.scoring.reply`): grounded in the tool results (every number it
+    states comes from them or from the user, and it cites one of their values when there are any), answers
+    (states every key fact; declines on a refusal task and only there), no raw JSON / tool markup, sensible
+    length. An empty reply is level 0."""
     reply = obs.reply.strip()
+    users = [m["content"] for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
+    vouched = gt.facts if gt is not None and not gt.tool_needed else []  # a no-tool answer is the model's knowledge
     checks = {
-        "pref_grounded": float(bool(reply) and grounded(reply, obs.tool_results)),
-        "pref_answers": float(bool(reply) and facts_present(reply, gt.facts if gt else []) == 1.0),
+        "pref_grounded": float(bool(reply) and grounded(reply, obs.tool_results, users, vouched)),
+        "pref_answers": float(answers(reply, gt)),
         "pref_no_raw_json": float(bool(reply) and not _JSONISH.search(reply)),
         "pref_length": float(s.rule_min_chars <= len(reply) <= s.rule_max_chars),
     }

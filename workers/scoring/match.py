@@ -5,10 +5,15 @@ Definitions follow DESIGN.md §4 (after the SLCA-GRPO reference scorer):
   "false") when either side is a boolean or a "true"/"false" string; canonical JSON for lists and dicts.
   Nothing else crosses types: the string "5" does not equal the number 5 (a wrong argument type is an error).
 - name: multiset F1 of called names vs gold names (1 when both are empty).
-- key / value: for each gold call, the best unused predicted call of the same name; key = Jaccard of the
-  argument keys, value = share of gold keys whose values match loosely. Given the tools' parameter schemas,
-  both sides are first completed with the declared `default`s: omitting an optional argument and passing
-  its default are the same call.
+- key / value: for each gold call, the best unused predicted call of the same name (most matching values first,
+  then key overlap); key = Jaccard of the argument key sets (1 when both are empty), value = share of gold keys
+  whose values match loosely (1 for a gold call without arguments). Arguments are compared as written: no schema
+  default is filled in on either side, so leaving out or adding an argument always moves `key`.
+- exactness (`CallMatch.correct`, `CallMatch.exact`, read by `success`, ToolPO's action and RLTR's completeness):
+  a matched call is `correct` when every gold value is matched loosely, where an argument one side leaves out
+  equals the tool schema's declared `default` on the other (passing the default explicitly is the same call);
+  it is `exact` when, besides, it adds no argument of its own (`invented`: a key the gold call does not set,
+  unless its value is that parameter's default).
 """
 
 from __future__ import annotations
@@ -91,18 +96,21 @@ class CallMatch:
     """Index into the list of valid predicted calls; None when no call of that name was left."""
     key: float = 0.0
     value: float = 0.0
+    values_match: bool = False
+    """Every gold value matched loosely, an omitted argument standing for its schema default (either side)."""
+    invented: tuple[str, ...] = ()
+    """Keys the predicted call sets that the gold call does not, with a value other than the schema default."""
 
     @property
     def correct(self) -> bool:
-        """Matched, and every gold argument's value matches."""
-        return self.pred_index is not None and self.value == 1.0
+        """Matched, and every gold argument's value matches (defaults standing in for omitted arguments): the
+        RLTR checker's coverage and ToolPO's correct call."""
+        return self.pred_index is not None and self.values_match
 
     @property
-    def covers_keys(self) -> bool:
-        """Matched by a call that sets at least every gold argument key (the RLTR checker's coverage)."""
-        return self.pred_index is not None and self.key_cover == 1.0
-
-    key_cover: float = 0.0
+    def exact(self) -> bool:
+        """Correct, and no invented argument: the same call as the gold one (`success`)."""
+        return self.correct and not self.invented
 
 
 def schema_defaults(parameters: Any) -> dict[str, Any]:
@@ -111,28 +119,41 @@ def schema_defaults(parameters: Any) -> dict[str, Any]:
     return {k: p["default"] for k, p in (props or {}).items() if isinstance(p, dict) and "default" in p}
 
 
+def _values_match(gold_args: dict, pred_args: dict, defaults: dict) -> bool:
+    def same(k: str, g: Any) -> bool:
+        if k in pred_args:
+            return loose_equal(g, pred_args[k])
+        return k in defaults and loose_equal(g, defaults[k])
+
+    return all(same(k, g) for k, g in gold_args.items())
+
+
+def _invented(gold_args: dict, pred_args: dict, defaults: dict) -> tuple[str, ...]:
+    return tuple(sorted(k for k, v in pred_args.items()
+                        if k not in gold_args and not (k in defaults and loose_equal(defaults[k], v))))  # fmt: skip
+
+
 def match_calls(gold: list[GoldCall], preds: list[tuple[str, dict]],
                 schemas: dict[str, Any] | None = None) -> list[CallMatch]:  # fmt: skip
-    """Greedy best match, gold calls with more arguments first (they are the most constrained).
-    `schemas` (tool name → parameters schema): arguments left out count as their declared defaults."""
+    """Greedy best match, gold calls with more arguments first (they are the most constrained); `preds` are the
+    valid predicted calls (name, object arguments). `schemas` (tool name → parameters schema) only decide
+    exactness (their defaults, see the module docstring); `key` and `value` never read them."""
     used: set[int] = set()
     matches = []
     for g in sorted(gold, key=lambda c: -len(c.arguments)):
         best, best_score = None, (-1.0, -1.0)
-        defaults = schema_defaults((schemas or {}).get(g.name))
-        gold_args = {**defaults, **g.arguments}
         for i, (name, args) in enumerate(preds):
             if i in used or name != g.name:
                 continue
-            args = {**defaults, **args}
-            score = (key_jaccard(gold_args, args), value_share(gold_args, args))
-            if sum(score) > sum(best_score):
+            score = (value_share(g.arguments, args), key_jaccard(g.arguments, args))
+            if score > best_score:
                 best, best_score = i, score
         if best is None:
             matches.append(CallMatch(g, None))
             continue
         used.add(best)
-        args = {**defaults, **preds[best][1]}
-        cover = sum(1 for k in gold_args if k in args) / len(gold_args) if gold_args else 1.0
-        matches.append(CallMatch(g, best, best_score[0], best_score[1], cover))
+        args, defaults = preds[best][1], schema_defaults((schemas or {}).get(g.name))
+        matches.append(CallMatch(g, best, key=best_score[1], value=best_score[0],
+                                 values_match=_values_match(g.arguments, args, defaults),
+                                 invented=_invented(g.arguments, args, defaults)))  # fmt: skip
     return matches

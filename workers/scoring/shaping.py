@@ -20,12 +20,13 @@ def invalid_format(obs: Observed) -> bool:
 
 
 def omitted(obs: Observed, gt: GroundTruth | None) -> bool:
-    """A needed call is missing: the task needs a tool and no call parsed into a JSON object with a name.
+    """A needed call is missing: the task needs a tool and no VALID call exists (a JSON object naming an offered
+    tool with object arguments).
 
-    §4 says 'no parseable call'; we read 'parseable' as a named JSON object. Whether the name is offered and the
-    arguments an object is the execution channel's business (format, name F1, `rltr_plan`): a policy that
-    called an invented tool did not skip the call, and its summary is judged on its own merits."""
-    return bool(gt and gt.tool_needed) and not any(c.name for c in obs.calls)
+    §4 says 'no parseable call'; we read 'parseable' as valid: a call to an invented tool, or with arguments
+    that are not an object, calls nothing the task could use, so it cannot buy the summary out of the guard
+    (the summary of an episode that called nothing is written without any result to ground it)."""
+    return bool(gt and gt.tool_needed) and not obs.valid_calls
 
 
 def guarded_pref(score: float, obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> tuple[float, bool]:

@@ -68,7 +68,7 @@ def test_extra_call(builder, settings):
     assert (r.components["key"], r.components["value"], r.components["parallel"]) == (1.0, 1.0, 0.0)
     assert r.exec == pytest.approx(0.10 + 0.25 * 2 / 3 + 0.15 + 0.20)
     assert [c.score for c in r.per_call] == [1.0, 0.0]  # the extra call earns nothing
-    assert r.components["action"] == 1.0 and r.components["success"] == 1.0
+    assert r.components["action"] == 1.0 and r.components["success"] == 0.0  # an extra call is not the task done
 
 
 def test_wrong_argument_types(builder, settings):
@@ -79,7 +79,7 @@ def test_wrong_argument_types(builder, settings):
     # "3" is not 3 (type error); "true" loosely equals True; "paris" equals "Paris"
     assert r.components["value"] == pytest.approx(2 / 3) and r.components["key"] == 1.0
     assert r.exec == pytest.approx(0.10 + 0.25 + 0.15 + 0.20 * 2 / 3 + 0.30)
-    assert r.components["action"] == 0.0 and r.components["completeness"] == 1.0
+    assert r.components["action"] == 0.0 and r.components["completeness"] == 0.0  # RLTR's coverage reads values
     assert r.per_call[0].score == pytest.approx((1 + 1 + 2 / 3) / 3)
 
 
@@ -88,9 +88,10 @@ def test_malformed_json_next_to_a_valid_call(builder, settings):
     good = call("get_weather", city="Paris", unit="celsius")
     traj = builder.build([[("tool_call", bad + good)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
     r = score_trajectory(traj, settings)
-    # 1 of 2 blocks well-formed; the unparseable block names nothing and is no call: parallel counts 1 = gold's 1
-    assert exec_parts(r) == {"format": 0.5, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 1.0}
-    assert r.exec == pytest.approx(0.95)
+    # 1 of 2 blocks well-formed; the first turn holds an invalid call: parallel 0
+    assert exec_parts(r) == {"format": 0.5, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 0.0}
+    assert r.exec == pytest.approx(0.65)
+    assert r.components["success"] == 0.0
     assert r.components["invalid_format"] == 1.0
     assert [c.score for c in r.per_call] == [0.0, 1.0]
 
@@ -122,8 +123,8 @@ def test_no_tool_needed(builder, settings):
     called = builder.build([[("tool_call", call("get_time", city="Paris"))], [("summary", "It is noon in Paris.")]],
                            [{"time": "12:00"}], chat, question="Hi there")  # fmt: skip
     r = score_trajectory(called, settings)
-    # format 1, name F1 0 (gold empty), key/value 1 (no gold arguments), parallel 0 (a call where none expected)
-    assert r.exec == pytest.approx(0.10 + 0.15 + 0.20)
+    # format 1, name F1 0 (gold empty), key/value 0 (a call where none expected), parallel 0
+    assert r.exec == pytest.approx(0.10)
     assert r.components["completeness"] == 0.0 and not r.omission_penalized
 
 
@@ -131,7 +132,7 @@ def test_omission_guard_only_touches_the_summary_channel(builder, settings):
     traj = builder.build([[("summary", GOOD_REPLY)]], [], gt(PARIS))
     r = score_trajectory(traj, settings)
     assert r.omission_penalized and r.pref == -0.5
-    assert r.components["pref_raw"] == 1.0  # the judge's own verdict is kept
+    assert r.components["pref_raw"] == 0.75  # the judge's own verdict is kept (18 is stated with no result: ungrounded)
     assert r.exec == 0.0
     custom = score_trajectory(traj, settings.model_copy(update={"no_call_penalty": -1.0}))
     assert custom.pref == -1.0
@@ -204,11 +205,10 @@ def test_records_without_their_block_are_refused_by_the_contract():
         validate(ToolCallRecord, {"turn": 0, "name": "get_weather", "arguments": {}})
 
 
-def test_invented_tool_counts_in_name_f1_and_parallel__unparseable_block_is_not_a_call(builder, settings):
-    """§4: name F1 is over the called tool names, invented ones included, and parallel counts every call of the
-    first block. Choice where §4 is silent: a call is a block entry that parsed into a JSON object with a name
-    (unknown tool or bad arguments included); a block that is not JSON names nothing and is no call (it costs
-    `format` only, see test_malformed_json_next_to_a_valid_call)."""
+def test_invented_tool_counts_in_name_f1_and_breaks_parallel(builder, settings):
+    """§4: name F1 is over the called tool names, invented ones included (they cost precision). Parallel counts
+    the valid calls of the first turn, and any invalid call there makes it 0: an invented tool never makes up
+    the count."""
     text = call("get_weather", city="Paris", unit="celsius") + call("fake_tool", city="Paris")
     invented = builder.build([[("tool_call", text)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
     r = score_trajectory(invented, settings)

@@ -48,12 +48,14 @@ def test_rltr_plan_is_completeness_minus_repeat_and_failure_penalties_from_worke
     assert score_trajectory(bad, custom).components["rltr_plan"] == -2.0
 
 
-def test_omission_guard_setting_and_rule__a_named_call_to_an_unknown_tool_is_not_an_omission(builder, settings):
-    """Choice (§4 says 'no parseable call'): parseable = a JSON object with a name. Whether the name is offered
-    and the arguments an object is the execution channel's business (format, name F1, rltr_plan)."""
+def test_omission_guard_setting_and_rule__a_call_to_an_unknown_tool_is_an_omission(builder, settings):
+    """Choice (§4 says 'no parseable call'): parseable = valid, a JSON object naming an offered tool with object
+    arguments. A call to an invented tool calls nothing the task could use: the guard fires."""
     invented = score_trajectory(build(builder, INVALID_BLOCKS["unknown_tool"]), settings)
-    assert not invented.omission_penalized and invented.pref == invented.components["pref_raw"]
+    assert invented.omission_penalized and invented.pref == -0.5
     nameless = build(builder, INVALID_BLOCKS["no_name"])
     assert score_trajectory(nameless, settings).pref == -0.5
     off = score_trajectory(nameless, settings.model_copy(update={"omission_guard": False}))
     assert not off.omission_penalized and off.pref == off.components["pref_raw"]
+    valid = score_trajectory(build(builder, GOOD), settings)
+    assert not valid.omission_penalized and valid.pref == valid.components["pref_raw"]
