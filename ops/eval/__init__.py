@@ -1,1 +1,2 @@
-"""`slca eval`: in-domain test split and BFCL (offline, BFCL's own ast_checker)."""
+"""Evaluation: the held-out task splits and BFCL through a running slca server, one path for `slca eval`, the
+online probe and the estimator comparison (`ops.eval.suite`)."""

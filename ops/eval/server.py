@@ -19,7 +19,8 @@ server's request threads template one after another, so they reach the engine sp
 serving default (5 ms) split 8 of them into 4 batches whose steps then take turns (tiny model, 8 tasks × 32
 tokens, busy 2-core machine: 2.2 s at 5 ms, 0.9 s at 100 ms, one batch)."""
 ENGINES = ("hf", "vllm")
-"""Engines an evaluation may run on: hf (transformers, fp32, the reference; the default) or vllm (faster on GPU)."""
+"""Engines an evaluation may run on: vllm (`slca eval`'s default: batches every item in flight, on CPU too) or hf
+(transformers, fp32, the reference)."""
 
 
 def eval_config(config: Config, model_dir: Path, engine: str, threads: int | None) -> Config:
@@ -38,7 +39,7 @@ def eval_config(config: Config, model_dir: Path, engine: str, threads: int | Non
 
 
 @contextmanager
-def eval_server(config: Config, model_dir: Path, engine: str = "hf",
+def eval_server(config: Config, model_dir: Path, engine: str = "vllm",
                 threads: int | None = None) -> Iterator[InProcessServer]:  # fmt: skip
     """A started in-process server on `model_dir`, stopped on exit (its engine and model freed)."""
     from sim.settings import SimSettings
