@@ -3,6 +3,7 @@
 from pydantic import Field
 
 from slca.config import SectionSettings
+from slca.redaction import secret_field
 
 
 def _default_metrics_ports() -> dict[str, int]:
@@ -31,6 +32,18 @@ class OpsSettings(SectionSettings):
     """A process that was ready and then fails every readiness probe for this long is restarted."""
     shutdown_grace_s: float = 20.0
     """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes."""
+    redis_maxmemory: str | None = "1gb"
+    """Memory bound of the redis-server `slca up` owns (Redis units: "512mb", "2gb"; None: unbounded). Without it the
+    simulator's response cache (a key per distinct call, each kept `sim.cache_ttl_s`) grows until the machine
+    swaps."""
+    redis_maxmemory_policy: str = "volatile-lru"
+    """What that Redis evicts at the bound. volatile-lru evicts only keys with a TTL — the simulator's cache
+    entries — and never the streams, consumer groups, Celery queues and reward keys of the pipeline, which have
+    none: losing one of those would lose training data silently. When nothing evictable is left, writes fail
+    (OOM errors) and producers back off, which is loud rather than silent. Do not use an allkeys-* policy."""
+    redis_password: str | None = secret_field(None)
+    """`requirepass` of that Redis. None: `slca up` generates one per run. Children get it inside the Redis URL in
+    their environment; `slca status` reads it from `<data_dir>/redis-url` (owner-only)."""
     warm_start_minutes: float = 15.0
     """`slca up` runs `slca sft` for this long first when no warm-started model exists (0: never). The raw
     SmolLM2 never calls a tool, so online RL from it has no signal (FINDINGS.md)."""
@@ -71,13 +84,15 @@ class OpsSettings(SectionSettings):
     probe_enabled: bool = True
     """Run the held-out probe in `slca feed` (ops/feed/probe.py): the evaluation (`ops.eval.suite`) against the
     served API at the first readiness (v0) and every `probe_every_versions` versions, never recorded."""
-    probe_every_versions: int = Field(default=30, ge=1)
+    probe_every_versions: int = Field(default=40, ge=1)
     """A probe round starts once the served version has advanced this many versions since the last round.
-    Cost (2 cores, embedded model): a round is ≈ 190 held-out items + 5 × `probe_bfcl_per_category` BFCL items;
-    the sampled probe ran 32 episodes in ≈ 45 s beside the feed with 8 sequences in flight (bench/online/run3),
-    so a round at `probe_concurrency` 8 takes ≈ 5–6 min. Versions came ≈ 3 a minute there: every 30 versions
-    (≈ 10 min) the probe's requests are in flight about half the time and then hold 8 of ≈ 24 sequences of the
-    engine's batch — about a sixth of the generation, and a v0 → latest comparison every ≈ 10 minutes."""
+    Cost (2 cores, embedded model, estimated): a round asks ≈ 250 held-out tasks (everyday test 117 + novel 132)
+    and 5 × `probe_bfcl_per_category` = 40 BFCL items, ≈ 290 requests. The sampled probe ran 32 episodes in ≈ 45 s
+    beside the feed with 8 sequences in flight (bench/online/run3), ≈ 0.7 episodes/s, so a round at
+    `probe_concurrency` 8 takes ≈ 7 min. Versions came ≈ 3 a minute there: every 40 versions (≈ 13 min) the
+    probe is in flight about half the time and then holds 8 of ≈ 24 sequences in the engine's batch — about a
+    sixth of the generation on average; its rounds span the ≈ 20 versions served meanwhile (recorded per item
+    and as the round's version range)."""
     probe_mode: str = "greedy"
     """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""
     probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel"])

@@ -46,7 +46,7 @@ class ProbePlan:
     """What a round asks and how (splits, BFCL sample, greedy or sampled, requests in flight)."""
     data_dir: Path
     """Rounds' per-item files go to `<data_dir>/probe/`."""
-    every_versions: int = 30
+    every_versions: int = 40
     poll_s: float = 5.0
     max_failed_share: float = 0.25
     """A round with more failed requests than this share is dropped (a server restart mid-round): its rates would

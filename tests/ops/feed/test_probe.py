@@ -181,3 +181,18 @@ def test_probe_plan_from_settings():
     assert plan.concurrency == 8 and plan.bfcl_categories  # every BFCL category, sampled
     off = probe_eval_plan(OpsSettings(probe_bfcl_per_category=0, probe_mode="sampled", probe_splits=["test"]))
     assert off.bfcl_categories == () and off.mode == "sampled" and off.splits == ("test",)
+
+
+def test_slca_feed_wires_the_probe_from_its_settings(tmp_path):
+    from types import SimpleNamespace
+
+    from ops.feed.main import make_prober
+    from slca.config import load_config
+
+    feed = SimpleNamespace(url="http://127.0.0.1:1")
+    sets = [f"common.data_dir={tmp_path}", "ops.probe_every_versions=7", "ops.probe_bfcl_per_category=2"]
+    prober = make_prober(feed, load_config(None, sets))
+    suites = {i.suite for i in prober.items}
+    assert {"test", "novel"} <= suites and sum(i.suite.startswith("bfcl:") for i in prober.items) == 10
+    assert prober.plan.every_versions == 7 and prober.plan.data_dir == tmp_path and prober.plan.eval.mode == "greedy"
+    assert make_prober(feed, load_config(None, [*sets, "ops.probe_enabled=false"])) is None
