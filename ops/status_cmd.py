@@ -11,9 +11,10 @@ from ops.online_curve import by_version, status_lines, write_curve
 from ops.online_probe import SUMMARY_FILE, probe_lines, rounds_of
 from ops.probe import sample_value, scrape
 from ops.redis_view import read_snapshot
-from ops.supervisor.state import read_state, state_path
+from ops.supervisor.state import owned_redis_url, read_state, state_path
 from ops.supervisor.table import process_table, system_lines
 from slca.config import Config
+from slca.redaction import redact_url
 
 REWARD_HISTORY = 2000
 """Rows of the rewards stats stream read for the per-version curve (the workers keep about this many)."""
@@ -28,23 +29,29 @@ def run_status(args, config: Config) -> int:
         alive = "running" if state["alive"] else "NOT running (stale state file)"
         print(f"slca up (pid {state['supervisor_pid']}): {alive}")
         print(process_table(state["processes"]))
-    redis_url = common.redis_url or (state or {}).get("redis_url") or common.redis_or_default()
+    redis_url = common.redis_url or up_redis_url(common.data_dir, state) or common.redis_or_default()
     client = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
     try:
         snapshot = read_snapshot(client, common.stream_prefix, n_rewards=max(args.window, REWARD_HISTORY), n_learner=1)
     except redis.RedisError as exc:
-        print(f"redis {redis_url}: {exc}")
+        print(f"redis {redact_url(redis_url)}: {exc}")
         return 1
     finally:
         client.close()
     api = next((p["url"] for p in (state or {}).get("processes", []) if p["name"] == "serve"), None)
     text = scrape(api + "/metrics", 1.0) if api and state and state["alive"] else None
     served = sample_value(text, "slca_policy_version") if text else None
-    print(f"redis: {redis_url}")
+    print(f"redis: {redact_url(redis_url)}")
     print(system_lines(snapshot, served, window=args.window))
     print(status_lines(by_version(snapshot.rewards)))
     print(probe_lines(probe_rounds(redis_url, common.stream_prefix)))
     return 0
+
+
+def up_redis_url(data_dir: str, state: dict | None) -> str | None:
+    """The Redis of a `slca up` in `data_dir`: the owned one's URL file (it has the password the state file hides),
+    else the state file's URL."""
+    return owned_redis_url(data_dir) or (state or {}).get("redis_url")
 
 
 def probe_rounds(redis_url: str, prefix: str) -> list[dict]:
@@ -69,12 +76,12 @@ def run_online_export(args, config: Config) -> int:
 
     common = config.common
     state = read_state(state_path(Path(common.data_dir)))
-    redis_url = common.redis_url or (state or {}).get("redis_url") or common.redis_or_default()
+    redis_url = common.redis_url or up_redis_url(common.data_dir, state) or common.redis_or_default()
     client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
     try:
         snapshot = read_snapshot(client, common.stream_prefix, n_rewards=REWARD_HISTORY, n_learner=REWARD_HISTORY)
     except redis.RedisError as exc:
-        print(f"redis {redis_url}: {exc}")
+        print(f"redis {redact_url(redis_url)}: {exc}")
         return 1
     finally:
         client.close()

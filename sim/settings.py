@@ -25,8 +25,9 @@ class SimSettings(SectionSettings):
     """How long an injected timeout waits before answering 504 (0: answer at once)."""
     cache: bool = True
     """Cache simulated responses in Redis (key: tool + canonical arguments + episode-state hash)."""
-    cache_ttl_s: int = Field(default=86400, ge=1)
-    """Lifetime of a cached response."""
+    cache_ttl_s: int = Field(default=3600, ge=1)
+    """Lifetime of a cached response. Every entry has one: the owned Redis evicts only keys with a TTL when it
+    reaches `ops.redis_maxmemory` (volatile-lru), so cache entries go first and pipeline streams never."""
     key_prefix: str = "slca"
     """Prefix of the Redis keys the cache writes (`<prefix>:sim:cache:...`)."""
     llm_base_url: str | None = None
@@ -61,8 +62,9 @@ class SimSettings(SectionSettings):
     """Largest HTTP tool response accepted; a larger one is an error result."""
     real_packs: list[str] = Field(default_factory=lambda: ["everyday", "airline", "retail"])
     """Real tool packs registered at start."""
-    cache_max_value_bytes: int = Field(default=262_144, ge=1)
-    """Largest simulated response the Redis cache stores (larger ones are generated again when asked again)."""
+    cache_max_value_bytes: int = Field(default=16_384, ge=1)
+    """Largest simulated response the Redis cache stores (larger ones are generated again when asked again). The
+    cache's memory is bounded by distinct calls per `cache_ttl_s` × this."""
     schema_max_bytes: int = Field(default=256_000, ge=1)
     """Largest tool schema (parameters or response, canonical JSON) accepted in an offered tool definition."""
     schema_deadline_s: float = Field(default=0.5, gt=0)

@@ -1,7 +1,10 @@
 """An owned `redis-server` process: a free port, its own data dir, killable and restartable.
 
 Used by the test harness (every test owns its Redis, never the machine's shared one on 6379) and by
-`slca up` when no Redis is configured.
+`slca up` when no Redis is configured (with a password and a memory bound: ops/supervisor/up.py).
+
+The configuration goes to `redis-server -` on stdin, not on its command line: a password in argv would be
+readable by every local user (`ps`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -23,27 +27,47 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, data_dir: Path, port: int | None = None, appendonly: bool = True, appendfsync: str = "everysec"):
+    def __init__(self, data_dir: Path, port: int | None = None, appendonly: bool = True, appendfsync: str = "everysec",
+                 *, password: str | None = None, maxmemory: str | None = None,
+                 maxmemory_policy: str = "volatile-lru"):  # fmt: skip
+        """`password`: `requirepass` (None: no password). `maxmemory`: Redis's bound ("1gb"; None: unbounded),
+        enforced with `maxmemory_policy` (see `OpsSettings.redis_maxmemory_policy` for why volatile-lru)."""
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server not found on PATH (Debian package redis-server)")
+        for value in (password, maxmemory, maxmemory_policy):
+            if value is not None and (not value or any(c.isspace() or c in "\"'" for c in value)):
+                raise ValueError("redis-server settings must be non-empty, without spaces or quotes")
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.appendonly = appendonly
         self.appendfsync = appendfsync
+        self.password = password
+        self.maxmemory = maxmemory
+        self.maxmemory_policy = maxmemory_policy
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The URL clients connect with (it carries the password: never print it; `slca.redaction.redact_url`)."""
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def config_text(self) -> str:
+        lines = [f"port {self.port}", "bind 127.0.0.1", f'dir "{self.data_dir}"', "save \"\"",
+                 f"appendonly {'yes' if self.appendonly else 'no'}", f"appendfsync {self.appendfsync}",
+                 "daemonize no", f'logfile "{self.data_dir / "redis.log"}"']  # fmt: skip
+        if self.maxmemory:
+            lines += [f"maxmemory {self.maxmemory}", f"maxmemory-policy {self.maxmemory_policy}"]
+        if self.password:
+            lines.append(f"requirepass {self.password}")
+        return "\n".join(lines) + "\n"
 
     def start(self, timeout: float = 10.0) -> "RedisServer":
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
-            "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", self.appendfsync,
-            "--save", "", "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)  # fmt: skip
+        self.proc.stdin.write(self.config_text().encode())
+        self.proc.stdin.close()
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout
         while True:

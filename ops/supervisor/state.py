@@ -9,10 +9,31 @@ from pathlib import Path
 from typing import Any
 
 STATE_FILE = "up-state.json"
+REDIS_URL_FILE = "redis-url"
+"""The owned Redis's URL, password included, owner-only (the state file shows it redacted)."""
 
 
 def state_path(data_dir: str | Path) -> Path:
     return Path(data_dir) / STATE_FILE
+
+
+def owned_redis_url_path(data_dir: str | Path) -> Path:
+    return Path(data_dir) / REDIS_URL_FILE
+
+
+def owned_redis_url(data_dir: str | Path) -> str | None:
+    """The URL of the Redis a `slca up` in `data_dir` owns (or owned last), or None."""
+    try:
+        return owned_redis_url_path(data_dir).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def write_secret(path: Path, text: str) -> None:
+    """`text` into `path`, readable by its owner only (the mode is set before the secret is written)."""
+    path.touch(mode=0o600)
+    path.chmod(0o600)  # touch keeps an existing file's mode
+    path.write_text(text + "\n")
 
 
 def describe(supervisor, extra: dict[str, Any]) -> dict[str, Any]:

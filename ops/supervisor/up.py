@@ -25,7 +25,7 @@ from ops.settings import OpsSettings
 from ops.supervisor.plan import build_specs
 from ops.supervisor.process import Backoff
 from ops.supervisor.readiness import ReadinessPolicy
-from ops.supervisor.state import describe, state_path, write_state
+from ops.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.supervisor.supervisor import Supervisor
 from ops.supervisor.table import process_table, system_lines
 from ops.supervisor.warm_start import ensure_warm_start
@@ -41,7 +41,7 @@ def run_up(args, config: Config) -> int:
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
     ensure_warm_start(config, global_argv(args), secret_env(args))
-    owned_redis = None if common.redis_url else RedisServer(data_dir / "redis", appendonly=True).start()
+    owned_redis = None if common.redis_url else start_owned_redis(ops, data_dir)
     redis_url = common.redis_url or owned_redis.url
     try:
         env, model_note = child_env(config, redis_url, data_dir)
@@ -67,6 +67,16 @@ def run_up(args, config: Config) -> int:
             owned_redis.stop()
     print("slca up: stopped", flush=True)
     return 0
+
+
+def start_owned_redis(ops: OpsSettings, data_dir: Path) -> RedisServer:
+    """The owned redis-server: AOF, a password, a memory bound that evicts only expiring keys (OpsSettings). Its URL
+    (password included) goes to an owner-only file for `slca status`; the state file and banner show it redacted."""
+    password = ops.redis_password or secrets.token_urlsafe(24)
+    server = RedisServer(data_dir / "redis", appendonly=True, password=password, maxmemory=ops.redis_maxmemory,
+                         maxmemory_policy=ops.redis_maxmemory_policy).start()  # fmt: skip
+    write_secret(owned_redis_url_path(data_dir), server.url)
+    return server
 
 
 def global_argv(args) -> list[str]:
@@ -114,9 +124,7 @@ def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str,
 def generated_secret(path: Path) -> str:
     """A fresh secret for this run, also written (owner-only) to `path` for the operator's own clients."""
     secret = secrets.token_urlsafe(24)
-    path.touch(mode=0o600)
-    path.chmod(0o600)  # before the secret is in it (touch keeps an existing file's mode)
-    path.write_text(secret + "\n")
+    write_secret(path, secret)
     return secret
 
 

@@ -4,6 +4,7 @@
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import redis
 
+from slca.redaction import redact_url
 from slca.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,7 +32,19 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
             assert time.monotonic() < deadline and up.poll() is None
             time.sleep(0.1)
         state = json.loads(state_file.read_text())
-        assert redis.Redis.from_url(state["redis_url"]).ping()
+        url = (tmp_path / "var" / "redis-url").read_text().strip()
+        assert state["redis_url"] == redact_url(url) != url  # the state file hides the generated password
+        assert stat.S_IMODE((tmp_path / "var" / "redis-url").stat().st_mode) == 0o600
+        owned = redis.Redis.from_url(url)
+        assert owned.ping()
+        # bounded, evicting only keys with a TTL (the simulator's cache), never the pipeline's streams
+        assert owned.config_get("maxmemory")["maxmemory"] == str(1024**3)
+        assert owned.config_get("maxmemory-policy")["maxmemory-policy"] == "volatile-lru"
+        try:
+            redis.Redis.from_url(state["redis_url"].replace(":***@", "@")).ping()
+            raise AssertionError("the owned redis answers without its password")
+        except (redis.AuthenticationError, redis.ResponseError):
+            pass
         status = subprocess.run([sys.executable, "-m", "slca", "status"], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=60)  # fmt: skip
         assert status.returncode == 0, status.stderr
@@ -41,10 +55,11 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
     out = out.decode()
     assert up.returncode == 0, out
     assert "owned redis-server" in out and "feed.log" in out and "slca up: stopped" in out
+    assert url.split(":")[2].split("@")[0] not in out and ":***@" in out  # the banner shows no password
     assert "skipping" not in out or "feed" not in out.split("skipping")[1][:20]
     assert (tmp_path / "var" / "redis" / "appendonlydir").exists()  # AOF on
     try:
-        redis.Redis.from_url(state["redis_url"], socket_connect_timeout=1).ping()
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
         raise AssertionError("owned redis still answers after slca up stopped")
     except redis.ConnectionError:
         pass
