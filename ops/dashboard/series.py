@@ -110,8 +110,9 @@ def probe(entries: list[dict[str, Any]]) -> Series:
     meta: dict[str, Any] = {}
     if rounds:
         last = rounds[-1]
+        paired_v0 = {name: last.vs_v0[name] for name in PAIRED_SUITES if name in last.vs_v0}
         meta = {"version": last.version, "baseline_version": last.baseline_version, "mode": last.mode,
-                "items": last.items, "vs_v0": {name: last.vs_v0[name] for name in PAIRED_SUITES if name in last.vs_v0}}  # fmt: skip
+                "items": last.items, "vs_v0": paired_v0}  # fmt: skip
     return Series(xs, ys, extra, meta)
 
 

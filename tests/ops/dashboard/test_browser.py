@@ -1,6 +1,7 @@
 """The dashboard in headless Chromium: with a system's history in Redis every chart is drawn by uPlot, time axes
 read as clock times of that history, legends show the latest version; the held-out probe's chart waits for its
-first round, then draws the rounds with their 95% interval and the latest one's paired difference from v0; with an empty Redis every chart says "no data yet". Skipped
+first round, then draws the rounds with their 95% interval and the latest one's paired difference from v0; with an
+empty Redis every chart says "no data yet". Skipped
 where no Chromium is installed (`SLCA_INSTALL_BROWSER=1 scripts/install.sh` adds it).
 
 Set SLCA_DASHBOARD_SCREENSHOT=<path.png> to keep the screenshot of the dashboard with data: that is how
