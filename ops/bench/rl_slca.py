@@ -64,7 +64,7 @@ def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> 
     sets = [f"common.data_dir={data_dir}", f"common.model={spec.model}", f"common.redis_url={redis_url}",
             f"serve.port={port}", "ops.warm_start_minutes=0", f"ops.feed_pack={spec.pack}",
             f"ops.feed_max_tokens={spec.max_new_tokens}", f"ops.feed_max_turns={spec.max_turns}",
-            "ops.probe_tasks=0", f"workers.group_size={spec.group_size}", f"ops.metrics_ports={no_metrics_ports}",
+            "ops.probe_enabled=false", f"workers.group_size={spec.group_size}", f"ops.metrics_ports={no_metrics_ports}",
             *spec.extra_sets]  # fmt: skip
     return [arg for s in sets for arg in ("--set", s)]
 

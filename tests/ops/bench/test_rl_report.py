@@ -98,7 +98,7 @@ def test_pipeline_sets_fix_what_the_comparison_fixes(tmp_path):
     values = [sets[i + 1] for i in range(0, len(sets), 2)]
     assert all(sets[i] == "--set" for i in range(0, len(sets), 2))
     for expected in ("workers.group_size=8", "ops.feed_max_tokens=128", "ops.feed_max_turns=1",
-                     "ops.warm_start_minutes=0", "ops.probe_tasks=0", "serve.port=1234", "common.model=/m"):  # fmt: skip
+                     "ops.warm_start_minutes=0", "ops.probe_enabled=false", "serve.port=1234", "common.model=/m"):  # fmt: skip
         assert expected in values
     assert values[-1] == "serve.engine=hf"  # extra settings come last: they win
 
