@@ -21,6 +21,7 @@ from serve.errors import ServeError
 from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, RECORDER, REDIS, SETTINGS, STREAMS, SWAPPER, TOOLS
 from serve.metrics import ServeMetrics
 from serve.openapi import openapi_json
+from serve.origin import origin_middleware
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
 from serve.swap import ManifestPolicy, WeightSwapper
@@ -53,15 +54,39 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
         body = {"error": {"message": exc.reason, "type": "invalid_request_error", "param": None, "code": exc.status}}
         response = web.json_response(body, status=exc.status)
     except asyncio.CancelledError:
+        if _client_gone(request):  # the client hung up: its handler (and engine requests) were cancelled
+            _count_disconnect(request, endpoint, started, "cancelled")
         raise
+    except ConnectionResetError:  # writing to a client that hung up (aiohttp's ClientConnectionResetError too)
+        _count_disconnect(request, endpoint, started, "reset")
+        return web.Response(status=CLIENT_CLOSED)  # never reaches the client; aiohttp expects a response
     except Exception:  # the last line of defence: a bug must not leak a traceback to the client
         log.exception("unhandled error on %s", request.path)
         body = {"error": {"message": "internal server error", "type": "server_error", "param": None, "code": 500}}
         response = web.json_response(body, status=500)
-    metrics = request.config_dict[METRICS]  # config_dict: also right inside mounted sub-apps
-    metrics.requests.labels(endpoint=endpoint, status=str(response.status)).inc()
-    metrics.request_seconds.labels(endpoint=endpoint).observe(time.perf_counter() - started)
+    _count(request, endpoint, started, response.status)
     return response
+
+
+CLIENT_CLOSED = 499
+"""Status counted (never sent) for a request whose client hung up first (nginx's convention)."""
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def _count(request: web.Request, endpoint: str, started: float, status: int) -> None:
+    metrics = request.config_dict[METRICS]  # config_dict: also right inside mounted sub-apps
+    metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
+    metrics.request_seconds.labels(endpoint=endpoint).observe(time.perf_counter() - started)
+
+
+def _count_disconnect(request: web.Request, endpoint: str, started: float, how: str) -> None:
+    """A hang-up is the client's choice, not a server error: one info line, no traceback, counted as 499."""
+    log.info("client disconnected from %s after %.2fs (%s)", request.path, time.perf_counter() - started, how)
+    _count(request, endpoint, started, CLIENT_CLOSED)
 
 
 def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factory: EngineFactory | None = None,
@@ -70,8 +95,11 @@ def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factor
     """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults).
     `subapps`: prefix → aiohttp app mounted beside the API (what the CLI plugs in, e.g. ops' dashboard at
     `/dashboard/`; see `serve.mounts`): serve itself imports no other component."""
+    # errors wrap the origin and scope checks. handler_cancellation: a client that hangs up cancels its handler,
+    # and with it the engine requests it awaits (aiohttp lets handlers run on by default).
     app = web.Application(client_max_size=settings.max_body_bytes + 1,
-                          middlewares=[error_middleware, serve_scope_middleware])  # errors wrap the scope check
+                          middlewares=[error_middleware, origin_middleware, serve_scope_middleware],
+                          handler_args={"handler_cancellation": True})  # fmt: skip
     app[SETTINGS], app[COMMON] = settings, common
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)

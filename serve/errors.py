@@ -52,6 +52,26 @@ class PayloadTooLarge(ServeError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(ServeError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+class TooManyRequests(ServeError):
+    """Over the admission bound (README "Request limits"): refused at once, before any engine work."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "server_busy"
+
+    def __init__(self, message: str, retry_after: int = 1):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
 class Unauthorized(ServeError):
     status = 401
     type = "authentication_error"

@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar
 
 from aiohttp import web
 
-from serve.errors import InvalidJSON, ModelNotFound, PayloadTooLarge, UnsafeJSON
+from serve.errors import InvalidJSON, ModelNotFound, PayloadTooLarge, UnsafeJSON, UnsupportedMediaType
 from serve.keys import ENGINE, SETTINGS
 
 T = TypeVar("T")
@@ -56,6 +56,10 @@ class JSONLimits:
 
 async def read_json(request: web.Request) -> Any:
     settings = request.app[SETTINGS]
+    if request.content_type != "application/json":
+        # A page in a browser can POST `text/plain` anywhere without a CORS preflight; `application/json` needs
+        # one, which this server never grants: requiring it keeps web pages from driving a local API.
+        raise UnsupportedMediaType(f"Content-Type must be application/json, not {request.content_type[:100]!r}")
     raw = await _read_body(request, settings.max_body_bytes)
     return await off_loop(request.app, loads_checked, raw, JSONLimits.of(settings))
 

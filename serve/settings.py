@@ -70,6 +70,31 @@ class ServeSettings(SectionSettings):
     min_temperature: float = 1e-5
     """A temperature in (0, min_temperature) samples greedily, as 0 does (vLLM's own epsilon): dividing logits
     by a tiny temperature overflows."""
+    max_pattern_chars: int = 1000
+    """Longest `pattern` (or `patternProperties` key) in a tool schema, as the tool simulator bounds them."""
+    max_request_pattern_chars: int = 16_000
+    """Most characters of all patterns of a request's tools together. Patterns are only parsed here, never
+    compiled (`re` compiles a case-insensitive class char by char: 200 classes took 5 s, holding the GIL)."""
+    max_request_patterns: int = 512
+    """Most patterns in a request's tools together."""
+    max_grammar_schema_nodes: int = 2048
+    """Forced tool_choice: most schema objects the grammar compiler is given (all forced tools together)."""
+    max_grammar_repeat: int = 256
+    """Forced tool_choice: largest minLength/maxLength/minItems/maxItems/minProperties/maxProperties the grammar
+    enforces; a larger bound is refused with a 400 (xgrammar unrolls bounded repeats: thousands took minutes and
+    hundreds of MB)."""
+    grammar_compile_timeout_s: float = 10.0
+    """Forced tool_choice: a grammar still compiling after this long fails the request (400); the compile goes
+    on in its thread and its result is cached for the next identical schema."""
+    grammar_cache_entries: int = 64
+    """hf engine: compiled grammars kept (least recently used dropped first)."""
+    allowed_origins: list[str] = []
+    """Web origins (`https://app.example`) whose pages may call this API. Requests with any other `Origin` get
+    403; requests without one (every non-browser client) and same-origin ones to localhost or an IP are let in."""
+    max_inflight_requests: int = 64
+    """Admission: model requests (chat completions, agent runs) in progress at once; beyond it 429 + Retry-After."""
+    max_inflight_sequences: int = 256
+    """Admission: sequences in progress at once (a request counts its n); beyond it 429 + Retry-After."""
     max_json_depth: int = 64
     """Deepest nesting of arrays/objects in a request body (the body object is depth 1)."""
     max_number_chars: int = 100

@@ -83,3 +83,22 @@ def test_hostile_case_is_refused_fast(hf_server, case):
     assert response.status in c.statuses, payload
     assert set(payload["error"]) == {"message", "type", "param", "code"}
     assert elapsed < c.max_seconds, f"{case} took {elapsed:.2f}s"
+
+
+# --- 11. browser-reachable requests --------------------------------------------------------------
+@pytest.mark.parametrize("origin, host, allowed, refused", [
+    (None, "127.0.0.1:8000", [], False),
+    ("http://127.0.0.1:8000", "127.0.0.1:8000", [], False),
+    ("http://localhost:8000", "localhost:8000", [], False),
+    ("http://[::1]:8000", "[::1]:8000", [], False),
+    ("https://evil.example", "127.0.0.1:8000", [], True),
+    ("http://rebound.example:8000", "rebound.example:8000", [], True),  # DNS rebinding: same origin, foreign name
+    ("https://app.example", "127.0.0.1:8000", ["https://app.example"], False),
+    ("null", "127.0.0.1:8000", [], True),
+    ("http://127.0.0.1:99999999", "127.0.0.1:99999999", [], False),
+    ("http://[bad", "127.0.0.1", [], True),
+])  # fmt: skip
+def test_origin_refusal(origin, host, allowed, refused):
+    from serve.origin import origin_refusal
+
+    assert (origin_refusal(origin, host, allowed) is not None) == refused
