@@ -47,12 +47,18 @@ class SimulatedTool:
         self.parameters = spec.parameters
         self.response_schema = spec.response_schema
 
+    @property
+    def label(self) -> str:
+        """The metrics' label of this tool: its name, or `other` once the label set is full (sim/metrics.py). Taken
+        when it is called, so that tools offered and never called take no place in the set."""
+        return self.ctx.metrics.tool(self.name)
+
     async def call(self, arguments: Any, episode) -> ToolResult:
         start = time.perf_counter()
         result = await self._call(arguments, episode.state)
         result.latency_s = time.perf_counter() - start
-        self.ctx.metrics.seconds.labels(self.name).observe(result.latency_s)
-        self.ctx.metrics.calls.labels(self.name, self.ctx.backend.name).inc()
+        self.ctx.metrics.seconds.labels(self.label).observe(result.latency_s)
+        self.ctx.metrics.calls.labels(self.label, self.ctx.backend.name).inc()
         result.meta.setdefault("mode", "simulated")
         return result
 
@@ -60,7 +66,7 @@ class SimulatedTool:
         problem = "arguments must be a JSON object" if not isinstance(arguments, dict) else None
         problem = problem or await asyncio.to_thread(validation_error, self.parameters, arguments, self.ctx.limits)
         if problem:
-            self.ctx.metrics.validation_failures.labels(self.name).inc()
+            self.ctx.metrics.validation_failures.labels(self.label).inc()
             return bad_request(problem)
         fault = self.ctx.faults.draw(self.name)
         if fault is None and (gone := state.deleted(arguments)):
@@ -74,7 +80,7 @@ class SimulatedTool:
 
         try:
             if fault is not None:
-                self.ctx.metrics.faults.labels(self.name, fault).inc()
+                self.ctx.metrics.faults.labels(self.label, fault).inc()
                 result = await FAULTS[fault](content, self.ctx.timeout_delay_s)
             else:
                 result = ToolResult(ok=True, content=await content())
@@ -92,7 +98,7 @@ class SimulatedTool:
             key = self.ctx.cache.key(backend.name, self.name, arguments, state.fingerprint(), self.response_schema)
             cached = await self.ctx.cache.get(key)
             if not self.ctx.cache.missed(cached):
-                self.ctx.metrics.cache_hits.labels(self.name).inc()
+                self.ctx.metrics.cache_hits.labels(self.label).inc()
                 state.record(self.name, arguments, cached)
                 return cached, {"source": "cache"}
         answer = await backend.respond(SimRequest(self.spec, arguments, state.history, self.ctx.limits))
