@@ -1,4 +1,5 @@
-"""`slca bench learning`: the estimator comparison (slca vs grpo vs toolpo vs rltr) from one warm start, several
-seeds, an equal budget, resumable; results.json / results.md / learning.png with a verdict computed from the
-numbers. `main` is the plan; each module below does one job (plan and budget arithmetic, one run, evaluation,
-diagnostics, statistics and verdict, the files)."""
+"""`slca bench learning`: the estimator comparison (arms slca, grpo, toolpo, rltr, slca_decision) from one warm
+start, several seeds, an equal budget, resumable; every model evaluated on the same held-out items; paired
+verdicts by a rule fixed before the run (`inference`); results.json / results.md / learning.png. `main` is the
+plan; each module below does one job (arms, plan and budget arithmetic, one run, evaluation, diagnostics,
+statistics, verdict, the files)."""

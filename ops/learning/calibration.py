@@ -1,4 +1,4 @@
-"""A short measured `slca train` (the first estimator and seed, `CALIBRATION_STEPS` steps) that, with the warm
+"""A short measured `slca train` (the first arm and seed, `CALIBRATION_STEPS` steps) that, with the warm
 start's evaluation time, sizes the steps per run. Kept in `<out>/calibration.json`; its weights are deleted."""
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ DIAGNOSTICS = {
     "diag/adv_abs_tool_call": "mean |advantage| on tool-call tokens",
     "diag/adv_abs_summary": "mean |advantage| on summary tokens",
     "diag/zero_variance_share": "share of (group, channel) pairs with equal rewards (no signal)",
+    "diag/zero_variance/<channel>": "the same, per channel of the arm's estimator (exec, pref, scalar, …)",
     "diag/zero_advantage_groups": "share of groups whose advantages were all zero",
     "diag/tool_turns": "tool turns per training episode",
+    "diag/no_tool_task_tool_turns": "tool turns per training episode on tasks that need no tool (spurious calls)",
     "diag/omission_rate": "share of training episodes the omission penalty fired on",
     "train/exec_reward": "mean execution reward of the training rollouts",
 }
@@ -42,22 +44,33 @@ def _adv_abs(lines: list[dict], kind: str) -> float | None:
     return _mean(values)
 
 
-def _zero_variance_share(lines: list[dict]) -> float | None:
-    """Over every (step, channel) whose channel had ≥ 2 members present: the share with zero variance."""
-    flags = []
+def _zero_variance_flags(lines: list[dict]) -> dict[str, list[float]]:
+    """Per channel, over every step whose channel had ≥ 2 members present: 1 where its rewards were all equal."""
+    flags: dict[str, list[float]] = {}
     for line in lines:
         for key, value in line.items():
             if key.startswith("estimator/zero_variance/"):
                 channel = key.removeprefix("estimator/zero_variance/")
                 if line.get(f"estimator/present/{channel}", 2) >= 2:
-                    flags.append(float(value > 0))
-    return _mean(flags)
+                    flags.setdefault(channel, []).append(float(value > 0))
+    return flags
 
 
-def run_diagnostics(lines: list[dict]) -> dict[str, float | None]:
-    """`{metric: value}` (None: `slca train` did not log what it needs)."""
+def _zero_variance_share(lines: list[dict]) -> float | None:
+    """Over every (step, channel) whose channel had ≥ 2 members present: the share with zero variance."""
+    return _mean([f for flags in _zero_variance_flags(lines).values() for f in flags])
+
+
+def run_diagnostics(lines: list[dict], no_tool_tasks: set[str] = frozenset()) -> dict[str, float | None]:
+    """`{metric: value}` (None: `slca train` did not log what it needs). `no_tool_tasks`: ids of training tasks
+    whose gold has no call (their steps give the spurious-call diagnostic)."""
     zero_adv = [float("all/tokens" not in x or float(x.get("all/adv_abs_mean", 0.0)) == 0.0) for x in lines]
+    per_channel = {f"diag/zero_variance/{c}": _mean(f) for c, f in sorted(_zero_variance_flags(lines).items())}
+    no_tool = [float(x["tool_turns_mean"]) for x in lines
+               if x.get("task_id") in no_tool_tasks and "tool_turns_mean" in x]  # fmt: skip
     return {
+        **per_channel,
+        "diag/no_tool_task_tool_turns": _mean(no_tool),
         "diag/adv_abs_tool_call": _adv_abs(lines, "tool_call"),
         "diag/adv_abs_summary": _adv_abs(lines, "summary"),
         "diag/zero_variance_share": _zero_variance_share(lines),

@@ -1,60 +1,115 @@
-"""The same evaluation for every model of a comparison (`slca eval`'s: greedy, official BFCL checker), flattened
-to `{metric: value}`, and the cheap curve point (the primary metric on a fixed in-domain subset)."""
+"""The one evaluation of a comparison (`ops.eval.suite`): every model — the warm start and each run's final
+checkpoint — answers the same held-out items greedily through an in-process server (`ops.eval.server`), one
+`ItemRecord` per item. A curve point is the same on a fixed subset of those items."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from slca.config import Config
 
-PRIMARY_METRIC = "indomain/success"
+PRIMARY_METRIC = "held_out/success"
 PRIMARY_WHY = (
-    "In-domain exact-argument success (`indomain/success`: every gold call made once with all its arguments "
-    "matching, no extra call, no invalid call; no call at all on no-tool tasks) on the task pack's held-out test "
-    "split. Chosen before the run because it is what the training reward aims at on the same task distribution "
-    "(BFCL is out of domain and saturates or floors on a 135M model), it is all-or-nothing so partial credit "
-    "cannot hide a wrong argument, and it is scored by a checker that no estimator trains against."
+    "Held-out success (`held_out/success`): the scorer's 0/1 `success` of each item of the task pack's two "
+    "held-out splits together — `test` (the training templates, unseen tasks) and `novel` (unseen intents, tools "
+    "and phrasings) — answered greedily through serve's agent loop. Chosen before the run: it is what the training "
+    "reward aims at, all-or-nothing (partial credit cannot hide a wrong argument or a spurious call), on items no "
+    "run trains on, and the same items for every model, so that comparisons are paired item by item."
 )
+CURVE_SEED = 0
+"""Fixed: the curve subset and an `--eval-items` sample are the same for every model of every comparison."""
+MIN_ITEMS = 200
+"""Below this many held-out items a 10-point difference is hard to tell from noise (see `ops.learning.inference`)."""
 
 
 @dataclass(frozen=True)
 class EvalSpec:
     pack: str
-    limit: int
-    """Examples per BFCL category and in-domain test tasks."""
     max_tokens: int
-    curve_limit: int
-    """In-domain test tasks of a curve point (the first ones of the split: fixed across models)."""
+    items: int
+    """0: every held-out item; N: a seeded sample of N."""
+    curve_items: int
+    engine: str = "hf"
+
+    def plan(self):
+        from ops.eval.suite import EvalPlan
+
+        return EvalPlan(splits=("test", "novel"), pack=self.pack, bfcl_categories=(), mode="greedy",
+                        max_tokens=self.max_tokens)  # fmt: skip
 
 
-def flat_metrics(result: dict) -> dict[str, float]:
-    """`ops.eval.main.evaluate`'s result as `{"indomain/success": …, "bfcl/simple_python": …, …}`."""
+def item_key(suite: str, item_id: str) -> str:
+    """An item's key across runs: its split and id (the per-item files and the pairing use it)."""
+    return f"{suite}/{item_id}"
+
+
+def sample(items: list, n: int) -> list:
+    """`n` items drawn with the fixed seed, in plan order (all of them when n is 0 or covers them)."""
+    if n <= 0 or n >= len(items):
+        return list(items)
+    keep = set(random.Random(CURVE_SEED).sample(range(len(items)), n))
+    return [it for i, it in enumerate(items) if i in keep]
+
+
+def eval_items(spec: EvalSpec) -> list:
+    """The final evaluation's items (every model answers exactly these)."""
+    from ops.eval.suite import plan_items
+
+    return sample(plan_items(spec.plan()), spec.items)
+
+
+def curve_keys(spec: EvalSpec) -> set[str]:
+    """The curve subset, as item keys: a fixed sample of the evaluation's items."""
+    return {item_key(i.suite, i.item_id) for i in sample(eval_items(spec), spec.curve_items)}
+
+
+def run_eval(config: Config, model_dir: Path, spec: EvalSpec, keys: set[str] | None = None) -> tuple[list, float]:
+    """(records, seconds): `model_dir` served in-process, every evaluation item (or those in `keys`) one greedy
+    request, records in item order."""
+    from ops.eval.server import eval_server
+    from ops.eval.suite import run_items
+
+    items = [i for i in eval_items(spec) if keys is None or item_key(i.suite, i.item_id) in keys]
+    t0 = time.monotonic()
+    with eval_server(config, model_dir, spec.engine) as server:
+        records = asyncio.run(run_items(server.url, server.admin_token, items, spec.plan()))
+    return records, time.monotonic() - t0
+
+
+def outcomes(records) -> dict[str, bool]:
+    """`{item key: success}` of one model (a failed request is a failure: it stays in, never dropped)."""
+    return {item_key(r.suite, r.item_id): bool(r.success) for r in records}
+
+
+def rate(records, keys: set[str] | None = None) -> float:
+    """Success rate over `records` (or those whose key is in `keys`): the same items at every curve point."""
+    chosen = [r.success for r in records if keys is None or item_key(r.suite, r.item_id) in keys]
+    return sum(chosen) / len(chosen) if chosen else 0.0
+
+
+def flat_metrics(records, no_tool: set[str]) -> dict[str, float]:
+    """`{"held_out/success", "test/success", "novel/success", "held_out/exec", "held_out/spurious_call_rate"}`:
+    the per-split and pooled summaries of `ops.eval.suite.summarize`, and how often a model called a tool on a
+    held-out task that needs none (`no_tool`: their item keys)."""
+    from ops.eval.suite import summarize
+
     out: dict[str, float] = {}
-    if "indomain" in result:
-        s = result["indomain"]["summary"]
-        out |= {f"indomain/{k}": float(s[k]) for k in ("success", "argument_match", "name_f1", "tool_turns")}
-    if "bfcl" in result:
-        out |= {f"bfcl/{cat}": float(v["accuracy"]) for cat, v in result["bfcl"]["categories"].items()}
-        out["bfcl/overall"] = float(result["bfcl"]["overall"])
+    for name, row in summarize(records).items():
+        out[f"{name}/success"] = float(row["success"])
+        if row.get("exec") is not None:
+            out[f"{name}/exec"] = float(row["exec"])
+        out[f"{name}/errors"] = float(row["errors"])
+    spurious = [bool(r.calls) for r in records if item_key(r.suite, r.item_id) in no_tool]
+    if spurious:
+        out["held_out/spurious_call_rate"] = sum(spurious) / len(spurious)
     return out
 
 
-def full_eval(config: Config, model_dir: Path, spec: EvalSpec) -> tuple[dict[str, float], float]:
-    """(metrics, seconds) of the final evaluation: in-domain test split and every BFCL category of `slca eval`."""
-    from ops.eval.bfcl import CATEGORIES
-    from ops.eval.main import evaluate
-
-    t0 = time.monotonic()
-    result = evaluate(config, model_dir, list(CATEGORIES), spec.limit, spec.pack, set(), max_tokens=spec.max_tokens)
-    return flat_metrics(result), time.monotonic() - t0
-
-
-def curve_point(config: Config, model_dir: Path, spec: EvalSpec) -> tuple[float, float]:
-    """(primary metric on the fixed in-domain subset, seconds)."""
-    from ops.eval.main import evaluate
-
-    t0 = time.monotonic()
-    result = evaluate(config, model_dir, [], spec.curve_limit, spec.pack, {"bfcl"}, max_tokens=spec.max_tokens)
-    return flat_metrics(result)[PRIMARY_METRIC], time.monotonic() - t0
+def no_tool_keys(spec: EvalSpec) -> set[str]:
+    """Keys of the evaluation items whose task's gold has no call."""
+    return {item_key(i.suite, i.item_id) for i in eval_items(spec)
+            if i.task is not None and not i.task.ground_truth.tool_needed}  # fmt: skip

@@ -96,7 +96,8 @@ def bootstrap_means(outcomes: dict[str, np.ndarray], reps: int, rng: np.random.G
     family's seeds within it. `outcomes[f]` is (S_f, N)."""
     n = next(iter(outcomes.values())).shape[1]
     if any(x.shape[1] != n for x in outcomes.values()):
-        raise ValueError("every family needs the same items: " + ", ".join(f"{k} {x.shape}" for k, x in outcomes.items()))
+        shapes = ", ".join(f"{k} {x.shape}" for k, x in outcomes.items())
+        raise ValueError(f"every family needs the same items: {shapes}")
     # counts (reps, N): how often each item is drawn; a resampled per-seed mean is counts @ x.T / N
     draws = rng.integers(0, n, size=(reps, n)) + n * np.arange(reps)[:, None]
     counts = np.bincount(draws.ravel(), minlength=reps * n).reshape(reps, n).astype(float)

@@ -1,6 +1,7 @@
-"""`slca bench learning`, the plan: warm start → its evaluation → budget (recorded plan, or sized from a
-measured calibration and refused when over `--minutes`) → every (estimator, seed) run not yet done → results,
-plot and verdict. Re-running the same command resumes: finished runs are read back, an unfinished one redone."""
+"""`slca bench learning`, the plan: warm start → its evaluation (per-item outcomes) → budget (recorded plan, or
+sized from a measured calibration and refused when over `--minutes`) → every (arm, seed) run not yet done →
+paired verdicts, results, plot. Re-running the same command resumes: finished runs (and their per-item files)
+are read back, an unfinished one redone."""
 
 from __future__ import annotations
 
@@ -29,12 +30,15 @@ def run_bench_learning(args, config: Config) -> int:
     model_dir = resolve_warm_start(args.model, config)
     draft = make_plan(args, config, model_dir.name, steps=max(args.steps, 0))
     if len(draft.seeds) < 3:
-        log.warning("%d seeds: the seed spread behind the verdict needs ≥ 3 to mean much", len(draft.seeds))
+        log.warning("%d seeds: the seed resampling behind the intervals needs ≥ 3 to mean much", len(draft.seeds))
     recorded = recorded_plan(out, draft, args)
     out.mkdir(parents=True, exist_ok=True)
     ctx = TrainContext(config, config_args(args), model_dir, recorded or draft)
     print(f"bench learning → {args.out}: warm start {model_dir.name} (evaluated once)", flush=True)
-    warm = evaluate_warm_start(config, model_dir, ctx.spec, draft.curve == "eval", out)
+    warm = evaluate_warm_start(config, model_dir, ctx.spec, out)
+    if warm["n_items"] < MIN_ITEMS:
+        log.warning("%d held-out items (< %d): a 10-point difference will mostly go undetected; the real run "
+                    "evaluates every item of test + novel (--eval-items 0)", warm["n_items"], MIN_ITEMS)
     cal, cal_s = None, 0.0
     if recorded is None and (args.minutes > 0 or args.steps <= 0):
         cal, cal_s = calibrate(ctx, out, warm["eval_s"], warm["curve_eval_s"])
@@ -63,33 +67,38 @@ def run_bench_learning(args, config: Config) -> int:
     return 0
 
 
+MIN_ITEMS = 200
+"""`ops.learning.evaluation.MIN_ITEMS`, kept light here (that module is imported only when running)."""
+
+
 def make_plan(args, config: Config, model_name: str, steps: int) -> Plan:
-    estimators = tuple(e.strip() for e in args.estimators.split(",") if e.strip())
+    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
     try:
         seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
     except ValueError:
         raise CliError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
-    check_choices(estimators, seeds, args)
+    check_choices(arms, seeds, args)
     s = config.get(LearnerSettings)
-    return Plan(model=model_name, estimators=estimators, seeds=seeds, steps=steps, group_size=s.train_group_size,
+    return Plan(model=model_name, arms=arms, seeds=seeds, steps=steps, group_size=s.train_group_size,
                 temperature=s.train_temperature, max_tokens=s.train_max_tokens, lr=s.lr, lr_schedule=LR_SCHEDULE,
-                pack=args.pack, eval_limit=args.eval_limit, eval_max_tokens=args.eval_max_tokens, curve=args.curve,
+                pack=args.pack, eval_items=args.eval_items, eval_max_tokens=args.eval_max_tokens,
+                eval_engine=args.eval_engine, curve=args.curve,
                 curve_every=args.curve_every or (auto_curve_every(steps) if steps else 0),
-                curve_limit=args.curve_limit, train_args=tuple(args.train_arg))  # fmt: skip
+                curve_items=args.curve_items, train_args=tuple(args.train_arg))  # fmt: skip
 
 
-def check_choices(estimators: tuple[str, ...], seeds: tuple[int, ...], args) -> None:
-    from learner.cli import check_estimator
+def check_choices(arms: tuple[str, ...], seeds: tuple[int, ...], args) -> None:
+    from ops.learning.arms import resolve_arm
 
-    for e in estimators:
-        check_estimator(e)  # a CLI error naming the registered estimators
-    if not estimators or not seeds or len(set(estimators)) != len(estimators) or len(set(seeds)) != len(seeds):
-        raise CliError("--estimators and --seeds must be non-empty and without repeats")
-    for name in ("eval_limit", "curve_limit", "eval_max_tokens"):
+    for a in arms:
+        resolve_arm(a)  # a CLI error naming the known arms and estimators
+    if not arms or not seeds or len(set(arms)) != len(arms) or len(set(seeds)) != len(seeds):
+        raise CliError("--arms and --seeds must be non-empty and without repeats")
+    for name in ("curve_items", "eval_max_tokens"):
         if getattr(args, name) < 1:
             raise CliError(f"--{name.replace('_', '-')} must be ≥ 1")
-    if args.steps < 0 or args.minutes < 0 or args.curve_every < 0:
-        raise CliError("--steps, --minutes and --curve-every must be ≥ 0")
+    if args.steps < 0 or args.minutes < 0 or args.curve_every < 0 or args.eval_items < 0:
+        raise CliError("--steps, --minutes, --curve-every and --eval-items must be ≥ 0")
 
 
 def config_args(args) -> tuple[str, ...]:
@@ -123,7 +132,7 @@ def size(args, config: Config, draft: Plan, cal: Calibration | None, cal_s: floa
         need = (cal_s + plan_seconds(cal, n_runs, 1, args.curve_every, draft.curve)) / 60
         raise CliError(f"even 1 step per run needs ≈ {need:.0f} min for {n_runs} runs (measured: startup "
                        f"{cal.startup_s:.0f} s, {cal.step_s:.0f} s/step, evaluation {cal.eval_s:.0f} s) > "
-                       f"--minutes {args.minutes:g}: raise --minutes, or lower --eval-limit, the seeds or estimators")
+                       f"--minutes {args.minutes:g}: raise --minutes, or lower the seeds or arms")
     return make_plan(args, config, model_name, steps)
 
 
@@ -140,18 +149,24 @@ def check_budget(plan: Plan, cal: Calibration | None, cal_s: float, minutes: flo
 
 def write_outputs(args, plan: Plan, warm: dict, records: list[dict], cal: Calibration | None, cal_s: float,
                   out: Path, scrub: PathScrubber) -> None:  # fmt: skip
+    from ops.eval.suite import read_jsonl
+    from ops.learning.evaluation import outcomes
     from ops.learning.plot import plot_curves
     from ops.learning.provenance import budget, command_line
     from ops.learning.results import Comparison, curves_json, write_results
     from ops.learning.verdict import judge
 
+    runs: dict[str, dict[int, dict[str, bool]]] = {}
+    for r in records:
+        runs.setdefault(r["arm"], {})[r["seed"]] = outcomes(read_jsonl(out / "runs" / f"{r['arm']}-s{r['seed']}" /
+                                                                      "items.jsonl"))  # fmt: skip
+    verdict = judge(outcomes(warm["records"]), runs, list(plan.arms))
     out_text = scrub.path(out)
-    comparison = Comparison(plan, warm, records, budget(plan, records, cal, cal_s, args.minutes, warm),
-                            command_line(args, plan, out_text, scrub))  # fmt: skip
-    verdict = judge(comparison.evidence(cal.step_s if cal else None))
-    write_results(comparison, out, verdict)
+    comparison = Comparison(plan, {k: v for k, v in warm.items() if k != "records"}, records,
+                            budget(plan, records, cal, cal_s, args.minutes, warm),
+                            command_line(args, plan, out_text, scrub), verdict)  # fmt: skip
+    write_results(comparison, out)
     plot_curves(curves_json(comparison), out / "learning.png",
                 f"{plan.model}: {len(plan.seeds)} seeds × {plan.steps} steps × group {plan.group_size}")  # fmt: skip
     print(verdict.markdown())
     print(f"results: {out_text}/results.md, results.json, curves.json, learning.png")
-

@@ -1,5 +1,5 @@
-"""The plan of a comparison and its budget arithmetic: which (estimator, seed) runs, how many steps each, which
-steps get a learning-curve point, and how long it all takes from a measured calibration."""
+"""The plan of a comparison and its budget arithmetic: which (arm, seed) runs, how many steps each, which steps
+get a learning-curve point, and how long it all takes from a measured calibration."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ MAX_STEPS = 100_000
 
 @dataclass(frozen=True)
 class RunKey:
-    estimator: str
+    arm: str
+    """An arm of `ops.learning.arms` (an estimator and its advantage knobs)."""
     seed: int
 
     @property
     def name(self) -> str:
         """The run's folder under `<out>/runs/`."""
-        return f"{self.estimator}-s{self.seed}"
+        return f"{self.arm}-s{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,9 @@ class Calibration:
     step_s: float
     """One step: a rollout group through the server, scoring, the update, publish and hot-swap."""
     eval_s: float
-    """One final evaluation (in-domain test split and BFCL at `--eval-limit`)."""
+    """One final evaluation (every held-out item, greedy)."""
     curve_eval_s: float
-    """One curve point (the primary metric on the fixed in-domain subset); 0 when curves use the reward."""
+    """One curve point (the primary metric on the fixed curve subset); 0 when curves use the reward."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class Plan:
 
     model: str
     """The warm start, by name (no machine path)."""
-    estimators: tuple[str, ...]
+    arms: tuple[str, ...]
+    """Arm names (`ops.learning.arms`): each an estimator and its advantage knobs."""
     seeds: tuple[int, ...]
     steps: int
     """Optimizer steps per run = rollout groups per run (`slca train` trains on one group per step)."""
@@ -55,18 +57,25 @@ class Plan:
     lr: float
     lr_schedule: str
     pack: str
-    eval_limit: int
+    """Task pack: its train split trains every run; its held-out splits (test, novel) evaluate every model. One
+    pool and one split for every run: the seed only changes training order and sampling."""
+    eval_items: int
+    """Held-out items of the final evaluation: 0 every one of both splits (the real run), N a seeded sample (smoke
+    tests); the same items for every model."""
     eval_max_tokens: int
+    eval_engine: str
     curve: CurveSource
     curve_every: int
-    curve_limit: int
+    curve_items: int
+    """Held-out items of a curve point: a fixed seeded subset of the evaluation's items, the same at every step
+    including step 0 (the warm start's outcomes on it)."""
     train_args: tuple[str, ...] = field(default=())
 
     @property
     def runs(self) -> list[RunKey]:
         """Seed-major: an interrupted comparison has every estimator at the seeds it reached, not one
         estimator at all seeds and the others at none."""
-        return [RunKey(e, s) for s in self.seeds for e in self.estimators]
+        return [RunKey(a, s) for s in self.seeds for a in self.arms]
 
     @property
     def curve_steps(self) -> list[int]:
@@ -74,12 +83,11 @@ class Plan:
         return curve_steps(self.steps, self.curve_every) if self.curve == "eval" else []
 
     def to_json(self) -> dict:
-        return asdict(self) | {"estimators": list(self.estimators), "seeds": list(self.seeds),
-                               "train_args": list(self.train_args)}  # fmt: skip
+        return asdict(self) | {"arms": list(self.arms), "seeds": list(self.seeds), "train_args": list(self.train_args)}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
-        return cls(**(data | {"estimators": tuple(data["estimators"]), "seeds": tuple(data["seeds"]),
+        return cls(**(data | {"arms": tuple(data["arms"]), "seeds": tuple(data["seeds"]),
                               "train_args": tuple(data.get("train_args", ()))}))  # fmt: skip
 
     def differences(self, other: Plan) -> list[str]:
@@ -101,14 +109,15 @@ def curve_steps(steps: int, every: int) -> list[int]:
 
 
 def run_seconds(cal: Calibration, steps: int, curve_every: int, curve: CurveSource) -> float:
-    points = len(curve_steps(steps, curve_every)) if curve == "eval" else 0
+    """One run: startup, its steps, its curve points before the final step (the final point is read off the
+    final evaluation's records), the final evaluation."""
+    points = max(0, len(curve_steps(steps, curve_every)) - 1) if curve == "eval" else 0
     return cal.startup_s + steps * cal.step_s + points * cal.curve_eval_s + cal.eval_s
 
 
 def plan_seconds(cal: Calibration, n_runs: int, steps: int, curve_every: int, curve: CurveSource) -> float:
-    """The whole comparison: the warm start's evaluation (and its curve point), then every run."""
-    warm = cal.eval_s + (cal.curve_eval_s if curve == "eval" else 0.0)
-    return warm + n_runs * run_seconds(cal, steps, curve_every, curve)
+    """The whole comparison: the warm start's evaluation (its curve point is read off it), then every run."""
+    return cal.eval_s + n_runs * run_seconds(cal, steps, curve_every, curve)
 
 
 def steps_for_minutes(cal: Calibration, minutes: float, n_runs: int, curve_every: int, curve: CurveSource,
@@ -129,13 +138,14 @@ def steps_for_minutes(cal: Calibration, minutes: float, n_runs: int, curve_every
 def describe(plan: Plan, cal: Calibration | None, spent_s: float = 0.0) -> str:
     """The plan as printed before starting: runs × steps × group size, and the estimate when measured."""
     n = len(plan.runs)
-    curve = (f"curve: {plan.curve_limit} in-domain test tasks at steps {plan.curve_steps}" if plan.curve == "eval"
+    curve = (f"curve: {plan.curve_items} fixed held-out items at steps 0, {plan.curve_steps}" if plan.curve == "eval"
              else "curve: per-step training execution reward (no curve evaluations)")  # fmt: skip
-    lines = [f"plan: {n} runs ({len(plan.estimators)} estimators {','.join(plan.estimators)} × "
+    items = "every held-out item" if plan.eval_items == 0 else f"{plan.eval_items} held-out items"
+    lines = [f"plan: {n} runs ({len(plan.arms)} arms {','.join(plan.arms)} × "
              f"{len(plan.seeds)} seeds {','.join(map(str, plan.seeds))}) × {plan.steps} steps × group "
              f"{plan.group_size} = {n * plan.steps * plan.group_size} episodes, from {plan.model}",
              f"      temperature {plan.temperature}, lr {plan.lr:g} ({plan.lr_schedule}), pack {plan.pack}; "
-             f"final eval: in-domain test + BFCL, {plan.eval_limit} per category, greedy; {curve}"]  # fmt: skip
+             f"final eval: {items} (test + novel), greedy, {plan.eval_engine}; {curve}"]  # fmt: skip
     if cal is not None:
         total = spent_s + plan_seconds(cal, n, plan.steps, plan.curve_every, plan.curve)
         lines.append(f"      estimate: {total / 60:.0f} min ({spent_s / 60:.1f} spent calibrating; per run "

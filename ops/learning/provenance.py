@@ -21,10 +21,11 @@ def command_line(args, plan: Plan, out: str, scrub: PathScrubber) -> str:
     parts = ["slca", *(["--config", scrub.path(args.config)] if args.config else [])]
     parts += [a for s in args.set for a in ("--set", scrub.text(s))]
     parts += ["bench", "learning", *(["--model", scrub.path(args.model)] if args.model else []),
-              "--estimators", ",".join(plan.estimators), "--seeds", ",".join(map(str, plan.seeds)),
+              "--arms", ",".join(plan.arms), "--seeds", ",".join(map(str, plan.seeds)),
               "--steps", str(plan.steps), "--minutes", f"{args.minutes:g}", "--pack", plan.pack,
-              "--eval-limit", str(plan.eval_limit), "--eval-max-tokens", str(plan.eval_max_tokens),
-              "--curve", plan.curve, "--curve-every", str(plan.curve_every), "--curve-limit", str(plan.curve_limit),
+              "--eval-items", str(plan.eval_items), "--eval-max-tokens", str(plan.eval_max_tokens),
+              "--eval-engine", plan.eval_engine, "--curve", plan.curve, "--curve-every", str(plan.curve_every),
+              "--curve-items", str(plan.curve_items),
               *[a for t in plan.train_args for a in ("--train-arg", scrub.text(t))], "--out", out]  # fmt: skip
     return shlex.join(parts)
 
@@ -53,25 +54,24 @@ def machine() -> dict:
 def budget(plan: Plan, records: list[dict], cal: Calibration | None, calibration_s: float, minutes: float,
            warm: dict) -> dict:  # fmt: skip
     """The equal budget every run got, and the time it took (estimated before, measured after)."""
-    from ops.eval.bfcl import CATEGORIES
-
     run_minutes = [r["seconds"] / 60 for r in records]
     estimate = (calibration_s + plan_seconds(cal, len(plan.runs), plan.steps, plan.curve_every, plan.curve)) / 60 \
         if cal else None  # fmt: skip
     return {
-        "model": plan.model, "estimators": list(plan.estimators), "seeds": list(plan.seeds),
+        "model": plan.model, "arms": list(plan.arms), "seeds": list(plan.seeds),
         "steps_per_run": plan.steps, "rollout_groups_per_run": plan.steps, "group_size": plan.group_size,
         "episodes_per_run": plan.steps * plan.group_size, "temperature": plan.temperature,
         "max_tokens_per_turn": plan.max_tokens, "lr": plan.lr, "lr_schedule": plan.lr_schedule,
-        "train_tasks": f"{plan.pack} train split, order by seed",
-        "eval": f"{plan.pack} test split + BFCL {', '.join(CATEGORIES)}; {plan.eval_limit} per category; greedy; "
-                f"official checker; max {plan.eval_max_tokens} tokens per turn",
-        "curve": (f"eval: {plan.curve_limit} in-domain test tasks at steps {plan.curve_steps}" if plan.curve == "eval"
+        "train_tasks": f"{plan.pack} train split (one pool for every run), order and sampling by seed",
+        "eval": f"{plan.pack} held-out splits test + novel, {warm.get('n_items', '?')} items"
+                f"{'' if plan.eval_items == 0 else ' (a fixed sample)'}; greedy; the workers' scorer's success; "
+                f"max {plan.eval_max_tokens} tokens per turn; engine {plan.eval_engine}",
+        "curve": (f"eval: {plan.curve_items} fixed held-out items at steps 0, {plan.curve_steps}"
+                  if plan.curve == "eval"
                   else "reward: per-step training execution reward"),
         "minutes_limit": minutes, "estimate_minutes": None if estimate is None else round(estimate, 1),
         "calibration": None if cal is None else {k: round(v, 1) for k, v in vars(cal).items()},
-        "measured_minutes": round((calibration_s + warm.get("eval_s", 0) + warm.get("curve_eval_s", 0)) / 60
-                                  + sum(run_minutes), 1),
+        "measured_minutes": round((calibration_s + warm.get("eval_s", 0)) / 60 + sum(run_minutes), 1),
         "run_minutes_mean": round(sum(run_minutes) / len(run_minutes), 1) if run_minutes else None,
         "machine": machine(),
     }  # fmt: skip

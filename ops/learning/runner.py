@@ -1,10 +1,11 @@
-"""One (estimator, seed) run of a comparison: `slca train` in its own process (a fresh model and server each:
-nothing leaks between runs), curve points on the weights it publishes, the final evaluation, then `done.json`.
+"""One (arm, seed) run of a comparison: `slca train` in its own process (a fresh model and server each: nothing
+leaks between runs), curve points on the weights it publishes, the final evaluation, then `done.json`.
 
-`<out>/runs/<estimator>-s<seed>/` holds `train.jsonl` (its per-step lines), `train.log` (its output), and,
-written last and atomically, `done.json`. A folder without `done.json` is an interrupted run: it is deleted and
-the run starts again from the warm start (`slca train` keeps no optimizer state or task-order position to
-resume from, and a half-trained model would not be the equal budget)."""
+`<out>/runs/<arm>-s<seed>/` holds `train.jsonl` (its per-step lines), `train.log` (its output), `items.jsonl`
+(the final model's per-item records) and, written last and atomically, `done.json`. A folder without `done.json`
+is an interrupted run: it is deleted and the run starts again from the warm start (`slca train` keeps no
+optimizer state or task-order position to resume from, and a half-trained model would not be the equal
+budget)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ops.learning.arms import resolve_arm
 from ops.learning.diagnostics import read_jsonl, run_diagnostics, step_series
-from ops.learning.evaluation import EvalSpec, curve_point, full_eval
+from ops.learning.evaluation import EvalSpec, curve_keys, flat_metrics, no_tool_keys, rate, run_eval
 from ops.learning.files import read_json, write_json
 from ops.learning.plan import Plan, RunKey
 from slca.cli import CliError
@@ -40,7 +42,8 @@ class TrainContext:
     @property
     def spec(self) -> EvalSpec:
         p = self.plan
-        return EvalSpec(pack=p.pack, limit=p.eval_limit, max_tokens=p.eval_max_tokens, curve_limit=p.curve_limit)
+        return EvalSpec(pack=p.pack, max_tokens=p.eval_max_tokens, items=p.eval_items, curve_items=p.curve_items,
+                        engine=p.eval_engine)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,14 +54,15 @@ class TrainOutcome:
 
 
 def train_argv(ctx: TrainContext, key: RunKey, steps: int, work: Path, log: Path) -> list[str]:
-    """The budget is pinned on the command line, not left to whatever config each run would read."""
-    p, model = ctx.plan, ctx.model_dir
+    """The budget is pinned on the command line, not left to whatever config each run would read; the arm adds
+    its estimator and its advantage knobs, nothing else."""
+    p, model, arm = ctx.plan, ctx.model_dir, resolve_arm(key.arm)
     pinned = {"learner.init_model": model, "common.model": model,  # the rollout server serves the same model
               "learner.run_dir": work, "learner.keep_versions": 0,  # the watcher below decides what to keep
               "learner.train_group_size": p.group_size, "learner.train_temperature": p.temperature,
               "learner.train_max_tokens": p.max_tokens, "learner.lr": p.lr}  # fmt: skip
-    sets = [a for k, v in pinned.items() for a in ("--set", f"{k}={v}")]
-    return [sys.executable, "-m", "slca", *ctx.config_args, *sets, "train", "--estimator", key.estimator,
+    sets = [a for k, v in pinned.items() for a in ("--set", f"{k}={v}")] + arm.set_args()
+    return [sys.executable, "-m", "slca", *ctx.config_args, *sets, "train", "--estimator", arm.estimator,
             "--seed", str(key.seed), "--steps", str(steps), "--pack", p.pack, "--log", str(log),
             *p.train_args]  # fmt: skip
 
@@ -84,7 +88,7 @@ def train(ctx: TrainContext, key: RunKey, steps: int, run_dir: Path, keep: set[i
           on_step: Callable[[int], None] = lambda s: None) -> TrainOutcome:  # fmt: skip
     """Run `slca train` to the end; meanwhile prune unneeded versions and report each finished step."""
     work, log = run_dir / "work", run_dir / "train.jsonl"
-    weights_dir = work / f"train-{key.estimator}-{key.seed}" / "weights"
+    weights_dir = work / f"train-{resolve_arm(key.arm).estimator}-{key.seed}" / "weights"
     argv = train_argv(ctx, key, steps, work, log)
     t0 = time.monotonic()
     with open(run_dir / "train.log", "wb") as out:
@@ -100,7 +104,7 @@ def train(ctx: TrainContext, key: RunKey, steps: int, run_dir: Path, keep: set[i
     seconds = time.monotonic() - t0
     if proc.returncode != 0:
         tail = (run_dir / "train.log").read_text(errors="replace").splitlines()[-15:]
-        raise CliError(f"slca train --estimator {key.estimator} --seed {key.seed} failed (status "
+        raise CliError(f"slca train (arm {key.arm}) --seed {key.seed} failed (status "
                        f"{proc.returncode}); last lines of {run_dir / 'train.log'}:\n" + "\n".join(tail))  # fmt: skip
     prune(weights_dir, keep)
     lines = read_jsonl(log)
@@ -114,7 +118,10 @@ def load_done(run_dir: Path) -> dict | None:
 
 
 def run_one(ctx: TrainContext, key: RunKey, out: Path, phase: Callable[[str], None] = lambda s: None) -> dict:
-    """The run's `done.json` record: final metrics, diagnostics, curves, seconds. Already done → read back."""
+    """The run's `done.json` record: final metrics, diagnostics, curves, seconds; its per-item records in
+    `items.jsonl`. Already done → read back."""
+    from ops.eval.suite import write_jsonl
+
     run_dir = out / "runs" / key.name
     done = load_done(run_dir)
     if done is not None:
@@ -123,22 +130,37 @@ def run_one(ctx: TrainContext, key: RunKey, out: Path, phase: Callable[[str], No
         shutil.rmtree(run_dir)  # interrupted before done.json: start again from the warm start
     run_dir.mkdir(parents=True)
     t0 = time.monotonic()
-    steps = ctx.plan.steps
+    steps, spec = ctx.plan.steps, ctx.spec
     outcome = train(ctx, key, steps, run_dir, set(ctx.plan.curve_steps) | {steps},
                     on_step=lambda n: phase(f"step {n}/{steps}"))  # fmt: skip
+    keys = curve_keys(spec)
     curve = []
     for step in ctx.plan.curve_steps:
+        if step == steps:
+            continue  # the final point comes from the final evaluation's records, on the same items
         phase(f"curve point at step {step}")
-        value, _ = curve_point(ctx.config, outcome.weights_dir / f"v{step}", ctx.spec)
-        curve.append([step, value])
+        records, _ = run_eval(ctx.config, outcome.weights_dir / f"v{step}", spec, keys)
+        curve.append([step, rate(records)])
     phase("final evaluation")
     # a fresh weights folder numbers versions from 1, one per step: v<steps> is the final model
-    metrics, eval_s = full_eval(ctx.config, outcome.weights_dir / f"v{steps}", ctx.spec)
+    records, eval_s = run_eval(ctx.config, outcome.weights_dir / f"v{steps}", spec)
+    write_jsonl(records, run_dir / "items.jsonl")
+    if ctx.plan.curve == "eval":
+        curve.append([steps, rate(records, keys)])
     shutil.rmtree(run_dir / "work")  # weights are large and not part of the result
-    record = {"estimator": key.estimator, "seed": key.seed, "steps": steps,
-              "seconds": round(time.monotonic() - t0, 1), "train_seconds": round(outcome.seconds, 1),
-              "eval_seconds": round(eval_s, 1), "metrics": metrics, "diagnostics": run_diagnostics(outcome.lines),
-              "curve": curve, "exec_reward": step_series(outcome.lines, "exec_mean"),
+    arm = resolve_arm(key.arm)
+    record = {"arm": key.arm, "estimator": arm.estimator, "advantage": dict(arm.advantage), "seed": key.seed,
+              "steps": steps, "seconds": round(time.monotonic() - t0, 1), "train_seconds": round(outcome.seconds, 1),
+              "eval_seconds": round(eval_s, 1), "metrics": flat_metrics(records, no_tool_keys(spec)),
+              "diagnostics": run_diagnostics(outcome.lines, train_no_tool(ctx.plan.pack)), "curve": curve,
+              "exec_reward": step_series(outcome.lines, "exec_mean"),
               "tool_turns": step_series(outcome.lines, "tool_turns_mean")}  # fmt: skip
     write_json(run_dir / "done.json", record)
     return record
+
+
+def train_no_tool(pack: str) -> set[str]:
+    """Task ids of the pack's train split whose gold has no call (the spurious-call diagnostic of training)."""
+    from ops.feed.tasks import load_pack
+
+    return {t.task_id for t in load_pack(pack, "train") if not t.ground_truth.tool_needed}

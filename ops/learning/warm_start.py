@@ -1,11 +1,12 @@
-"""The comparison's one starting point: which model it is, and its evaluation (the baseline row, the curves'
-step 0, and the measured evaluation time that sizes the budget), kept in `<out>/warm_start.json`."""
+"""The comparison's one starting point: which model it is, and its evaluation (the per-item outcomes every arm is
+paired with, the curves' step 0, and the measured evaluation time that sizes the budget), kept in
+`<out>/warm_start.json` and `<out>/warm_start.items.jsonl`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ops.learning.evaluation import EvalSpec, curve_point, full_eval
+from ops.learning.evaluation import EvalSpec, curve_keys, flat_metrics, no_tool_keys, rate, run_eval
 from ops.learning.files import read_json, write_json
 from ops.settings import OpsSettings
 from slca.cli import CliError
@@ -31,15 +32,26 @@ def resolve_warm_start(name: str | None, config: Config) -> Path:
     raise CliError(f"no model {name!r} (neither a model in {models_dir(cache)} nor a directory with config.json)")
 
 
-def evaluate_warm_start(config: Config, model_dir: Path, spec: EvalSpec, with_curve: bool, out: Path) -> dict:
-    """`{"metrics", "curve0", "eval_s", "curve_eval_s"}`, evaluated once per comparison folder."""
-    path = out / "warm_start.json"
+WARM_ITEMS = "warm_start.items.jsonl"
+
+
+def evaluate_warm_start(config: Config, model_dir: Path, spec: EvalSpec, out: Path) -> dict:
+    """`{"model", "metrics", "eval_s", "curve_eval_s", "n_items"}`, evaluated once per comparison folder (greedy: one
+    model, one answer per item), its per-item records in `warm_start.items.jsonl`. Its curve point at step 0 is
+    its outcomes on the curve subset (`curve0`): the same items as every later point. A curve point's time is
+    estimated from the full evaluation's, pro rata (no second evaluation to measure it)."""
+    from ops.eval.suite import read_jsonl, write_jsonl
+
+    path, items_path = out / "warm_start.json", out / WARM_ITEMS
     saved = read_json(path)
-    if saved is not None and (saved["curve0"] is not None or not with_curve):
-        return saved
-    metrics, eval_s = full_eval(config, model_dir, spec)
-    curve0, curve_s = curve_point(config, model_dir, spec) if with_curve else (None, 0.0)
-    record = {"model": model_dir.name, "metrics": metrics, "curve0": curve0, "eval_s": round(eval_s, 1),
-              "curve_eval_s": round(curve_s, 1)}  # fmt: skip
-    write_json(path, record)
-    return record
+    if saved is not None and items_path.is_file():
+        return saved | {"records": read_jsonl(items_path)}
+    records, eval_s = run_eval(config, model_dir, spec)
+    write_jsonl(records, items_path)
+    n = len(records)
+    curve_s = eval_s * min(spec.curve_items, n) / n if n else 0.0
+    record = {"model": model_dir.name, "metrics": flat_metrics(records, no_tool_keys(spec)),
+              "curve0": rate(records, curve_keys(spec)), "eval_s": round(eval_s, 1), "curve_eval_s": round(curve_s, 1),
+              "n_items": n}  # fmt: skip
+    write_json(path, record)  # written last: its presence means the items file is complete
+    return record | {"records": records}

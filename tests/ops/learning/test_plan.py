@@ -14,8 +14,8 @@ CAL = Calibration(startup_s=60.0, step_s=30.0, eval_s=120.0, curve_eval_s=10.0)
 
 
 def args(**kw) -> argparse.Namespace:
-    base = dict(estimators="slca,grpo,toolpo,rltr", seeds="0,1,2", steps=0, minutes=110.0, pack="everyday",
-                eval_limit=20, eval_max_tokens=256, curve="eval", curve_every=0, curve_limit=10, train_arg=[])  # fmt: skip
+    base = dict(arms="slca,grpo,toolpo,rltr", seeds="0,1,2", steps=0, minutes=110.0, pack="everyday", eval_items=0,
+                eval_max_tokens=256, eval_engine="hf", curve="eval", curve_every=0, curve_items=60, train_arg=[])  # fmt: skip
     return argparse.Namespace(**(base | kw))
 
 
@@ -28,18 +28,19 @@ def test_curve_steps_are_evenly_spaced_and_end_at_the_final_model(steps, every, 
 
 
 def test_run_and_plan_seconds_count_startup_steps_curve_points_and_evaluations():
-    assert run_seconds(CAL, 10, 5, "eval") == 60 + 10 * 30 + 2 * 10 + 120  # curve points at 5 and 10
+    # curve points at 5 and 10: the one at 10 is read off the final evaluation, so one curve evaluation
+    assert run_seconds(CAL, 10, 5, "eval") == 60 + 10 * 30 + 1 * 10 + 120
     assert run_seconds(CAL, 10, 5, "reward") == 60 + 10 * 30 + 120  # no curve evaluations
-    assert plan_seconds(CAL, 12, 10, 5, "eval") == (120 + 10) + 12 * 500  # the warm start's eval and curve point
+    assert plan_seconds(CAL, 12, 10, 5, "eval") == 120 + 12 * 490  # the warm start's eval gives its step-0 point too
 
 
 def test_steps_for_minutes_is_the_largest_plan_that_fits():
-    # 110 min − 90 s calibration − 130 s warm start = 6380 s for 12 runs = 531.7 s per run;
-    # a run is 60 + 120 + 4 curve points × 10 + 30·steps → 10 steps (10.39)
+    # 110 min − 90 s calibration − 120 s warm start = 6390 s for 12 runs = 532.5 s per run;
+    # a run is 60 + 120 + 3 curve evaluations × 10 + 30·steps → 10 steps (10.75)
     steps = steps_for_minutes(CAL, 110, 12, 0, "eval", spent_s=90)
     assert steps == 10
     assert 90 + plan_seconds(CAL, 12, steps, 0, "eval") <= 110 * 60 < 90 + plan_seconds(CAL, 12, steps + 1, 0, "eval")
-    assert steps_for_minutes(CAL, 110, 12, 0, "reward", spent_s=90) == 11  # (6380/12 − 180)/30 = 11.7
+    assert steps_for_minutes(CAL, 110, 12, 0, "reward", spent_s=90) == 11  # (6390/12 − 180)/30 = 11.75
     assert steps_for_minutes(CAL, 5, 12, 0, "eval") == 0  # not even one step fits
 
 
@@ -52,7 +53,8 @@ def test_a_plan_over_the_budget_is_refused_with_the_numbers():
     with pytest.raises(CliError, match="even 1 step per run needs"):
         size(args(minutes=5), config, make_plan(args(), config, "m", 0), CAL, 0.0, "m")
     sized = size(args(), config, make_plan(args(), config, "m", 0), CAL, 90.0, "m")
-    assert sized.steps == 10 and sized.curve_every == 3 and "estimate: 108 min" in describe(sized, CAL, 90.0)  # 90 + 130 + 12 × 520 s
+    # 90 + 120 + 12 × (60 + 300 + 3 × 10 + 120) s = 6330 s
+    assert sized.steps == 10 and sized.curve_every == 3 and "estimate: 106 min" in describe(sized, CAL, 90.0)
 
 
 def test_plan_pins_the_equal_budget_from_the_configuration():
@@ -74,9 +76,23 @@ def test_a_resumed_command_must_reproduce_the_recorded_plan():
 
 @pytest.mark.parametrize(
     ("kw", "message"),
-    [({"estimators": "slca,nope"}, "nope"), ({"seeds": "0,x"}, "--seeds"), ({"seeds": "1,1"}, "without repeats"),
-     ({"eval_limit": 0}, "--eval-limit"), ({"steps": -1}, "≥ 0")],
+    [({"arms": "slca,nope"}, "unknown arm 'nope'"), ({"seeds": "0,x"}, "--seeds"),
+     ({"seeds": "1,1"}, "without repeats"), ({"curve_items": 0}, "--curve-items"), ({"eval_items": -1}, "≥ 0"),
+     ({"steps": -1}, "≥ 0")],
 )  # fmt: skip
 def test_bad_arguments_are_clear_errors(kw, message):
     with pytest.raises(CliError, match=message):
         make_plan(args(**kw), load_config(), "m", 0)
+
+
+def test_the_default_arms_include_slca_decision_resolved_from_the_arm_table():
+    from ops.learning.arms import ARMS, resolve_arm
+    from ops.learning.cli import DEFAULT_ARMS
+
+    assert DEFAULT_ARMS.split(",") == list(ARMS)
+    plan = make_plan(args(arms=DEFAULT_ARMS), load_config(), "m", steps=8)
+    assert plan.arms == ("slca", "grpo", "toolpo", "rltr", "slca_decision")
+    decision = resolve_arm("slca_decision")
+    assert decision.estimator == "slca"
+    assert decision.set_args() == ["--set", "learner.advantage.decision_token=true"]
+    assert resolve_arm("grpo").set_args() == []
