@@ -4,6 +4,10 @@ applies to them. Every check raises a serve error that names the offending field
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from re import _parser as sre_parse  # parse only: compiling is what costs (see `_regex_parses`)
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -238,21 +242,65 @@ RESPONSE_SCHEMA_KEYS = ("x-response-schema", "returns")
 def schema_validator(schema: dict[str, Any]):
     """A validator for instances of `schema` that resolves only refs inside it (SAFE_REGISTRY)."""
     cls = _validator_class(schema, "schema")
-    return cls(schema, registry=SAFE_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, registry=SAFE_REGISTRY, format_checker=_format_checker(cls))
+
+
+def _regex_parses(pattern: object) -> bool:
+    """`format: regex` without compiling: the metaschema gives every `pattern` that format, and jsonschema's own
+    check compiles it with `re`, which holds the GIL for as long as compiling takes — a case-insensitive class
+    is compiled character by character (`(?i)` + 200 × `[\\x00-\\uffff]` took 5 s). Parsing finds the same
+    syntax errors in time linear in the (bounded) pattern."""
+    if not isinstance(pattern, str):
+        return True
+    sre_parse.parse(pattern)
+    return True
+
+
+@cache
+def _format_checker(cls) -> jsonschema.FormatChecker:
+    """`cls.FORMAT_CHECKER` with `regex` checked by parsing only (`_regex_parses`)."""
+    checker = jsonschema.FormatChecker(())
+    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_regex_parses, (re.error, RecursionError,
+                                                                                  OverflowError))}  # fmt: skip
+    return checker
+
+
+@dataclass
+class _PatternBudget:
+    """Patterns of one request's tools, counted against the request limits before anything parses them."""
+
+    settings: Any
+    count: int = 0
+    chars: int = 0
+
+    def take(self, patterns: list[str], param: str) -> None:
+        s = self.settings
+        for pattern in patterns:
+            if len(pattern) > s.max_pattern_chars:
+                raise InvalidToolSchema(f"{param}: a pattern of {len(pattern)} characters exceeds the limit of "
+                                        f"{s.max_pattern_chars}", param=param)  # fmt: skip
+            self.count, self.chars = self.count + 1, self.chars + len(pattern)
+            if self.count > s.max_request_patterns:
+                raise InvalidToolSchema(f"{param}: the tools hold more than {s.max_request_patterns} patterns",
+                                        param=param)  # fmt: skip
+            if self.chars > s.max_request_pattern_chars:
+                raise InvalidToolSchema(f"{param}: the patterns of the tools exceed {s.max_request_pattern_chars} "
+                                        "characters together", param=param)  # fmt: skip
 
 
 def check_tools(tools: list[Any] | None, settings) -> set[str]:
     """The offered function names; InvalidToolSchema (param: the tool) when a definition or a schema is broken."""
     names: set[str] = set()
+    budget = _PatternBudget(settings)
     for i, tool in enumerate(tools or []):
-        name = _check_tool(i, tool, settings)
+        name = _check_tool(i, tool, settings, budget)
         if name in names:
             raise InvalidToolSchema(f"tools[{i}]: duplicate function name {name!r}", param=f"tools.{i}.function.name")
         names.add(name)
     return names
 
 
-def _check_tool(i: int, tool: Any, settings) -> str:
+def _check_tool(i: int, tool: Any, settings, budget: "_PatternBudget") -> str:
     where = f"tools.{i}"
     if not isinstance(tool, dict) or tool.get("type", "function") != "function":
         raise InvalidToolSchema(f"tools[{i}]: expected {{'type': 'function', 'function': {{...}}}}", param=where)
@@ -268,29 +316,32 @@ def _check_tool(i: int, tool: Any, settings) -> str:
         raise InvalidToolSchema(f"tools[{i}]: the definition of {size} bytes exceeds the limit of "
                                 f"{settings.max_tool_schema_bytes}", param=where)  # fmt: skip
     params = fn.get("parameters", {"type": "object"})
-    check_schema(params, f"{where}.function.parameters", settings.max_tool_schema_depth)
+    check_schema(params, f"{where}.function.parameters", settings.max_tool_schema_depth, budget)
     if params.get("type", "object") != "object":
         raise InvalidToolSchema(f"tools[{i}].function.parameters: must describe an object",
                                 param=f"{where}.function.parameters")  # fmt: skip
     for key in RESPONSE_SCHEMA_KEYS:
         response = fn.get(key, tool.get(key))
         if response is not None:
-            check_schema(response, f"{where}.function.{key}", settings.max_tool_schema_depth)
+            check_schema(response, f"{where}.function.{key}", settings.max_tool_schema_depth, budget)
     return name
 
 
-def check_schema(schema: Any, param: str, max_depth: int) -> None:
-    """A usable JSON schema: an object, not too deep, only local refs that resolve, valid against its metaschema."""
+def check_schema(schema: Any, param: str, max_depth: int, budget: "_PatternBudget | None" = None) -> None:
+    """A usable JSON schema: an object, not too deep, its patterns within `budget`, only local refs that resolve,
+    valid against its metaschema (patterns parsed, never compiled)."""
     if not isinstance(schema, dict):
         raise InvalidToolSchema(f"{param}: must be a JSON schema object", param=param)
-    depth, refs = _shape(schema)
-    if depth > max_depth:
+    shape = _shape(schema)
+    if shape.depth > max_depth:
         raise InvalidToolSchema(f"{param}: nests deeper than {max_depth} levels", param=param)
-    for ref in refs:
+    if budget is not None:
+        budget.take(shape.patterns, param)
+    for ref in shape.refs:
         _check_ref(schema, ref, param)
     cls = _validator_class(schema, param)
     try:
-        meta = cls(cls.META_SCHEMA, registry=SAFE_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+        meta = cls(cls.META_SCHEMA, registry=SAFE_REGISTRY, format_checker=_format_checker(cls))
         error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
     except Exception as exc:  # jsonschema raises more than SchemaError on odd schemas; any of them is the caller's
         message = f"{param}: invalid JSON schema ({type(exc).__name__}: {exc})"
@@ -311,22 +362,39 @@ def _validator_class(schema: dict[str, Any], param: str):
     return cls
 
 
-def _shape(schema: Any) -> tuple[int, list[str]]:
-    """(nesting depth, every `$ref` string): iteratively, so depth is measured before anything recurses."""
-    depth, refs = 0, []
+@dataclass
+class SchemaShape:
+    depth: int = 0
+    """Nesting depth of objects and arrays."""
+    refs: list[str] = field(default_factory=list)
+    """Every `$ref` (`$dynamicRef`, `$recursiveRef`) string."""
+    patterns: list[str] = field(default_factory=list)
+    """Every `pattern` string and `patternProperties` key: the regular expressions a validator would compile."""
+    nodes: int = 0
+    """Objects in the schema."""
+
+
+def _shape(schema: Any) -> SchemaShape:
+    """Depth, refs, patterns and size of `schema`: iteratively, so depth is measured before anything recurses."""
+    shape = SchemaShape()
     stack = [(schema, 1)]
     while stack:
         node, level = stack.pop()
         if isinstance(node, dict):
-            depth = max(depth, level)
+            shape.depth = max(shape.depth, level)
+            shape.nodes += 1
             for key, value in node.items():
                 if key in ("$ref", "$dynamicRef", "$recursiveRef") and isinstance(value, str):
-                    refs.append(value)
+                    shape.refs.append(value)
+                elif key == "pattern" and isinstance(value, str):
+                    shape.patterns.append(value)
+                elif key == "patternProperties" and isinstance(value, dict):
+                    shape.patterns.extend(k for k in value if isinstance(k, str))
                 stack.append((value, level + 1))
         elif isinstance(node, list):
-            depth = max(depth, level)
+            shape.depth = max(shape.depth, level)
             stack.extend((v, level + 1) for v in node)
-    return depth, refs
+    return shape
 
 
 def _check_ref(root: dict[str, Any], ref: str, param: str) -> None:

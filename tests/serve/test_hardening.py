@@ -102,3 +102,38 @@ def test_origin_refusal(origin, host, allowed, refused):
     from serve.origin import origin_refusal
 
     assert (origin_refusal(origin, host, allowed) is not None) == refused
+
+
+# --- 4. caller patterns are bounded and never compiled by the request check ----------------------
+def _pattern_tools(pattern: str, count: int = 1) -> list[dict]:
+    return [{"type": "function", "function": {"name": f"f{i}", "parameters": {"type": "object", "properties": {
+        "a": {"type": "string", "pattern": pattern}}}}} for i in range(count)]  # fmt: skip
+
+
+def test_a_costly_pattern_within_the_length_limit_is_checked_without_compiling():
+    from tests.serve.hostile_cases import costly_pattern
+
+    from serve.requests import check_tools
+    from serve.settings import ServeSettings
+
+    pattern = costly_pattern(199)  # 999 characters; `re.compile` takes seconds
+    started = time.perf_counter()
+    assert check_tools(_pattern_tools(pattern, 4), ServeSettings()) == {"f0", "f1", "f2", "f3"}
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize("tools, words", [
+    (_pattern_tools("a" * 1001), "1001 characters exceeds the limit of 1000"),
+    (_pattern_tools("a" * 1000, 17), "exceed 16000 characters together"),
+    (_pattern_tools("(", 1), "is not a 'regex'"),
+    ([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "patternProperties": {
+        "b" * 1001: {"type": "string"}}}}}], "exceeds the limit of 1000"),
+])  # fmt: skip
+def test_patterns_over_the_limits_are_refused_with_a_clear_message(tools, words):
+    from serve.errors import InvalidToolSchema
+    from serve.requests import check_tools
+    from serve.settings import ServeSettings
+
+    with pytest.raises(InvalidToolSchema) as info:
+        check_tools(tools, ServeSettings())
+    assert words in info.value.message and info.value.param.startswith("tools.")
