@@ -160,7 +160,10 @@ TOOLS = [
 
 
 def everyday_pack() -> RealPack:
+    """The everyday tools, and those only the held-out `novel` task split offers (`sim.real.everyday_novel`)."""
+    from sim.real.everyday_novel import NOVEL_TOOLS
+
     pack = RealPack("everyday")
-    for tool in TOOLS:
+    for tool in [*TOOLS, *NOVEL_TOOLS]:
         pack.add(RealTool(**{**tool.__dict__}))
     return pack

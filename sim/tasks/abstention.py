@@ -63,9 +63,10 @@ def offer_without(rng: random.Random, pool: Sequence[str], banned: set[str], fir
     return picked
 
 
-def unsupported_intent(requests: Sequence[Unsupported], always_banned: set[str], per_task: int) -> Intent:
+def unsupported_intent(requests: Sequence[Unsupported], always_banned: set[str], per_task: int,
+                       name: str = UNSUPPORTED) -> Intent:  # fmt: skip
     """Requests no tool of the pack serves, each offered its near misses (`always_banned` is never offered:
-    e.g. a web search, which could look up almost anything)."""
+    e.g. a web search, which could look up almost anything). `name`: the intent's (the novel split has its own)."""
     by_key = {r.key: r for r in requests}
     if len(by_key) != len(requests):
         raise ValueError("unsupported requests need distinct keys")
@@ -79,8 +80,8 @@ def unsupported_intent(requests: Sequence[Unsupported], always_banned: set[str],
         request = by_key[slots["key"]]
         return offer_without(rng, pool, always_banned | set(request.cannot_offer), request.near)
 
-    return Intent(UNSUPPORTED, ["{q}"], sample, lambda s: [], lambda s, res: [], _answer, [], per_task,
-                  offer=offer, variant=lambda s: s["key"])  # fmt: skip
+    return Intent(name, ["{q}"], sample, lambda s: [], lambda s, res: [], _answer, [], per_task,
+                  offer=offer, variant=lambda s: s["key"], refusal=True)  # fmt: skip
 
 
 def removed_intent(sources: Sequence[Intent], can_serve: Mapping[str, Sequence[str]], neighbours: Mapping[str, Sequence[str]],
@@ -103,4 +104,4 @@ def removed_intent(sources: Sequence[Intent], can_serve: Mapping[str, Sequence[s
         return offer_without(rng, pool, banned, neighbours.get(source.name, ()))
 
     return Intent(REMOVED, ["{q}"], sample, lambda s: [], lambda s, res: [], _answer, [], per_task,
-                  offer=offer, variant=lambda s: s["source"])  # fmt: skip
+                  offer=offer, variant=lambda s: s["source"], refusal=True)  # fmt: skip

@@ -1,4 +1,5 @@
-"""Simulated everyday tools (answered by SGLS): task distractors and a few simulated-tool intents.
+"""Simulated everyday tools (answered by SGLS): task distractors and a few simulated-tool intents (and those
+only the held-out `novel` split offers, `NOVEL_SIMULATED_TOOLS`).
 
 Optional parameters declare a JSON-schema `default` (unit, max_results, duration_minutes): a call may omit
 them, and a gold call that omits one matches a call passing the default (`workers.scoring.match`)."""
@@ -65,5 +66,28 @@ SIMULATED_TOOLS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+NOVEL_SIMULATED_TOOLS: list[dict[str, Any]] = [
+    _fn("get_air_quality", "Current air quality index (AQI) of a city.",
+        {"city": _d(S, "City name")}, ["city"],
+        _obj({"city": S, "aqi": {"type": "integer", "minimum": 0, "maximum": 300},
+              "category": {"type": "string", "enum": ["good", "moderate", "unhealthy"]},
+              "main_pollutant": {"type": "string", "enum": ["pm25", "pm10", "ozone", "no2"]}})),
+    _fn("get_flight_status", "Live status of a flight by its flight number.",
+        {"flight_number": _d(S, "Flight number, e.g. BA117")}, ["flight_number"],
+        _obj({"flight_number": S, "status": {"type": "string", "enum": ["scheduled", "boarding", "delayed", "departed", "landed"]},
+              "gate": {"type": "string", "pattern": "^[A-F][1-9]$"}})),
+    _fn("add_todo", "Add an item to the user's to-do list.",
+        {"task": _d(S, "What to do"), "due_date": _d({"type": "string", "format": "date"}, "Due date, YYYY-MM-DD"),
+         "priority": {"type": "string", "enum": ["low", "normal", "high"], "default": "normal", "description": "Priority"}},
+        ["task", "due_date"],
+        _obj({"todo_id": S, "task": S, "due_date": {"type": "string", "format": "date"}, "priority": S,
+              "status": {"type": "string", "enum": ["open"]}})),
+    _fn("lookup_definition", "Dictionary definition of an English word.",
+        {"word": _d(S, "The word to define")}, ["word"], _obj({"word": S, "definition": S})),
+]  # fmt: skip
+"""Simulated tools only the held-out `novel` split offers (never a train or test task, not even as a distractor)."""
+
+
 def simulated_by_name() -> dict[str, dict[str, Any]]:
-    return {t["function"]["name"]: t for t in SIMULATED_TOOLS}
+    """Every simulated everyday tool by name, the novel split's included."""
+    return {t["function"]["name"]: t for t in [*SIMULATED_TOOLS, *NOVEL_SIMULATED_TOOLS]}

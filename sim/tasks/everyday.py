@@ -42,7 +42,15 @@ NO_TOOL = [("What is the capital of France?", "Paris"), ("What is the capital of
            ("What is the opposite of 'ancient'?", "modern"), ("Which ocean is the largest?", "Pacific"),
            ("What do bees make?", "honey"), ("How many strings does a standard guitar have?", "6"),
            ("What is the capital of Australia?", "Canberra"), ("Which animal is known as the king of the jungle?", "lion"),
-           ("What is the main language of Mexico?", "Spanish")]  # fmt: skip
+           ("What is the main language of Mexico?", "Spanish"), ("What is the capital of Kenya?", "Nairobi"),
+           ("How many days are there in a leap year?", "366"), ("Who wrote Hamlet?", "Shakespeare"),
+           ("What is the chemical symbol for iron?", "Fe"), ("How many legs does an insect have?", "6"),
+           ("Which planet has the most famous rings?", "Saturn"), ("What is the capital of Portugal?", "Lisbon"),
+           ("What is the largest ocean animal?", "blue whale"), ("How many sides does a triangle have?", "3"),
+           ("Which country is home to the kangaroo?", "Australia"), ("What is the capital of Peru?", "Lima"),
+           ("What do caterpillars turn into?", "butterflies"), ("How many seconds are in a minute?", "60"),
+           ("What is the capital of South Korea?", "Seoul")]  # fmt: skip
+"""Knowledge questions: each is asked once in the pool (`no_tool`'s key), so no split repeats another's."""
 CHAT = {"Hi there!": "Hello! How can I help you today?",
         "Thanks a lot for your help!": "You're welcome, happy to help!",
         "Good morning, how are you?": "Good morning! I'm doing well. What can I do for you?",
@@ -211,17 +219,20 @@ def weather_intent() -> Intent:
         return {"city": r.choice(CITIES), "unit": unit,
                 "unit_q": "" if unit is None else r.choice([" Use {}, please.", " Temperatures in {}."]).format(unit.title())}
 
+    def facts(s, res):
+        # The simulated result is synthesised from the schema alone (its `city` is any city): the reply states
+        # the city asked about and the temperature the tool returned.
+        return [s["city"], fmt_number(res[0]["temperature"])]
+
     def answer(f, res, query=""):
-        # The simulated result is synthesised from the schema alone: the reply keeps the city and unit asked for.
-        asked = {"city": next((c for c in CITIES if c in query), None),
-                 "unit": "fahrenheit" if "Fahrenheit" in query else "celsius"}
-        return f"Current weather — {summarise({**res[0], **{k: v for k, v in asked.items() if v}})}."
+        asked = {"city": f[0], "unit": "fahrenheit" if "Fahrenheit" in query else "celsius"}
+        return f"Current weather in {f[0]} — {summarise({**res[0], **asked})}."
 
     return Intent(
         "weather", ["What's the weather like in {city}?{unit_q}", "Is it warm in {city} right now?{unit_q}",
                     "Weather report for {city}, please.{unit_q}"],
         sample, lambda s: [GoldCall(name="get_weather", arguments=_given(city=s["city"], unit=s["unit"]), step=0)],
-        lambda s, res: [], answer, ["get_weather"])  # fmt: skip
+        facts, answer, ["get_weather"])  # fmt: skip
 
 
 def event_intent() -> Intent:
@@ -237,7 +248,18 @@ def event_intent() -> Intent:
         event_sample,
         lambda s: [GoldCall(name="create_calendar_event", step=0,
                             arguments=_given(title=s["title"], date=s["d"], duration_minutes=s["minutes"]))],
-        lambda s, res: [], lambda f, res: f"Done — {summarise(res[0])}.", ["create_calendar_event"])  # fmt: skip
+        _event_facts, _event_answer, ["create_calendar_event"])  # fmt: skip
+
+
+def _event_facts(slots, results) -> list[str]:
+    """The event id the tool returned, and the title and date asked for (the synthesised result's own title
+    and date are any text: the reply confirms what was requested)."""
+    return [str(results[0]["event_id"]), slots["title"], slots["d"]]
+
+
+def _event_answer(facts, results) -> str:
+    event_id, title, day = facts
+    return f"Done — '{title}' is in your calendar on {day} (event id {event_id}, status {results[0]['status']})."
 
 
 def no_tool_intent() -> Intent:
@@ -247,7 +269,7 @@ def no_tool_intent() -> Intent:
 
     return Intent(
         "no_tool", ["{lead}{q}"], sample, lambda s: [], lambda s, res: [s["a"]] if s["a"] else [],
-        lambda f, res, query="": f"{f[0]}." if f else _chat_reply(query), [], per_task=40)
+        lambda f, res, query="": f"{f[0]}." if f else _chat_reply(query), [], per_task=40, key=lambda s: s["q"])
 
 
 def _chat_reply(query: str) -> str:

@@ -94,13 +94,14 @@ REQUESTS: list[Unsupported] = [
 ]  # fmt: skip
 
 
-def _with_slots(request: Unsupported) -> Unsupported:
-    used = {name for text in request.phrasings for name in SLOTS if "{" + name + "}" in text}
+def with_slots(request: Unsupported, slots: dict[str, list[str]] = SLOTS) -> Unsupported:
+    """The request with the slot values its phrasings use."""
+    used = {name for text in request.phrasings for name in slots if "{" + name + "}" in text}
     return Unsupported(request.key, request.phrasings, request.near, request.cannot_offer,
-                       {name: SLOTS[name] for name in sorted(used)})  # fmt: skip
+                       {name: slots[name] for name in sorted(used)})  # fmt: skip
 
 
 def abstention_intents(tool_intents: Sequence[Intent]) -> list[Intent]:
     """Unsupported requests (near misses offered) and tool intents' requests with their tools withheld."""
-    return [unsupported_intent([_with_slots(r) for r in REQUESTS], ALWAYS_BANNED, per_task=40),
+    return [unsupported_intent([with_slots(r) for r in REQUESTS], ALWAYS_BANNED, per_task=40),
             removed_intent(tool_intents, CAN_SERVE, NEIGHBOURS, ALWAYS_BANNED, per_task=40)]  # fmt: skip

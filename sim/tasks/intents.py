@@ -38,6 +38,11 @@ class Intent:
     offers 1–3 near misses and never a tool that could serve). None: gold tools plus 3–6 in all."""
     variant: Callable[[Slots], str] | None = None
     """Sub-kind recorded as the task's intent `name:variant` (splits are still drawn per `name`)."""
+    key: Callable[[Slots], str] | None = None
+    """What makes two requests the same, for de-duplication across the pool (None: the query text). A
+    knowledge question asked with another lead-in ("Hey, ...") is still the same question."""
+    refusal: bool = False
+    """Abstention: no offered tool can serve the request, the right reply declines (`GroundTruth.refusal`)."""
 
 
 def fmt_number(value: Any) -> str:

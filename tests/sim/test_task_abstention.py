@@ -33,10 +33,13 @@ def test_about_a_quarter_of_each_everyday_split_needs_no_tool(split):
     assert all(not t.ground_truth.facts for t in no_tool if base_intent(t) in ABSTAIN)
 
 
-def test_abstention_splits_are_fixed_by_the_seed():
+def test_abstention_splits_are_the_same_for_every_seed_and_flag_a_refusal():
     ids = [t.task_id for t in load_tasks("everyday", "test") if base_intent(t) in ABSTAIN]
-    assert ids == [t.task_id for t in load_tasks("everyday", "test") if base_intent(t) in ABSTAIN]
-    assert ids != [t.task_id for t in load_tasks("everyday", "test", seed=1) if base_intent(t) in ABSTAIN]
+    assert ids == [t.task_id for t in load_tasks("everyday", "test", seed=1) if base_intent(t) in ABSTAIN]
+    tasks = load_tasks("everyday", "all") + load_tasks("everyday", "novel")
+    refusing = {base_intent(t) for t in tasks if t.ground_truth.refusal}
+    assert refusing == {*ABSTAIN, "novel_unsupported"}, refusing
+    assert all(not t.ground_truth.calls for t in tasks if t.ground_truth.refusal)
 
 
 def test_removed_tasks_never_offer_a_tool_that_serves_their_source_request():
