@@ -8,7 +8,6 @@ import logging
 import time
 from typing import AsyncIterator, Callable, Mapping
 
-import redis.asyncio as aioredis
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -24,6 +23,7 @@ from serve.openapi import openapi_json
 from serve.origin import origin_middleware
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
+from serve.redis_client import command_client, subscriber_client
 from serve.swap import ManifestPolicy, WeightSwapper
 from serve.tools import make_tool_provider
 from slca.config import CommonSettings
@@ -139,7 +139,7 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
 
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
-    client = aioredis.Redis.from_url(app[COMMON].redis_or_default(), decode_responses=False)
+    client = command_client(app[COMMON].redis_or_default(), app[SETTINGS])  # with timeouts (serve/redis_client.py)
     app[REDIS] = client
     app[RECORDER] = TrajectoryRecorder(client, app[STREAMS], app[SETTINGS].max_stream_len, app[METRICS],
                                        max_bytes=app[SETTINGS].max_stream_bytes)
@@ -152,7 +152,7 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
     app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy)
     if app[SETTINGS].subscribe_weights:
         # A separate connection: a subscribed connection cannot run other commands.
-        client = aioredis.Redis.from_url(app[COMMON].redis_or_default(), decode_responses=False)
+        client = subscriber_client(app[COMMON].redis_or_default(), app[SETTINGS])
         app[BACKGROUND].append(asyncio.create_task(app[SWAPPER].follow(client, app[STREAMS]), name="weights"))
     yield
     for task in app[BACKGROUND]:

@@ -113,6 +113,11 @@ class ServeSettings(SectionSettings):
     """Completions per recorded chat request (its group size); other chat requests keep their own n."""
     subscribe_weights: bool = True
     """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
+    redis_socket_timeout_s: float = 5.0
+    """serve's Redis commands (recording, readiness, dashboard reads) fail after this long instead of hanging on a
+    Redis that stopped answering (the weight subscriber has no read timeout: its channel is quiet by design)."""
+    redis_connect_timeout_s: float = 2.0
+    """Connecting to Redis fails after this long."""
     max_version_jump: int = 1000
     """A weight announcement more than this many versions above the last one accepted is refused (a guard against
     a pinned version such as 2**62, in depth behind the signature; the first announcement after start is exempt:
