@@ -2,11 +2,19 @@
 
 Mount it with `app.add_subapp("/dashboard/", make_app(redis_url))`; the page loads `static/...` and fetches
 `api/stats` relative to its own URL, so it works under any mount point.
+
+`api/stats` shows the deployment's rewards, versions and queues: when keys are configured (`common.admin_token`,
+`common.api_keys`) it needs one of them as `Authorization: Bearer <key>`; the page takes it from its URL once
+(`/dashboard/#token=<key>`) and keeps it for the browser tab. The page and its static files hold no data and stay
+open. Building the charts from up to `MAX_ROWS` rows per stream runs in a thread, not on serve's event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import time
+from collections.abc import Collection
 
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -18,12 +26,17 @@ from ops.redis_view import read_snapshot_async
 REDIS = web.AppKey("dashboard_redis", aioredis.Redis)
 PREFIX = web.AppKey("dashboard_prefix", str)
 ASSETS = web.AppKey("dashboard_assets", dict)
+KEYS = web.AppKey("dashboard_keys", tuple)
+MAX_ROWS = 2000
+"""Most rows per stats stream one `api/stats` call reads (`?limit=`, default 500)."""
 
 
-def make_app(redis_url: str, prefix: str = "slca") -> web.Application:
+def make_app(redis_url: str, prefix: str = "slca", keys: Collection[str] = ()) -> web.Application:
+    """`keys`: bearer keys that may read `api/stats` (empty: open, for a deployment without keys)."""
     app = web.Application()
     app[PREFIX] = prefix
     app[ASSETS] = load_assets()
+    app[KEYS] = tuple(k.encode() for k in keys if k)
 
     async def redis_client(app: web.Application):
         app[REDIS] = aioredis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
@@ -55,14 +68,35 @@ async def static(request: web.Request) -> web.Response:
     return _respond(request, asset)
 
 
+def _authorised(request: web.Request) -> bool:
+    keys = request.app[KEYS]
+    if not keys:
+        return True
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    given_b = given.strip().encode()
+    # every key compared, in constant time each: the answer's timing says nothing about which one nearly matched
+    return scheme.lower() == "bearer" and sum(hmac.compare_digest(given_b, k) for k in keys) > 0
+
+
+def _body(snapshot) -> bytes:
+    import json
+
+    body = {**snapshot.to_json(), "charts": build_charts(snapshot).to_json(), "now": time.time()}
+    return json.dumps(body).encode()
+
+
 async def stats(request: web.Request) -> web.Response:
+    if not _authorised(request):
+        return web.json_response({"error": "stats need a key: Authorization: Bearer <admin token or API key> "
+                                  "(the page: open /dashboard/#token=<key>)"}, status=401,
+                                 headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
     try:
-        limit = min(2000, max(1, int(request.query.get("limit", "500"))))
+        limit = min(MAX_ROWS, max(1, int(request.query.get("limit", "500"))))
     except ValueError:
         return web.json_response({"error": "limit must be an integer"}, status=400)
     try:
         snapshot = await read_snapshot_async(request.app[REDIS], request.app[PREFIX], limit, limit)
     except (aioredis.RedisError, OSError) as exc:
         return web.json_response({"error": f"redis unavailable: {exc}"}, status=503)
-    body = {**snapshot.to_json(), "charts": build_charts(snapshot).to_json(), "now": time.time()}
-    return web.json_response(body, headers={"Cache-Control": "no-store"})
+    body = await asyncio.to_thread(_body, snapshot)  # thousands of rows: not on serve's event loop
+    return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})

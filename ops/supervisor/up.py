@@ -153,7 +153,7 @@ def print_banner(supervisor: Supervisor, redis_url: str, owned_redis, model_note
         lines.append(f"  {spec.spec.name:<10}{url}  log {spec.spec.log_path}")
     api = next((p.spec.url for p in supervisor.processes if p.spec.name == "serve"), None)
     if api:
-        lines += [f"API: {api}/v1   dashboard: {api}/dashboard/   metrics: {api}/metrics"]
+        lines += [f"API: {api}/v1   dashboard: {api}/dashboard/#token=<admin token>   metrics: {api}/metrics"]
     if generated_token:
         lines.append(f"admin token (generated for this run): {data_dir / 'admin-token'}")
     if generated_record_key:

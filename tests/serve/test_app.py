@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 
 import pytest
 
 from serve.settings import ServeSettings
 from slca.contracts import Streams, Trajectory, decode_entry
-from tests.serve.conftest import WEATHER_TOOL, run_in_app
+from tests.serve.conftest import ADMIN_TOKEN, WEATHER_TOOL, run_in_app
 
 
 def test_agent_runs_stream_progress_events(tiny_model_dir, serve_redis):
@@ -63,8 +64,13 @@ def test_slca_serve_mounts_the_plugged_dashboard(hf_server):
     pytest.importorskip("ops.dashboard")
     with urllib.request.urlopen(hf_server.url + "/dashboard/", timeout=30) as page:
         assert page.status == 200 and b"<html" in page.read().lower()
-    stats = hf_server.get_json("/dashboard/api/stats?limit=5")
-    assert isinstance(stats, dict)
+    with pytest.raises(urllib.error.HTTPError) as refused:  # the stats need one of serve's keys
+        hf_server.get_json("/dashboard/api/stats?limit=5")
+    assert refused.value.code == 401
+    req = urllib.request.Request(hf_server.url + "/dashboard/api/stats?limit=5",
+                                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert isinstance(json.loads(r.read()), dict)
 
 
 def test_create_app_mounts_the_subapps_it_is_given(tiny_model_dir, serve_redis):

@@ -205,6 +205,17 @@ function render(data) {
   document.getElementById("updated").textContent = clock(data.now || Date.now() / 1000, true);
 }
 
+// api/stats needs a key when the server has keys: taken once from the URL (#token=...), kept for this tab only,
+// and removed from the address bar so that it does not linger on screen or in the history.
+const TOKEN = (() => {
+  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem("slca-dashboard-token", decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("slca-dashboard-token");
+})();
+
 function statsUrl() {
   const base = location.href.split(/[?#]/)[0];
   return new URL("api/stats?limit=1000", base.endsWith("/") ? base : base + "/").toString();
@@ -212,7 +223,8 @@ function statsUrl() {
 
 async function poll() {
   try {
-    const resp = await fetch(statsUrl(), { cache: "no-store" });
+    const headers = TOKEN ? { Authorization: "Bearer " + TOKEN } : {};
+    const resp = await fetch(statsUrl(), { cache: "no-store", headers });
     const data = await resp.json();
     if (!resp.ok) throw new Error(data.error || resp.statusText);
     render(data);
