@@ -106,3 +106,9 @@ def test_eval_errors_are_clear(tmp_path):
     assert proc.returncode == 2 and "no model at" in proc.stderr and "Traceback" not in proc.stderr
     proc = slca("eval", "compare", "x", "y", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and "no eval records at x" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [("eval",), ("eval", "compare"), ("bench", "eval")])
+def test_help_prints(argv, tmp_path):
+    proc = slca(*argv, "--help", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0 and "usage" in proc.stdout, proc.stderr[-2000:]
