@@ -5,8 +5,8 @@ engine core in its own process: slower to start, but it overlaps scheduling, det
 forward pass; `create_vllm_engine` below picks). In this mode we drive the synchronous V1 `LLMEngine` in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`)
 from one driver thread: the thread owns the engine, applies queued commands (add / abort / swap) and then
 runs one `step()`, which continuously batches every running request. Because commands are applied only
-between steps, a weight swap (`collective_rpc("reload_weights")` + `reset_prefix_cache()`) lands between
-two engine steps by construction.
+between steps, a weight swap (the verified tensors through `collective_rpc` + `reset_prefix_cache()`) lands
+between two engine steps by construction.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from serve.engines.vllm_common import (
     top_alternatives,
     vllm_sampling_params,
 )
-from serve.engines.weights_io import WeightRollback, WeightRollbackFailed, check_weight_dir
+from serve.engines.vllm_worker_ext import load_tensors
+from serve.engines.weights_io import WeightRollback, WeightRollbackFailed, load_state_dict
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +182,7 @@ class VLLMEngine(ServedModel):
             self._shutdown_engine()
             self.engine = self._build()
             if self.weights_path != self.model_dir:
-                self.engine.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_path})
-                self.engine.reset_prefix_cache()
+                self._load_path(self.weights_path)
         except BaseException as rebuild_exc:  # noqa: BLE001
             log.exception("vllm engine rebuild failed")
             return self._give_up(f"rebuild failed: {rebuild_exc}")
@@ -238,13 +238,13 @@ class VLLMEngine(ServedModel):
         elif kind == "abort":
             self.engine.abort_request([command[1]])
         elif kind == "swap":
-            _, path, version, done = command
-            error = self._reload(path, version)
+            _, path, version, state, done = command
+            error = self._reload(path, version, state)
             done(error)
             if isinstance(error, WeightRollbackFailed):
                 raise error  # the weights are an unknown mix: the driver's failure path takes the engine over
 
-    def _reload(self, path: str, version: int) -> WeightLoadError | None:
+    def _reload(self, path: str, version: int, state: dict) -> WeightLoadError | None:
         """Load `path` in place, between two steps; None, or the error after the last good weights are back.
 
         vLLM copies a checkpoint into the running model parameter by parameter, so a reload that fails midway
@@ -252,13 +252,13 @@ class VLLMEngine(ServedModel):
         swap) are then loaded again. Should that fail too, WeightRollbackFailed: nothing good is left to serve.
         """
         try:
-            self._load_in_place(path)
+            self._load_state(state)
         except Exception as exc:
             good = self.weights_path
             log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
                         good)  # fmt: skip
             try:
-                self._load_in_place(good)
+                self._load_path(good)
             except Exception as again:
                 log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
                 return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
@@ -268,9 +268,19 @@ class VLLMEngine(ServedModel):
         self.weights_path = path  # the last good weights: what a failed reload or an engine rebuild loads back
         return None
 
-    def _load_in_place(self, path: str) -> None:
-        self.engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
+    def _load_state(self, state: dict) -> None:
+        """The verified tensors into the model in place (in-process: `collective_rpc` hands them over as they are)."""
+        self.engine.collective_rpc(load_tensors, args=(state,))
         self.engine.reset_prefix_cache()  # cached KV was computed by the previous weights
+
+    def _load_path(self, path: str) -> None:
+        """Load the weights at `path` back (rollback, rebuild): a published version through the same verified path
+        as a swap; the model directory (no manifest) through vLLM's own loader."""
+        if path == self.model_dir:
+            self.engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
+            self.engine.reset_prefix_cache()
+        else:
+            self._load_state(load_state_dict(path))
 
     def _dispatch(self, outputs) -> None:
         for out in outputs:
@@ -287,9 +297,15 @@ class VLLMEngine(ServedModel):
     async def swap_weights(self, path: str, version: int) -> float:
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
-        await loop.run_in_executor(None, check_weight_dir, path)  # checksums off the engine thread
+        # One load path: the files are read once, their bytes checked against the manifest and parsed into tensors,
+        # off the engine thread; those very tensors are loaded (vLLM never re-reads or globs the directory).
+        state = await loop.run_in_executor(None, load_state_dict, path)
         future: asyncio.Future = loop.create_future()
-        self._commands.put(("swap", path, version, lambda err: loop.call_soon_threadsafe(future.set_result, err)))
+
+        def done(err: WeightLoadError | None) -> None:  # called on the driver thread
+            loop.call_soon_threadsafe(future.set_result, err)
+
+        self._commands.put(("swap", path, version, state, done))
         error = await future
         if error is not None:
             raise error

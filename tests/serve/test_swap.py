@@ -267,16 +267,27 @@ def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path,
 
 
 class _FakeCore:
-    """vLLM's engine core as the driver thread sees it, idle; a reload from a path in `fail_on` fails midway."""
+    """vLLM's engine core as the driver thread sees it, idle. A load is recorded as ("path", dir) when vLLM is
+    asked to read a directory itself, or ("tensors", dir) when it is handed tensors (`dir`: the version whose
+    tensors they are, by fingerprint); a load of a directory in `fail_on` fails midway."""
 
-    def __init__(self):
-        self.loads: list[str] = []
+    def __init__(self, versions: dict[str, str]):
+        self.loads: list[tuple[str, str]] = []
         self.fail_on: set[str] = set()
+        self.by_fingerprint = {_fingerprint(load_state_dict(p)): p for p in versions.values()}
 
-    def collective_rpc(self, method: str, kwargs: dict) -> None:
-        assert method == "reload_weights"
-        self.loads.append(kwargs["weights_path"])
-        if kwargs["weights_path"] in self.fail_on:
+    def collective_rpc(self, method, args: tuple = (), kwargs: dict | None = None) -> None:
+        if method == "reload_weights":
+            self._loaded("path", kwargs["weights_path"])
+        else:  # a function run on the worker (serve/engines/vllm_worker_ext.py load_tensors)
+            method(self, *args)
+
+    def reload_weights(self, weights_iterator) -> None:  # the worker's, as `load_tensors` calls it
+        self._loaded("tensors", self.by_fingerprint[_fingerprint(dict(weights_iterator))])
+
+    def _loaded(self, how: str, path: str) -> None:
+        self.loads.append((how, path))
+        if path in self.fail_on:
             raise RuntimeError("simulated: failed after loading some layers")
 
     def reset_prefix_cache(self) -> None:
@@ -286,6 +297,10 @@ class _FakeCore:
         return False
 
 
+def _fingerprint(state: dict) -> float:
+    return round(float(state[min(state)].float().sum()), 3)
+
+
 def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir, tmp_path):
     from serve.engines.vllm_engine import VLLMEngine
     from serve.engines.weights_io import WeightRollback, WeightRollbackFailed
@@ -293,7 +308,7 @@ def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir
 
     v1, v2 = (publish_version(tiny_model_dir, tmp_path, v, 1.0 + v / 100).path for v in (1, 2))
     engine = VLLMEngine(str(tiny_model_dir), ServeSettings(engine="vllm"))
-    core = engine.engine = _FakeCore()
+    core = engine.engine = _FakeCore({"v1": v1, "v2": v2})
     core.fail_on.add(v2)
 
     async def main():
@@ -311,12 +326,38 @@ def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir
             await engine.close()
 
     at_v0, version, loads = asyncio.run(main())
-    assert at_v0 == (0, [v2, str(tiny_model_dir)])
-    assert version == 1 and loads == [v2, str(tiny_model_dir), v1, v2, v1]
+    base = ("path", str(tiny_model_dir))  # the model directory has no manifest: vLLM's own loader reads it
+    # a published version is handed over as the tensors whose bytes were checked, never as a path to re-read
+    assert at_v0 == (0, [("tensors", v2), base])
+    assert version == 1 and loads == [("tensors", v2), base, ("tensors", v1), ("tensors", v2), ("tensors", v1)]
     # nothing good can be loaded back: said so, the version is not claimed (the driver then takes the engine down)
     engine.engine = core
     core.fail_on.add(v1)
-    assert isinstance(engine._reload(v2, 2), WeightRollbackFailed) and engine.version == 1
+    assert isinstance(engine._reload(v2, 2, load_state_dict(v2)), WeightRollbackFailed) and engine.version == 1
+
+
+def test_vllm_swap_refuses_tampered_bytes_before_the_engine_sees_them(tiny_model_dir, tmp_path):
+    from serve.engines.vllm_engine import VLLMEngine
+    from serve.settings import ServeSettings
+
+    v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.01).path
+    engine = VLLMEngine(str(tiny_model_dir), ServeSettings(engine="vllm"))
+    core = engine.engine = _FakeCore({"v1": v1})
+    with open(Path(v1) / "model.safetensors", "r+b") as f:  # a byte changed after publishing
+        f.seek(-1, 2)
+        f.write(b"\x00" if f.read(1) != b"\x00" else b"\x01")
+
+    async def main():
+        engine._thread = threading.Thread(target=engine._drive, daemon=True)
+        engine._thread.start()
+        try:
+            with pytest.raises(WeightLoadError, match="checksum"):
+                await engine.swap_weights(v1, 1)
+        finally:
+            await engine.close()
+
+    asyncio.run(main())
+    assert core.loads == [] and engine.version == 0
 
 
 class _FakeEngine:
