@@ -6,7 +6,8 @@ from __future__ import annotations
 
 def register(commands, bench) -> None:
     sft = commands.add_parser("sft", help="warm start on task-pack demonstrations (loss on assistant tokens)")
-    sft.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
+    sft.add_argument("--minutes", type=float, default=None,
+                     help="time budget (default ops.warm_start_minutes, what `slca up` spends)")
     sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes)")
     sft.add_argument("--out", default=None, help="output dir (default <cache>/models/<model>-sft)")
     sft.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
@@ -33,6 +34,10 @@ def _sft(args, config) -> int:
     from learner.sft import run_sft
     from ops.warmstart.data import load_demonstrations, load_pack
 
+    from ops.settings import OpsSettings
+
+    if args.minutes is None:  # one default for the stage `slca up` runs and the command a person types
+        args.minutes = config.get(OpsSettings).warm_start_minutes
     demos = load_demonstrations(config, args.pack, "train", args.seed)
     held_out = load_pack(args.pack, "test", args.seed)[: max(0, args.eval_tasks)]
     return run_sft(args, config, demos, held_out)
