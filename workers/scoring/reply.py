@@ -162,16 +162,18 @@ def grounded(reply: str, results: list[Any], user_texts: list[str], vouched: lis
 
     - every number it states is one the results hold (number values, or numbers inside string values), one the
       user's messages hold, or one in `vouched` (the task's key facts, passed only for a task that needs no tool:
-      its answer is the model's own knowledge); a number written rounded counts ("3.11" for 3.106856);
+      its answer is the model's own knowledge); a number written rounded counts ("3.11" for 3.106856), and signs
+      are ignored (a hyphen and a minus sign look alike);
     - and when there are non-error results, it cites at least one of their values: a number among the results'
       (as above), or a string value on word boundaries (one-character strings are ignored, too common to show
       anything).
     With no non-error result the second rule cannot apply, and the first keeps a reply from inventing numbers
     the user never gave (after an error, or without calling)."""
     values = result_values(results)
-    from_results = _number_values(values)
-    known = from_results + _number_values([*user_texts, *vouched])
-    stated = numbers_in(reply)
+    # magnitudes: in "UTC-03:00" or "2024-07-05" a hyphen reads like a minus sign, on either side
+    from_results = [abs(d) for d in _number_values(values)]
+    known = from_results + [abs(d) for d in _number_values([*user_texts, *vouched])]
+    stated = [abs(d) for d in numbers_in(reply)]
     if not all(any(_rounds_to(k, n) for k in known) for n in stated):
         return False
     if not values:
