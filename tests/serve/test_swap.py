@@ -502,8 +502,8 @@ def test_only_announcements_signed_with_the_key_are_loaded():
     wrong_key = _notification(1, key="attacker")
     tampered = json.loads(_notification(1))
     tampered["path"] = "/tmp/evil"  # a signed manifest re-pointed elsewhere
-    loaded, refused = _announce_all(ManifestPolicy(WEIGHTS_KEY),
-                                    [forged_self_hashed, wrong_key, json.dumps(tampered), _notification(1)])  # fmt: skip
+    announced = [forged_self_hashed, wrong_key, json.dumps(tampered), _notification(1)]
+    loaded, refused = _announce_all(ManifestPolicy(WEIGHTS_KEY), announced)
     assert loaded == [1] and refused == 3
 
 
@@ -519,7 +519,8 @@ def test_a_version_pinned_far_ahead_is_refused():
 
     # unsigned (development): the guard alone stops a pin at 2**62 that would make every later version look old
     policy = ManifestPolicy(allow_unsigned=True, max_version_jump=1000)
-    loaded, refused = _announce_all(policy, [_notification(5, None), _notification(2**62, None), _notification(6, None)])
+    announced = [_notification(5, None), _notification(2**62, None), _notification(6, None)]
+    loaded, refused = _announce_all(policy, announced)
     assert loaded == [5, 6] and refused == 1
     # the first announcement after a restart may be far ahead (the learner ran on): accepted when signed
     assert _announce_all(ManifestPolicy(WEIGHTS_KEY), [_notification(5000)]) == ([5000], 0)

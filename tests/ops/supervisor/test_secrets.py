@@ -51,3 +51,16 @@ def test_inherited_secret_overrides_are_kept(monkeypatch):
     monkeypatch.setenv("SLCA_SET", json.dumps(["common.record_key=outer"]))
     env = secret_env(argparse.Namespace(config=None, set=["common.admin_token=inner"]))
     assert json.loads(env["SLCA_SET"]) == ["common.record_key=outer", "common.admin_token=inner"]
+
+
+def test_slca_up_generates_the_weights_key_for_learner_and_serve(tmp_path):
+    from ops.supervisor.up import child_env
+    from slca.config import load_config
+
+    env, _ = child_env(load_config(overrides=[f"common.cache_dir={tmp_path}"]), "redis://h:1/0", tmp_path)
+    key = env["SLCA_WEIGHTS_KEY"]
+    assert len(key) >= 32 and (tmp_path / "weights-key").read_text().strip() == key
+    assert stat.S_IMODE((tmp_path / "weights-key").stat().st_mode) == 0o600
+    env, _ = child_env(load_config(overrides=[f"common.cache_dir={tmp_path}", "common.weights_key=mine"]),
+                       "redis://h:1/0", tmp_path)  # fmt: skip
+    assert "SLCA_WEIGHTS_KEY" not in env  # a configured key is used as it is (the children read the same config)
