@@ -157,6 +157,7 @@ def test_a_refusal_on_a_task_that_is_not_one_fails_answers(builder, settings):
     ({"result": 3.106856, "to_unit": "mi"}, "That is about 3.11 miles.", True),  # rounded as written
     ({"result": 3.106856, "to_unit": "mi"}, "That is about 3.2 miles.", False),
     ({"datetime": "2024-07-05T14:30"}, "It will be 14:30 there.", True),
+    ({"datetime": "2027-06-15T02:15", "utc_offset": "-03:00"}, "It is 02:15 there (UTC-03:00).", True),  # hyphen
     (RESULT, "It is warm in Paris.", False),  # no result value cited
 ])  # fmt: skip
 def test_grounded_means_the_claims_come_from_the_results(builder, settings, result, reply, ok):
