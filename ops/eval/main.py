@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ops.eval.legacy import evaluate  # noqa: F401 — ops.learning.evaluation's entry, until it reads EvalRuns
 from ops.eval.suite import EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize, write_jsonl
 from slca.cli import CliError
 from slca.config import Config
