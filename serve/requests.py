@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
-from serve.engines.grammar import GrammarUnavailable, SchemaNotSupported, tool_call_grammar
+from serve.engines.grammar import GrammarLimits, GrammarUnavailable, SchemaNotSupported, tool_call_grammar
 from serve.errors import BadRequest, ContextTooLong, InvalidJSON, InvalidToolSchema, NotSupported, UnsafeJSON
 from serve.http_util import JSONLimits, loads_checked
 from slca.chat.hermes import function_of
@@ -109,11 +109,16 @@ class ChatRequest(SamplingFields):
     top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
 
 
+TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]*$"
+"""A task id: letters, digits and `._:/@+=-` (no spaces, control characters or glob characters `*?[]`)."""
+
+
 class AgentRunRequest(SamplingFields):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
     tools: list[Any] = Field(default_factory=list)
-    task_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1, max_length=200, pattern=TASK_ID_PATTERN)
+    """Part of Redis keys and metric-free labels downstream: bounded, and of a charset that needs no escaping."""
     ground_truth: GroundTruth | None = None
     max_turns: int | None = Field(default=None, ge=1)
     record: bool = True
@@ -440,13 +445,15 @@ def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[Any] | 
     raise BadRequest("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', ...}", param="tool_choice")
 
 
-def forced_call_grammar(tools: list[Any] | None, forced: list[int]) -> str | None:
+def forced_call_grammar(tools: list[Any] | None, forced: list[int], settings=None) -> str | None:
     """The grammar that forces one call to one of `tools[i] for i in forced` (None when nothing is forced).
-    A schema the grammar compiler cannot handle is the caller's error: 400 naming that tool."""
+    A schema the grammar compiler cannot handle, or one past the grammar limits, is the caller's error: 400
+    naming that tool."""
     if not forced:
         return None
+    limits = GrammarLimits.of(settings) if settings is not None else GrammarLimits()
     try:
-        return tool_call_grammar([tools[i] for i in forced])
+        return tool_call_grammar([tools[i] for i in forced], limits)
     except GrammarUnavailable as exc:
         raise NotSupported(str(exc), param="tool_choice") from None
     except SchemaNotSupported as exc:

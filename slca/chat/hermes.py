@@ -93,6 +93,9 @@ def parse_tool_calls(text: str, offered: set[str] | None = None) -> list[ParsedC
         except json.JSONDecodeError as exc:
             calls.append(ParsedCall(None, None, False, raw, block, f"not JSON: {exc.msg}"))
             continue
+        except (ValueError, RecursionError) as exc:  # a > 4,300-digit integer; nesting past the recursion limit
+            calls.append(ParsedCall(None, None, False, raw, block, f"not usable JSON: {str(exc)[:100]}"))
+            continue
         items = payload if isinstance(payload, list) else [payload]
         if not items:
             calls.append(ParsedCall(None, None, False, raw, block, "empty call list"))
@@ -108,7 +111,7 @@ def _check_call(item: Any, raw: str, block: int, offered: set[str] | None) -> Pa
     if isinstance(args, str):  # some models double-encode the arguments
         try:
             args = json.loads(args)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or JSON Python will not hold: stays a string (invalid)
             pass
     if not isinstance(name, str) or not name:
         return ParsedCall(None, args, False, raw, block, "missing function name")
