@@ -114,7 +114,7 @@ class AgentRunner:
         params = SamplingParams(spec.params.temperature, spec.params.top_p, min(spec.params.max_tokens, budget),
                                 seed, [], grammar)  # fmt: skip
         result = await sample(self.engine, self.metrics, builder.tokens, params, self.timeout_s)
-        turn = decode_turn(self.engine, result)
+        turn = await asyncio.to_thread(decode_turn, self.engine, result)  # CPU work of a long turn: off the loop
         builder.add_generated(result.token_ids, result.logprobs, turn.kinds, turn_no, result.versions)
         return turn
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from serve.admission import ADMISSION
 from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
 from serve.auth import record_refusal
 from serve.engines.base import SamplingParams
@@ -43,7 +44,7 @@ def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec
     spec = EpisodeSpec(
         task_id=req.task_id, messages=messages, tools=req.tools, offered=offered,
         params=SamplingParams(temperature_of(req, settings), req.top_p, max_tokens),
-        first_turn_grammar=forced_call_grammar(req.tools, forced),
+        first_turn_grammar=forced_call_grammar(req.tools, forced, settings),
         max_turns=req.max_turns or settings.max_turns_default, max_model_len=settings.max_model_len,
         prompt=prompt, ground_truth=req.ground_truth,
     )  # fmt: skip
@@ -62,6 +63,12 @@ def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
 async def agent_runs(request: web.Request) -> web.StreamResponse:
     app = request.app
     req, spec = await off_loop(app, _spec, app, await read_json(request))
+    with app[ADMISSION].admit(req.n):
+        return await _run(request, req, spec)
+
+
+async def _run(request: web.Request, req: AgentRunRequest, spec: EpisodeSpec) -> web.StreamResponse:
+    app = request.app
     runner = AgentRunner(app[ENGINE], app[TOOLS], app[METRICS], app[SETTINGS].engine_timeout_s)
     seed = req.seed if req.seed is not None else random.getrandbits(31)
     # rollout seeds stay within 0..max_seed (the agent loop adds a small step per turn: torch takes < 2**64)

@@ -12,6 +12,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from serve import admin
+from serve.admission import ADMISSION, admission_of
 from serve.auth import serve_scope_middleware
 from serve.agent_api import agent_runs
 from serve.chat import chat_completions
@@ -104,6 +105,7 @@ def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factor
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)
     app[BACKGROUND] = []
+    app[ADMISSION] = admission_of(settings)
     factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
     app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
     app.cleanup_ctx.append(_redis_ctx)

@@ -10,8 +10,10 @@ from typing import Any
 
 from aiohttp import web
 
+from serve.admission import ADMISSION
 from serve.auth import record_refusal
 from serve.engines.base import EngineError, GenerationResult, SamplingParams
+from serve.detok import IncrementalText
 from serve.errors import EngineUnavailable, ServeError
 from serve.http_util import check_model, off_loop, read_json, sse
 from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS
@@ -48,7 +50,7 @@ class ChatPlan:
         self.prompt_ids = [t for ids, _ in self.chunks for t in ids]
         max_tokens = max_tokens_of(req, settings)
         check_context(len(self.prompt_ids), max_tokens, settings)
-        grammar = forced_call_grammar(req.tools, forced)
+        grammar = forced_call_grammar(req.tools, forced, settings)
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         top = (req.top_logprobs or 0) if req.logprobs else 0
         self.params = [
@@ -94,17 +96,18 @@ def _logprob_content(tokenizer, ids: list[int], lps: list[float], tops: list | N
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     plan = await off_loop(request.app, ChatPlan, request.app, await read_json(request))
+    with request.app[ADMISSION].admit(len(plan.params)):
+        return await _answer(request, plan)
+
+
+async def _answer(request: web.Request, plan: ChatPlan) -> web.StreamResponse:
     req = plan.req
     if req.stream:
         return await _stream(request, plan)
     app, created = request.app, int(time.time())
     results = await asyncio.gather(*(_sample(request, plan, p) for p in plan.params))
-    turns = [decode_turn(app[ENGINE], r) for r in results]
-    logprobs = await off_loop(app, _logprobs, app[ENGINE].tokenizer, turns) if req.logprobs else [None] * len(turns)
-    choices = []
-    for i, turn in enumerate(turns):
-        message, finish = plan.message(turn)
-        choices.append({"index": i, "message": message, "finish_reason": finish, "logprobs": logprobs[i]})
+    # decoding n long outputs (and tagging their segments) is CPU work of seconds: off the event loop
+    turns, choices = await off_loop(app, _choices, app[ENGINE], plan, results)
     await _maybe_record(request, plan, turns)
     completion = sum(len(t.result.token_ids) for t in turns)
     return web.json_response({
@@ -114,6 +117,17 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         "usage": {"prompt_tokens": len(plan.prompt_ids) * len(turns), "completion_tokens": completion,
                   "total_tokens": len(plan.prompt_ids) * len(turns) + completion},
     })  # fmt: skip
+
+
+def _choices(engine, plan: ChatPlan, results: list[GenerationResult]) -> tuple[list[Turn], list[dict[str, Any]]]:
+    """The decoded turns and the OpenAI choices of a non-streamed request (run off the loop)."""
+    turns = [decode_turn(engine, r) for r in results]
+    logprobs = _logprobs(engine.tokenizer, turns) if plan.req.logprobs else [None] * len(turns)
+    choices = []
+    for i, turn in enumerate(turns):
+        message, finish = plan.message(turn)
+        choices.append({"index": i, "message": message, "finish_reason": finish, "logprobs": logprobs[i]})
+    return turns, choices
 
 
 async def _sample(request: web.Request, plan: ChatPlan, params: SamplingParams):
@@ -189,7 +203,7 @@ async def _stream_choice(request, plan: ChatPlan, i: int, params: SamplingParams
         if plan.mode == "none":
             turn = await _stream_text(request, plan, i, params, events)
         else:
-            turn = decode_turn(engine, await _sample(request, plan, params))
+            turn = await off_loop(request.app, decode_turn, engine, await _sample(request, plan, params))
             message, finish = plan.message(turn)
             for delta in _message_deltas(message):
                 await events.put(_delta(i, delta))
@@ -206,10 +220,11 @@ async def _stream_choice(request, plan: ChatPlan, i: int, params: SamplingParams
 
 async def _stream_text(request, plan: ChatPlan, i: int, params: SamplingParams, events: asyncio.Queue) -> Turn:
     """Stream the text as it is sampled, ending with the finish delta. With `logprobs`, each delta carries those
-    of the tokens sampled since the previous one (the finish delta the rest)."""
+    of the tokens sampled since the previous one (the finish delta the rest). Linear in the output: each step
+    decodes a short window (`IncrementalText`), never the whole output again."""
     engine, metrics = request.app[ENGINE], request.app[METRICS]
-    ids, lps, tops, versions, sent, finish = [], [], [], [], 0, "length"
-    hold = max((len(s) for s in plan.stop), default=1) - 1  # a stop string may still be completing
+    ids, lps, tops, versions, finish = [], [], [], [], "length"
+    text = IncrementalText(engine.tokenizer, end_ids(engine), plan.stop)
     reported = 0  # tokens whose logprobs were sent
 
     def logprobs_since():
@@ -221,24 +236,21 @@ async def _stream_text(request, plan: ChatPlan, i: int, params: SamplingParams, 
         return chunk
 
     try:
-        async for step in engine.stream(plan.prompt_ids, params):
-            ids += step.token_ids
-            lps += step.logprobs
-            tops += step.top_logprobs or [[] for _ in step.token_ids]
-            versions += [step.version] * len(step.token_ids)
-            finish = step.finish_reason or finish
-            body = [t for t in ids if t not in end_ids(engine)]
-            text = _cut_at_stop(engine.tokenizer.decode(body, skip_special_tokens=False), plan.stop)
-            upto = len(text) if step.finish_reason else max(sent, len(text) - hold)
-            if upto > sent and not text[sent:upto].endswith("\ufffd"):
-                await events.put(_delta(i, {"content": text[sent:upto]}, logprobs=logprobs_since()))
-                sent = upto
-    except EngineError as exc:
+        async with asyncio.timeout(request.app[SETTINGS].engine_timeout_s):  # as for non-streamed requests
+            async for step in engine.stream(plan.prompt_ids, params):
+                ids += step.token_ids
+                lps += step.logprobs
+                tops += step.top_logprobs or [[] for _ in step.token_ids]
+                versions += [step.version] * len(step.token_ids)
+                finish = step.finish_reason or finish
+                if new := text.add(step.token_ids, final=step.finish_reason is not None):
+                    await events.put(_delta(i, {"content": new}, logprobs=logprobs_since()))
+    except (EngineError, TimeoutError) as exc:
         metrics.engine_failures.inc()
-        raise EngineUnavailable(f"engine unavailable: {exc}") from None
+        raise EngineUnavailable(f"engine unavailable: {str(exc) or 'timed out'}") from None
     metrics.tokens_generated.inc(len(ids))
     await events.put(_delta(i, {}, finish, logprobs_since() if reported < len(ids) else None))
-    return decode_turn(engine, GenerationResult(ids, lps, finish, versions))
+    return await off_loop(request.app, decode_turn, engine, GenerationResult(ids, lps, finish, versions))
 
 
 def _message_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -59,8 +59,9 @@ class HFEngine(ServedModel):
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(settings.hf_concurrent_batches, thread_name_prefix="hf-engine")
         self._compiler: Any = None
-        self._compiled: dict[str, Any] = {}
+        self._compiled: dict[str, Any] = {}  # an LRU of `grammar_cache_entries` (dicts keep insertion order)
         self._last_logits_only = False
+        self._running = 0
         self.stop_ids = {self.tokenizer.eos_token_id}
 
     @property
@@ -131,16 +132,28 @@ class HFEngine(ServedModel):
                 await slots.acquire()
                 jobs = self._pending[: self.settings.max_batch]
                 del self._pending[: len(jobs)]
+                jobs = [j for j in jobs if not j.cancelled]  # their clients left while they waited
+                if not jobs:
+                    slots.release()
+                    continue
                 task = asyncio.create_task(self._run_jobs(jobs, loop))
                 task.add_done_callback(lambda _: slots.release())
 
+    @property
+    def in_flight(self) -> int:
+        """Sequences in running batches (a cancelled one leaves at the batch's next step)."""
+        return self._running
+
     async def _run_jobs(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
+        self._running += len(jobs)
         try:
             await loop.run_in_executor(self._executor, self._run_batch, jobs, loop)
         except Exception as exc:  # a failed batch fails its requests, never the loop
             log.exception("hf batch failed")
             for job in jobs:
                 loop.call_soon_threadsafe(job.queue.put_nowait, exc)
+        finally:
+            self._running -= len(jobs)
 
     # --- the batch, in the worker thread -------------------------------------------------------
     def _run_batch(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
@@ -243,10 +256,13 @@ class HFEngine(ServedModel):
             info = xgr.TokenizerInfo.from_huggingface(
                 self.tokenizer, vocab_size=self.model.config.vocab_size, stop_token_ids=sorted(self.stop_ids)
             )
-            self._compiler = xgr.GrammarCompiler(info)
-        compiled = self._compiled.get(grammar)
+            self._compiler = xgr.GrammarCompiler(info, cache_enabled=False)  # cached here, bounded (below)
+        compiled = self._compiled.pop(grammar, None)
         if compiled is None:  # compiling costs far more than a decode step: once per distinct grammar
-            compiled = self._compiled[grammar] = self._compiler.compile_grammar(grammar)
+            compiled = self._compiler.compile_grammar(grammar)
+        self._compiled[grammar] = compiled  # most recently used last; the least recently used go first
+        while len(self._compiled) > self.settings.grammar_cache_entries:
+            self._compiled.pop(next(iter(self._compiled)), None)
         return xgr.GrammarMatcher(compiled)
 
     # --- hot swap -----------------------------------------------------------------------------

@@ -137,3 +137,212 @@ def test_patterns_over_the_limits_are_refused_with_a_clear_message(tools, words)
     with pytest.raises(InvalidToolSchema) as info:
         check_tools(tools, ServeSettings())
     assert words in info.value.message and info.value.param.startswith("tools.")
+
+
+# --- 13. parsers, task ids, the streamed engine timeout ------------------------------------------
+@pytest.mark.parametrize("payload", [
+    '{"name": "f", "arguments": {"a": ' + "7" * 5000 + "}}",  # int() refuses > 4,300 digits: ValueError
+    '{"name": "f", "arguments": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}",  # RecursionError
+    '{"name": "f", "arguments": "{\\"a\\": ' + "7" * 5000 + '}"}',  # double-encoded arguments
+])  # fmt: skip
+def test_hermes_treats_unusable_json_as_a_malformed_call(payload):
+    from slca.chat.hermes import parse_tool_calls
+
+    calls = parse_tool_calls(f"<tool_call>\n{payload}\n</tool_call>", {"f"})
+    assert len(calls) == 1 and not calls[0].valid
+
+
+@pytest.mark.parametrize("task_id, ok", [("builtin-weather-3", True), ("bfcl/simple_python:12", True),
+                                         ("t" * 200, True), ("t" * 201, False), ("a*b", False), ("a b", False),
+                                         ("x\r\nFLUSHALL", False), ("-x", False)])  # fmt: skip
+def test_task_id_is_bounded(task_id, ok):
+    from serve.errors import BadRequest
+    from serve.requests import AgentRunRequest, parse_body
+    from serve.settings import ServeSettings
+
+    body = {"task_id": task_id, "messages": USER}
+    if ok:
+        assert parse_body(AgentRunRequest, body, ServeSettings()).task_id == task_id
+    else:
+        with pytest.raises(BadRequest) as info:
+            parse_body(AgentRunRequest, body, ServeSettings())
+        assert info.value.param == "task_id"
+
+
+# --- in-process server: time-outs, hang-ups, admission, the loop under long outputs ---------------
+def _settings(**overrides):
+    from serve.settings import ServeSettings
+
+    return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
+
+
+LONG = {"messages": [{"role": "user", "content": "Write a very long story about a dragon."}], "max_tokens": 400,
+        "temperature": 1.5, "seed": 1}  # fmt: skip
+
+
+async def _hang_up_after_start(client, app, body: dict) -> float:
+    """Send `body` on a raw connection, close it once the engine runs the request; the time of the hang-up."""
+    import asyncio
+
+    from serve.keys import ENGINE
+
+    engine = app[ENGINE]
+    # warm up: the first forward pass of a fresh model takes seconds, and no step can be interrupted
+    assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2, "n": 2})).status == 200
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    data = json.dumps(body).encode()
+    writer.write(f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(data)}\r\n\r\n".encode() + data)  # fmt: skip
+    await writer.drain()
+    while engine.in_flight < body.get("n", 1):  # every sequence is in a running batch
+        await asyncio.sleep(0.01)
+    writer.close()
+    return time.monotonic()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_hang_up_cancels_the_engine_work_within_a_second(tiny_model_dir, serve_redis, stream, caplog):
+    import asyncio
+    import logging
+
+    from tests.serve.conftest import run_in_app
+
+    from serve.keys import ENGINE, METRICS
+
+    async def scenario(client, app):
+        hung_up = await _hang_up_after_start(client, app, {**LONG, "n": 16, "stream": stream})
+        while app[ENGINE].in_flight:
+            await asyncio.sleep(0.01)
+        idle_after = time.monotonic() - hung_up
+        await asyncio.sleep(0.1)  # the cancelled handler's bookkeeping
+        text = "\n".join(f"{s.labels} {s.value}" for m in app[METRICS].registry.collect() for s in m.samples
+                         if s.name == "slca_requests_total")  # fmt: skip
+        return idle_after, text
+
+    caplog.set_level(logging.INFO)
+    idle_after, counted = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, _settings()))
+    assert idle_after < 1.0, f"engine still busy {idle_after:.2f}s after the hang-up"
+    assert "'status': '499'" in counted, counted
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
+
+
+def test_over_the_admission_bound_is_429_with_retry_after(tiny_model_dir, serve_redis):
+    import asyncio
+
+    from tests.serve.conftest import run_in_app
+
+    from serve.keys import ENGINE
+
+    async def scenario(client, app):
+        assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2})).status == 200  # warm up
+        first = asyncio.create_task(client.post(CHAT, json={**LONG, "n": 4}))
+        while app[ENGINE].in_flight < 4:
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        refused = await client.post(CHAT, json={**LONG, "max_tokens": 2, "n": 3})  # 4 + 3 > 6
+        body, elapsed = await refused.json(), time.monotonic() - started
+        agent = await client.post(AGENT, json={"task_id": "t", "messages": USER, "n": 3, "max_tokens": 2,
+                                               "record": False})  # fmt: skip
+        first.cancel()
+        return refused.status, dict(refused.headers), body, elapsed, agent.status
+
+    status, headers, body, elapsed, agent_status = asyncio.run(run_in_app(
+        tiny_model_dir, serve_redis.url, scenario, _settings(max_inflight_sequences=6)))  # fmt: skip
+    assert status == 429 and int(headers["Retry-After"]) >= 1 and body["error"]["code"] == "server_busy"
+    assert elapsed < 0.5 and agent_status == 429
+
+
+def test_a_stream_past_the_engine_timeout_ends_with_an_error_event(tiny_model_dir, serve_redis):
+    import asyncio
+
+    from tests.serve.conftest import run_in_app
+
+    async def scenario(client, app):
+        response = await client.post(CHAT, json={**LONG, "stream": True})
+        return await response.text()
+
+    text = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, _settings(engine_timeout_s=0.3)))
+    assert '"engine_unavailable"' in text and "timed out" in text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_healthz_answers_within_100ms_while_16_long_outputs_decode(tiny_model_dir, serve_redis, stream):
+    import asyncio
+    import gc
+
+    from tests.serve.conftest import run_in_app
+
+    async def scenario(client, app):
+        assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2})).status == 200  # warm up
+        async def whole_answer():
+            response = await client.post(CHAT, json={**LONG, "n": 16, "stream": stream, "max_tokens": 300})
+            await response.read()  # a stream: every event
+            return response
+
+        work = asyncio.create_task(whole_answer())
+        pings = []
+        while not work.done():
+            started = time.perf_counter()
+            assert (await client.get("/healthz")).status == 200
+            pings.append(time.perf_counter() - started)
+            await asyncio.sleep(0.02)
+        assert (await work).status == 200
+        return pings
+
+    gc.disable()
+    try:
+        pings = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, _settings()))
+    finally:
+        gc.enable()
+    assert len(pings) >= 5
+    assert max(pings) < 0.1, f"slowest /healthz: {sorted(round(p * 1000) for p in pings)[-3:]} ms"
+
+
+# --- 8. the grammar compiler gets bounded schemas; local $defs keep resolving ---------------------
+PYDANTIC_STYLE = {"type": "function", "function": {"name": "convert", "parameters": {
+    "$defs": {"Unit": {"enum": ["kelvinish", "celsiusish"], "type": "string"},
+              "Reading": {"type": "object", "properties": {"unit": {"$ref": "#/$defs/Unit"}}, "required": ["unit"]}},
+    "type": "object", "properties": {"reading": {"$ref": "#/$defs/Reading"}, "again": {"$ref": "#/properties/reading"}},
+    "required": ["reading"]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("others", [0, 1])
+def test_forced_tool_with_local_defs_gets_a_grammar_that_resolves_them(others):
+    from serve.engines.grammar import tool_call_grammar
+
+    tools = [{"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}] * others
+    grammar = tool_call_grammar(tools + [PYDANTIC_STYLE])
+    assert "kelvinish" in grammar and "celsiusish" in grammar
+
+
+@pytest.mark.parametrize("schema, words", [
+    ({"type": "string", "maxLength": 5000}, "maxLength=5000 exceeds the limit of 256"),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 1000}, "minItems=1000"),
+    ({"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(3000)}}, "more than 2048 objects"),
+])  # fmt: skip
+def test_schemas_past_the_grammar_limits_are_refused_before_compiling(schema, words):
+    from serve.engines.grammar import SchemaNotSupported, tool_call_grammar
+
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": schema}}}}
+    started = time.perf_counter()
+    with pytest.raises(SchemaNotSupported) as info:
+        tool_call_grammar([tool])
+    assert words in info.value.reason and info.value.index == 0
+    assert time.perf_counter() - started < 0.5
+
+
+def test_the_hf_grammar_cache_is_bounded(tiny_model_dir):
+    import asyncio
+
+    from serve.engines.grammar import tool_call_grammar
+    from serve.engines.hf import HFEngine
+
+    engine = HFEngine(str(tiny_model_dir), _settings(grammar_cache_entries=2))
+    asyncio.run(engine.start())
+    try:
+        grammars = [tool_call_grammar([{"type": "function", "function": {"name": f"f{i}"}}]) for i in range(4)]
+        for g in grammars + grammars[-1:]:
+            engine._matcher(g)
+        assert list(engine._compiled) == grammars[2:]
+    finally:
+        asyncio.run(engine.close())
