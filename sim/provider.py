@@ -59,7 +59,7 @@ class SimEpisode:
         if isinstance(arguments, str):  # models sometimes double-encode the arguments
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError, a >4,300-digit integer, deep nesting
                 return ToolResult(ok=False, status=400, error="arguments are not valid JSON")
         try:
             result = await tool.call(arguments, self)

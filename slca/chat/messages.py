@@ -31,7 +31,7 @@ def calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError, a >4,300-digit integer, deep nesting
                 pass
         calls.append({"name": fn.get("name"), "arguments": args})
     return calls
