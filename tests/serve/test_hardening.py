@@ -194,7 +194,9 @@ async def _hang_up_after_start(client, app, body: dict) -> float:
     writer.write(f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  f"Content-Length: {len(data)}\r\n\r\n".encode() + data)  # fmt: skip
     await writer.drain()
+    deadline = time.monotonic() + 60
     while engine.in_flight < body.get("n", 1):  # every sequence is in a running batch
+        assert time.monotonic() < deadline, "the request never reached the engine"
         await asyncio.sleep(0.01)
     writer.close()
     return time.monotonic()
