@@ -60,7 +60,8 @@ def _turn_level_exec(batch: AdvantageBatch, config: AdvantageSettings, flat, fal
         present = ~torch.isnan(scores[:, k])
         norm = group_norm(torch.nan_to_num(scores[:, k]), present, config.eps)
         zero += norm.zero_variance
-        has = present[flat.member] & (flat.turns == t)
+        # the segment's own tool_call tokens only: a decision token (decision_token) keeps the trajectory's score
+        has = present[flat.member] & (flat.turns == t) & (flat.credit == TOOL_CALL)
         out = torch.where(has, config.w_exec * norm.values[flat.member], out)
     return out, {"zero_variance/exec_turn": float(zero)}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from pathlib import Path
@@ -83,7 +84,11 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
         finally:
             stop.set()  # the feed is done (request budget spent or stopped): so is the probe
             if probing is not None:
-                await probing
+                # a round in flight is abandoned, not waited for: it can take minutes, its file is written only
+                # once complete (atomically), and a partial round would not be comparable anyway
+                probing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await probing
             if backlog is not None:
                 await backlog.close()
     bar.close()

@@ -51,6 +51,8 @@ feed_requests = {FEED_REQUESTS}
 feed_concurrency = 2
 feed_max_tokens = 24
 feed_max_turns = 2
+# the held-out probe is a ~300-request evaluation per round: not what this test is about (tests/ops/feed)
+probe_enabled = false
 """)
     return cfg
 
