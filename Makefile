@@ -4,10 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast install model clean
+.PHONY: run soak test test-fast install model clean
 
 run: $(STAMP) model
 	$(BIN)/slca up
+
+soak: $(STAMP) model
+	$(BIN)/slca bench soak --out bench/soak/latest
 
 test: $(STAMP) model
 	$(BIN)/python -m pytest -q tests

@@ -1,4 +1,5 @@
-"""`slca up | status | score | feed | eval` and `slca bench learning` (heavy imports inside the handlers)."""
+"""`slca up | status | score | feed | eval` and `slca bench learning | rl | swap | soak …` (heavy imports inside the
+handlers)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,17 @@ def register(commands, bench) -> None:
     swap.add_argument("--out", type=Path, default=Path("bench/swap/latest"))
     swap.set_defaults(func=_bench_swap)
 
+    soak = bench.add_parser("soak", help="minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
+                                         "/healthz p99 < 100 ms, every legal request answered")  # fmt: skip
+    soak.add_argument("--minutes", type=float, default=10.0, help="the measured window")
+    soak.add_argument("--warmup-minutes", type=float, default=1.0, help="load before the measured window")
+    soak.add_argument("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)")
+    soak.add_argument("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often")
+    soak.add_argument("--url", help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
+                                    "instead of starting one on a temporary data directory")  # fmt: skip
+    soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
+    soak.set_defaults(func=_bench_soak)
+
 
 def _logging(config) -> None:
     logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -154,6 +166,13 @@ def _bench_swap(args, config) -> int:
 
     _logging(config)
     return run_bench_swap(args, config)
+
+
+def _bench_soak(args, config) -> int:
+    from ops.bench.soak import run_soak
+
+    _logging(config)
+    return run_soak(args, config)
 
 
 def _bench_rl(args, config) -> int:

@@ -64,6 +64,9 @@ class TreeSampler:
     peak_rss_by_role: dict[str, int] = field(default_factory=dict)
     cpu_s: dict[int, tuple[str, float]] = field(default_factory=dict)
     samples: int = 0
+    last_rss_bytes: int = 0
+    """The whole tree's resident set at the latest sample (for a series over time: `slca bench soak`)."""
+    last_rss_by_role: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -81,6 +84,7 @@ class TreeSampler:
             by_role[role] = by_role.get(role, 0) + info.rss_bytes
             # the last reading of a process that has exited stays: its CPU was spent on the run
             self.cpu_s[pid] = (role, max(info.cpu_s, self.cpu_s.get(pid, (role, 0.0))[1]))
+        self.last_rss_bytes, self.last_rss_by_role = total, by_role
         if total > self.peak_rss_bytes:
             self.peak_rss_bytes, self.peak_rss_by_role = total, by_role
         self.samples += 1

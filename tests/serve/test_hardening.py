@@ -7,7 +7,8 @@ import json
 import time
 
 import pytest
-from tests.serve.hostile_cases import AGENT, CHAT, USER, escaped_quote_run, hostile_bodies
+
+from ops.bench.hostile import AGENT, CHAT, USER, escaped_quote_run, hostile_bodies
 
 
 # --- 1. the JSON depth pre-scan is linear --------------------------------------------------------
@@ -111,8 +112,7 @@ def _pattern_tools(pattern: str, count: int = 1) -> list[dict]:
 
 
 def test_a_costly_pattern_within_the_length_limit_is_checked_without_compiling():
-    from tests.serve.hostile_cases import costly_pattern
-
+    from ops.bench.hostile import costly_pattern
     from serve.requests import check_tools
     from serve.settings import ServeSettings
 

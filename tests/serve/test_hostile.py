@@ -17,6 +17,8 @@ import pytest
 from tests.serve.conftest import WEATHER_TOOL
 from tests.serve.test_errors import raw_post
 
+from ops.bench.hostile import worst_bodies
+
 CHAT, AGENT = "/v1/chat/completions", "/v1/agent/runs"
 USER = [{"role": "user", "content": "hi"}]
 
@@ -224,19 +226,7 @@ def test_vllm_top_logprobs_leave_out_the_sampled_token_unless_it_is_in_the_top_k
 
 # --- /healthz under the worst inputs -------------------------------------------------------------
 def _worst_bodies() -> list[tuple[str, bytes]]:
-    near_limit = 1_000_000
-    long_text = {"messages": [{"role": "user", "content": "word " * (near_limit // 5 - 20)}]}
-    many_small = {"messages": [{"role": "user" if i % 2 else "assistant", "content": "ab " * 200} for i in range(500)]}
-    enums = {f"p{j}": {"type": "string", "enum": [f"v{k}" for k in range(60)]} for j in range(12)}
-    many_tools = {"messages": USER, "tools": [_tool({"type": "object", "properties": enums}, f"t{i}") for i in range(128)],
-                  "tool_choice": "required", "max_tokens": 8}  # fmt: skip
-    numbers = b'{"messages": [{"role": "user", "content": "hi"}], "x": [' + b",".join([b"123456789"] * 99_000) + b"]}"
-    deep = b'{"messages": ' + _deep(near_limit // 2 - 20).encode() + b"}"
-    forced = {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": "required", "max_tokens": 24}
-    return [(CHAT, json.dumps(long_text).encode()), (CHAT, json.dumps(many_small).encode()),
-            (CHAT, json.dumps(many_tools).encode()), (CHAT, numbers), (CHAT, deep), (CHAT, json.dumps(forced).encode()),
-            (AGENT, json.dumps({**long_text, "task_id": "t"}).encode()),
-            (AGENT, json.dumps({**many_small, "task_id": "t", "max_tokens": 4, "record": False}).encode())]  # fmt: skip
+    return [(case.path, case.body) for case in worst_bodies(WEATHER_TOOL)]
 
 
 def test_healthz_answers_within_100ms_while_the_worst_inputs_are_processed(hf_server):

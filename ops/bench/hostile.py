@@ -1,7 +1,9 @@
-"""Generators of hostile requests (the hardening round), importable by tests and by a soak script.
+"""Generators of hostile requests (the hardening round), shared by the tests (tests/serve/test_hardening.py,
+test_hostile.py) and by `slca bench soak`.
 
 `hostile_bodies()` yields `HostileCase`s: what to send and which statuses are acceptable. Every case must be
-answered fast (the tests use `max_seconds`) and must leave the server serving.
+answered fast (the tests use `max_seconds`) and must leave the server serving. `worst_bodies()` are the costliest
+bodies near the size limit that /healthz must stay fast under; some are legal (200, or 429 under load).
 """
 
 from __future__ import annotations
@@ -75,3 +77,46 @@ def hostile_bodies(body_limit: int = 1_048_576) -> Iterator[HostileCase]:
     yield HostileCase("grammar_huge_bounds", CHAT, _json({"messages": USER, "tools": [_tool(
         {"type": "object", "properties": {"a": nested}, "required": ["a"]})], "tool_choice": "required",
         "max_tokens": 4}), (400,), max_seconds=5.0)  # fmt: skip
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                           "unit": {"type": "string", "enum": ["c", "f"]}},  # fmt: skip
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""A small tool for the forced-call case (the tests pass their own `WEATHER_TOOL`)."""
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def worst_bodies(forced_tool: dict = WEATHER) -> list[HostileCase]:
+    """The costliest bodies near the 1 MB limit, one per kind of work: templating, counting, tool schemas,
+    number scanning, the depth scan, a forced grammar; two as agent runs. None may take a 5xx or block the loop."""
+    near_limit = 1_000_000
+    long_text = {"messages": [{"role": "user", "content": "word " * (near_limit // 5 - 20)}]}
+    many_small = {"messages": [{"role": "user" if i % 2 else "assistant", "content": "ab " * 200} for i in range(500)]}
+    enums = {f"p{j}": {"type": "string", "enum": [f"v{k}" for k in range(60)]} for j in range(12)}
+    many_tools = {"messages": USER, "tools": [_tool({"type": "object", "properties": enums}, f"t{i}") for i in range(128)],
+                  "tool_choice": "required", "max_tokens": 8}  # fmt: skip
+    numbers = b'{"messages": [{"role": "user", "content": "hi"}], "x": [' + b",".join([b"123456789"] * 99_000) + b"]}"
+    deep = b'{"messages": ' + _deep(near_limit // 2 - 20).encode() + b"}"
+    forced = {"messages": USER, "tools": [forced_tool], "tool_choice": "required", "max_tokens": 24}
+    bodies = [("worst_long_text", CHAT, _json(long_text)), ("worst_many_small_messages", CHAT, _json(many_small)),
+              ("worst_many_tools_forced", CHAT, _json(many_tools)), ("worst_numbers", CHAT, numbers),
+              ("worst_deep", CHAT, deep), ("worst_forced_call", CHAT, _json(forced)),
+              ("worst_agent_long_text", AGENT, _json({**long_text, "task_id": "t"})),
+              ("worst_agent_many_small_messages", AGENT,
+               _json({**many_small, "task_id": "t", "max_tokens": 4, "record": False}))]  # fmt: skip
+    # legal or not depending on the model's context: any answer but a 5xx (429: admission, under load)
+    return [HostileCase(name, path, body, (200, 400, 413, 429), max_seconds=60.0) for name, path, body in bodies]

@@ -1,0 +1,213 @@
+"""`slca bench soak`: minutes of mixed legal traffic plus hostile bodies against `slca up`, then a verdict.
+
+Plan: (1) the system — by default `slca up` started here on a temporary data directory (its own Redis, no warm
+start, serve on a free port, the configuration given to this command); with `--url`, a running `slca up` on this
+machine (its state file and Redis URL are read from `common.data_dir`, as `slca status` does); (2) the load
+(ops/bench/soak_traffic.py) for a warm-up and then the measured window; (3) the verdict on four criteria
+(ops/bench/soak_report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
+/healthz p99 < 100 ms, every legal request answered — and every hostile case answered with one of its statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+from ops.bench.hostile import hostile_bodies, worst_bodies
+from ops.bench.machine import machine_facts
+from ops.bench.rl_slca import _copy_logs, _ready, _stop
+from ops.bench.soak_report import summarise, table, verdict, write
+from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
+from ops.supervisor.state import owned_redis_url, read_state, state_path
+from serve.bench.report import bench_command
+from slca.config import Config, split_overrides
+from slca.redis_server import free_port
+
+READY_TIMEOUT_S = 900.0
+"""How long a started `slca up` may take to answer /readyz (model load, engine start)."""
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class SystemNotReady(RuntimeError):
+    pass
+
+
+@dataclass
+class System:
+    url: str
+    roots: list[int]
+    """Processes whose trees make up the system (the supervisor: its children include the owned Redis)."""
+    redis_url: str | None
+    mode: str
+    api_key: str | None = None
+    keep_logs: bool = False
+    """Set before leaving `started_system`: keep the started system's logs (a failed soak)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def client_key(config: Config, data_dir: Path) -> str | None:
+    """The key the legal clients send: none when serving is open (the default: nothing they send is recorded);
+    else a configured key with the 'serve' scope, else the feed's record key `slca up` wrote. Never the admin
+    token."""
+    common = config.common
+    if not common.serve_requires_key:
+        return None
+    serve_only = [key for key, scopes in common.api_keys.items() if scopes == ["serve"]]
+    if serve_only:
+        return serve_only[0]
+    try:
+        return common.record_key or (data_dir / "record-key").read_text().strip() or None
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
+    """`slca up` on a temporary data directory, stopped (SIGTERM, then its session SIGKILLed) on the way out."""
+    from ops.supervisor.up import global_argv, secret_env
+
+    tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
+    data_dir, port = tmp / "var", free_port()
+    no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})  # no port clashes
+    sets = [f"common.data_dir={data_dir}", f"serve.port={port}", "ops.warm_start_minutes=0",
+            f"ops.metrics_ports={no_metrics_ports}"]  # fmt: skip
+    argv = [sys.executable, "-m", "slca", *global_argv(args), *(a for s in sets for a in ("--set", s)), "up",
+            "--duration", str(READY_TIMEOUT_S + bound_s)]  # a bound if we die; we stop it first  # fmt: skip
+    log_path, keep = tmp / "slca-up.log", True
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **secret_env(args), "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        try:
+            system = System(f"http://127.0.0.1:{port}", [proc.pid], None, "started `slca up`")
+            began = time.monotonic()
+            while not _ready(system.url):
+                if proc.poll() is not None or time.monotonic() - began > READY_TIMEOUT_S:
+                    raise SystemNotReady(f"slca up did not become ready (exit {proc.poll()})")
+                time.sleep(1.0)
+            system.notes.append(f"slca up ready in {time.monotonic() - began:.0f}s")
+            system.redis_url = owned_redis_url(data_dir) or config.common.redis_url
+            system.api_key = client_key(config, data_dir)
+            yield system
+            keep = system.keep_logs
+        finally:
+            _stop(proc)
+            if keep:
+                kept = Path(tempfile.mkdtemp(prefix="slca-bench-soak-logs-"))
+                _copy_logs(data_dir / "logs", kept)
+                shutil.copy(log_path, kept / "slca-up.log")
+                print(f"logs of the started system: {kept}", file=sys.stderr)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def attached_system(url: str, config: Config) -> System:
+    """A running `slca up` on this machine: serve at `url`, the rest from `common.data_dir`'s state file."""
+    if urlsplit(url).hostname not in LOOPBACK:
+        raise SystemNotReady(f"the soak only attaches to this machine (127.0.0.1), not {urlsplit(url).hostname}")
+    url = url.rstrip("/")
+    if not _ready(url):
+        raise SystemNotReady(f"{url}/readyz does not answer 200")
+    data_dir = Path(config.common.data_dir)
+    state = read_state(state_path(data_dir))
+    roots = [int(state["supervisor_pid"])] if state and state["alive"] else []
+    redis_url = config.common.redis_url or owned_redis_url(data_dir) or (state or {}).get("redis_url")
+    system = System(url, roots, redis_url, "attached to a running `slca up`", client_key(config, data_dir))
+    if not roots:
+        system.notes.append("no live `slca up` state file in common.data_dir: RSS not measured")
+    return system
+
+
+def public_sets(args) -> list[str]:
+    """The `--set` overrides given to `slca` (secret ones left out; a path-like value shown by its last part)."""
+    public, _ = split_overrides(getattr(args, "set", None) or [])
+    out = []
+    for item in public:
+        key, _, value = item.partition("=")
+        out.append(f"{key}={Path(value).name}" if "/" in value else item)
+    return out
+
+
+def served_model(system: System) -> str:
+    headers = {"Authorization": f"Bearer {system.api_key}"} if system.api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(system.url + "/v1/models", headers=headers), timeout=5) as r:
+            return Path(json.load(r)["data"][0]["id"]).name  # a directory's name, never its path
+    except (OSError, ValueError, KeyError, IndexError):
+        return "?"
+
+
+def drive(plan: SoakPlan, system: System, tasks: list, cases: list):
+    """Warm-up plus the measured window of load; returns the threads (their records) and the legal results."""
+    t0 = time.monotonic() + plan.warmup_s
+    stop_at = t0 + plan.seconds
+    sampler = MemorySampler(system.roots, system.redis_url, plan, t0, stop_at)
+    pinger = Pinger(system.url, plan, t0, stop_at)
+    hostile = HostileSender(system.url, cases, plan, stop_at)
+    threads = (sampler, pinger, hostile)
+    for thread in threads:
+        thread.start()
+    try:
+        legal = asyncio.run(legal_traffic(plan, tasks, stop_at))
+        for thread in threads:  # each ends by itself at stop_at (the hostile sender after its request in flight)
+            thread.join(timeout=max(0.0, stop_at - time.monotonic()) + plan.hostile_timeout_s + 10)
+    finally:
+        for thread in threads:
+            thread.stop(timeout_s=plan.hostile_timeout_s + 10)
+    return sampler, pinger, hostile, legal
+
+
+def run_soak(args, config: Config) -> int:
+    from sim.tasks import load_tasks
+
+    if args.minutes <= 0 or args.warmup_minutes < 0 or args.clients < 1 or args.hostile_interval_s <= 0:
+        print("error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes ≥ 0",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    tasks, cases = load_tasks("everyday", "test"), [*hostile_bodies(), *worst_bodies()]
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    seconds, warmup_s = args.minutes * 60, args.warmup_minutes * 60
+    bound_s = warmup_s + seconds + SoakPlan.legal_deadline_s + 120  # + the last requests' deadline, + stopping
+    header = {"command": bench_command("soak", sys.argv), "minutes": args.minutes,
+              "warmup_minutes": args.warmup_minutes, "clients": args.clients,
+              "hostile_interval_s": args.hostile_interval_s, "hostile_cases": len(cases),
+              **machine_facts(), "load_average_start": load_start, "sets": public_sets(args)}  # fmt: skip
+    try:
+        with (contextlib.nullcontext(attached_system(args.url, config)) if args.url
+              else started_system(args, config, bound_s)) as system:  # fmt: skip
+            plan = SoakPlan(system.url, warmup_s, seconds, clients=args.clients,
+                            hostile_interval_s=args.hostile_interval_s, api_key=system.api_key)  # fmt: skip
+            header.update(system=system.mode, model=served_model(system))
+            print(f"soak: {system.mode} at {system.url}; {args.warmup_minutes:g} min warm-up + {args.minutes:g} min, "
+                  f"{args.clients} legal clients, {len(cases)} hostile cases", flush=True)  # fmt: skip
+            sampler, pinger, hostile, legal = drive(plan, system, tasks, cases)
+            header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]  # before the system stops
+            summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results)
+            passed, line = verdict(summary)
+            system.keep_logs = not passed
+            notes = system.notes
+    except SystemNotReady as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    notes += ["memory: median of the samples (every 5 s) in the measured window's first vs last minute; RSS sums "
+              "the supervisor's process tree (serve, workers, assembler, learner, feed, the owned Redis)",
+              "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
+              "and hostile requests count from the start of the warm-up",
+              f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
+              "retried after its Retry-After"]  # fmt: skip
+    print(table(summary))
+    print(line)
+    if args.out:
+        write(args.out, summary, header, sampler.samples, notes)
+        print(f"wrote {args.out}/results.md and results.json")
+    return 0 if passed else 1

@@ -1,0 +1,287 @@
+"""`slca bench soak` arithmetic and output: memory growth, /healthz percentiles, status counts, the verdict; a table,
+results.json and results.md (verdict line first, no machine paths).
+
+Growth of a memory series = median of its samples in the measured window's last minute − median in its first
+minute (medians: one learner step or one cache fill is not a trend). "Flat" = growth within the larger of an
+absolute and a relative allowance (below). Times are seconds since the measured window began (warm-up < 0).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from serve.bench.report import percentile
+
+MIB = 1024 * 1024
+WINDOW_S = 60.0
+"""The first and last windows whose medians are compared (shorter runs: a third of the window each)."""
+RSS_FLAT_MIB, RSS_FLAT_SHARE = 64.0, 0.05
+"""Whole-system RSS is flat when it grew by at most max(64 MiB, 5 % of the first minute's median)."""
+REDIS_FLAT_MIB, REDIS_FLAT_SHARE = 16.0, 0.10
+"""Redis `used_memory` is flat when it grew by at most max(16 MiB, 10 % of the first minute's median)."""
+HEALTHZ_P99_S = 0.100
+"""/healthz p99 must stay under this (README "Request limits")."""
+ERROR_KEYS = {"message", "type", "param", "code"}
+
+
+@dataclass
+class MemorySample:
+    t_s: float
+    rss_bytes: int | None
+    """Resident set of the whole process tree (None: no tree to sample, e.g. attached without a state file)."""
+    redis_bytes: int | None
+    """Redis `INFO memory` `used_memory` (None: Redis could not be read)."""
+    rss_by_role: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class LegalResult:
+    kind: str
+    """'chat' or 'agent'."""
+    answered: bool
+    """A 200 within the deadline (after any 429s, each retried after its Retry-After)."""
+    statuses: list[int]
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class HostileResult:
+    name: str
+    status: int | None
+    acceptable: bool
+    seconds: float
+    slow: bool
+    """Answered later than the case's `max_seconds` (reported, not a criterion: the host is loaded)."""
+    error: str | None = None
+
+
+@dataclass
+class Growth:
+    first_bytes: float | None
+    last_bytes: float | None
+    growth_bytes: float | None
+    growth_share: float | None
+    allowed_bytes: float | None
+    flat: bool | None
+    """None: not measured (no samples in one of the windows)."""
+
+
+@dataclass
+class SoakSummary:
+    seconds: float
+    rss: Growth
+    redis: Growth
+    rss_by_role_mib: dict[str, list[float | None]]
+    """Role → [first-minute median, last-minute median] MiB."""
+    status_counts: dict[str, int]
+    five_xx: int
+    pings: int
+    ping_failures: int
+    healthz_p50_ms: float | None
+    healthz_p99_ms: float | None
+    healthz_max_ms: float | None
+    healthz_p99_ms_by_minute: list[float | None]
+    legal_sent: int
+    legal_answered: int
+    legal_by_kind: dict[str, list[int]]
+    """Kind → [answered, sent]."""
+    retries_429: int
+    legal_p50_s: float | None
+    legal_p99_s: float | None
+    hostile_sent: int
+    hostile_violations: int
+    hostile_slow: int
+    violations: dict[str, str]
+    """First few violations: case name → what came back."""
+    first_legal_error: str | None = None
+
+
+def hostile_problem(acceptable: tuple[int, ...], status: int, raw: bytes) -> str | None:
+    """What is wrong with a hostile case's answer, or None: a status outside the case's acceptable ones, or a 4xx
+    without an OpenAI-style error body (README "Request limits")."""
+    if status not in acceptable:
+        return f"HTTP {status} (expected {'/'.join(map(str, acceptable))}): {raw[:120].decode(errors='replace')}"
+    if 400 <= status < 500:
+        try:
+            error = json.loads(raw).get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if not isinstance(error, dict) or set(error) != ERROR_KEYS:
+            return f"HTTP {status} without an OpenAI-style error: {raw[:120].decode(errors='replace')}"
+    return None
+
+
+def retry_after_s(value: str | None, default: float = 1.0) -> float:
+    """Seconds a 429's Retry-After asks for (delta-seconds; anything else: `default`), kept within 0.05–30 s."""
+    try:
+        seconds = float(value) if value is not None else default
+    except ValueError:
+        seconds = default
+    return min(30.0, max(0.05, seconds if seconds == seconds else default))  # NaN → default
+
+
+def windows(seconds: float, window_s: float = WINDOW_S) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The first and last windows of a measured window of `seconds` (each at most a third of it)."""
+    w = min(window_s, seconds / 3)
+    return (0.0, w), (seconds - w, seconds)
+
+
+def _median_in(points: list[tuple[float, float]], lo: float, hi: float) -> float | None:
+    inside = [v for t, v in points if lo <= t <= hi]
+    return statistics.median(inside) if inside else None
+
+
+def growth(points: list[tuple[float, float]], seconds: float, allow_mib: float, allow_share: float) -> Growth:
+    """Growth of a series of (t_s, bytes) over a measured window of `seconds`, judged against
+    max(`allow_mib`, `allow_share` × first median)."""
+    (a0, a1), (b0, b1) = windows(seconds)
+    first, last = _median_in(points, a0, a1), _median_in(points, b0, b1)
+    if first is None or last is None:
+        return Growth(first, last, None, None, None, None)
+    grown = last - first
+    allowed = max(allow_mib * MIB, allow_share * first)
+    return Growth(first, last, grown, grown / first if first else None, allowed, grown <= allowed)
+
+
+def _role_medians(samples: list[MemorySample], seconds: float) -> dict[str, list[float | None]]:
+    (a0, a1), (b0, b1) = windows(seconds)
+    roles = sorted({r for s in samples for r in s.rss_by_role})
+    out = {}
+    for role in roles:
+        points = [(s.t_s, float(s.rss_by_role.get(role, 0))) for s in samples]
+        medians = [_median_in(points, a0, a1), _median_in(points, b0, b1)]
+        out[role] = [round(m / MIB, 1) if m is not None else None for m in medians]
+    return out
+
+
+def _ms(seconds: float | None) -> float | None:
+    return round(seconds * 1000, 2) if seconds is not None else None
+
+
+def per_minute_p99(pings: list[tuple[float, float]], seconds: float) -> list[float | None]:
+    """p99 (ms) of the pings of each whole or partial minute of the measured window."""
+    minutes = max(1, int(-(-seconds // 60)))
+    buckets: list[list[float]] = [[] for _ in range(minutes)]
+    for t, latency in pings:
+        if 0 <= t <= seconds:
+            buckets[min(minutes - 1, int(t // 60))].append(latency)
+    return [_ms(percentile(b, 99)) for b in buckets]
+
+
+def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[float, float]],
+              ping_failures: dict[str, int], legal: list[LegalResult],
+              hostile: list[HostileResult]) -> SoakSummary:  # fmt: skip
+    """`pings`: (t_s, latency_s) of the answered /healthz pings; only those in the measured window [0, seconds]
+    count for the percentiles. Failures, statuses, legal and hostile requests count over the whole run."""
+    rss_points = [(s.t_s, s.rss_bytes) for s in samples if s.rss_bytes is not None]
+    redis_points = [(s.t_s, s.redis_bytes) for s in samples if s.redis_bytes is not None]
+    rss = growth(rss_points, seconds, RSS_FLAT_MIB, RSS_FLAT_SHARE)
+    redis = growth(redis_points, seconds, REDIS_FLAT_MIB, REDIS_FLAT_SHARE)
+    measured = [latency for t, latency in pings if 0 <= t <= seconds]
+    counts: dict[str, int] = {}
+    for status in [s for r in legal for s in r.statuses] + [h.status for h in hostile if h.status is not None]:
+        counts[str(status)] = counts.get(str(status), 0) + 1
+    five_xx = sum(n for s, n in counts.items() if int(s) >= 500) + sum(
+        n for k, n in ping_failures.items() if k.isdigit() and int(k) >= 500)  # fmt: skip
+    by_kind: dict[str, list[int]] = {}
+    for r in legal:
+        by_kind.setdefault(r.kind, [0, 0])
+        by_kind[r.kind][0] += r.answered
+        by_kind[r.kind][1] += 1
+    bad = [h for h in hostile if not h.acceptable]
+    answered_s = [r.seconds for r in legal if r.answered]
+    return SoakSummary(
+        seconds=seconds, rss=rss, redis=redis, rss_by_role_mib=_role_medians(samples, seconds),
+        status_counts=dict(sorted(counts.items())), five_xx=five_xx, pings=len(measured),
+        ping_failures=sum(ping_failures.values()), healthz_p50_ms=_ms(percentile(measured, 50)),
+        healthz_p99_ms=_ms(percentile(measured, 99)), healthz_max_ms=_ms(max(measured) if measured else None),
+        healthz_p99_ms_by_minute=per_minute_p99(pings, seconds), legal_sent=len(legal),
+        legal_answered=sum(r.answered for r in legal), legal_by_kind=by_kind,
+        retries_429=sum(r.statuses.count(429) - (r.statuses[-1:] == [429]) for r in legal),  # a last 429: no retry
+        legal_p50_s=percentile(answered_s, 50), legal_p99_s=percentile(answered_s, 99), hostile_sent=len(hostile),
+        hostile_violations=len(bad), hostile_slow=sum(h.slow for h in hostile),
+        violations={h.name: h.error or f"HTTP {h.status}" for h in bad[:10]},
+        first_legal_error=next((r.error for r in legal if not r.answered), None),
+    )  # fmt: skip
+
+
+def _mib(value: float | None, sign: bool = False) -> str:
+    return "—" if value is None else f"{value / MIB:{'+' if sign else ''}.1f} MiB"
+
+
+def _growth_text(name: str, g: Growth) -> str:
+    if g.flat is None:
+        return f"{name} not measured"
+    share = f", {g.growth_share:+.1%}" if g.growth_share is not None else ""
+    return f"{name} {_mib(g.growth_bytes, True)}{share} (limit {_mib(g.allowed_bytes)})"
+
+
+def criteria(s: SoakSummary) -> dict[str, bool]:
+    """The four criteria of the soak (and the hostile cases' statuses): name → met."""
+    return {
+        "memory flat": bool(s.rss.flat) and bool(s.redis.flat),
+        "0 × 5xx": s.five_xx == 0,
+        "/healthz p99 < 100 ms": s.healthz_p99_ms is not None and s.healthz_p99_ms < HEALTHZ_P99_S * 1000
+        and s.ping_failures == 0,
+        "every legal request answered": s.legal_sent > 0 and s.legal_answered == s.legal_sent,
+        "hostile statuses as expected": s.hostile_violations == 0,
+    }  # fmt: skip
+
+
+def verdict(s: SoakSummary) -> tuple[bool, str]:
+    """(passed, the verdict line with the numbers)."""
+    met = criteria(s)
+    failed = [name for name, ok in met.items() if not ok]
+    head = "PASS" if not failed else f"FAIL ({'; '.join(failed)})"
+    numbers = [_growth_text("RSS", s.rss), _growth_text("Redis", s.redis), f"{s.five_xx} × 5xx",
+               f"/healthz p50 {s.healthz_p50_ms} / p99 {s.healthz_p99_ms} / max {s.healthz_max_ms} ms "
+               f"({s.pings} pings, {s.ping_failures} failed)",
+               f"legal answered {s.legal_answered}/{s.legal_sent}",
+               f"hostile violations {s.hostile_violations}/{s.hostile_sent}"]  # fmt: skip
+    return not failed, f"{head} — " + ", ".join(numbers)
+
+
+def table(s: SoakSummary) -> str:
+    met = criteria(s)
+    rows = [
+        ("RSS, whole system (first → last minute median)", f"{_mib(s.rss.first_bytes)} → {_mib(s.rss.last_bytes)}",
+         _growth_text("growth", s.rss), met["memory flat"]),
+        ("Redis used_memory", f"{_mib(s.redis.first_bytes)} → {_mib(s.redis.last_bytes)}",
+         _growth_text("growth", s.redis), met["memory flat"]),
+        ("5xx", str(s.five_xx), "0", met["0 × 5xx"]),
+        ("/healthz p50 / p99 / max ms", f"{s.healthz_p50_ms} / {s.healthz_p99_ms} / {s.healthz_max_ms}",
+         f"p99 < {HEALTHZ_P99_S * 1000:g}, {s.ping_failures} failed of {s.pings}", met["/healthz p99 < 100 ms"]),
+        ("legal answered / sent", f"{s.legal_answered} / {s.legal_sent}",
+         ", ".join(f"{k} {a}/{n}" for k, (a, n) in s.legal_by_kind.items()) + f"; {s.retries_429} retries after 429",
+         met["every legal request answered"]),
+        ("hostile violations / sent", f"{s.hostile_violations} / {s.hostile_sent}", f"{s.hostile_slow} slower than "
+         "their max_seconds", met["hostile statuses as expected"]),
+    ]  # fmt: skip
+    lines = ["| criterion | value | detail | ok |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {'yes' if ok else 'NO'} |" for a, b, c, ok in rows]
+    return "\n".join(lines)
+
+
+def _round_mib(value: int | None, digits: int) -> float | None:
+    return None if value is None else round(value / MIB, digits)
+
+
+def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySample], notes: list[str]) -> None:
+    passed, line = verdict(summary)
+    out.mkdir(parents=True, exist_ok=True)
+    md = [line, "", "# slca bench soak", "", *(f"- {k}: {v}" for k, v in header.items()), "", table(summary), "",
+          "RSS by process role, first → last minute median (MiB):", "",
+          *(f"- {role}: {a} → {b}" for role, (a, b) in summary.rss_by_role_mib.items()), "",
+          f"/healthz p99 per minute (ms): {summary.healthz_p99_ms_by_minute}", "",
+          f"statuses: {summary.status_counts}", "", *(f"- {n}" for n in notes)]  # fmt: skip
+    if summary.violations:
+        md += ["", "hostile violations (first 10):", *(f"- {k}: {v}" for k, v in summary.violations.items())]
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    series = [{"t_s": round(s.t_s, 1), "rss_mib": _round_mib(s.rss_bytes, 1), "redis_mib": _round_mib(s.redis_bytes, 2)}
+              for s in samples]  # fmt: skip
+    payload = {"verdict": line, "passed": passed, **header, "notes": notes, **asdict(summary), "samples": series}
+    (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n")

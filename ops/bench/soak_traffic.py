@@ -1,0 +1,236 @@
+"""The load of `slca bench soak`, every part bounded in count and in time (each stops by itself at `stop_at`):
+
+- legal clients (asyncio + aiohttp): each alternates a short chat completion and a short agent run (`record: false`);
+  a 429 is retried after its Retry-After until the request's deadline;
+- a hostile sender (a thread, http.client: raw headers as the hardening tests send them): one case at a time, at
+  most one every `interval_s`;
+- a /healthz pinger (a thread, one kept-alive connection: only the server's answer time is measured);
+- a memory sampler (a thread): RSS of the system's process tree and Redis `used_memory`.
+
+The threads keep the pings and samples on time while the event loop is busy with 1 MiB bodies and responses.
+Times are `time.monotonic()` − `t0`, the start of the measured window (negative during the warm-up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ops.bench.hostile import AGENT, CHAT, JSON_HEADERS, HostileCase
+from ops.bench.proc_sampler import TreeSampler
+from ops.bench.rl_slca import role_of
+from ops.bench.soak_report import HostileResult, LegalResult, MemorySample, hostile_problem, retry_after_s
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    url: str
+    """Base URL of serve (loopback only)."""
+    warmup_s: float
+    """Load before the measured window (start-up allocations are not a leak); everything but the pings'
+    percentiles and the memory windows counts from the start."""
+    seconds: float
+    """The measured window."""
+    clients: int = 4
+    hostile_interval_s: float = 0.5
+    ping_interval_s: float = 0.05
+    sample_interval_s: float = 5.0
+    legal_deadline_s: float = 300.0
+    """A legal request not answered with 200 by then (429s retried) is unanswered (serve's engine_timeout_s)."""
+    hostile_timeout_s: float = 120.0
+    api_key: str | None = None
+    """Sent by the legal clients only (when serving needs a key)."""
+
+
+LEGAL_MIN_INTERVAL_S = 0.1
+"""A legal client starts at most one request this often (back to back otherwise: one in flight each)."""
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 80
+
+
+def _bound(stop_at: float, interval_s: float) -> int:
+    """How many rounds of `interval_s` fit before `stop_at` (+1): the count bound of a paced loop."""
+    return int(max(0.0, stop_at - time.monotonic()) / interval_s) + 1
+
+
+# --- legal clients -------------------------------------------------------------------------------
+def legal_body(kind: str, task, seed: int) -> tuple[str, dict]:
+    if kind == "chat":
+        return CHAT, {"messages": task.messages, "max_tokens": 16, "seed": seed}
+    return AGENT, {"task_id": task.task_id, "messages": task.messages, "tools": task.tools, "n": 2, "max_tokens": 32,
+                   "max_turns": 2, "record": False, "seed": seed}  # fmt: skip
+
+
+async def _answer(session, url: str, kind: str, body: dict, deadline_s: float) -> LegalResult:
+    """POST until a 200 (retrying each 429 after its Retry-After) or the deadline; any other answer ends it."""
+    import aiohttp
+
+    started, statuses, data = time.monotonic(), [], json.dumps(body)
+    while (left := deadline_s - (time.monotonic() - started)) > 0:
+        try:
+            async with session.post(url, data=data, timeout=aiohttp.ClientTimeout(total=left)) as r:
+                raw = await r.read()
+                statuses.append(r.status)
+                if r.status == 200:
+                    payload = json.loads(raw)
+                    ok = bool(payload.get("choices" if kind == "chat" else "runs"))
+                    return LegalResult(kind, ok, statuses, time.monotonic() - started,
+                                       None if ok else f"200 without {kind} output: {raw[:200]!r}")  # fmt: skip
+                if r.status != 429:
+                    return LegalResult(kind, False, statuses, time.monotonic() - started,
+                                       f"HTTP {r.status}: {raw[:200].decode(errors='replace')}")  # fmt: skip
+                wait = retry_after_s(r.headers.get("Retry-After"))
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            return LegalResult(kind, False, statuses, time.monotonic() - started, f"{type(exc).__name__}: {exc}"[:200])
+        await asyncio.sleep(min(wait, max(0.0, deadline_s - (time.monotonic() - started))))
+    return LegalResult(kind, False, statuses, time.monotonic() - started, f"no 200 within {deadline_s:g}s")
+
+
+async def _client(session, plan: SoakPlan, k: int, tasks: list, stop_at: float, out: list[LegalResult]) -> None:
+    for i in range(_bound(stop_at, LEGAL_MIN_INTERVAL_S)):
+        if (began := time.monotonic()) >= stop_at:
+            return
+        kind = ("chat", "agent")[(i + k) % 2]
+        path, body = legal_body(kind, tasks[(k + i * plan.clients) % len(tasks)], seed=k * 1_000_000 + i)
+        out.append(await _answer(session, plan.url + path, kind, body, plan.legal_deadline_s))
+        await asyncio.sleep(max(0.0, LEGAL_MIN_INTERVAL_S - (time.monotonic() - began)))  # a failing server: paced
+
+
+async def legal_traffic(plan: SoakPlan, tasks: list, stop_at: float) -> list[LegalResult]:
+    """K clients until `stop_at`; a request in flight then still gets its deadline."""
+    import aiohttp
+
+    headers = {**JSON_HEADERS, **({"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {})}
+    out: list[LegalResult] = []
+    async with aiohttp.ClientSession(headers=headers) as session:
+        await asyncio.gather(*(_client(session, plan, k, tasks, stop_at, out) for k in range(plan.clients)))
+    return out
+
+
+# --- threads -------------------------------------------------------------------------------------
+class _Paced(threading.Thread):
+    """A loop of `step()` every `interval_s` until `stop_at` (or `stop()`), bounded in count."""
+
+    def __init__(self, name: str, interval_s: float, stop_at: float):
+        super().__init__(name=name, daemon=True)
+        self.interval_s, self.stop_at, self.halt = interval_s, stop_at, threading.Event()
+
+    def run(self) -> None:
+        try:
+            for i in range(_bound(self.stop_at, self.interval_s)):
+                if self.halt.is_set() or time.monotonic() >= self.stop_at:
+                    break
+                began = time.monotonic()
+                self.step(i)
+                self.halt.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+        finally:
+            self.close()
+
+    def step(self, i: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def stop(self, timeout_s: float) -> None:
+        self.halt.set()
+        self.join(timeout=timeout_s)
+
+
+class HostileSender(_Paced):
+    def __init__(self, url: str, cases: list[HostileCase], plan: SoakPlan, stop_at: float):
+        super().__init__("soak-hostile", plan.hostile_interval_s, stop_at)
+        self.host, self.port = _host_port(url)
+        self.cases, self.timeout_s = cases, plan.hostile_timeout_s
+        self.results: list[HostileResult] = []
+
+    def step(self, i: int) -> None:
+        case = self.cases[i % len(self.cases)]
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        began = time.monotonic()
+        try:
+            conn.request("POST", case.path, case.body, case.headers)
+            response = conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.results.append(HostileResult(case.name, None, False, time.monotonic() - began, False,
+                                              f"{type(exc).__name__}: {exc}"[:200]))  # fmt: skip
+            return
+        finally:
+            conn.close()
+        seconds = time.monotonic() - began
+        problem = hostile_problem(case.statuses, response.status, raw)
+        self.results.append(HostileResult(case.name, response.status, problem is None, seconds,
+                                          seconds > case.max_seconds, problem))  # fmt: skip
+
+
+class Pinger(_Paced):
+    def __init__(self, url: str, plan: SoakPlan, t0: float, stop_at: float):
+        super().__init__("soak-healthz", plan.ping_interval_s, stop_at)
+        self.host, self.port, self.t0 = *_host_port(url), t0
+        self.conn: http.client.HTTPConnection | None = None
+        self.pings: list[tuple[float, float]] = []
+        self.failures: dict[str, int] = {}
+
+    def step(self, i: int) -> None:
+        try:
+            if self.conn is None:  # connected before the clock starts: only the server's answer is timed
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=5.0)
+                self.conn.connect()
+            began = time.perf_counter()
+            self.conn.request("GET", "/healthz")
+            response = self.conn.getresponse()
+            response.read()
+            latency = time.perf_counter() - began
+        except (OSError, http.client.HTTPException) as exc:
+            self.failures[type(exc).__name__] = self.failures.get(type(exc).__name__, 0) + 1
+            self.close()
+            return
+        if response.status == 200:
+            self.pings.append((time.monotonic() - self.t0, latency))
+        else:
+            self.failures[str(response.status)] = self.failures.get(str(response.status), 0) + 1
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class MemorySampler(_Paced):
+    def __init__(self, roots: list[int], redis_url: str | None, plan: SoakPlan, t0: float, stop_at: float):
+        super().__init__("soak-memory", plan.sample_interval_s, stop_at)
+        self.tree = TreeSampler(roots, role_of) if roots else None
+        self.t0, self.client = t0, None
+        if redis_url:
+            import redis
+
+            self.client = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self.samples: list[MemorySample] = []
+
+    def step(self, i: int) -> None:
+        import redis
+
+        rss, by_role = None, {}
+        if self.tree is not None:
+            self.tree.sample()
+            rss, by_role = self.tree.last_rss_bytes, dict(self.tree.last_rss_by_role)
+        used = None
+        if self.client is not None:
+            try:
+                used = int(self.client.info("memory")["used_memory"])
+            except redis.RedisError:
+                pass  # recorded as a missing sample (None): a gap, not a zero
+        self.samples.append(MemorySample(time.monotonic() - self.t0, rss, used, by_role))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()

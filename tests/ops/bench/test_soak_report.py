@@ -1,0 +1,145 @@
+"""`slca bench soak` arithmetic on synthetic records: memory growth, /healthz percentiles, status counts, verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ops.bench.soak_report import (
+    MIB,
+    HostileResult,
+    LegalResult,
+    MemorySample,
+    growth,
+    hostile_problem,
+    retry_after_s,
+    summarise,
+    verdict,
+    windows,
+    write,
+)
+
+SECONDS = 600.0
+ERROR = json.dumps({"error": {"message": "m", "type": "t", "param": None, "code": None}}).encode()
+
+
+def _samples(rss_mib, redis_mib, seconds=SECONDS, step=5.0, warmup=60.0) -> list[MemorySample]:
+    """A sample every `step` s from -warmup to `seconds`; `rss_mib(t)` and `redis_mib(t)` give the values."""
+    ts = [-warmup + i * step for i in range(int((seconds + warmup) / step) + 1)]
+    return [MemorySample(t, int(rss_mib(t) * MIB), int(redis_mib(t) * MIB), {"serve": int(rss_mib(t) * MIB)})
+            for t in ts]  # fmt: skip
+
+
+def _clean(samples, **changes):
+    pings = [(t / 20, 0.004) for t in range(int(SECONDS * 20) + 1)]
+    legal = [LegalResult("chat", True, [200], 0.5), LegalResult("agent", True, [429, 200], 3.0)]
+    hostile = [HostileResult("text_plain_body", 415, True, 0.01, False)]
+    args = {"seconds": SECONDS, "samples": samples, "pings": pings, "ping_failures": {}, "legal": legal,
+            "hostile": hostile, **changes}  # fmt: skip
+    return summarise(**args)
+
+
+def test_windows_are_the_first_and_last_minute_or_a_third_of_a_short_run():
+    assert windows(600.0) == ((0.0, 60.0), (540.0, 600.0))
+    assert windows(90.0) == ((0.0, 30.0), (60.0, 90.0))
+
+
+def test_growth_compares_medians_so_one_spike_is_not_a_trend():
+    points = [(float(t), 1000 * MIB) for t in range(0, 601, 5)]
+    points[3] = (15.0, 5000 * MIB)  # one spike in the first minute
+    points[-2] = (595.0, 9000 * MIB)  # and one in the last
+    g = growth(points, 600.0, 64, 0.05)
+    assert g.first_bytes == g.last_bytes == 1000 * MIB and g.growth_bytes == 0 and g.flat is True
+
+
+@pytest.mark.parametrize("first_mib, last_mib, allowed_mib, flat", [
+    (1000, 1064, 64, True), (1000, 1065, 64, False),  # 5 % of 1000 < 64 MiB: the absolute allowance
+    (2000, 2100, 100, True), (2000, 2101, 100, False),  # 5 % of 2000 > 64 MiB: the relative one
+    (2000, 1500, 100, True),  # shrinking is flat
+])  # fmt: skip
+def test_growth_allowance_is_the_larger_of_absolute_and_relative(first_mib, last_mib, allowed_mib, flat):
+    points = [(float(t), (first_mib if t < 300 else last_mib) * MIB) for t in range(0, 601, 5)]
+    g = growth(points, 600.0, 64, 0.05)
+    assert g.allowed_bytes == allowed_mib * MIB and g.flat is flat
+    assert g.growth_bytes == (last_mib - first_mib) * MIB
+
+
+def test_growth_without_samples_in_a_window_is_unmeasured():
+    g = growth([(10.0, 5 * MIB)], 600.0, 16, 0.1)
+    assert g.flat is None and g.growth_bytes is None
+
+
+def test_a_clean_run_passes_and_says_its_numbers():
+    s = _clean(_samples(lambda t: 2000 + t / 100, lambda t: 40))  # the minutes' medians (t 30, 570 s): +5.4 MiB
+    passed, line = verdict(s)
+    assert passed and line.startswith("PASS — RSS +5.4 MiB, +0.3% (limit 100.0 MiB)")
+    assert s.five_xx == 0 and s.legal_answered == s.legal_sent == 2 and s.retries_429 == 1
+    assert s.healthz_p99_ms == 4.0 and s.pings == int(SECONDS * 20) + 1
+    assert s.legal_by_kind == {"chat": [1, 1], "agent": [1, 1]} and s.status_counts == {"200": 2, "415": 1, "429": 1}
+
+
+def test_a_leak_fails_memory_with_its_growth():
+    s = _clean(_samples(lambda t: 2000 + max(t, 0) / 2, lambda t: 40))  # medians at t 30 and 570 s: +270 MiB
+    passed, line = verdict(s)
+    assert not passed and line.startswith("FAIL (memory flat)") and "RSS +270.0 MiB" in line
+    assert s.rss_by_role_mib["serve"] == [pytest.approx(2015.0, abs=0.1), pytest.approx(2285.0, abs=0.1)]
+
+
+def test_warmup_samples_and_pings_are_outside_the_windows():
+    s = _clean(_samples(lambda t: 9000 if t < 0 else 2000, lambda t: 40),
+               pings=[(-30.0, 5.0)] + [(t / 20, 0.004) for t in range(12001)])  # fmt: skip
+    assert s.rss.first_bytes == 2000 * MIB and s.healthz_max_ms == 4.0 and verdict(s)[0]
+
+
+def test_redis_growth_fails_memory_too():
+    s = _clean(_samples(lambda t: 2000, lambda t: 40 + max(t, 0) / 10))
+    assert s.redis.flat is False and verdict(s)[1].startswith("FAIL (memory flat)")
+
+
+def test_5xx_slow_healthz_and_unanswered_legal_requests_each_fail():
+    samples = _samples(lambda t: 2000, lambda t: 40)
+    five = _clean(samples, hostile=[HostileResult("deep", 500, False, 0.1, False, "HTTP 500")])
+    assert five.five_xx == 1 and five.hostile_violations == 1
+    assert verdict(five)[1].startswith("FAIL (0 × 5xx; hostile statuses as expected)")
+    slow = _clean(samples, pings=[(t / 20, 0.004 if t % 50 else 0.2) for t in range(12001)])  # 2 % at 200 ms
+    assert slow.healthz_p99_ms == 200.0 and verdict(slow)[1].startswith("FAIL (/healthz p99 < 100 ms)")
+    failed_ping = _clean(samples, ping_failures={"ConnectionResetError": 1})
+    assert verdict(failed_ping)[1].startswith("FAIL (/healthz")
+    lost = _clean(samples, legal=[LegalResult("agent", False, [429, 429], 300.0, "no 200 within 300s")])
+    assert verdict(lost)[1].startswith("FAIL (every legal request answered)") and lost.retries_429 == 1
+    assert lost.first_legal_error == "no 200 within 300s"
+    nothing = _clean(samples, legal=[])
+    assert not verdict(nothing)[0]
+
+
+def test_unmeasured_memory_fails():
+    s = _clean([MemorySample(float(t), None, None) for t in range(0, 601, 5)])
+    passed, line = verdict(s)
+    assert not passed and "RSS not measured" in line and "Redis not measured" in line
+
+
+def test_hostile_problem_checks_status_and_error_shape():
+    assert hostile_problem((400,), 400, ERROR) is None
+    assert hostile_problem((200, 400, 429), 200, b"{}") is None
+    assert "expected 400" in hostile_problem((400,), 500, b"boom")
+    assert "OpenAI-style" in hostile_problem((413,), 413, b"Request Entity Too Large")
+    assert "OpenAI-style" in hostile_problem((400,), 400, b'{"error": "x"}')
+
+
+@pytest.mark.parametrize("value, seconds", [("2", 2.0), ("0.5", 0.5), (None, 1.0), ("soon", 1.0), ("nan", 1.0),
+                                            ("0", 0.05), ("3600", 30.0)])  # fmt: skip
+def test_retry_after(value, seconds):
+    assert retry_after_s(value) == seconds
+
+
+def test_write_puts_the_verdict_first_and_no_paths(tmp_path):
+    samples = _samples(lambda t: 2000, lambda t: 40)
+    s = _clean(samples)
+    write(tmp_path, s, {"command": "slca bench soak --minutes 10", "cpu_flags": ["avx2"]}, samples, ["a note"])
+    md = (tmp_path / "results.md").read_text().splitlines()
+    assert md[0] == verdict(s)[1] and md[0].startswith("PASS")
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["passed"] is True and data["command"] == "slca bench soak --minutes 10"
+    assert data["samples"][0] == {"t_s": -60.0, "rss_mib": 2000.0, "redis_mib": 40.0}
+    assert str(tmp_path) not in (tmp_path / "results.json").read_text()
