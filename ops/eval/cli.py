@@ -36,6 +36,8 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     ev.add_argument("--model", help="model directory ('embedded', 'tiny' or a path)")
+    ev.add_argument("--url", help="evaluate a running server instead (e.g. http://127.0.0.1:8000: what it serves now)")
+    ev.add_argument("--api-key", help="with --url: bearer key (default: <data_dir>/record-key when present)")
     add_plan_arguments(ev)
     ev.add_argument("--out", type=Path, help="output directory (default: <data_dir>/eval/<model>-<time>)")
     sub = ev.add_subparsers(dest="eval_command")

@@ -88,20 +88,39 @@ def plan_of(args) -> EvalPlan:
 def run_eval(args, config: Config) -> int:
     if getattr(args, "eval_command", None) == "compare":
         return run_compare(args)
-    if not args.model:
-        raise CliError("slca eval needs --model (or: slca eval compare A B)")
-    model_dir = model_dir_of(args.model, config)
+    if bool(args.model) == bool(getattr(args, "url", None)):
+        raise CliError("slca eval needs --model DIR or --url URL (or: slca eval compare A B)")
     plan = plan_of(args)
     try:
         items = plan_items(plan)
     except ValueError as exc:  # an unknown split or category
         raise CliError(str(exc)) from None
-    run = evaluate_model(config, model_dir, plan, engine=args.engine, threads=args.threads, items=items)
-    out = args.out or Path(config.common.data_dir) / "eval" / f"{model_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.url:
+        run = evaluate_url(args.url, _api_key(args, config), plan, items)
+    else:
+        run = evaluate_model(config, model_dir_of(args.model, config), plan, engine=args.engine, threads=args.threads,
+                             items=items)  # fmt: skip
+    out = args.out or Path(config.common.data_dir) / "eval" / f"{run.model}-{time.strftime('%Y%m%d-%H%M%S')}"
     write_run(run, out)
     print(format_summary(run.summary_json()))
     print(f"results: {out}")
     return 0
+
+
+def evaluate_url(url: str, api_key: str | None, plan: EvalPlan, items: list[EvalItem]) -> EvalRun:
+    """The plan's items against a server that is already running (e.g. `slca up`'s, whatever version it serves
+    now: each record keeps the `policy_version` that answered it). Nothing is recorded (eval requests say so)."""
+    started = time.monotonic()
+    records = asyncio.run(_run(url.rstrip("/"), api_key, items, plan, progress=True))
+    return EvalRun("served", "running server", plan, records, time.monotonic() - started)
+
+
+def _api_key(args, config: Config) -> str | None:
+    """--api-key, else the record key `slca up` keeps in the data dir (a probe-like client), else none."""
+    if getattr(args, "api_key", None):
+        return args.api_key
+    key_file = Path(config.common.data_dir) / "record-key"
+    return key_file.read_text().strip() if key_file.is_file() else config.common.record_key
 
 
 def _pct(v: float | None) -> str:

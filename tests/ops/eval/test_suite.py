@@ -131,3 +131,48 @@ def test_bfcl_items_through_the_chat_api():
     assert records[2].components == {"calls": 1.0, "malformed": 1.0}
     assert all(b["tool_choice"] == "auto" and b["temperature"] == 0.0 and b["logprobs"] for b in seen)
     assert {f.name for f in fields(ItemRecord)} <= set(asdict(records[0]))
+
+
+def test_slca_eval_url_evaluates_a_running_server_and_sends_its_key(tmp_path):
+    """`slca eval --url`: the plan against a server that is already up (no in-process server), records + summary
+    written, the bearer key sent."""
+    import threading
+    from types import SimpleNamespace
+
+    from ops.eval.main import run_eval
+    from slca.config import load_config
+
+    seen_auth = []
+
+    async def chat(request):
+        seen_auth.append(request.headers.get("Authorization"))
+        return web.json_response(chat_response("No function fits.", []))
+
+    ready = threading.Event()
+    box = {}
+
+    def serve():
+        loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        server = TestServer(app, loop=loop)
+        loop.run_until_complete(server.start_server())
+        box["url"], box["loop"], box["server"] = str(server.make_url("")).rstrip("/"), loop, server
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        args = SimpleNamespace(eval_command=None, model=None, url=box["url"], api_key="sk-eval", splits="",
+                               pack="everyday", bfcl_categories="irrelevance", bfcl_per_category=3, bfcl_seed=0,
+                               mode="greedy", max_tokens=16, max_turns=1, concurrency=2, out=tmp_path / "run")  # fmt: skip
+        assert run_eval(args, load_config(None, [])) == 0
+    finally:
+        box["loop"].call_soon_threadsafe(box["loop"].stop)
+        thread.join(5)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["items"] == 3 and summary["model"] == "served"
+    assert summary["summary"]["bfcl:irrelevance"]["success"] == 1.0  # a plain refusal on every irrelevance item
+    assert seen_auth == ["Bearer sk-eval"] * 3
