@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from ops.bench.hostile import WEATHER
 from slca.redis_server import RedisServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,19 +109,9 @@ async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps
         return await scenario(client, app)
 
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather of a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
-                           "unit": {"type": "string", "enum": ["c", "f"]}},  # fmt: skip
-            "required": ["city", "unit"],
-            "additionalProperties": False,
-        },
-        "x-response-schema": {"type": "object", "properties": {"temp": {"type": "number"}, "sky": {"type": "string"}},
-                              "required": ["temp", "sky"]},  # fmt: skip
-    },
-}
+# the hostile cases' forced tool (ops/bench/hostile.py), with a declared response schema for the simulator
+WEATHER_TOOL = {**WEATHER, "function": {
+    **WEATHER["function"],
+    "x-response-schema": {"type": "object", "properties": {"temp": {"type": "number"}, "sky": {"type": "string"}},
+                          "required": ["temp", "sky"]},
+}}  # fmt: skip
