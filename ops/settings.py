@@ -93,6 +93,9 @@ class OpsSettings(SectionSettings):
     probe is in flight about half the time and then holds 8 of ≈ 24 sequences in the engine's batch — about a
     sixth of the generation on average; its rounds span the ≈ 20 versions served meanwhile (recorded per item
     and as the round's version range)."""
+    probe_holds_feed: bool = True
+    """The feed sends no new requests while a probe round runs (ops/feed/probe.py `ProbePlan.holds_feed`): a
+    round then takes minutes, not the 40 it took beside training, and is answered by a few versions, not 29."""
     probe_mode: str = "greedy"
     """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""
     probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel"])

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from ops.feed.metrics import FeedMetrics
-from ops.feed.pacing import wait_for_room
+from ops.feed.pacing import wait_for_room, wait_while_held
 from slca.contracts import Task
 
 log = logging.getLogger("slca.feed")
@@ -86,7 +86,8 @@ def request_body(task: Task, plan: FeedPlan) -> dict:
 class Feeder:
     def __init__(self, plan: FeedPlan, tasks: list[Task], metrics: FeedMetrics,
                  on_ids: Callable[[list[str]], None] = lambda ids: None,
-                 on_done: Callable[[], None] = lambda: None, backlog=None):  # fmt: skip
+                 on_done: Callable[[], None] = lambda: None, backlog=None,
+                 hold: asyncio.Event | None = None):  # fmt: skip
         self.plan = plan
         self.tasks = task_cycle(tasks, plan.seed)
         self.metrics = metrics
@@ -97,6 +98,8 @@ class Feeder:
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
         self.backlog = backlog
         """async () -> int | None: the learner's group backlog (None: no pacing)."""
+        self.hold = hold
+        """Set: the feed may send; cleared by the probe while a round runs (None: never held)."""
 
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
@@ -114,6 +117,10 @@ class Feeder:
     async def _worker(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
         while not stop.is_set():
+            if (held := await wait_while_held(self.hold, stop)) > 0:
+                self.metrics.held_seconds.inc(held)
+            if stop.is_set():
+                break
             if self.backlog is not None:
                 waited = await wait_for_room(self.backlog, self.plan.max_group_backlog, stop, self.plan.pace_poll_s)
                 self.metrics.paced_seconds.inc(waited)

@@ -78,9 +78,10 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
             if plan.max_group_backlog > 0 else None  # fmt: skip
         prober = make_prober(plan, config)
         probing = asyncio.create_task(prober.run(stop)) if prober is not None else None
+        hold = prober.feed_open if prober is not None else None
         try:
             report = await Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update,
-                                  backlog=backlog).run(stop)  # fmt: skip
+                                  backlog=backlog, hold=hold).run(stop)  # fmt: skip
         finally:
             stop.set()  # the feed is done (request budget spent or stopped): so is the probe
             if probing is not None:
@@ -127,7 +128,8 @@ def make_prober(plan: FeedPlan, config: Config):
         log.error("probe off: its items cannot be planned: %s", exc)
         return None
     probe_plan = ProbePlan(url=plan.url, eval=eval_plan, data_dir=Path(config.common.data_dir),
-                           every_versions=ops.probe_every_versions, api_key=config.common.record_key)  # fmt: skip
+                           every_versions=ops.probe_every_versions, api_key=config.common.record_key,
+                           holds_feed=ops.probe_holds_feed)  # fmt: skip
     stream = Streams(config.common.stream_prefix).stats(PROBE_SUFFIX)
     log.info("probe: %d items (%s, BFCL %d per category), %s, every %d versions → %s and %s/probe/", len(items),
              "+".join(eval_plan.splits), ops.probe_bfcl_per_category, eval_plan.mode, probe_plan.every_versions,

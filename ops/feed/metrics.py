@@ -15,6 +15,7 @@ class FeedMetrics:
     retries: Counter
     inflight: Gauge
     paced_seconds: Counter
+    held_seconds: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry = REGISTRY) -> "FeedMetrics":
@@ -29,4 +30,6 @@ class FeedMetrics:
             inflight=Gauge("slca_feed_inflight", "Agent-run requests in flight", registry=registry),
             paced_seconds=Counter("slca_feed_paced_seconds", "Seconds the feed waited for the learner's backlog to drain",
                                   registry=registry),  # fmt: skip
+            held_seconds=Counter("slca_feed_held_seconds", "Seconds the feed held its traffic while a probe round ran",
+                                 registry=registry),  # fmt: skip
         )

@@ -39,6 +39,21 @@ class GroupBacklog:
         await self.client.aclose()
 
 
+async def wait_while_held(open_: asyncio.Event | None, stop: asyncio.Event) -> float:
+    """Wait until `open_` is set (None: never wait) or `stop` is; returns the seconds waited. The probe clears
+    `open_` while a round runs (ops/feed/probe.py)."""
+    if open_ is None or open_.is_set():
+        return 0.0
+    started = asyncio.get_running_loop().time()
+    waiters = [asyncio.ensure_future(open_.wait()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+    return asyncio.get_running_loop().time() - started
+
+
 async def wait_for_room(backlog, limit: int, stop: asyncio.Event, poll_s: float = 1.0) -> float:
     """Wait while `await backlog()` exceeds `limit` (0: never wait); returns the seconds waited."""
     if limit <= 0:

@@ -154,8 +154,10 @@ def assert_probe_chart(fig: str, rounds: list[dict]) -> None:
     assert ticks and all(re.fullmatch(r"v\d+", t) for t in ticks) and {"v0", "v4"} <= set(ticks), ticks
     last = rounds[-1]
     head, d = last["suites"]["held_out"], last["vs_v0"]["held_out"]
-    assert re.search(rf'u-value">v{last["version"]} \(v{last["version_min"]}–v{last["version_max"]}, '
-                     rf'n={head["n"]}, vs v0 {d["diff"]:+.3f} \[{d["ci_low"]:+.3f}, {d["ci_high"]:+.3f}\]\)<', fig), fig  # fmt: skip
+    # a literal match: the signed figures carry "+", which a regex would read as a quantifier
+    legend = (f'u-value">v{last["version"]} (v{last["version_min"]}–v{last["version_max"]}, n={head["n"]}, '
+              f'vs v0 {d["diff"]:+.3f} [{d["ci_low"]:+.3f}, {d["ci_high"]:+.3f}])<')
+    assert legend in fig, (legend, fig)
     for value in (head["success"], head["ci_low"], head["ci_high"], head["exec"], head["pref"]):
         assert f'u-value">{value:.3f}<' in fig, value
     caption = re.search(r'class="headline">([^<]*)<', fig).group(1)

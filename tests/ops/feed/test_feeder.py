@@ -183,3 +183,41 @@ def test_group_backlog_reads_lag_and_pending_from_a_real_redis(redis_url):
     assert asyncio.run(read()) == 5
     client.xack("slca:groups", "learner", *[e["message_id"] for e in client.xpending_range("slca:groups", "learner", "-", "+", 10)])
     assert asyncio.run(read()) == 3
+
+
+def test_feed_holds_while_the_probe_runs_a_round():
+    """While the hold is cleared (a probe round in flight) nothing new is sent; sending resumes once it is set,
+    and the time held is counted apart from pacing."""
+
+    async def main():
+        port = free_port()
+        api = FakeAgentApi()
+        runner = await _serve(api, port)
+        hold = asyncio.Event()  # cleared: a round is running
+        metrics = FeedMetrics.create(CollectorRegistry())
+        feeding = asyncio.create_task(Feeder(_plan(port, concurrency=2, requests=4), builtin_tasks(), metrics,
+                                             hold=hold).run(asyncio.Event()))  # fmt: skip
+        try:
+            await asyncio.sleep(0.1)
+            sent_while_held = len(api.bodies)
+            hold.set()
+            report = await asyncio.wait_for(feeding, timeout=10)
+        finally:
+            await runner.cleanup()
+        return report, sent_while_held, metrics
+
+    report, sent_while_held, metrics = asyncio.run(main())
+    assert sent_while_held == 0 and report.ok == 4
+    assert metrics.held_seconds._value.get() >= 0.09 and metrics.paced_seconds._value.get() == 0
+
+
+def test_a_stopped_feed_does_not_wait_for_the_hold():
+    async def main():
+        stop, hold = asyncio.Event(), asyncio.Event()
+        feeding = asyncio.create_task(Feeder(_plan(free_port(), concurrency=1), builtin_tasks(),
+                                             FeedMetrics.create(CollectorRegistry()), hold=hold).run(stop))  # fmt: skip
+        await asyncio.sleep(0.05)
+        stop.set()
+        return await asyncio.wait_for(feeding, timeout=5)
+
+    assert asyncio.run(main()).sent == 0

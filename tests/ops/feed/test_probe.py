@@ -72,6 +72,28 @@ def test_rounds_at_first_readiness_then_every_k_versions(tmp_path):
     assert [r["vs_v0"]["held_out"]["b_only"] for r in published] == [0, 2, 2, 3]
 
 
+def test_the_feed_is_held_for_the_length_of_a_round_and_opened_after(tmp_path):
+    seen = []
+
+    class Watching(FakeEval):
+        async def __call__(self, items):
+            seen.append(prober.feed_open.is_set())
+            return await super().__call__(items)
+
+    fake, published = Watching([0] * 12, failing=12), []  # every request fails: the round is dropped
+    prober = _prober(tmp_path, fake, published)
+    assert prober.feed_open.is_set()
+    _drive(prober, fake, [0])
+    fake.failing = 0
+    _drive(prober, fake, [1])
+    assert seen == [False, False] and prober.feed_open.is_set() and len(published) == 1
+    held = Prober(ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path / "b", holds_feed=False), ITEMS,
+                  lambda e: asyncio.sleep(0), run_items=Watching([0] * 12))  # fmt: skip
+    prober = held
+    asyncio.run(held.step(0))
+    assert seen[-1] is True  # holds_feed off: the feed runs beside the round
+
+
 def test_round_file_holds_every_item_and_reads_back(tmp_path):
     fake, published = FakeEval([0] * 12), []
     _drive(_prober(tmp_path, fake, published), fake, [7])
