@@ -11,6 +11,12 @@ signature (slca/contracts/weights.py), and only when its version is at most `max
 announced version this server accepted — a guard in depth against a pinned version (`2**62`) that would make every
 later real version look old. A refused announcement is logged and counted (`slca_swaps_total{outcome="refused"}`);
 the server keeps serving what it serves.
+
+The signature covers the announcement, not the directory: the engine is handed the announced manifest, and the
+version directory's own `manifest.json` must match it (version, sha256 map, signature) while the files it loads
+are hashed against the announced digests (serve/engines/weights_io.py) — so whoever can write the weights
+directory but not the key cannot swap other files in. `POST /admin/weights` names only a path: when the server
+has a key, the directory's manifest must carry a valid signature and the requested version.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from serve.engines.base import Engine, WeightLoadError
-from serve.engines.weights_io import WeightRollback
+from serve.engines.weights_io import WeightRollback, open_weight_dir
 from serve.metrics import ServeMetrics
 from slca.contracts import ContractError, Streams, WeightManifest
+from slca.contracts.weights import MANIFEST_NAME
 from slca.contracts.wire import validate
 
 log = logging.getLogger(__name__)
@@ -84,13 +91,17 @@ class WeightSwapper:
         self._lock = asyncio.Lock()
         metrics.policy_version.set(engine.version)
 
-    async def swap(self, version: int, path: str) -> float:
-        """Seconds the swap took; raises WeightLoadError (old version still serving) with the reason."""
+    async def swap(self, version: int, path: str, manifest: WeightManifest | None = None) -> float:
+        """Seconds the swap took; raises WeightLoadError (old version still serving) with the reason. `manifest`:
+        the announcement that passed the policy (None: an admin request, checked by `_signed_on_disk`)."""
         async with self._lock:
             if version == self.engine.version:
                 return 0.0
             try:
-                seconds = await self.engine.swap_weights(path, version)
+                if manifest is None:
+                    manifest = await asyncio.get_running_loop().run_in_executor(None, self._signed_on_disk, path,
+                                                                                version)  # fmt: skip
+                seconds = await self.engine.swap_weights(path, version, manifest=manifest)
             except Exception as exc:  # any failure is a failed swap; the engine keeps (or restored) the old one
                 error = exc if isinstance(exc, WeightLoadError) else WeightLoadError(f"{path}: {exc!r}")
                 self.last_error = str(error)
@@ -107,6 +118,19 @@ class WeightSwapper:
             self.metrics.policy_version.set(version)
             log.info("now serving weights v%s (swap %.2fs)", version, seconds)
             return seconds
+
+    def _signed_on_disk(self, path: str, version: int) -> WeightManifest | None:
+        """For a swap by path alone: with a key, the directory's manifest, which must be signed with it and be of
+        `version` (it is then what the files are checked against); without a key, None (the directory's own)."""
+        if not self.policy.key:
+            return None
+        manifest = open_weight_dir(path).manifest
+        if not manifest.signature_valid(self.policy.key):
+            why = "unsigned" if manifest.signature is None else "not signed with common.weights_key"
+            raise WeightLoadError(f"{path}: {MANIFEST_NAME} is {why}; refused")
+        if manifest.version != version:
+            raise WeightLoadError(f"{path}: {MANIFEST_NAME} is v{manifest.version}, not v{version}; refused")
+        return manifest
 
     async def swap_manifest(self, raw: bytes | str) -> None:
         """Apply a published manifest; a bad one is logged, never raised into the subscriber loop."""
@@ -125,7 +149,7 @@ class WeightSwapper:
             return
         self.last_accepted = manifest.version
         try:
-            await self.swap(manifest.version, manifest.path)
+            await self.swap(manifest.version, manifest.path, manifest)
         except WeightLoadError:
             return  # counted and logged by swap(); keep following the channel
 

@@ -120,8 +120,10 @@ class Engine(Protocol):
         """Sampled tokens as they come; cancelling the iterator aborts the request."""
         ...
 
-    async def swap_weights(self, path: str, version: int) -> float:
-        """Load `path` in the background, swap it in between steps; returns seconds; raises WeightLoadError."""
+    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
+        """Load `path` in the background, swap it in between steps; returns seconds; raises WeightLoadError.
+        `manifest`: the announced `WeightManifest` whose signature was checked; the directory's `manifest.json` must
+        match it and the loaded bytes are hashed against it (serve/engines/weights_io.py). None: the directory's."""
         ...
 
     @property

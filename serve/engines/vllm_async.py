@@ -42,6 +42,7 @@ class VLLMAsyncEngine(ServedModel):
         super().__init__(model_dir, settings)
         self.engine: Any = None
         self.weights_path = self.model_dir
+        self.weights_manifest = None  # the announced manifest of `weights_path` (None: the directory's own)
         """The weights now served (the model directory, then each swapped-in version): a rebuild reloads them."""
         self.failures: list[float] = []
         """Monotonic times of engine failures (each followed by a rebuild), for the rebuild budget."""
@@ -79,7 +80,8 @@ class VLLMAsyncEngine(ServedModel):
         engine = await asyncio.get_running_loop().run_in_executor(None, AsyncLLM.from_engine_args, args)
         try:
             if self.weights_path != self.model_dir:  # a rebuild: serve the version we were serving
-                await engine.collective_rpc("slca_load_published", args=(self.weights_path,))
+                await engine.collective_rpc("slca_load_published", args=_published_args(self.weights_path,
+                                                                                         self.weights_manifest))
             await engine.update_weight_version(str(self.version))
         except BaseException:
             engine.shutdown()
@@ -197,9 +199,10 @@ class VLLMAsyncEngine(ServedModel):
             self.on_fatal()
 
     # --- hot swap ---------------------------------------------------------------------------------
-    async def swap_weights(self, path: str, version: int) -> float:
+    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
         t0 = time.perf_counter()
-        await asyncio.get_running_loop().run_in_executor(None, check_weight_dir, path)  # refuse before pausing
+        # refuse early, before pausing; the worker checks again the very bytes it loads (`slca_load_published`)
+        await asyncio.get_running_loop().run_in_executor(None, check_weight_dir, path, manifest)
         async with self._swap_lock:
             engine = self.engine
             if not self.loaded:
@@ -208,7 +211,7 @@ class VLLMAsyncEngine(ServedModel):
             # resetting the prefix cache and relabelling therefore all land between the same two steps.
             await engine.pause_generation(mode="keep", clear_cache=False)
             try:
-                error = await self._reload(engine, path, version)
+                error = await self._reload(engine, path, version, manifest)
             finally:
                 if not engine.errored:
                     await engine.resume_generation()
@@ -218,34 +221,40 @@ class VLLMAsyncEngine(ServedModel):
             raise error
         return time.perf_counter() - t0
 
-    async def _reload(self, engine, path: str, version: int) -> WeightLoadError | None:
+    async def _reload(self, engine, path: str, version: int, manifest=None) -> WeightLoadError | None:
         """Load `path` in the paused engine; None, or the error once the last good weights are back."""
         try:
-            await self._load(engine, path, version)
+            await self._load(engine, path, version, manifest)
         except Exception as exc:
             good = self.weights_path
             log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
                         good)  # fmt: skip
             try:
-                await self._load(engine, good, self.version)
+                await self._load(engine, good, self.version, self.weights_manifest)
             except Exception as again:
                 log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
                 return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
                                             f"({again})")  # fmt: skip
             return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
-        self.version, self.weights_path = version, path
+        self.version, self.weights_path, self.weights_manifest = version, path, manifest
         return None
 
-    async def _load(self, engine, path: str, version: int) -> None:
+    async def _load(self, engine, path: str, version: int, manifest=None) -> None:
         if path == self.model_dir:  # the model directory has no manifest: vLLM's own loader reads it
             await engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
         else:
-            await engine.collective_rpc("slca_load_published", args=(path,))
+            await engine.collective_rpc("slca_load_published", args=_published_args(path, manifest))
         # Cached KV of finished requests was computed by the previous weights. vLLM resets it only when no
         # request holds blocks; running requests keep their KV (their trajectories are flagged mixed-version).
         if not await engine.reset_prefix_cache():
             log.info("prefix cache not reset (requests running); it is reset at the next swap with none running")
         await engine.update_weight_version(str(version))
+
+
+def _published_args(path: str, manifest) -> tuple:
+    """`slca_load_published`'s arguments: the path, and the announced manifest as JSON (only text crosses into the
+    engine core), which the worker hashes the files it loads against."""
+    return (path,) if manifest is None else (path, manifest.model_dump_json())
 
 
 def _label_starts(engine, request_id: str) -> list[tuple[str, int]]:

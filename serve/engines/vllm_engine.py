@@ -58,6 +58,7 @@ class VLLMEngine(ServedModel):
         self._stopping = threading.Event()
         self._failed: BaseException | None = None
         self.weights_path = self.model_dir
+        self.weights_manifest = None  # the announced manifest of `weights_path` (None: the directory's own)
         """The weights now served (the model directory, then each swapped-in version): a rebuild reloads them."""
         self.failures: list[float] = []
         """Monotonic times of engine failures (each followed by a rebuild), for the rebuild budget."""
@@ -182,7 +183,7 @@ class VLLMEngine(ServedModel):
             self._shutdown_engine()
             self.engine = self._build()
             if self.weights_path != self.model_dir:
-                self._load_path(self.weights_path)
+                self._load_path(self.weights_path, self.weights_manifest)
         except BaseException as rebuild_exc:  # noqa: BLE001
             log.exception("vllm engine rebuild failed")
             return self._give_up(f"rebuild failed: {rebuild_exc}")
@@ -238,13 +239,13 @@ class VLLMEngine(ServedModel):
         elif kind == "abort":
             self.engine.abort_request([command[1]])
         elif kind == "swap":
-            _, path, version, state, done = command
-            error = self._reload(path, version, state)
+            _, path, version, state, manifest, done = command
+            error = self._reload(path, version, state, manifest)
             done(error)
             if isinstance(error, WeightRollbackFailed):
                 raise error  # the weights are an unknown mix: the driver's failure path takes the engine over
 
-    def _reload(self, path: str, version: int, state: dict) -> WeightLoadError | None:
+    def _reload(self, path: str, version: int, state: dict, manifest=None) -> WeightLoadError | None:
         """Load `path` in place, between two steps; None, or the error after the last good weights are back.
 
         vLLM copies a checkpoint into the running model parameter by parameter, so a reload that fails midway
@@ -258,7 +259,7 @@ class VLLMEngine(ServedModel):
             log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
                         good)  # fmt: skip
             try:
-                self._load_path(good)
+                self._load_path(good, self.weights_manifest)
             except Exception as again:
                 log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
                 return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
@@ -266,6 +267,7 @@ class VLLMEngine(ServedModel):
             return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
         self.version = version
         self.weights_path = path  # the last good weights: what a failed reload or an engine rebuild loads back
+        self.weights_manifest = manifest
         return None
 
     def _load_state(self, state: dict) -> None:
@@ -273,14 +275,14 @@ class VLLMEngine(ServedModel):
         self.engine.collective_rpc(load_tensors, args=(state,))
         self.engine.reset_prefix_cache()  # cached KV was computed by the previous weights
 
-    def _load_path(self, path: str) -> None:
+    def _load_path(self, path: str, manifest=None) -> None:
         """Load the weights at `path` back (rollback, rebuild): a published version through the same verified path
         as a swap; the model directory (no manifest) through vLLM's own loader."""
         if path == self.model_dir:
             self.engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
             self.engine.reset_prefix_cache()
         else:
-            self._load_state(load_state_dict(path))
+            self._load_state(load_state_dict(path, manifest))
 
     def _dispatch(self, outputs) -> None:
         for out in outputs:
@@ -294,18 +296,18 @@ class VLLMEngine(ServedModel):
                 stream.put(TokenStep(ids, lps, self.version, finish, tops))
 
     # --- hot swap -------------------------------------------------------------------------------
-    async def swap_weights(self, path: str, version: int) -> float:
+    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         # One load path: the files are read once, their bytes checked against the manifest and parsed into tensors,
         # off the engine thread; those very tensors are loaded (vLLM never re-reads or globs the directory).
-        state = await loop.run_in_executor(None, load_state_dict, path)
+        state = await loop.run_in_executor(None, load_state_dict, path, manifest)
         future: asyncio.Future = loop.create_future()
 
         def done(err: WeightLoadError | None) -> None:  # called on the driver thread
             loop.call_soon_threadsafe(future.set_result, err)
 
-        self._commands.put(("swap", path, version, state, done))
+        self._commands.put(("swap", path, version, state, manifest, done))
         error = await future
         if error is not None:
             raise error

@@ -24,9 +24,13 @@ def load_tensors(worker, state: dict) -> int:
 class PublishedWeightsLoader:
     """Mixed into vLLM's worker; `self` is the worker (it has `model_runner`, `vllm_config`)."""
 
-    def slca_load_published(self, path: str) -> int:
+    def slca_load_published(self, path: str, manifest_json: str | None = None) -> int:
         """Replace the model's weights in place by those of the published version at `path`; returns the number
-        of tensors loaded. Raises WeightLoadError (bad manifest, checksum) before touching any parameter."""
+        of tensors loaded. `manifest_json`: the announced manifest, which the directory's must match and against
+        which the bytes loaded are hashed. Raises WeightLoadError (bad or mismatched manifest, checksum) before
+        touching any parameter."""
         from serve.engines.weights_io import load_state_dict
+        from slca.contracts import WeightManifest
 
-        return load_tensors(self, load_state_dict(path))
+        expected = WeightManifest.model_validate_json(manifest_json) if manifest_json else None
+        return load_tensors(self, load_state_dict(path, expected))

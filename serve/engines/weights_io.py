@@ -7,7 +7,12 @@
 - only listed files are loaded, and a weight file in the directory that the manifest does not list (a stray
   `*.safetensors`, which vLLM would load along with the rest) refuses the version rather than being loaded
   or silently skipped;
-- the hf engine loads the very bytes it hashed, so nothing can change between the check and the load.
+- given the announced manifest (the one whose signature serve/swap.py checked), the directory's `manifest.json`
+  must match it — same version, same sha256 map, same signature — and the files are hashed against the announced
+  digests: whoever can write the weights directory but not `common.weights_key` cannot swap other files in;
+- every engine loads the very bytes it hashed (`load_state_dict`: read once, hashed, parsed from those bytes),
+  so nothing can change between the check and the load; vLLM's engine-core worker does the same in its own
+  process, handed the announced manifest (`check_weight_dir` before it is only the early refusal).
 """
 
 from __future__ import annotations
@@ -43,8 +48,15 @@ class WeightDir:
         return sorted(name for name in self.manifest.sha256 if name.endswith(".safetensors"))
 
 
-def open_weight_dir(path: str) -> WeightDir:
-    """The directory and its manifest after the structural checks (no hashing yet); WeightLoadError says why not."""
+def manifest_mismatch(on_disk: WeightManifest, announced: WeightManifest) -> list[str]:
+    """The fields (of version, sha256, signature) in which the directory's manifest differs from the announced one."""
+    return [name for name in ("version", "sha256", "signature") if getattr(on_disk, name) != getattr(announced, name)]
+
+
+def open_weight_dir(path: str, expected: WeightManifest | None = None) -> WeightDir:
+    """The directory and its manifest after the structural checks (no hashing yet); WeightLoadError says why not.
+    `expected`: the announced (signature-checked) manifest, which the directory's own must match; it is then the
+    manifest returned, so the files are checked against the announced digests."""
     root = Path(path)
     if not root.is_dir():
         raise WeightLoadError(f"{path}: not a directory")
@@ -55,6 +67,12 @@ def open_weight_dir(path: str) -> WeightDir:
         manifest = WeightManifest.model_validate_json(manifest_file.read_text())
     except (ContractError, ValueError, OSError) as exc:
         raise WeightLoadError(f"{path}: bad manifest ({exc})") from None
+    if expected is not None:
+        differs = manifest_mismatch(manifest, expected)
+        if differs:
+            raise WeightLoadError(f"{path}: {MANIFEST_NAME} does not match the announced manifest "
+                                  f"(different {', '.join(differs)}); refused")  # fmt: skip
+        manifest = expected
     outside = [name for name in manifest.sha256 if not inside(root, root / name)]
     if outside:
         raise WeightLoadError(f"{path}: {', '.join(outside)} lead(s) outside the version directory")
@@ -74,21 +92,23 @@ def _mismatched(root: Path, digests: dict[str, str]) -> list[str]:
             if not (root / name).is_file() or sha256_file(root / name) != digest]  # fmt: skip
 
 
-def check_weight_dir(path: str) -> Path:
-    """The directory, after the structural checks and every listed file's checksum; WeightLoadError says why not."""
-    weights = open_weight_dir(path)
+def check_weight_dir(path: str, expected: WeightManifest | None = None) -> Path:
+    """The directory, after the structural checks and every listed file's checksum; WeightLoadError says why not.
+    An early refusal only: what is loaded must come from `load_state_dict` (the files may change after this)."""
+    weights = open_weight_dir(path, expected)
     bad = _mismatched(weights.root, weights.manifest.sha256)
     if bad:
         raise WeightLoadError(f"{path}: checksum mismatch for {', '.join(bad)}")
     return weights.root
 
 
-def load_state_dict(path: str) -> dict:
-    """Every tensor of the listed safetensors files, each file parsed from the bytes that were hashed."""
+def load_state_dict(path: str, expected: WeightManifest | None = None) -> dict:
+    """Every tensor of the listed safetensors files, each file parsed from the bytes that were hashed (against the
+    announced manifest `expected` when given, which the directory's must match)."""
     from safetensors import SafetensorError
     from safetensors.torch import load
 
-    weights = open_weight_dir(path)
+    weights = open_weight_dir(path, expected)
     digests = weights.manifest.sha256
     bad = _mismatched(weights.root, {n: d for n, d in digests.items() if n not in weights.weight_files})
     state: dict = {}

@@ -225,8 +225,8 @@ def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path,
     v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.05)
     real_load = hf.load_state_dict
 
-    def poisoned_load(path):  # a parameter in the middle fails, after earlier ones could have been swapped
-        state = real_load(path)
+    def poisoned_load(path, manifest=None):  # a parameter in the middle fails, after earlier ones could have been swapped
+        state = real_load(path, manifest)
         middle = list(state)[len(state) // 2]
         state[middle] = _Poison(state[middle].shape)
         return state
@@ -366,8 +366,10 @@ class _FakeEngine:
     def __init__(self, behaviour: dict, reached: asyncio.Event | None = None):
         self.version, self.behaviour, self.reached = 0, behaviour, reached
         self.loaded: list[int] = []
+        self.manifests: list = []
 
-    async def swap_weights(self, path: str, version: int) -> float:
+    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
+        self.manifests.append(manifest)
         if self.behaviour.get(version) is not None:
             raise self.behaviour[version]
         self.version = version
@@ -534,3 +536,107 @@ def test_signature_covers_every_field_and_survives_the_wire():
     assert again.signature_valid("k") and not again.signature_valid("other")
     for field, value in [("version", 8), ("train_step", 3), ("base_model", "x"), ("sha256", {"a": "1" * 64})]:
         assert not again.model_copy(update={field: value}).signature_valid("k"), field
+
+
+# --- the directory must be what was announced ------------------------------------------------------------------
+def _swap_files_in(v: Path, tmp_path: Path, tiny_model_dir: Path, **manifest_changes) -> None:
+    """Someone who can write the weights directory, not the key: other weights in, a manifest that hashes them."""
+    other = Path(publish_version(tiny_model_dir, tmp_path / "other", 1, 3.0, key=None).path)
+    shutil.copy(other / "model.safetensors", v / "model.safetensors")
+    sha = {**_manifest_of(v)["sha256"], "model.safetensors": sha256_file(v / "model.safetensors")}
+    _rewrite_manifest(v, sha256=sha, **manifest_changes)  # the announced signature copied along
+
+
+def _other_files(v, tmp_path, tiny_model_dir):
+    _swap_files_in(v, tmp_path, tiny_model_dir)
+
+
+def _other_version(v, tmp_path, tiny_model_dir):
+    _rewrite_manifest(v, version=2)
+
+
+def _unsigned(v, tmp_path, tiny_model_dir):
+    _rewrite_manifest(v, signature=None)
+
+
+@pytest.mark.parametrize("damage, differs", [(_other_files, "sha256"), (_other_version, "version"),
+                                             (_unsigned, "signature")])  # fmt: skip
+def test_the_directory_manifest_must_match_the_announced_one(tiny_model_dir, tmp_path, damage, differs):
+    from serve.engines.vllm_worker_ext import PublishedWeightsLoader
+
+    announced = publish_version(tiny_model_dir, tmp_path / "weights", 1, 1.01)
+    v = Path(announced.path)
+    assert load_state_dict(str(v), announced) and check_weight_dir(str(v), announced) == v  # intact: loads
+    damage(v, tmp_path, tiny_model_dir)
+    assert load_state_dict(str(v))  # self-consistent on its own: only the announcement tells it apart
+
+    class Worker(PublishedWeightsLoader):  # vLLM's engine-core worker, handed the announcement as JSON
+        def reload_weights(self, weights_iterator):
+            raise AssertionError("loaded despite the mismatch")
+
+    loads = [lambda: load_state_dict(str(v), announced), lambda: check_weight_dir(str(v), announced),
+             lambda: Worker().slca_load_published(str(v), announced.model_dump_json())]  # fmt: skip
+    for load in loads:
+        with pytest.raises(WeightLoadError, match=f"does not match the announced manifest .different {differs}"):
+            load()
+
+
+def test_an_announced_version_whose_files_were_swapped_is_not_loaded(tiny_model_dir, tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from serve.engines.base import create_engine
+    from serve.metrics import ServeMetrics
+    from serve.settings import ServeSettings
+    from serve.swap import ManifestPolicy, WeightSwapper
+
+    v1 = publish_version(tiny_model_dir, tmp_path / "weights", 1, 1.01)
+    v2 = publish_version(tiny_model_dir, tmp_path / "weights", 2, 1.02)
+    _swap_files_in(Path(v1.path), tmp_path, tiny_model_dir)
+
+    async def main():
+        engine = create_engine("hf", str(tiny_model_dir), ServeSettings(engine="hf", torch_threads=1))
+        await engine.start()
+        try:
+            before = {n: p.detach().clone() for n, p in engine.model.named_parameters()}
+            swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), policy=ManifestPolicy(WEIGHTS_KEY))
+            await swapper.swap_manifest(v1.model_dump_json())  # signed, but the files on disk are others
+            refused = (engine.version, swapper.last_error,
+                       all(torch.equal(p, before[n]) for n, p in engine.model.named_parameters()))  # fmt: skip
+            await swapper.swap_manifest(v2.model_dump_json())  # an intact one still loads
+            return refused, engine.version
+        finally:
+            await engine.close()
+
+    (version, error, unchanged), after = asyncio.run(main())
+    assert version == 0 and unchanged and "does not match the announced manifest (different sha256)" in error
+    assert after == 2
+
+
+def test_a_swap_by_path_needs_a_signed_manifest_of_that_version_when_the_server_has_a_key(tiny_model_dir, tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from serve.metrics import ServeMetrics
+    from serve.swap import ManifestPolicy, WeightSwapper
+
+    unsigned = publish_version(tiny_model_dir, tmp_path / "a", 1, 1.01, key=None)
+    other_key = publish_version(tiny_model_dir, tmp_path / "b", 1, 1.01, key="attacker")
+    signed = publish_version(tiny_model_dir, tmp_path / "c", 1, 1.01)
+    engine = _FakeEngine({})
+    swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), policy=ManifestPolicy(WEIGHTS_KEY))
+
+    async def main():
+        errors = []
+        for version, manifest in [(1, unsigned), (1, other_key), (2, signed)]:
+            with pytest.raises(WeightLoadError) as info:
+                await swapper.swap(version, manifest.path)
+            errors.append(str(info.value))
+        await swapper.swap(1, signed.path)
+        return errors
+
+    errors = asyncio.run(main())
+    assert "unsigned" in errors[0] and "not signed with common.weights_key" in errors[1] and "not v2" in errors[2]
+    assert engine.loaded == [1] and engine.manifests == [signed]  # the engine checks the files against it
+    # without a key (development), a swap by path keeps trusting the directory's own manifest
+    keyless = _FakeEngine({})
+    asyncio.run(WeightSwapper(keyless, ServeMetrics(CollectorRegistry())).swap(1, unsigned.path))
+    assert keyless.loaded == [1] and keyless.manifests == [None]
