@@ -1,8 +1,8 @@
-"""`slca learn` and `slca bench learner` (heavy imports inside handlers).
+"""`slca learn` (heavy imports inside handlers); `slca bench learner` is ops' (ops/bench/learner_step.py).
 
 The commands that feed the learner from other components are ops': `slca train` (`ops.experiments.cli`: the
-controlled run through serve and workers), `slca sft` and `slca bench sft` (`ops.warmstart.cli`: demonstrations
-from the sim)."""
+controlled run through serve and workers), `slca sft` (`ops.warmstart.cli`: demonstrations from the sim) and
+`slca bench sft` (`ops.bench.sft`)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,6 @@ def register(commands, bench) -> None:
     learn.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total")
     learn.add_argument("--estimator", default=None, help="advantage estimator (default: learner.estimator)")
     learn.set_defaults(func=_learn)
-
-    b = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
-    b.add_argument("--groups", type=int, default=2, help="groups per step")
-    b.add_argument("--group-size", type=int, default=8)
-    b.add_argument("--tokens", type=int, default=128, help="generated tokens per member")
-    b.add_argument("--model", default=None, help="model (default common.model)")
-    b.add_argument("--repeats", type=int, default=3)
-    b.set_defaults(func=_bench)
 
 
 def _learn(args: argparse.Namespace, config) -> int:
@@ -75,9 +67,3 @@ def check_estimator(name: str) -> None:
         get_estimator(name)
     except UnknownEstimatorError as exc:
         raise CliError(str(exc)) from None
-
-
-def _bench(args, config) -> int:
-    from learner.bench import run_bench_cli
-
-    return run_bench_cli(args, config)

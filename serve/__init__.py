@@ -11,5 +11,5 @@ Where things live:
 - `admin.py`      /healthz /readyz /metrics /v1/models /admin/weights
 - `engines/`      one async interface (`base.py`), `hf.py`, `vllm_engine.py` (in-process) and `vllm_async.py`
                   (engine core in its own process), forced-call grammars
-- `cli.py`        `slca serve`, `slca bench serve` (`bench/`)
+- `cli.py`        `slca serve` (`slca bench serve` is ops': ops/bench/serve/)
 """

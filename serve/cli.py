@@ -1,11 +1,10 @@
-"""`slca serve` (the agent API) and `slca bench serve` (agent API vs raw engine vs vLLM's own server)."""
+"""`slca serve` (the agent API); `slca bench serve` (agent API vs vLLM's own server) is ops' (ops/bench/serve)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
-from pathlib import Path
 
 from slca.cli import CliError
 
@@ -16,23 +15,6 @@ def register(commands, bench) -> None:
     serve.add_argument("--host", help="override serve.host")
     serve.add_argument("--port", type=int, help="override serve.port")
     serve.set_defaults(func=run_serve)
-    b = bench.add_parser("serve", help="tokens/s, TTFT, req/s: slca's chat and agent APIs ÷ vLLM's own OpenAI server")
-    b.add_argument("--targets", type=_csv, default=["vllm-server", "slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
-                   help="comma-separated, in order (vllm-server: the baseline)")
-    b.add_argument("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level")
-    b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
-    b.add_argument("--min-requests", type=int, default=4, help="requests per level: max(clients, this)")
-    b.add_argument("--max-tokens", type=int, default=64, help="max tokens per request")
-    b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
-    b.set_defaults(func=run_bench)
-
-
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-def _ints(text: str) -> list[int]:
-    return [int(t) for t in _csv(text)]
 
 
 def _settings(args, config):
@@ -80,12 +62,3 @@ def _sim_settings(config):
         return config.section("sim").with_cache_of(config.common)
     except ModuleNotFoundError:
         return None
-
-
-def run_bench(args, config) -> int:
-    from serve.bench import run_serve_bench
-
-    settings, common = _settings(args, config), config.common
-    if not common.model_path().is_dir():
-        raise CliError(f"model directory not found: {common.model_path()}")
-    return run_serve_bench(settings, common, args)

@@ -1,1 +1,4 @@
-"""Side-by-side benchmarks that compose components (serve + workers + learner): `slca bench queue | rl`."""
+"""Every `slca bench` whose code is ops' (one module or package per bench; `cli` registers them): they compose
+components (serve + workers + learner). Shared helpers: `common` (recorded command, percentiles), `machine` (what
+a result says about the machine), `proc_sampler` (memory and CPU of a process tree), `servers` (servers under
+measurement, each in its own process), `hostile` (hostile request bodies)."""

@@ -1,4 +1,4 @@
-"""`slca bench queue`: the stream producer (serve's recorder) and the worker side (workers.benchmark), side by
+"""`slca bench queue`: the stream producer (serve's recorder) and the worker side (ops.bench.queue_workers), side by
 side with redis-benchmark on one owned redis-server, in one run. Lives in ops because it composes serve and
 workers."""
 
@@ -18,7 +18,7 @@ from slca.redis_server import RedisServer
 
 def run_queue_bench(args, config) -> int:
     from slca.cli import CliError
-    from workers import benchmark as worker_bench
+    from ops.bench import queue_workers as worker_bench
     from workers.scoring.extract import load_tokenizer
     from workers.settings import WorkerSettings
 

@@ -31,7 +31,7 @@ from ops.bench.rl_slca import _copy_logs, _ready, _stop
 from ops.bench.soak_report import summarise, table, verdict, write
 from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
 from ops.supervisor.state import owned_redis_url, read_state, state_path
-from serve.bench.report import bench_command
+from ops.bench.common import bench_command
 from slca.config import Config, split_overrides
 from slca.redis_server import free_port
 

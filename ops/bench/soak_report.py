@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from serve.bench.report import percentile
+from ops.bench.common import percentile
 
 MIB = 1024 * 1024
 WINDOW_S = 60.0

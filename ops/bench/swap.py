@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ops.bench.machine import machine_facts
 from ops.bench.swap_report import Published, Response, summarise, table, write
-from serve.bench.load import PROMPTS
-from serve.bench.report import bench_command
-from serve.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
+from ops.bench.common import bench_command
+from ops.bench.serve.load import PROMPTS
+from ops.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
 
 
 class Publisher:

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from serve.bench.report import percentile
+from ops.bench.common import percentile
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""`slca sft` and `slca bench sft`: demonstrations from the sim (`ops.warmstart.data`) into the learner's warm
-start (`learner.sft`, `learner.sft_bench`). Heavy imports inside the handlers."""
+"""`slca sft`: demonstrations from the sim (`ops.warmstart.data`) into the learner's warm
+start (`learner.sft`; `slca bench sft` is `ops.bench.sft`). Heavy imports inside the handlers."""
 
 from __future__ import annotations
 
@@ -18,17 +18,6 @@ def register(commands, bench) -> None:
                      help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)")
     sft.set_defaults(func=_sft)
 
-    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s")
-    bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
-    bs.add_argument("--seconds", type=float, default=120.0, help="timed seconds per loop (default 120)")
-    bs.add_argument("--steps", type=int, default=0, help="steps per loop instead of --seconds (0: use --seconds)")
-    bs.add_argument("--warmup", type=int, default=1, help="untimed steps before each loop (default 1)")
-    bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
-    bs.add_argument("--pack", default="everyday", help="task pack for demonstrations")
-    bs.add_argument("--seed", type=int, default=0)
-    bs.add_argument("--out", default=None, help="write the results as JSON here")
-    bs.set_defaults(func=_bench_sft)
-
 
 def _sft(args, config) -> int:
     from learner.sft import run_sft
@@ -41,10 +30,3 @@ def _sft(args, config) -> int:
     demos = load_demonstrations(config, args.pack, "train", args.seed)
     held_out = load_pack(args.pack, "test", args.seed)[: max(0, args.eval_tasks)]
     return run_sft(args, config, demos, held_out)
-
-
-def _bench_sft(args, config) -> int:
-    from learner.sft_bench import run_sft_bench
-    from ops.warmstart.data import load_demonstrations
-
-    return run_sft_bench(args, config, load_demonstrations(config, args.pack, "train", args.seed))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from learner.sft_batching import collate_right_padded, default_batch_tokens, grouped_batches, grouped_epoch
-from learner.sft_bench import collate_padded, fixed_batches
+from ops.bench.sft import collate_padded, fixed_batches  # the old loop, kept verbatim as the bench's baseline
 from learner.sft_data import IGNORE, Example
 
 

@@ -1,4 +1,4 @@
-"""Smoke runs of the serve entry points: a clear error for a bad model (`slca bench serve`: test_bench_serve.py)."""
+"""Smoke runs of the serve entry points: a clear error for a bad model (`slca bench serve`: tests/ops/bench/)."""
 
 from __future__ import annotations
 

@@ -9,9 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from serve.bench import load
-from serve.bench.report import BASELINE, HEADER, Figures, bench_command, summarise, table_row, write
-from serve.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd, vllm_server_cmd
+from ops.bench.common import bench_command
+from ops.bench.serve import load
+from ops.bench.serve.report import BASELINE, HEADER, Figures, summarise, table_row, write
+from ops.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd, vllm_server_cmd
 
 SLCA_TARGETS: dict[str, dict[str, object]] = {
     "slca-vllm-core": {"serve.engine": "vllm", "serve.vllm_engine_core_process": "true"},

@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from serve.bench.load import Sample
+from ops.bench.common import percentile
+from ops.bench.serve.load import Sample
 
 BASELINE = "vllm-server"
 """The target every row is compared with: vLLM's own OpenAI server (its chat API)."""
-
-
-def bench_command(name: str, argv: list[str]) -> str:
-    """`slca bench <name> …` as run, without the `--out` directory (results carry no machine paths)."""
-    rest = argv[argv.index(name) + 1:] if name in argv else []
-    kept, skip = [], False
-    for a in rest:
-        if skip or a.startswith("--out="):
-            skip = False
-            continue
-        skip = a == "--out"
-        if not skip:
-            kept.append(a)
-    return " ".join(["slca bench", name, *kept])
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100) of the values; None when there are none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 @dataclass

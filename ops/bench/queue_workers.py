@@ -1,5 +1,5 @@
-"""The worker side of `slca bench queue` (ops/bench/queue.py runs it with the producer): the queue path
-measured side by side in one run, on one owned Redis.
+"""The worker side of `slca bench queue` (ops/bench/queue.py runs it with the producer side, queue_producer.py):
+the queue path measured side by side in one run, on one owned Redis.
 
 1. raw stream: `redis-benchmark` XADD (pipelined ×16, the trajectory's payload size) vs our producer's XADD of
    encoded trajectories (redis-py, pipelined ×16), and consumer-group reads + acks (XREADGROUP 256 + XACK);
@@ -24,7 +24,7 @@ from slca.contracts import GoldCall, GroundTruth, Segment, Streams, Trajectory, 
 from slca.redis_server import RedisServer
 from workers.settings import WorkerSettings
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Trajectory]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from serve.bench.load import Sample
-from serve.bench.report import percentile, ratio, summarise
+from ops.bench.common import percentile
+from ops.bench.serve.load import Sample
+from ops.bench.serve.report import ratio, summarise
 from slca.cli import main
 
 
@@ -43,7 +44,7 @@ def test_bench_serve_smoke_writes_table_and_json(tiny_model_dir, tmp_path, capsy
 
 
 def test_recorded_command_leaves_out_the_output_directory():
-    from serve.bench.report import bench_command
+    from ops.bench.common import bench_command
 
     argv = ["slca", "--set", "a=b", "bench", "serve", "--clients", "1,16", "--out", "/x/y", "--max-tokens=8"]
     assert bench_command("serve", argv) == "slca bench serve --clients 1,16 --max-tokens=8"

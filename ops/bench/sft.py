@@ -140,7 +140,7 @@ def print_table(rows: dict[str, dict], ratio: dict[str, float | None]) -> None:
 
 
 def run_sft_bench(args, config, demos: list[Demonstration]) -> int:
-    """`slca bench sft` on demonstrations its caller (`ops.warmstart.cli`) loaded."""
+    """`slca bench sft` on demonstrations its caller (`ops.bench.cli`, from `ops.warmstart.data`) loaded."""
     from transformers import AutoTokenizer
 
     from learner.sft import demonstration_examples, load_model, pad_id_of, resolve_source, sft_precision

@@ -1,6 +1,7 @@
-"""Behaviour-logprob gap: vLLM engine (bf16, as served) vs a transformers fp32 teacher-forced recompute.
+"""`slca bench logprob-gap`: behaviour-logprob gap, vLLM engine (bf16, as served) vs a transformers fp32
+teacher-forced recompute of the same tokens.
 
-    python -m bench.serve_logprob_gap [--model embedded|tiny|DIR] [--prompts 8] [--max-tokens 64]
+    slca bench logprob-gap [--model embedded|tiny|DIR] [--prompts 8] [--max-tokens 64]
 
 Training depends on this gap: the learner's importance ratio exp(logπ_θ − logπ_behaviour) starts at
 exp(±gap) even before any update.
@@ -8,12 +9,10 @@ exp(±gap) even before any update.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 from pathlib import Path
 
-from serve.bench import PROMPTS
+from ops.bench.serve.load import PROMPTS
 
 
 async def sample_vllm(model_dir: str, prompts: int, max_tokens: int):
@@ -51,23 +50,17 @@ def recompute(model_dir: str, samples):
     return gaps
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    args = parser.parse_args()
-    from slca.config import CommonSettings
+def run_logprob_gap(args, config) -> int:
+    from slca.cli import CliError
 
-    model_dir = str(CommonSettings(model=args.model).model_path())
-    samples = asyncio.run(sample_vllm(model_dir, args.prompts, args.max_tokens))
-    gaps = sorted(recompute(model_dir, samples))
+    common = config.common.model_copy(update={"model": args.model}) if args.model else config.common
+    model_dir = common.model_path()
+    if not (model_dir / "config.json").is_file():
+        raise CliError(f"model not found: {model_dir} (run `slca model fetch`)")
+    samples = asyncio.run(sample_vllm(str(model_dir), args.prompts, args.max_tokens))
+    gaps = sorted(recompute(str(model_dir), samples))
     mean = sum(gaps) / len(gaps)
     p99 = gaps[int(0.99 * (len(gaps) - 1))]
     print(f"model={Path(model_dir).name} tokens={len(gaps)} vLLM bf16 vs transformers fp32 |logprob gap|: "
           f"mean {mean:.4f}  median {gaps[len(gaps) // 2]:.4f}  p99 {p99:.4f}  max {gaps[-1]:.4f}")  # fmt: skip
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

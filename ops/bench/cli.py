@@ -1,0 +1,162 @@
+"""The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
+`serve | learner | sft | queue | rl | swap | soak | logprob-gap`. `ops.cli` registers them; heavy imports stay
+inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are ops.cli's, beside
+the code they measure.)"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+
+def register(bench) -> None:
+    queue = bench.add_parser("queue", help="stream producer and consumers vs redis-benchmark, scored trajectories/s")
+    queue.add_argument("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run")
+    queue.add_argument("--stream-entries", type=int, default=100000, help="entries for the raw stream run")
+    queue.add_argument("--producer-entries", type=int, default=5000, help="trajectories per producer run (3 rounds)")
+    queue.add_argument("--producer-only", action="store_true", help="measure the producer only")
+    queue.add_argument("--workers", type=int, default=1, help="Celery worker processes in the end-to-end run")
+    queue.add_argument("--out", help="directory for results.json + table.txt (or a .json file)")
+    queue.set_defaults(func=_bench_queue)
+
+    rl = bench.add_parser("rl", help="TRL's GRPOTrainer vs slca's online pipeline: same model, tasks, wall time")
+    rl.add_argument("--minutes", type=float, default=10.0, help="wall time of each side")
+    rl.add_argument("--model", help="warm-started model (default: the sft model, else embedded with a warning)")
+    rl.add_argument("--pack", default="everyday", help="task pack (train split)")
+    rl.add_argument("--group-size", type=int, default=8)
+    rl.add_argument("--max-new-tokens", type=int, default=128)
+    rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
+    rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
+    rl.add_argument("--pipeline-set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                    help="extra setting for the slca pipeline only (e.g. serve.engine=hf)")
+    rl.add_argument("--out", type=Path, default=Path("bench/rl/latest"))
+    rl.set_defaults(func=_bench_rl)
+
+    swap = bench.add_parser("swap", help="hot-swap under load: swap latency, failed requests, mixed-version share")
+    swap.add_argument("--versions", type=int, default=5, help="versions published (perturbed copies of the weights)")
+    swap.add_argument("--interval-s", type=float, default=12.0, help="seconds between two publishes")
+    swap.add_argument("--clients", type=int, default=8, help="concurrent agent-run clients (plus one canary)")
+    swap.add_argument("--max-tokens", type=int, default=48, help="max tokens per agent run")
+    swap.add_argument("--warmup-s", type=float, default=5.0, help="load before the first publish")
+    swap.add_argument("--noise", type=float, default=0.002, help="per-version noise, × each tensor's std")
+    swap.add_argument("--core-process", action=argparse.BooleanOptionalAction, default=None,
+                      help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)")
+    swap.add_argument("--out", type=Path, default=Path("bench/swap/latest"))
+    swap.set_defaults(func=_bench_swap)
+
+    soak = bench.add_parser("soak", help="minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
+                                         "/healthz p99 < 100 ms, every legal request answered")  # fmt: skip
+    soak.add_argument("--minutes", type=float, default=10.0, help="the measured window")
+    soak.add_argument("--warmup-minutes", type=float, default=1.0, help="load before the measured window")
+    soak.add_argument("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)")
+    soak.add_argument("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often")
+    soak.add_argument("--url", help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
+                                    "instead of starting one on a temporary data directory")  # fmt: skip
+    soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
+    soak.set_defaults(func=_bench_soak)
+
+    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s")
+    bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
+    bs.add_argument("--seconds", type=float, default=120.0, help="timed seconds per loop (default 120)")
+    bs.add_argument("--steps", type=int, default=0, help="steps per loop instead of --seconds (0: use --seconds)")
+    bs.add_argument("--warmup", type=int, default=1, help="untimed steps before each loop (default 1)")
+    bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
+    bs.add_argument("--pack", default="everyday", help="task pack for demonstrations")
+    bs.add_argument("--seed", type=int, default=0)
+    bs.add_argument("--out", default=None, help="write the results as JSON here")
+    bs.set_defaults(func=_bench_sft)
+
+    b = bench.add_parser("serve", help="tokens/s, TTFT, req/s: slca's chat and agent APIs ÷ vLLM's own OpenAI server")
+    b.add_argument("--targets", type=_csv, default=["vllm-server", "slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
+                   help="comma-separated, in order (vllm-server: the baseline)")
+    b.add_argument("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level")
+    b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
+    b.add_argument("--min-requests", type=int, default=4, help="requests per level: max(clients, this)")
+    b.add_argument("--max-tokens", type=int, default=64, help="max tokens per request")
+    b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
+    b.set_defaults(func=_bench_serve)
+
+    lb = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
+    lb.add_argument("--groups", type=int, default=2, help="groups per step")
+    lb.add_argument("--group-size", type=int, default=8)
+    lb.add_argument("--tokens", type=int, default=128, help="generated tokens per member")
+    lb.add_argument("--model", default=None, help="model (default common.model)")
+    lb.add_argument("--repeats", type=int, default=3)
+    lb.set_defaults(func=_bench_learner)
+
+    gap = bench.add_parser("logprob-gap", help="|behaviour logprob gap|: vLLM (bf16, as served) vs a transformers "
+                                               "fp32 recompute of the same tokens")  # fmt: skip
+    gap.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
+    gap.add_argument("--prompts", type=int, default=8)
+    gap.add_argument("--max-tokens", type=int, default=64)
+    gap.set_defaults(func=_bench_logprob_gap)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(t) for t in _csv(text)]
+
+
+def _logging(config) -> None:
+    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def _bench_queue(args, config) -> int:
+    from ops.bench.queue import run_queue_bench
+
+    return run_queue_bench(args, config)
+
+
+def _bench_swap(args, config) -> int:
+    from ops.bench.swap import run_bench_swap
+
+    _logging(config)
+    return run_bench_swap(args, config)
+
+
+def _bench_soak(args, config) -> int:
+    from ops.bench.soak import run_soak
+
+    _logging(config)
+    return run_soak(args, config)
+
+
+def _bench_rl(args, config) -> int:
+    from ops.bench.rl import run_rl_bench
+
+    _logging(config)
+    return run_rl_bench(args, config)
+
+
+def _bench_sft(args, config) -> int:
+    from ops.bench.sft import run_sft_bench
+    from ops.warmstart.data import load_demonstrations
+
+    return run_sft_bench(args, config, load_demonstrations(config, args.pack, "train", args.seed))
+
+
+def _bench_serve(args, config) -> int:
+    from ops.bench.serve import run_serve_bench
+    from serve.settings import ServeSettings
+    from slca.cli import CliError
+
+    common = config.common
+    if not common.model_path().is_dir():
+        raise CliError(f"model directory not found: {common.model_path()}")
+    return run_serve_bench(config.get(ServeSettings), common, args)
+
+
+def _bench_learner(args, config) -> int:
+    from ops.bench.learner_step import run_bench_cli
+
+    return run_bench_cli(args, config)
+
+
+def _bench_logprob_gap(args, config) -> int:
+    from ops.bench.logprob_gap import run_logprob_gap
+
+    return run_logprob_gap(args, config)
