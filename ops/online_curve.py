@@ -110,10 +110,12 @@ def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[
     summary = online_probe.paired_summary(rounds, data_dir, out)
     trends = {"feed": trend([s.version for s in stats for _ in range(s.n)],
                             [s.exec_mean for s in stats for _ in range(s.n)])}  # fmt: skip
-    result = {"command": command, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
+    verdict = online_probe.verdict(summary)
+    result = {"command": command, "verdict": verdict, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
               "binned": pooled, "probe": [r.to_json() for r in rounds], "probe_paired": summary}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    lines = [f"# Online learning curve\n", f"Command: `{command}`\n"]
+    lines = [f"# Online learning curve\n", f"**Verdict** (paired held-out probe, rule in `ops/online_probe.py`): {verdict}\n",
+             f"Command: `{command}`\n"]  # fmt: skip
     lines += [f"- {k}: {v}" for k, v in extra.items()] + [""]
     lines += ["| versions | trajectories | mean exec reward | tool turns / episode |", "|---|---|---|---|"]
     lines += [f"| {b['versions']} | {b['n']} | {b['exec_mean']:.3f} | "

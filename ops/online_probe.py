@@ -44,6 +44,36 @@ def difference(d: dict[str, Any] | None) -> str:
             f"p={d['mcnemar_p']:.3g} (+{d['b_only']}/−{d['a_only']} of {d['n']})")  # fmt: skip
 
 
+TARGET_GAIN = 0.05
+"""The benchmark target of a 60-minute `make run`: paired held-out success at least 5 points above v0, its 95%
+interval above 0, and BFCL not worse (its interval not wholly below 0)."""
+
+
+def verdict(summary: dict[str, Any] | None) -> str:
+    """One sentence, computed from the paired v0 → latest result, that `slca bench online` writes first. The rule
+    is fixed here, before any run: held-out rose when the bootstrap interval of the paired difference lies above
+    0, fell when it lies below, else no measurable change; the target is met when it rose by ≥ `TARGET_GAIN` and
+    BFCL did not fall."""
+    if not summary or summary.get("rounds", 0) < 2 or summary["baseline_version"] == summary["latest_version"]:
+        return "not judged: fewer than two probe rounds, so there is no paired comparison with v0"
+    paired = summary.get("paired") or {}
+    head, bfcl = paired.get(HEADLINE), paired.get("bfcl")
+    if not head or not head.get("n"):
+        return "not judged: the rounds share no held-out item"
+    span = f"v{summary['baseline_version']} → v{summary['latest_version']}"
+    if head["ci_low"] > 0:
+        moved = "rose"
+    elif head["ci_high"] < 0:
+        moved = "fell"
+    else:
+        moved = "did not measurably change"
+    bfcl_fell = bool(bfcl and bfcl.get("n") and bfcl["ci_high"] < 0)
+    met = moved == "rose" and head["diff"] >= TARGET_GAIN and not bfcl_fell
+    bfcl_text = "-" if not bfcl or not bfcl.get("n") else difference(bfcl)
+    return (f"held-out success {moved} {span}: {difference(head)}; BFCL {bfcl_text}{' (fell)' if bfcl_fell else ''}; "
+            f"target (≥ +{TARGET_GAIN:.2f} with the interval above 0, BFCL not worse) {'met' if met else 'not met'}")
+
+
 def round_line(r: ProbeRound) -> str:
     head = r.headline
     span = f" (v{r.version_min}–v{r.version_max})" if r.version_min != r.version_max else ""

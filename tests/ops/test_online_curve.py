@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ops.online_curve import binned, by_version, status_lines, write_curve
 
 
@@ -101,6 +103,38 @@ def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(t
     assert "- held-out: +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29)" in md
     assert str(tmp_path) not in md and str(tmp_path) not in (out / "probe_summary.json").read_text()
     assert [r["version"] for r in json.loads((out / "results.json").read_text())["probe"]] == [0, 30, 60]
+    # the verdict comes first, computed by the stated rule: +0.310 with its interval above 0, BFCL not below
+    assert md.splitlines()[2].startswith("**Verdict** (paired held-out probe, rule in `ops/online_probe.py`): "
+                                         "held-out success rose v0 → v60: +0.310 [+0.138, +0.483]"), md
+    assert result["verdict"].endswith("target (≥ +0.05 with the interval above 0, BFCL not worse) met")
+
+
+def _paired(diff, lo, hi, bfcl=(0.0, -0.1, 0.1)):
+    row = lambda d, a, b: {"diff": d, "ci_low": a, "ci_high": b, "n": 100, "mcnemar_p": 0.5, "a_only": 1, "b_only": 1}
+    return {"rounds": 2, "baseline_version": 0, "latest_version": 40, "paired": {"held_out": row(diff, lo, hi),
+            "bfcl": row(*bfcl)}}  # fmt: skip
+
+
+@pytest.mark.parametrize("summary, expected", [
+    (None, "not judged"),
+    ({"rounds": 1, "baseline_version": 0, "latest_version": 0}, "not judged"),
+    (_paired(0.03, -0.01, 0.07), "did not measurably change v0 → v40"),
+    (_paired(0.03, 0.01, 0.05), "rose v0 → v40"),
+    (_paired(-0.06, -0.1, -0.02), "fell v0 → v40"),
+])
+def test_verdict_follows_the_stated_rule(summary, expected):
+    from ops.online_probe import verdict
+
+    text = verdict(summary)
+    assert expected in text and (text.startswith("not judged") or text.endswith("not met")), text
+
+
+def test_verdict_target_needs_five_points_and_bfcl_not_worse():
+    from ops.online_probe import verdict
+
+    assert verdict(_paired(0.08, 0.03, 0.13)).endswith(" met") and not verdict(_paired(0.08, 0.03, 0.13)).endswith("not met")
+    worse = verdict(_paired(0.08, 0.03, 0.13, bfcl=(-0.2, -0.3, -0.1)))
+    assert "(fell)" in worse and worse.endswith("not met")
 
 
 def test_bench_online_without_the_round_files_reports_the_streams_comparison(tmp_path):
