@@ -4,7 +4,9 @@ Concurrency model: requests queue up in `_pending`; a batching task takes every 
 `max_batch`, after a short gathering window) and runs them together, step by step, in a worker thread so
 the event loop is never blocked. Requests arriving during a batch start another batch (up to
 `hf_concurrent_batches` in flight) whose steps interleave with the running one. `_lock` guards the parameters: it is held
-for each forward step and by a weight swap, so a swap lands between two steps, never inside one.
+for each forward step and by a weight swap, so a swap lands between two steps, never inside one. A row whose request
+ends — finished, or cancelled by its client — leaves the batch before the next forward step (its KV rows are
+dropped from the cache): nothing is computed for it after that step, whatever the other rows still have to do.
 """
 
 from __future__ import annotations
@@ -146,17 +148,25 @@ class HFEngine(ServedModel):
 
     async def _run_jobs(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
         self._running += len(jobs)
+        left = 0
+
+        def leave(n: int) -> None:  # on the event loop: rows that left the running batch
+            nonlocal left
+            left += n
+            self._running -= n
+
         try:
-            await loop.run_in_executor(self._executor, self._run_batch, jobs, loop)
+            await loop.run_in_executor(self._executor, self._run_batch, jobs, loop, leave)
         except Exception as exc:  # a failed batch fails its requests, never the loop
             log.exception("hf batch failed")
             for job in jobs:
                 loop.call_soon_threadsafe(job.queue.put_nowait, exc)
         finally:
-            self._running -= len(jobs)
+            # `leave` calls were queued before the batch's own completion: every one has run by now
+            self._running -= len(jobs) - left
 
     # --- the batch, in the worker thread -------------------------------------------------------
-    def _run_batch(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
+    def _run_batch(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop, leave=None) -> None:
         import torch
         from transformers import DynamicCache
 
@@ -172,8 +182,16 @@ class HFEngine(ServedModel):
             logits, version = self._forward(input_ids, mask, positions, cache)
             while True:
                 next_ids = self._sample_step(rows, logits, version, loop)
-                if all(r.done for r in rows):
+                keep = [i for i, r in enumerate(rows) if not r.done]
+                if not keep:
                     return
+                if len(keep) < len(rows):  # finished or cancelled rows leave before the next step
+                    index = torch.tensor(keep)
+                    cache.batch_select_indices(index)
+                    mask, positions = mask[index], positions[index]
+                    if leave is not None:
+                        loop.call_soon_threadsafe(leave, len(rows) - len(keep))
+                    rows, next_ids = [rows[i] for i in keep], [next_ids[i] for i in keep]
                 mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], dim=1)
                 positions = positions[:, -1:] + 1
                 logits, version = self._forward(torch.tensor(next_ids).unsqueeze(1), mask, positions, cache)
