@@ -1,4 +1,4 @@
-"""Reading rollout groups from `slca:groups` with a Redis consumer group (DESIGN.md §7).
+"""Reading rollout groups from `slca:groups` with a Redis consumer group (docs/design.md#queues).
 
 Entries stay pending until `ack` — the loop acknowledges only after the step that used them is checkpointed,
 so a crash redelivers them; the checkpoint's `consumed` ids make the redelivery a no-op for applied groups.

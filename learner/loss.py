@@ -1,4 +1,4 @@
-"""Policy losses: one registry, `loss(inputs, config) -> (scalar, metrics)` (DESIGN.md §5).
+"""Policy losses: one registry, `loss(inputs, config) -> (scalar, metrics)` (docs/design.md#loss).
 
 Shapes: N generated tokens of a micro-batch (one packed group), flattened; `seq (N,)` says which
 trajectory each token belongs to. Aggregation divides by the step's totals (`LossInputs.total_tokens`,
@@ -98,7 +98,7 @@ def _finish(per_token, ratio, was_clipped, inputs, config):
 
 @register_loss("clip")
 def clipped_surrogate(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, dict[str, float]]:
-    """Token-level clipped surrogate with behaviour logprobs (DESIGN.md §5; PPO arXiv 1707.06347, DAPO
+    """Token-level clipped surrogate with behaviour logprobs (docs/design.md#loss; PPO arXiv 1707.06347, DAPO
     clip-higher arXiv 2503.14476): `ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t) + β·KL_k3`,
     `ρ_t = exp(log π_θ − log π_behaviour)` (this also corrects for staleness)."""
     ratio = torch.exp(inputs.logprobs - inputs.behaviour)
@@ -108,7 +108,7 @@ def clipped_surrogate(inputs: LossInputs, config: LossSettings) -> tuple[torch.T
 
 @register_loss("clip_tis")
 def clipped_surrogate_tis(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate with truncated importance weights (DESIGN.md §5's option):
+    """Clipped surrogate with truncated importance weights (docs/design.md#loss):
     `ℓ_t = −min(min(ρ_t, C)·A_t, clip(ρ_t, 1−ε_low, 1+ε_high)·A_t) + β·KL_k3`, C = `tis_cap`, with
     `ρ_t = exp(log π_θ − log π_behaviour)` from the trajectory's behaviour logprobs, as in `clip`.
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the learner (brief: metric names); the registry is injectable for tests."""
+"""Prometheus metrics of the learner (names: docs/design.md#metrics); the registry is injectable for tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Pack a group into one row that computes the shared prompt once (FINDINGS: TRL re-runs it per completion).
+"""Pack a group into one row that computes the shared prompt once (TRL re-runs it per completion:
+docs/cpu-facts.md#online-rl-against-trl).
 
 Row layout: `[prefix | suffix_1 | suffix_2 | … | suffix_G]`, where prefix is the longest common prefix of the
 G token lists (the task prompt, and any identical first sampled tokens). Suffix i attends to the whole prefix

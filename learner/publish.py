@@ -1,4 +1,4 @@
-"""Publishing weights vN for the server (DESIGN.md §8, brief 'learner → serve').
+"""Publishing weights vN for the server (docs/design.md#weights).
 
 `<data_dir>/weights/v{N}/` holds model.safetensors (full HF LlamaForCausalLM names; LoRA merged), config.json,
 tokenizer files and manifest.json (a `WeightManifest` with sha256 per file). Written into a temp dir, fsynced,

@@ -8,8 +8,9 @@ from slca.config import SectionSettings
 
 
 class AdvantageSettings(SectionSettings):
-    """`learner.advantage.*`: the knobs every advantage estimator reads (DESIGN.md §4-5). Estimators receive this
-    object itself (`learner.advantages`), so a field added here reaches them without being copied."""
+    """`learner.advantage.*`: the knobs every advantage estimator reads (docs/design.md#advantages).
+    Estimators receive this object itself (`learner.advantages`), so a field added here reaches them without
+    being copied."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
 
@@ -38,7 +39,7 @@ class AdvantageSettings(SectionSettings):
 
 
 class LossSettings(SectionSettings):
-    """`learner.loss.*`: the policy loss and its knobs (DESIGN.md §5). Losses receive this object itself; the
+    """`learner.loss.*`: the policy loss and its knobs (docs/design.md#loss). Losses receive this object itself; the
     step's token and sequence totals travel with the inputs (`learner.loss.LossInputs`), not here."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
@@ -126,7 +127,7 @@ class LearnerSettings(SectionSettings):
     run_dir: str | None = None
     """Checkpoints and metrics log; None: `<common.data_dir>/learner`."""
     sft_lr: float = 5e-5
-    """`slca sft` learning rate (FINDINGS: 5e-5, 10 warm-up steps, linear decay)."""
+    """`slca sft` learning rate (docs/cpu-facts.md#warm-start: 5e-5, 10 warm-up steps, linear decay)."""
     sft_batch: int = 8
     """`slca sft` conversations per step."""
     sft_max_tokens: int = 1536

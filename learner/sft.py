@@ -1,5 +1,6 @@
-"""`slca sft`: supervised warm start on task-pack demonstrations (FINDINGS: full FT, bf16 autocast where the CPU
-has native bf16, lr 5e-5, linear warm-up then decay; the raw SmolLM2 never emits a tool call, so RL needs this).
+"""`slca sft`: supervised warm start on task-pack demonstrations (docs/cpu-facts.md#warm-start: full FT, bf16
+autocast where the CPU has native bf16, lr 5e-5, linear warm-up then decay; the raw SmolLM2 never emits a tool
+call, so RL needs this).
 
 Plan: encode the demonstrations (loaded by the caller, `ops.warmstart`) → measure the parseable-call share on held-out tasks → train within the time/step
 budget → measure again → save atomically to `--out`. Batches are length-grouped under a token budget

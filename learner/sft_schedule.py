@@ -8,7 +8,7 @@ further along when both are set — so the decay reaches its floor exactly when 
 lr(step, p) = base × warm × (1 − (1 − floor) p), where warm = min(1, max((step+1)/warmup_steps,
 p/warmup_fraction)) ramps up over the first `warmup_steps` steps or the first `warmup_fraction` of the
 budget, whichever ends first (a short timed run does not spend itself warming up). Linear warm-up then
-linear decay, as in FINDINGS (lr 5e-5, 10 warm-up steps)."""
+linear decay, as measured (docs/cpu-facts.md#warm-start: lr 5e-5, 10 warm-up steps)."""
 
 from __future__ import annotations
 

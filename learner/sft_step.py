@@ -45,8 +45,8 @@ def assistant_token_loss(model, batch: Batch, autocast: bool) -> tuple[torch.Ten
 
 
 def make_optimizer(model, lr: float) -> torch.optim.Optimizer:
-    """AdamW without weight decay (FINDINGS); fused where this torch has it for the device (one kernel over all
-    parameters instead of a loop over 270 tensors)."""
+    """AdamW without weight decay (docs/cpu-facts.md#warm-start); fused where this torch has it for the device
+    (one kernel over all parameters instead of a loop over 270 tensors)."""
     params = [p for p in model.parameters() if p.requires_grad]
     try:
         return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)

@@ -46,7 +46,7 @@ class OpsSettings(SectionSettings):
     their environment; `slca status` reads it from `<data_dir>/redis-url` (owner-only)."""
     warm_start_minutes: float = 15.0
     """`slca up` runs `slca sft` for this long first when no warm-started model exists (0: never). The raw
-    SmolLM2 never calls a tool, so online RL from it has no signal (FINDINGS.md)."""
+    SmolLM2 never calls a tool, so online RL from it has no signal (docs/cpu-facts.md#embedded-model)."""
     warm_start_eval_tasks: int = 20
     """Held-out tasks of the warm start's before/after parseable-call check."""
     warm_model_name: str = "SmolLM2-135M-Instruct-sft"

@@ -1,4 +1,4 @@
-"""serve: the OpenAI-compatible agent API (DESIGN.md §1-3, §8, §10).
+"""serve: the OpenAI-compatible agent API (docs/design.md#data-flow).
 
 Where things live:
 - `app.py`        app factory: routes, the one error middleware, resources in cleanup_ctx

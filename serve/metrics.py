@@ -1,4 +1,4 @@
-"""Prometheus metrics of the API server (names agreed in the brief); the registry is injectable for tests."""
+"""Prometheus metrics of the API server (names: docs/design.md#metrics); the registry is injectable for tests."""
 
 from __future__ import annotations
 

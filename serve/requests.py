@@ -64,7 +64,7 @@ class Message(BaseModel):
     @field_validator("role")
     @classmethod
     def _known_role(cls, v: str) -> str:
-        if v not in ROLES:  # vLLM accepts unknown roles (FINDINGS.md); OpenAI rejects them, so do we
+        if v not in ROLES:  # vLLM accepts unknown roles (docs/cpu-facts.md#vllm-on-cpu); OpenAI rejects them, so do we
             raise ValueError(f"unknown role {v!r}; expected one of {sorted(ROLES)}")
         return v
 

@@ -1,4 +1,4 @@
-"""Segment tags for sampled tokens, computed by incremental decode of the token ids (DESIGN.md §3).
+"""Segment tags for sampled tokens, computed by incremental decode of the token ids (docs/design.md#segments).
 
 Each generated token is decoded as the text it adds; a character map marks `<think>…</think>` as reasoning
 and `<tool_call>…</tool_call>` (delimiters included) as tool_call; everything else is summary. A token

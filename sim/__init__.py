@@ -1,4 +1,4 @@
-"""sim: SGLS (the schema-guided tool simulator), real tools and task packs (DESIGN.md §6).
+"""sim: SGLS (the schema-guided tool simulator), real tools and task packs (docs/design.md#tools).
 
 Public API: `make_provider(settings, redis_url) -> ToolProvider`; task packs in `sim.tasks`.
 """

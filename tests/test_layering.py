@@ -1,4 +1,4 @@
-"""The house rules of DESIGN.md §1, read from the code's own imports (module- and function-level):
+"""The house rules of docs/design.md#components, read from the code's own imports (module- and function-level):
 
 - `serve`, `sim`, `workers`, `learner` import only `slca` (and themselves); serve may reach `sim` only in its
   tool-protocol module(s), named below;
@@ -75,7 +75,7 @@ def named_component_violations() -> list[str]:
 
 def test_components_import_only_what_the_layering_allows():
     violations = import_violations()
-    assert not violations, "imports that break DESIGN.md §1:\n" + "\n".join(violations)
+    assert not violations, "imports that break docs/design.md#components:\n" + "\n".join(violations)
 
 
 def test_slca_names_no_component():

@@ -4,7 +4,7 @@ There is no module-level app and nothing here reads the environment: `slca worke
 (file, environment, `--set`) and builds the app in its own process (`workers.cli`); the assembler builds one
 to send tasks; tests build theirs.
 
-Delivery guarantees (DESIGN.md §7, Celery docs): JSON only (no pickle); `acks_late` so a task is acknowledged
+Delivery guarantees (docs/design.md#queues, Celery docs): JSON only (no pickle); `acks_late` so a task is acknowledged
 after it ran; `task_reject_on_worker_lost` so a killed child's task is requeued; prefetch 1 so a dying worker
 holds at most one task; the broker's visibility timeout (longer than the slowest scorer) brings back tasks whose
 worker vanished entirely. Retries only for transient errors (Redis unreachable, judge unreachable), with

@@ -14,7 +14,7 @@ class WorkerSettings(SectionSettings):
     concurrency: int = Field(default=1, ge=1)
     """Celery worker processes."""
 
-    # --- HierR scoring (DESIGN.md §4) ---
+    # --- HierR scoring (docs/design.md#hierr) ---
     scorer_version: str = "hierr-3"
     """Part of the idempotence key of a stored reward: bump it when scoring changes so old rewards are not reused."""
     tokenizer: str | None = None

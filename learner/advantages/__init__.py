@@ -1,4 +1,4 @@
-"""Advantage estimators: one registry, one typed input (`AdvantageBatch`), one signature (DESIGN.md §5).
+"""Advantage estimators: one registry, one typed input (`AdvantageBatch`), one signature (docs/design.md#advantages).
 
     advantages, metrics = get_estimator(name)(batch_of(group), settings.advantage)
 

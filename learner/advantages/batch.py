@@ -1,4 +1,5 @@
-"""The one typed input of every advantage estimator: a group's token layouts and rewards (DESIGN.md §5).
+"""The one typed input of every advantage estimator: a group's token layouts and rewards
+(docs/design.md#advantages).
 
 Per member i of a group of G: `kinds (T_i,)` (int codes of `SegmentKind`, see `KIND_CODE`), `turns (T_i,)`
 (model turn of each token), and its `Reward`. Built once from a `RolloutGroup`; estimators never look at text

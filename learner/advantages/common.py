@@ -24,7 +24,7 @@ class Normalised:
 
 
 def group_norm(rewards: torch.Tensor, present: torch.Tensor, eps: float) -> Normalised:
-    """`norm_c(r)_i = (r_i − mean_{P_c} r) / (std_{P_c} r + ε)` for i ∈ P_c (DESIGN.md §5), std unbiased.
+    """`norm_c(r)_i = (r_i − mean_{P_c} r) / (std_{P_c} r + ε)` for i ∈ P_c (docs/design.md#advantages), std unbiased.
 
     rewards, present: (G,). Computed in float64 on a rescaled copy so that huge rewards do not overflow
     the variance (the result is mathematically the same)."""

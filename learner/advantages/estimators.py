@@ -1,4 +1,4 @@
-"""The registered advantage estimators (DESIGN.md §5). Each maps a group to per-token advantages.
+"""The registered advantage estimators (docs/design.md#advantages). Each maps a group to per-token advantages.
 
 Shapes: G members; member i has T_i tokens; each returns `([A_i (T_i,) float32], metrics)`. Advantages are
 zero on non-generated tokens (system, user, tool_result) by construction.

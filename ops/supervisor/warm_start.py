@@ -1,10 +1,10 @@
 """The first stage of `slca up`: a warm start when none exists yet.
 
-The raw SmolLM2 never emits a tool call (FINDINGS.md): every trajectory scores the same, every group has zero
-variance and online RL has nothing to learn from. So on a machine without a warm-started model, `slca up`
-first runs `slca sft` (its own progress bar, with the time left) for `ops.warm_start_minutes`, writing
-`<cache>/models/<ops.warm_model_name>`, which `child_env` then serves and trains. Later runs find it and skip
-this stage. An explicitly configured model is never replaced.
+The raw SmolLM2 never emits a tool call (docs/cpu-facts.md#embedded-model): every trajectory scores the same,
+every group has zero variance and online RL has nothing to learn from. So on a machine without a warm-started
+model, `slca up` first runs `slca sft` (its own progress bar, with the time left) for `ops.warm_start_minutes`,
+writing `<cache>/models/<ops.warm_model_name>`, which `child_env` then serves and trains. Later runs find it and
+skip this stage. An explicitly configured model is never replaced.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Grammars for forced tool calls, built on xgrammar (vLLM's own structured-output backend).
 
-Named / required `tool_choice` is NOT taken from vLLM's tool_choice path (FINDINGS.md: it returned bare
-strings as arguments with SmolLM2). Instead the completion is constrained to one Hermes block
+Named / required `tool_choice` is NOT taken from vLLM's tool_choice path (docs/cpu-facts.md#vllm-on-cpu: it
+returned bare strings as arguments with SmolLM2). Instead the completion is constrained to one Hermes block
 `<tool_call>\n{"name": <fn>, "arguments": {...schema...}}\n</tool_call>` by a grammar that both engines
 apply token by token: vLLM through `StructuredOutputsParams(grammar=...)`, hf through an xgrammar matcher.
 """

@@ -1,8 +1,8 @@
 """vLLM engine with its engine core in its own process (`AsyncLLM`), as vLLM's own OpenAI server runs it.
 
 On a 2-core CPU the separate engine core overlaps scheduling, detokenisation and our HTTP/agent work with the
-forward pass (FINDINGS.md: 271 vs 199 tok/s for the in-process loop). What the in-process mode guarantees holds
-here too:
+forward pass (docs/cpu-facts.md#serving: 271 vs 199 tok/s for the in-process loop). What the in-process mode
+guarantees holds here too:
 - exact sampled ids, behaviour logprobs (+ top alternatives), per-request seeds, no chunked prefill on CPU
   (serve/engines/vllm_common.py, shared with the in-process mode);
 - hot-swap between engine steps: the scheduler is paused ("keep": running requests are frozen, not aborted),

@@ -22,9 +22,9 @@ def cpu_scheduling(max_model_len: int) -> dict:
     With chunked prefill a long prompt is split across engine steps; after each partial step vLLM discards
     the token it sampled and rewinds the request's seeded generator with `set_offset`, which only CUDA's
     Philox generator supports: a CPU generator raises "CPU Generator does not use offset" and the engine is
-    dead (FINDINGS.md; three seeded 1,500-token prompts are enough). Without chunking a prefill runs in one
-    step, nothing is discarded, and per-request seeds stay reproducible. The step budget must then hold the
-    longest prompt; a prompt that does not fit the rest of a step's budget waits for the next step.
+    dead (docs/cpu-facts.md#chunked-prefill; three seeded 1,500-token prompts are enough). Without chunking a
+    prefill runs in one step, nothing is discarded, and per-request seeds stay reproducible. The step budget must
+    then hold the longest prompt; a prompt that does not fit the rest of a step's budget waits for the next step.
     """
     return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 2048)}
 

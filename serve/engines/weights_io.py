@@ -1,4 +1,4 @@
-"""Reading a published weight directory (DESIGN.md §8). The manifest is required and is the whole truth:
+"""Reading a published weight directory (docs/design.md#weights). The manifest is required and is the whole truth:
 
 - a directory without `manifest.json` is refused (unverified weights are never served);
 - every name it lists must stay inside the version's directory: relative, no '..' (the contract checks the

@@ -1,4 +1,4 @@
-"""Typed, versioned contracts that cross process boundaries (DESIGN.md §2-3)."""
+"""Typed, versioned contracts that cross process boundaries (docs/design.md#contracts)."""
 
 from slca.contracts.group import RolloutGroup
 from slca.contracts.queues import Streams, decode_entry, encode_entry

@@ -1,4 +1,4 @@
-"""A scored rollout group: G trajectories of one task with their rewards (DESIGN.md §2)."""
+"""A scored rollout group: G trajectories of one task with their rewards (docs/design.md#contracts)."""
 
 from __future__ import annotations
 

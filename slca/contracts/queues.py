@@ -1,4 +1,4 @@
-"""Names of the Redis streams, keys and channels that connect the components (DESIGN.md §1, §7-8)."""
+"""Names of the Redis streams, keys and channels that connect the components (docs/design.md#queues)."""
 
 from dataclasses import dataclass
 

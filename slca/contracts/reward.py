@@ -1,4 +1,4 @@
-"""HierR reward of one trajectory: two channels and every component (DESIGN.md §4)."""
+"""HierR reward of one trajectory: two channels and every component (docs/design.md#hierr)."""
 
 from __future__ import annotations
 

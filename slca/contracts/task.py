@@ -1,4 +1,4 @@
-"""A task: what the agent is asked, which tools it is offered, and what a good answer does (DESIGN.md §2)."""
+"""A task: what the agent is asked, the tools it is offered, and what a good answer does (docs/design.md#contracts)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tool interface the agent loop calls; simulated (SGLS) and real tools both satisfy it (DESIGN.md §6).
+"""The tool interface the agent loop calls; simulated (SGLS) and real tools both satisfy it (docs/design.md#tools).
 
 `serve/` depends only on these types; `sim/` provides the implementations.
 """

@@ -1,4 +1,4 @@
-"""One agent episode: exact sampled tokens, behaviour logprobs, explicit segment spans (DESIGN.md §2-3)."""
+"""One agent episode: exact sampled tokens, behaviour logprobs, explicit segment spans (docs/design.md#contracts)."""
 
 from __future__ import annotations
 

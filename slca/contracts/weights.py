@@ -1,4 +1,4 @@
-"""Manifest of a published weight version (DESIGN.md §2, §8), and its signature.
+"""Manifest of a published weight version (docs/design.md#weights), and its signature.
 
 Redis carries the announcements, and whoever can write Redis could otherwise announce a self-hashed directory of
 their own or pin a server with a huge version number. So the learner signs each manifest with a key it shares

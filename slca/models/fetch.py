@@ -2,7 +2,7 @@
 
 The wheel holds a Q4_1 GGUF file. transformers (with gguf + accelerate) dequantises it on load, but a
 model loaded from GGUF refuses `save_pretrained`, so we drop its `quantization_config`, rebuild a plain
-`LlamaForCausalLM`, load the state dict and save that (FINDINGS.md).
+`LlamaForCausalLM`, load the state dict and save that (docs/cpu-facts.md#embedded-model).
 """
 
 from __future__ import annotations

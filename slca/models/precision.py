@@ -1,6 +1,6 @@
 """Which floating-point precision to run in, chosen from what the machine can do fast.
 
-Machines of one kind differ in their CPU (FINDINGS.md): bf16 is fast only where the CPU has native bf16
+Machines of one kind differ in their CPU (docs/cpu-facts.md#machines): bf16 is fast only where the CPU has native bf16
 instructions (`avx512_bf16` or AMX `amx_bf16`); elsewhere bf16 is emulated and slower than fp32. So
 'auto' means: CUDA → bfloat16; a CPU with native bf16 → bfloat16; any other CPU → float32. Every component
 that picks a precision asks here, prints the choice, and lets the user override it.

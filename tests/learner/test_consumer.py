@@ -1,4 +1,4 @@
-"""The learner's consumer of `slca:groups` against a real Redis (DESIGN.md §7): a stable consumer name, so a
+"""The learner's consumer of `slca:groups` against a real Redis (docs/design.md#queues): a stable consumer name, so a
 restarted learner resumes its own pending groups; XAUTOCLAIM of groups left pending by a consumer that died."""
 
 from __future__ import annotations

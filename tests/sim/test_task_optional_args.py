@@ -1,6 +1,6 @@
 """Optional arguments with schema defaults: declared by the everyday tools, named in some requests and left
 out of others. A call that omits an optional argument and one that passes its default are the same call for
-exactness (`success`, ToolPO's action, RLTR's completeness); §4's key Jaccard compares the arguments as written."""
+exactness (`success`, ToolPO's action, RLTR's completeness); HierR's key Jaccard compares the arguments as written."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_a_gold_call_passing_the_default_matches_a_call_omitting_it():
     schemas = {"get_weather": simulated_by_name()["get_weather"]["function"]["parameters"]}
     gold = [GoldCall(name="get_weather", arguments={"city": "Oslo", "unit": "celsius"})]
     (m,) = match_calls(gold, [("get_weather", {"city": "Oslo"})], schemas)
-    assert m.exact and m.key == 0.5  # the same call; §4's key Jaccard still sees one key left out
+    assert m.exact and m.key == 0.5  # the same call; HierR's key Jaccard still sees one key left out
     (m,) = match_calls(gold, [("get_weather", {"city": "Oslo"})])  # no schemas: no default to stand in
     assert not m.correct and m.key == 0.5
     assert GroundTruth(calls=gold).tool_needed

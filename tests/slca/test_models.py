@@ -76,7 +76,8 @@ def test_tiny_model_shares_tokenizer(tiny_model_dir, embedded_model_dir):
 @pytest.mark.slow
 def test_transformers_and_vllm_agree_greedy_at_equal_precision(embedded_model_dir):
     """Greedy tokens are compared only at equal precision (fp32 both): across precisions near-ties flip
-    (FINDINGS.md: p(The)=0.152 vs p(L)=0.140 on this very prompt), which made this test red on bf16 CPUs."""
+    (docs/cpu-facts.md#machines: p(The)=0.152 vs p(L)=0.140 on this very prompt), which made this test red on
+    bf16 CPUs."""
     from transformers import AutoTokenizer
 
     prompt_ids = _prompt_ids(embedded_model_dir)

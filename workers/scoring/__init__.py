@@ -1,4 +1,4 @@
-"""HierR scoring (DESIGN.md §4). Public API: `score_trajectory(traj, settings) -> Reward`."""
+"""HierR scoring (docs/design.md#hierr). Public API: `score_trajectory(traj, settings) -> Reward`."""
 
 from workers.scoring.extract import ScoringError
 from workers.scoring.hierr import score_trajectory

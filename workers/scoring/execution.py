@@ -1,6 +1,7 @@
-"""The execution (process) channel r_exec: the gold-call formula and the `exec_outcome` variant (DESIGN.md §4).
+"""The execution (process) channel r_exec: the gold-call formula and the `exec_outcome` variant
+(docs/design.md#hierr).
 
-Interpretations written down (where §4 leaves room):
+Interpretations written down (where the formula leaves room):
 - A "block" for `format` is one `<tool_call>` block; it is well-formed when every call in it is valid
   (JSON object or array of objects, a name among the offered tools, object arguments). No block at all:
   format = 1 when no gold call is expected, else 0.

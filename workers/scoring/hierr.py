@@ -1,7 +1,8 @@
-"""HierR: the two reward channels of one trajectory, every component stored (DESIGN.md §4).
+"""HierR: the two reward channels of one trajectory, every component stored (docs/design.md#hierr).
 
 `score_trajectory` is pure and synchronous (the learner's `slca train` calls it directly); with the rule
-judge it is deterministic. Storage and idempotence (trajectory id + scorer version) live in `workers.store`.
+judge it is deterministic. Storage and idempotence (trajectory id + scorer version) live in `workers.pipeline`
+and `workers.groups`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _execution(obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> Exec
 
 
 def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[str, float]:
-    """Components the learner's baseline estimators read (DESIGN.md §5: ToolPO and RLTR), and the headline
+    """Components the learner's baseline estimators read (docs/design.md#advantages: ToolPO and RLTR), and the headline
     `success` (`workers.scoring.success`)."""
     gold = gt.calls if gt else []
     if gold:

@@ -1,6 +1,6 @@
 """Comparing predicted calls with gold calls: loose value equality, name F1, best-match argument scores.
 
-Definitions follow DESIGN.md §4 (after the SLCA-GRPO reference scorer):
+Definitions (docs/design.md#hierr, after the SLCA-GRPO reference scorer):
 - loose equality: trimmed case-insensitive strings; numbers within 1e-9; True / 1 / "true" (and False / 0 /
   "false") when either side is a boolean or a "true"/"false" string; canonical JSON for lists and dicts.
   Nothing else crosses types: the string "5" does not equal the number 5 (a wrong argument type is an error).

@@ -1,5 +1,5 @@
-"""The final reply's checks (DESIGN.md §4's rule judge, `success`, `exec_outcome`): facts stated, a refusal where
-one is due and nowhere else, claims grounded in the tool results.
+"""The final reply's checks (docs/design.md#hierr: the rule judge, `success`, `exec_outcome`): facts stated, a
+refusal where one is due and nowhere else, claims grounded in the tool results.
 
 Text is compared after one normalisation (`normalize`): casefolded, curly apostrophes made straight, white space
 collapsed, and every number written canonically ("1,250" → "1250", "12.50" → "12.5", "07" → "7"), so numbers

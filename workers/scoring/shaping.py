@@ -1,4 +1,4 @@
-"""Reward shaping, in one place (DESIGN.md §4-5): the omission guard on the summary channel and RLTR's planner
+"""Reward shaping, in one place (docs/design.md#hierr): the omission guard on the summary channel and RLTR's planner
 reward with its penalties. Each rule is written once, here, and each value is one `workers` setting; the
 learner reads the results (`Reward.pref`, `Reward.omission_penalized`, component `rltr_plan`) and never
 re-derives them (from the server's call records or from its own copy of a penalty).
@@ -14,7 +14,7 @@ from workers.settings import WorkerSettings
 
 def invalid_format(obs: Observed) -> bool:
     """Some `<tool_call>` block is not a JSON object (or array of them) naming an offered tool with object
-    arguments: the complement of §4's `format`, call by call (`ParsedCall.valid` is that test). An invented
+    arguments: the complement of HierR's `format`, call by call (`ParsedCall.valid` is that test). An invented
     tool, non-object arguments, a missing name or unparseable JSON are all invalid format."""
     return any(not c.valid for c in obs.calls)
 
@@ -23,8 +23,8 @@ def omitted(obs: Observed, gt: GroundTruth | None) -> bool:
     """A needed call is missing: the task needs a tool and no VALID call exists (a JSON object naming an offered
     tool with object arguments).
 
-    §4 says 'no parseable call'; we read 'parseable' as valid: a call to an invented tool, or with arguments
-    that are not an object, calls nothing the task could use, so it cannot buy the summary out of the guard
+    The guard's rule says 'no parseable call'; we read 'parseable' as valid: a call to an invented tool, or with
+    arguments that are not an object, calls nothing the task could use, so it cannot buy the summary out of the guard
     (the summary of an episode that called nothing is written without any result to ground it)."""
     return bool(gt and gt.tool_needed) and not obs.valid_calls
 

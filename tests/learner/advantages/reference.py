@@ -1,4 +1,4 @@
-"""Plain-loop reference implementations of the estimators (DESIGN.md §5), written for clarity, not speed."""
+"""Plain-loop reference versions of the estimators (docs/design.md#advantages), written for clarity, not speed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The learner consumes the scorer's shaped rewards (DESIGN.md §4-5): it applies no omission rule of its own
+"""The learner consumes the scorer's shaped rewards (docs/design.md#hierr): it applies no omission rule of its own
 and takes RLTR's planner reward from the `rltr_plan` component — never re-deriving either from the server's
 call records: shaping is the scorer's, whatever the records say."""
 

@@ -1,6 +1,6 @@
 """The Grafana dashboard and the Prometheus config: every queried metric is one a process exposes.
 
-The full check against every live process runs in tests/ops/test_up_integration.py (one bring-up for both);
+The full check against every live process runs in tests/ops/supervisor/test_up_integration.py (one bring-up for both);
 here: the parser, the dashboard's coverage of the agreed metric names, and a live `slca feed` /metrics.
 """
 
@@ -18,7 +18,7 @@ from slca.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 
-# the metric names agreed between the components (the brief), as families
+# the metric names agreed between the components (docs/design.md#metrics), as families
 AGREED = """slca_requests_total slca_request_seconds slca_tokens_generated_total slca_tool_calls_total slca_tool_turns
 slca_policy_version slca_swap_seconds slca_swaps_total slca_trajectories_recorded_total slca_backpressure_total
 slca_engine_failures_total slca_sim_calls_total slca_sim_faults_total slca_sim_call_seconds

@@ -1,4 +1,5 @@
-"""HierR against hand-computed values (DESIGN.md §4 weights: .10 format, .25 name, .15 key, .20 value, .30 parallel)."""
+"""HierR against hand-computed values (docs/design.md#hierr weights: .10 format, .25 name, .15 key, .20 value,
+.30 parallel)."""
 
 import pytest
 
@@ -206,9 +207,9 @@ def test_records_without_their_block_are_refused_by_the_contract():
 
 
 def test_invented_tool_counts_in_name_f1_and_breaks_parallel(builder, settings):
-    """§4: name F1 is over the called tool names, invented ones included (they cost precision). Parallel counts
-    the valid calls of the first turn, and any invalid call there makes it 0: an invented tool never makes up
-    the count."""
+    """docs/design.md#hierr: name F1 is over the called tool names, invented ones included (they cost
+    precision). Parallel counts the valid calls of the first turn, and any invalid call there makes it 0: an
+    invented tool never makes up the count."""
     text = call("get_weather", city="Paris", unit="celsius") + call("fake_tool", city="Paris")
     invented = builder.build([[("tool_call", text)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))
     r = score_trajectory(invented, settings)

@@ -1,4 +1,4 @@
-"""Reward shaping has one home, the scorer (DESIGN.md §4-5): the omission guard on r_pref and RLTR's planner
+"""Reward shaping has one home, the scorer (docs/design.md#hierr): the omission guard on r_pref and RLTR's planner
 reward (component `rltr_plan`: −1 for invalid format, else completeness − μ·repeated − λ·failed). The learner
 reads them; these tests hold the rules and that each value is one `workers` setting."""
 
@@ -30,7 +30,7 @@ def build(builder, text, records=None, needs_tool=None):
 def test_rltr_invalid_format_is_any_block_not_naming_an_offered_tool_with_object_arguments(builder, settings, case):
     r = score_trajectory(build(builder, GOOD + INVALID_BLOCKS[case]), settings)
     assert r.components["invalid_format"] == 1.0
-    assert r.components["format"] == 0.5  # the same test as §4's `format`, block by block
+    assert r.components["format"] == 0.5  # the same test as HierR's `format`, block by block
     assert r.components["rltr_plan"] == -1.0
 
 
@@ -49,7 +49,7 @@ def test_rltr_plan_is_completeness_minus_repeat_and_failure_penalties_from_worke
 
 
 def test_omission_guard_setting_and_rule__a_call_to_an_unknown_tool_is_an_omission(builder, settings):
-    """Choice (§4 says 'no parseable call'): parseable = valid, a JSON object naming an offered tool with object
+    """Choice (the guard says 'no parseable call'): parseable = valid, a JSON object naming an offered tool with object
     arguments. A call to an invented tool calls nothing the task could use: the guard fires."""
     invented = score_trajectory(build(builder, INVALID_BLOCKS["unknown_tool"]), settings)
     assert invented.omission_penalized and invented.pref == -0.5
