@@ -225,7 +225,7 @@ def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path,
     v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.05)
     real_load = hf.load_state_dict
 
-    def poisoned_load(path, manifest=None):  # a parameter in the middle fails, after earlier ones could have been swapped
+    def poisoned_load(path, manifest=None):  # a parameter in the middle fails, after earlier ones may be swapped
         state = real_load(path, manifest)
         middle = list(state)[len(state) // 2]
         state[middle] = _Poison(state[middle].shape)
