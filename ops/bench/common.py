@@ -1,12 +1,15 @@
-"""Helpers every bench shares: the command line a result records, and percentiles of its samples."""
+"""Helpers every bench shares: the command line a result records, a model's name, percentiles of samples."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 
 def bench_command(name: str, argv: list[str]) -> str:
-    """`slca bench <name> …` as run, without the `--out` directory (results carry no machine paths)."""
+    """`slca bench <name> …` as a user would type it: without the `--out` directory, and any other absolute path
+    argument (`--model /home/me/models/warm`, `--pipeline-set common.model=/x/m`) cut to `…/<its last part>`
+    (results carry no machine paths; `ops.bench.ab.write` refuses them)."""
     rest = argv[argv.index(name) + 1:] if name in argv else []
     kept, skip = [], False
     for a in rest:
@@ -15,8 +18,20 @@ def bench_command(name: str, argv: list[str]) -> str:
             continue
         skip = a == "--out"
         if not skip:
-            kept.append(a)
+            kept.append(_no_path(a))
     return " ".join(["slca bench", name, *kept])
+
+
+def _no_path(arg: str) -> str:
+    key, eq, value = arg.rpartition("=") if "=" in arg else ("", "", arg)
+    if value.startswith(("/", "~")) and len(value) > 1:
+        value = "…/" + (Path(value).name or "")
+    return f"{key}{eq}{value}"
+
+
+def model_name(path: str | Path) -> str:
+    """What a result says about a model: its directory's name, never its path."""
+    return Path(str(path)).expanduser().name or str(path)
 
 
 def percentile(values: list[float], q: float) -> float | None:
