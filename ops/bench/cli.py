@@ -56,15 +56,19 @@ def register(bench) -> None:
     soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
     soak.set_defaults(func=_bench_soak)
 
-    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s")
+    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s, "
+                                      "alternated windows on one fixed example list (ops/bench/ab.py)")  # fmt: skip
     bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
-    bs.add_argument("--seconds", type=float, default=120.0, help="timed seconds per loop (default 120)")
-    bs.add_argument("--steps", type=int, default=0, help="steps per loop instead of --seconds (0: use --seconds)")
-    bs.add_argument("--warmup", type=int, default=1, help="untimed steps before each loop (default 1)")
+    bs.add_argument("--steps", type=int, default=10, help="old-loop steps per window (≥ 10): the fixed list holds "
+                                                         "steps × learner.sft_batch demonstrations")  # fmt: skip
+    bs.add_argument("--seconds", type=float, default=0.0,
+                    help="repeat the pass while a window is shorter (0: one pass)")
+    _ab_args(bs)
+    bs.add_argument("--warmup", type=int, default=1, help="untimed steps per loop before the first pair (default 1)")
     bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
     bs.add_argument("--pack", default="everyday", help="task pack for demonstrations")
-    bs.add_argument("--seed", type=int, default=0)
-    bs.add_argument("--out", default=None, help="write the results as JSON here")
+    bs.add_argument("--seed", type=int, default=0, help="draws the example list, the new plan and a random order")
+    bs.add_argument("--out", default=None, help="write the results as JSON here (and .md beside it)")
     bs.set_defaults(func=_bench_sft)
 
     b = bench.add_parser("serve", help="tokens/s, TTFT, req/s: slca's chat and agent APIs ÷ vLLM's own OpenAI server")
@@ -91,6 +95,15 @@ def register(bench) -> None:
     gap.add_argument("--prompts", type=int, default=8)
     gap.add_argument("--max-tokens", type=int, default=64)
     gap.set_defaults(func=_bench_logprob_gap)
+
+
+def _ab_args(p) -> None:
+    """The shared side-by-side method's knobs (ops/bench/ab.py)."""
+    from ops.bench.ab import MIN_PAIRS, ORDERS
+
+    p.add_argument("--pairs", type=int, default=MIN_PAIRS, help=f"alternated A/B pairs of windows (≥ {MIN_PAIRS})")
+    p.add_argument("--order", choices=ORDERS, default="alternate",
+                   help="first side of each pair: alternate (A B, B A, …) or random (seeded by --seed, recorded)")
 
 
 def _csv(text: str) -> list[str]:

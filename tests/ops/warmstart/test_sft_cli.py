@@ -25,19 +25,21 @@ def test_sft_trains_on_grouped_batches_with_the_step_schedule(tmp_path, tiny_mod
 
 def test_bench_sft_prints_and_writes_old_vs_new(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "bench" / "sft.json"
-    rc = main(["--set", "learner.sft_batch=2", "bench", "sft", "--model", str(tiny_model_dir), "--steps", "2",
-               "--warmup", "0", "--out", str(out)])  # fmt: skip
+    rc = main(["--set", "learner.sft_batch=2", "bench", "sft", "--model", str(tiny_model_dir), "--steps", "10",
+               "--pairs", "3", "--warmup", "0", "--out", str(out)])  # fmt: skip
     assert rc == 0
     printed = capsys.readouterr().out
     assert "sft precision:" in printed and "new ÷ old" in printed and "tokens/s" in printed
     report = json.loads(out.read_text())
     old, new = report["loops"]["old"], report["loops"]["new"]
     for loop in (old, new):
-        assert loop["steps"] == 2 and loop["tokens_per_s"] > 0 and loop["s_per_step"] > 0
-    assert old["examples_per_step"] == 2
+        assert loop["windows"] == 3 and loop["tokens_per_s"] > 0 and loop["s_per_step"] > 0
+    assert old["steps"] == 30 and old["examples_per_step"] == 2 and old["real_tokens"] == new["real_tokens"]
     assert new["padding_share"] < old["padding_share"]
-    assert report["ratio"]["tokens_per_s"] == pytest.approx(new["tokens_per_s"] / old["tokens_per_s"])
-    assert {"model", "precision", "threads", "batch_tokens", "budget"} <= report.keys()
+    assert report["ratio"]["tokens_per_s"] == report["ab"]["median_ratio"] and len(report["ab"]["windows"]) == 6
+    assert report["model"] == tiny_model_dir.name and str(tmp_path) not in out.read_text()
+    assert {"command", "precision", "threads", "batch_tokens", "steps_per_window"} <= report.keys()
+    assert out.with_suffix(".md").is_file()
 
 
 def test_sft_smoke_on_tiny(tmp_path, tiny_model_dir, capsys):
