@@ -34,7 +34,8 @@ def register(bench) -> None:
     rl.set_defaults(func=_bench_rl)
 
     swap = bench.add_parser("swap", help="hot-swap under load: swap latency, failed requests, mixed-version share")
-    swap.add_argument("--versions", type=int, default=5, help="versions published (perturbed copies of the weights)")
+    swap.add_argument("--versions", type=int, default=20,
+                      help="versions published, ≥ 20 (perturbed copies of the weights)")
     swap.add_argument("--interval-s", type=float, default=12.0, help="seconds between two publishes")
     swap.add_argument("--clients", type=int, default=8, help="concurrent agent-run clients (plus one canary)")
     swap.add_argument("--max-tokens", type=int, default=48, help="max tokens per agent run")

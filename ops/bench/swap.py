@@ -1,8 +1,10 @@
 """`slca bench swap`: hot-swap under load. `slca serve` (vLLM engine) follows the weight channel of its own Redis
 while clients keep sending agent runs (and one-token canary chat requests); the learner's publish path
 (`learner.publish.publish`: safetensors + manifest, atomic rename, SET + PUBLISH) announces N perturbed copies of
-the weights. Reported: swap latency p50/p99 (announcement → first token of the new version), failed requests
-(target 0), share of trajectories flagged mixed-version (ops/bench/swap_report.py)."""
+the weights (≥ 20: `MIN_VERSIONS`). Reported (ops/bench/swap_report.py): swap latency p50/p99 (announcement →
+first token of the new version) and end to end (publish began → that token), failed swaps (versions never
+served; serve's own swap outcomes from /metrics), failed requests (target 0), mixed-version runs in all and per
+swap; the load average and CPU flags at start and end; no machine paths (`ops.bench.ab.write`)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ops.bench.machine import machine_facts
-from ops.bench.swap_report import Published, Response, summarise, table, write
-from ops.bench.common import bench_command
+from ops.bench.ab import machine_now
+from ops.bench.common import bench_command, model_name
+from ops.bench.machine import cpu_model
+from ops.bench.swap_report import Published, Response, server_swap_outcomes, summarise, table, write
 from ops.bench.serve.load import PROMPTS
 from ops.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
 
@@ -41,6 +44,7 @@ class Publisher:
 
         from learner.publish import publish
 
+        started_at = time.monotonic()
         torch.manual_seed(self.last + 1)
         with torch.no_grad():
             for p in self.model.parameters():
@@ -49,7 +53,7 @@ class Publisher:
                                     self.model_dir.name, self.client, self.streams, keep=3)  # fmt: skip
         announced_at = time.monotonic()
         self.last = manifest.version
-        return Published(manifest.version, announced_at, seconds)
+        return Published(manifest.version, announced_at, seconds, started_at)
 
 
 async def _agent_client(session, url: str, k: int, args, stop: asyncio.Event, out: list[Response]) -> None:
@@ -103,16 +107,31 @@ async def _drive(url: str, publisher: Publisher, args) -> tuple[list[Published],
     return published, responses
 
 
+MIN_VERSIONS = 20
+
+
+def _server_swaps(url: str) -> dict[str, int] | None:
+    from ops.probe import scrape
+
+    text = scrape(url + "/metrics", 5.0)
+    return server_swap_outcomes(text) if text else None
+
+
 def run_bench_swap(args, config) -> int:
     from serve.settings import ServeSettings
+    from slca.cli import CliError
     from slca.redis_server import RedisServer
 
+    if args.versions < MIN_VERSIONS:
+        raise CliError(f"--versions {args.versions}: at least {MIN_VERSIONS} published versions")
     settings, common = config.get(ServeSettings), config.common
     core = settings.vllm_engine_core_process if args.core_process is None else args.core_process
     model_dir = common.model_path()
-    header = {"command": bench_command("swap", sys.argv), "model": model_dir.name, "engine": "vllm (engine-core process)" if core else
-              "vllm (in-process)", "clients": args.clients, "versions": args.versions, "interval_s": args.interval_s,
-              "max_tokens": args.max_tokens, "noise": args.noise, **machine_facts()}  # fmt: skip
+    header = {"command": bench_command("swap", sys.argv), "model": model_name(model_dir),
+              "engine": "vllm (engine-core process)" if core else "vllm (in-process)", "clients": args.clients,
+              "versions": args.versions, "interval_s": args.interval_s, "max_tokens": args.max_tokens,
+              "noise": args.noise, "cpu": cpu_model(), "cores": os.cpu_count(), "machine_start": machine_now()}  # fmt: skip
+    server_swaps = None
     with tempfile.TemporaryDirectory(prefix="slca-bench-swap-") as tmp:
         redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
         try:
@@ -129,18 +148,24 @@ def run_bench_swap(args, config) -> int:
                 print(f"slca serve ready in {started:.0f}s; {args.clients} clients; publishing {args.versions} versions "
                       f"every {args.interval_s:.0f}s", flush=True)  # fmt: skip
                 published, responses = asyncio.run(_drive(f"http://127.0.0.1:{p}", publisher, args))
+                server_swaps = _server_swaps(f"http://127.0.0.1:{p}")
         except ServerFailed as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         finally:
             redis.kill()
-    summary = summarise(published, responses)
-    header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    summary = summarise(published, responses, server_swaps)
+    header["machine_end"] = machine_now()
     notes = ["swap latency: announcement (publish() returned) → first response proving a token of that version or "
              "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
+             "end to end: publish began (weights perturbed, written, hashed, announced) → that same response",
+             "failed swaps: published versions no response ever showed (nor a later one); serve's swaps: its own "
+             "slca_swaps_total by outcome and rollbacks at the end of the run",
+             "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "
+             "next one's",
              "failed: every non-200 or broken response among agent runs and canaries"]  # fmt: skip
     print(table(summary))
     if args.out:
         write(args.out, summary, header, notes)
         print(f"wrote {args.out}/table.md and results.json")
-    return 0 if summary.failed == 0 and summary.swaps_seen == summary.versions else 1
+    return 0 if summary.failed == 0 and summary.failed_swaps == 0 else 1

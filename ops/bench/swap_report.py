@@ -1,5 +1,7 @@
-"""`slca bench swap` arithmetic and output: swap latency per published version, failed requests, mixed-version
-share; a table and a JSON file (no machine paths).
+"""`slca bench swap` arithmetic and output: per published version its swap latency and its end-to-end latency
+(publish started → first token of that version), failed swaps (versions never served; the server's own swap
+outcomes), failed requests, mixed-version runs per swap; a table and a JSON file written by `ops.bench.ab.write`
+(which refuses machine paths).
 
 Swap latency of version v = (the earliest moment a response proves that a token of version ≥ v exists) − (the
 moment v was announced). A response with policy version ≥ v that finished at t proves a token sampled by v (or a
@@ -8,7 +10,7 @@ bench's canary requests (one token each, back to back) bound how late that proof
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,6 +24,12 @@ class Published:
     """time.monotonic() right after `learner.publish.publish` returned (it announces, then prunes old versions)."""
     publish_s: float
     """Seconds `publish` took: write the weights, hash them, announce."""
+    started_at: float | None = None
+    """time.monotonic() when the publish began (None: announced_at − publish_s)."""
+
+    @property
+    def began(self) -> float:
+        return self.started_at if self.started_at is not None else self.announced_at - self.publish_s
 
 
 @dataclass
@@ -51,6 +59,19 @@ class SwapSummary:
     mixed_share: float | None
     publish_p50_s: float | None
     first_error: str | None = None
+    failed_swaps: int = 0
+    """Published versions no response ever showed (nor a later one): the swap did not happen in the run."""
+    end_to_end_p50_s: float | None = None
+    end_to_end_p99_s: float | None = None
+    end_to_end_max_s: float | None = None
+    """Publish began → first response proving that version: what a learner's update waits to be served."""
+    mixed_per_swap: list[int] | None = None
+    """Per published version: agent runs flagged mixed-version that finished between its announcement and the
+    next one's (the last: to the end of the run)."""
+    mixed_per_swap_mean: float | None = None
+    mixed_per_swap_max: int | None = None
+    server_swaps: dict[str, int] | None = None
+    """serve's own `slca_swaps_total` by outcome (ok, failed, refused) and rollbacks, read at the end."""
 
 
 def swap_latencies(published: list[Published], responses: list[Response]) -> list[float | None]:
@@ -63,9 +84,33 @@ def swap_latencies(published: list[Published], responses: list[Response]) -> lis
     return out
 
 
-def summarise(published: list[Published], responses: list[Response]) -> SwapSummary:
+def mixed_per_swap(published: list[Published], responses: list[Response]) -> list[int]:
+    """Mixed-version agent runs that finished in each version's interval [its announcement, the next one's)."""
+    marks = [p.announced_at for p in published] + [float("inf")]
+    mixed = [r.finished_at for r in responses if r.kind == "agent" and r.ok and r.mixed]
+    return [sum(1 for t in mixed if marks[i] <= t < marks[i + 1]) for i in range(len(published))]
+
+
+def server_swap_outcomes(metrics_text: str) -> dict[str, int]:
+    """`slca_swaps_total{outcome=…}` and `slca_swap_rollbacks_total` from serve's /metrics page."""
+    out: dict[str, int] = {}
+    for line in metrics_text.splitlines():
+        m = _SWAPS.match(line)
+        if m:
+            key = m.group(2) if m.group(1) == "swaps" else "rollbacks"
+            out[key] = out.get(key, 0) + int(float(m.group(3)))
+    return out
+
+
+_SWAPS = re.compile(r'^slca_(swaps|swap_rollbacks)_total(?:\{outcome="(\w+)"\})?\s+([0-9.eE+-]+)$')
+
+
+def summarise(published: list[Published], responses: list[Response],
+              server_swaps: dict[str, int] | None = None) -> SwapSummary:  # fmt: skip
     latencies = swap_latencies(published, responses)
     seen = [x for x in latencies if x is not None]
+    ends = [x + (p.announced_at - p.began) for p, x in zip(published, latencies) if x is not None]
+    mixed_each = mixed_per_swap(published, responses)
     trajectories = [r for r in responses if r.kind == "agent" and r.ok]
     mixed = sum(r.mixed for r in trajectories)
     errors = [r.error for r in responses if not r.ok]
@@ -75,6 +120,10 @@ def summarise(published: list[Published], responses: list[Response]) -> SwapSumm
         latencies_s=[round(x, 4) for x in seen], requests=len(responses), failed=len(errors),
         trajectories=len(trajectories), mixed=mixed, mixed_share=mixed / len(trajectories) if trajectories else None,
         publish_p50_s=percentile([p.publish_s for p in published], 50), first_error=errors[0] if errors else None,
+        failed_swaps=len(published) - len(seen), end_to_end_p50_s=percentile(ends, 50),
+        end_to_end_p99_s=percentile(ends, 99), end_to_end_max_s=max(ends) if ends else None,
+        mixed_per_swap=mixed_each, mixed_per_swap_mean=sum(mixed_each) / len(mixed_each) if mixed_each else None,
+        mixed_per_swap_max=max(mixed_each) if mixed_each else None, server_swaps=server_swaps,
     )  # fmt: skip
 
 
@@ -84,18 +133,22 @@ def _s(v: float | None) -> str:
 
 def table(s: SwapSummary) -> str:
     share = f"{s.mixed_share:.1%}" if s.mixed_share is not None else "—"
+    per = f"{s.mixed_per_swap_mean:.2f} (max {s.mixed_per_swap_max})" if s.mixed_per_swap_mean is not None else "—"
+    server = ", ".join(f"{k} {v}" for k, v in (s.server_swaps or {}).items()) or "—"
     return "\n".join([
-        "| versions published | swaps seen | swap latency p50 s | p99 s | max s | requests | failed | trajectories "
-        "| mixed-version | publish p50 s |",
-        "|" + "---|" * 10,
-        f"| {s.versions} | {s.swaps_seen} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | {_s(s.latency_max_s)} | "
-        f"{s.requests} | {s.failed} | {s.trajectories} | {s.mixed} ({share}) | {_s(s.publish_p50_s)} |",
+        "| versions published | swaps seen | failed swaps | swap latency p50 s | p99 s | max s | end to end p50 s "
+        "| p99 s | requests | failed | trajectories | mixed-version | mixed per swap | publish p50 s | serve's swaps |",
+        "|" + "---|" * 15,
+        f"| {s.versions} | {s.swaps_seen} | {s.failed_swaps} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | "
+        f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {s.requests} | {s.failed} | "
+        f"{s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} |",
     ])  # fmt: skip
 
 
 def write(out: Path, summary: SwapSummary, header: dict, notes: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    lines = ["# slca bench swap", "", *(f"- {k}: {v}" for k, v in header.items()), "", table(summary), "",
+    """`table.md` and `results.json` in `out` (ops.bench.ab.write: no machine paths, or nothing is written)."""
+    from ops.bench.ab import write as write_checked
+
+    lines = [*(f"- {k}: {v}" for k, v in header.items() if k != "command"), "", table(summary), "",
              *(f"- {n}" for n in notes)]  # fmt: skip
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    (out / "results.json").write_text(json.dumps({**header, "notes": notes, **asdict(summary)}, indent=2) + "\n")
+    write_checked(out, {**header, "notes": notes, **asdict(summary)}, lines, "slca bench swap")

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from ops.bench.swap_report import Published, Response, summarise, swap_latencies, write
+from ops.bench.ab import MachinePathError
+from ops.bench.swap_report import (Published, Response, mixed_per_swap, server_swap_outcomes, summarise,
+                                     swap_latencies, write)
 
 
 def test_latency_is_announcement_to_first_response_showing_that_version_or_a_later_one():
@@ -32,4 +34,56 @@ def test_a_version_never_served_is_missing_not_zero(tmp_path):
     assert swap_latencies(published, []) == [None] and s.swaps_seen == 0 and s.latency_p50_s is None
     write(tmp_path, s, {"command": "slca bench swap"}, ["note"])
     assert json.loads((tmp_path / "results.json").read_text())["swaps_seen"] == 0
-    assert "| 1 | 0 | — |" in (tmp_path / "table.md").read_text()
+    assert "| 1 | 0 | 1 | — |" in (tmp_path / "table.md").read_text() and s.failed_swaps == 1
+
+
+def test_end_to_end_latency_starts_when_the_publish_began():
+    published = [Published(1, 10.0, 1.5, started_at=8.0), Published(2, 20.0, 2.0)]  # v2: began = 20 − 2
+    responses = [Response("canary", 10.5, True, 1), Response("canary", 21.0, True, 2)]
+    s = summarise(published, responses)
+    assert s.latencies_s == pytest.approx([0.5, 1.0])
+    assert (s.end_to_end_p50_s, s.end_to_end_max_s) == pytest.approx((2.5, 3.0))  # 10.5 − 8, 21 − 18
+    assert s.failed_swaps == 0
+
+
+def test_failed_swaps_and_mixed_runs_per_swap_are_counted():
+    published = [Published(1, 10.0, 1.0), Published(2, 20.0, 1.0), Published(3, 30.0, 1.0)]
+    responses = [Response("agent", 12.0, True, 1, mixed=True), Response("agent", 15.0, True, 1, mixed=True),
+                 Response("agent", 25.0, True, 1, mixed=False), Response("agent", 31.0, True, 1, mixed=True),
+                 Response("agent", 9.0, True, 0, mixed=True),  # before any swap: no swap's
+                 Response("agent", 32.0, False, error="HTTP 500")]  # fmt: skip
+    assert mixed_per_swap(published, responses) == [2, 0, 1]
+    s = summarise(published, responses, {"ok": 1, "failed": 2, "rollbacks": 2})
+    assert s.swaps_seen == 1 and s.failed_swaps == 2 and s.failed == 1
+    assert s.mixed_per_swap == [2, 0, 1] and s.mixed_per_swap_mean == 1.0 and s.mixed_per_swap_max == 2
+    assert s.server_swaps == {"ok": 1, "failed": 2, "rollbacks": 2}
+
+
+def test_server_swap_outcomes_are_read_from_metrics_text():
+    text = """# HELP slca_swaps_total Weight swaps
+# TYPE slca_swaps_total counter
+slca_swaps_total{outcome="ok"} 19.0
+slca_swaps_total{outcome="failed"} 1.0
+slca_swaps_created{outcome="ok"} 1.7e9
+slca_swap_rollbacks_total 1.0
+slca_swap_seconds_sum 4.2"""
+    assert server_swap_outcomes(text) == {"ok": 19, "failed": 1, "rollbacks": 1}
+    assert server_swap_outcomes("") == {}
+
+
+def test_write_refuses_a_machine_path_in_the_header(tmp_path):
+    s = summarise([Published(1, 10.0, 1.0)], [Response("canary", 11.0, True, 1)])
+    with pytest.raises(MachinePathError):
+        write(tmp_path / "out", s, {"command": "slca bench swap", "model": "/home/me/models/m"}, [])
+    assert not (tmp_path / "out").exists()
+
+
+def test_fewer_than_twenty_versions_are_refused():
+    import argparse
+
+    from ops.bench.swap import MIN_VERSIONS, run_bench_swap
+    from slca.cli import CliError
+
+    assert MIN_VERSIONS == 20
+    with pytest.raises(CliError, match="at least 20"):
+        run_bench_swap(argparse.Namespace(versions=5), config=None)
