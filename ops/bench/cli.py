@@ -72,12 +72,20 @@ def register(bench) -> None:
     bs.add_argument("--out", default=None, help="write the results as JSON here (and .md beside it)")
     bs.set_defaults(func=_bench_sft)
 
-    b = bench.add_parser("serve", help="tokens/s, TTFT, req/s: slca's chat and agent APIs ÷ vLLM's own OpenAI server")
-    b.add_argument("--targets", type=_csv, default=["vllm-server", "slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
-                   help="comma-separated, in order (vllm-server: the baseline)")
+    b = bench.add_parser("serve", help="tokens/s, TTFT: slca's chat and agent APIs ÷ vLLM's own OpenAI server "
+                                       "(configured as slca's engine), alternated windows (ops/bench/ab.py)")  # fmt: skip
+    b.add_argument("--targets", type=_csv, default=["slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
+                   help="comma-separated slca targets, each compared with the baseline")
+    b.add_argument("--baseline", default="vllm-server", help="the A side of every comparison (default vLLM's server)")
+    b.add_argument("--comparisons", type=_csv, default=["chat-stream", "chat-whole", "agent"],
+                   help="chat-stream (both streamed), chat-whole (both not), agent (recorded runs vs whole chat)")
     b.add_argument("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level")
     b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
-    b.add_argument("--min-requests", type=int, default=4, help="requests per level: max(clients, this)")
+    b.add_argument("--min-requests", type=int, default=4, help="requests per wave: max(clients, this)")
+    b.add_argument("--waves", type=int, default=3, help="waves per window at least")
+    b.add_argument("--window-s", type=float, default=10.0, help="seconds per window at least")
+    _ab_args(b)
+    b.add_argument("--seed", type=int, default=0, help="seed of --order random (recorded)")
     b.add_argument("--max-tokens", type=int, default=64, help="max tokens per request")
     b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
     b.set_defaults(func=_bench_serve)

@@ -46,10 +46,48 @@ def running(cmd: list[str], ready_url: str, log_path: Path, env: dict | None = N
             _stop(proc)
 
 
-def vllm_server_cmd(model_dir: Path, port: int, dtype: str, max_model_len: int, max_num_seqs: int) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--dtype", dtype,
-            "--enforce-eager", "--port", str(port), "--max-model-len", str(max_model_len), "--max-num-seqs",
-            str(max_num_seqs), "--served-model-name", BENCH_MODEL, "--disable-log-stats"]  # fmt: skip
+def vllm_server_cmd(port: int, engine_kwargs: dict) -> list[str]:
+    """vLLM's own OpenAI server configured exactly as slca's engine is: every keyword argument of
+    `serve.engines.vllm_common.engine_kwargs` (dtype, eager mode, max_model_len, max_num_seqs, no chunked
+    prefill with the same max_num_batched_tokens on CPU, seed …) becomes its command-line flag; the KV cache size
+    travels in the environment (`vllm_server_env`)."""
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *engine_flags(engine_kwargs), "--port",
+            str(port), "--served-model-name", BENCH_MODEL]  # fmt: skip
+
+
+def engine_flags(engine_kwargs: dict) -> list[str]:
+    """`EngineArgs` keywords as vLLM's CLI flags: `a_b=x` → `--a-b x`; True → `--a-b`; False → `--no-a-b`."""
+    out: list[str] = []
+    for key, value in engine_kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + flag[2:])
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def vllm_server_env(kv_cache_gib: float) -> dict[str, str]:
+    """The KV cache size slca's engine reserves (`engine_kwargs` sets the same variable)."""
+    return {"VLLM_CPU_KVCACHE_SPACE": str(max(1, int(kv_cache_gib)))}
+
+
+def project_engine_kwargs(model_dir: Path, settings) -> dict:
+    """slca's vLLM engine arguments for these settings, without leaving `engine_kwargs`' environment variable
+    set in this process."""
+    from serve.engines.vllm_common import engine_kwargs
+
+    saved = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    try:
+        kwargs, _ = engine_kwargs(str(model_dir), settings)
+    finally:
+        if saved is None:
+            os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+        else:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = saved
+    return kwargs
 
 
 def slca_serve_cmd(model_dir: Path, redis_url: str, port: int, overrides: dict[str, object]) -> list[str]:

@@ -1,8 +1,10 @@
 """One measurement: `requests` requests through `clients` concurrent clients against one server's API.
 
-Chat requests are streamed, so that the time to the first token is what a client sees (the first chunk with
-content); agent runs return whole trajectories, so only their latency exists for a client. Request i always
-carries prompt i and seed i: every server gets the same prompts and sampling."""
+Chat requests are streamed (the time to the first token is what a client sees: the first chunk with content) or
+not (`stream=False`: the whole answer, latency only); agent runs return whole trajectories, so they are compared
+with non-streamed chat requests, and are sent recorded (`record=True`: the trajectory goes to the Redis stream,
+as in production). Request i always carries prompt i and seed i: every server gets the same prompts and
+sampling."""
 
 from __future__ import annotations
 
@@ -30,19 +32,23 @@ class Sample:
     error: str | None = None
 
 
-def request_body(api: str, i: int, max_tokens: int, model: str | None) -> dict:
+def request_body(api: str, i: int, max_tokens: int, model: str | None, stream: bool = True,
+                 record: bool = True) -> dict:  # fmt: skip
     body: dict = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": max_tokens,
                   "seed": i, "temperature": 1.0}  # fmt: skip
     if model:
         body["model"] = model
     if api == CHAT:
-        body.update(stream=True, stream_options={"include_usage": True})
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": True})
     else:
-        body.update(task_id=f"bench-{i}", n=1, max_turns=1, record=False, return_trajectories=True)
+        body.update(task_id=f"bench-{i}", n=1, max_turns=1, record=record, return_trajectories=True)
     return body
 
 
 async def _chat(session, url: str, body: dict) -> Sample:
+    if not body.get("stream"):
+        return await _chat_whole(session, url, body)
     t0 = time.perf_counter()
     ttft, tokens = None, 0
     async with session.post(url + PATHS[CHAT], json=body) as r:
@@ -62,6 +68,15 @@ async def _chat(session, url: str, body: dict) -> Sample:
     return Sample(tokens, time.perf_counter() - t0, ttft)
 
 
+async def _chat_whole(session, url: str, body: dict) -> Sample:
+    t0 = time.perf_counter()
+    async with session.post(url + PATHS[CHAT], json=body) as r:
+        data = await r.json(content_type=None)
+        if r.status != 200:
+            return Sample(0, time.perf_counter() - t0, None, f"HTTP {r.status}: {str(data)[:200]}")
+    return Sample(int((data.get("usage") or {}).get("completion_tokens") or 0), time.perf_counter() - t0, None)
+
+
 async def _agent(session, url: str, body: dict) -> Sample:
     t0 = time.perf_counter()
     async with session.post(url + PATHS[AGENT], json=body) as r:
@@ -72,8 +87,8 @@ async def _agent(session, url: str, body: dict) -> Sample:
     return Sample(sum(1 for lp in traj["logprobs"] if lp is not None), time.perf_counter() - t0, None)
 
 
-async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: int,
-                   model: str | None = None) -> tuple[list[Sample], float]:  # fmt: skip
+async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None,
+                   stream: bool = True, first: int = 0) -> tuple[list[Sample], float]:  # fmt: skip
     """Every request's sample, and the wall time from the first request sent to the last answer."""
     import aiohttp
 
@@ -85,14 +100,16 @@ async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: 
         async def one(i: int) -> Sample:
             async with gate:
                 try:
-                    return await send(session, url, request_body(api, i, max_tokens, model))
+                    return await send(session, url, request_body(api, i, max_tokens, model, stream))
                 except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                     return Sample(0, 0.0, None, repr(exc))
 
         t0 = time.perf_counter()
-        samples = await asyncio.gather(*(one(i) for i in range(requests)))
+        samples = await asyncio.gather(*(one(i) for i in range(first, first + requests)))
         return list(samples), time.perf_counter() - t0
 
 
-def measure(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None):
-    return asyncio.run(run_load(url, api, clients, requests, max_tokens, model))
+def measure(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None,
+            stream: bool = True, first: int = 0):  # fmt: skip
+    """Samples and wall seconds of requests first … first + requests − 1."""
+    return asyncio.run(run_load(url, api, clients, requests, max_tokens, model, stream, first))

@@ -1,18 +1,32 @@
-"""`slca bench serve`, the plan: for each target (vLLM's own OpenAI server first: the baseline), start it in its
-own process, warm it up, then for each concurrency send the same requests through the chat API (and the agent API
-for slca), print each row as it comes with its ratio to vLLM's server, stop it; finally write table + JSON."""
+"""`slca bench serve`, the plan, by the shared method of `ops.bench.ab` (issue 22).
+
+The baseline (vLLM's own OpenAI server, configured as slca's engine is: `servers.project_engine_kwargs`) runs
+for the whole bench; each slca target is started beside it in turn, and for every comparison and concurrency the
+two servers are measured in alternated windows (A B, B A, …, ≥ 3 pairs), each window ≥ `--waves` waves of
+`clients` requests and ≥ `--window-s` seconds, after the same warm-up on both. Comparisons, like against like:
+
+- `chat-stream`: streamed chat on both (TTFT = first content chunk);
+- `chat-whole`: non-streamed chat on both;
+- `agent`: slca's agent runs (one turn, recorded to the Redis stream as in production, whole trajectories)
+  against the baseline's non-streamed chat (non-streamed against non-streamed).
+
+Reported per (target, comparison, clients): the per-pair tokens/s ratios target ÷ baseline, the median with
+min–max and its order-statistic interval, each side's figures over all its windows; table + JSON without
+machine paths."""
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from ops.bench.common import bench_command
+from ops.bench import ab
+from ops.bench.common import bench_command, model_name
 from ops.bench.serve import load
-from ops.bench.serve.report import BASELINE, HEADER, Figures, summarise, table_row, write
-from ops.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd, vllm_server_cmd
+from ops.bench.serve.report import BASELINE, COMPARISONS, Comparison, HEADER, summarise, table_row, write
+from ops.bench.servers import (BENCH_MODEL, ServerFailed, port, project_engine_kwargs, running, slca_serve_cmd,
+                               vllm_server_cmd, vllm_server_env)  # fmt: skip
 
 SLCA_TARGETS: dict[str, dict[str, object]] = {
     "slca-vllm-core": {"serve.engine": "vllm", "serve.vllm_engine_core_process": "true"},
@@ -21,87 +35,130 @@ SLCA_TARGETS: dict[str, dict[str, object]] = {
 }
 """slca's engine setups: the engine core in its own process, the in-process engine loop, transformers (reference)."""
 TARGETS = (BASELINE, *SLCA_TARGETS)
-CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+SIDE_API = {"chat-stream": ((load.CHAT, True), (load.CHAT, True)),
+            "chat-whole": ((load.CHAT, False), (load.CHAT, False)),
+            "agent": ((load.CHAT, False), (load.AGENT, False))}  # fmt: skip
+"""Per comparison: (baseline's api, streamed), (target's api, streamed)."""
 
 
 def run_serve_bench(settings, common, args) -> int:
-    from slca.models.precision import choose_precision, cpu_flags
+    from slca.models.precision import choose_precision
 
+    baseline = _names([args.baseline], TARGETS, "baseline")[0]
     targets = _names(args.targets, TARGETS, "target")
+    targets = [t for t in targets if t != BASELINE]
+    comparisons = _names(args.comparisons, COMPARISONS, "comparison")
     model_dir = common.model_path()
     dtype = choose_precision(settings.dtype).dtype
+    rule = ab.WindowRule(min_waves=args.waves, min_seconds=args.window_s)
     header = {
-        "command": bench_command("serve", sys.argv),
-        "model": model_dir.name, "dtype": dtype, "max_tokens": args.max_tokens, "clients": args.clients,
-        "requests": {c: _requests(c, args) for c in args.clients}, "hf_clients": args.hf_clients,
-        "cpu_flags": sorted(f for f in CPU_FLAGS_OF_NOTE if f in cpu_flags()), "cpus": os.cpu_count(),
-        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        "command": bench_command("serve", sys.argv), "method": "ops.bench.ab", "model": model_name(model_dir),
+        "dtype": dtype, "baseline": baseline, "max_tokens": args.max_tokens, "clients": args.clients,
+        "hf_clients": args.hf_clients, "pairs": args.pairs, "order": args.order, "seed": args.seed,
+        "window": {"min_waves": rule.min_waves, "min_seconds": rule.min_seconds, "wave": "one request per client"},
+        "machine_start": ab.machine_now(),
     }  # fmt: skip
-    notes = ["chat: streamed (TTFT = first content chunk), plain requests (no logprobs asked); agent: "
-             "POST /v1/agent/runs, one turn, record=false, whole trajectories (latency only: no first-token event)",
-             "ratio: tokens/s ÷ vLLM's own server (chat API) at the same number of clients; request i carries prompt "
-             "i and seed i on every target",
-             "targets run one after another on the same machine: a busy machine moves every absolute figure"]  # fmt: skip
-    print(f"slca bench serve — model={model_dir.name} dtype={dtype} max_tokens={args.max_tokens} clients={args.clients} "
-          f"load={header['load_average_start']}", flush=True)  # fmt: skip
+    notes = ["chat-stream: streamed on both sides (TTFT = first content chunk); chat-whole: non-streamed on both; "
+             "agent: POST /v1/agent/runs, one turn, record=true (to the Redis stream, as in production), against "
+             "the baseline's non-streamed chat",
+             "ratio: target ÷ baseline tokens/s per pair of alternated windows; request i carries prompt i and seed i "
+             "on every server; both servers run side by side, measured one at a time",
+             "baseline vLLM server: slca's engine arguments as flags (serve/engines/vllm_common.py engine_kwargs)"]  # fmt: skip
+    print(f"slca bench serve — model={header['model']} dtype={dtype} baseline={baseline} clients={args.clients} "
+          f"pairs={args.pairs} load={header['machine_start']['load_average']}", flush=True)  # fmt: skip
     print(HEADER, flush=True)
-    rows: list[Figures] = []
+    rows: list[Comparison] = []
     with tempfile.TemporaryDirectory(prefix="slca-bench-serve-") as tmp:
-        redis = None
-        for target in targets:
-            try:
-                if target == BASELINE:
-                    _bench_vllm_server(settings, model_dir, dtype, args, Path(tmp), rows)
-                    continue
-                if redis is None:
-                    from slca.redis_server import RedisServer
+        from slca.redis_server import RedisServer
 
-                    redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
-                _bench_slca(target, settings, model_dir, redis.url, args, Path(tmp), rows)
-            except ServerFailed as exc:
-                notes.append(f"{target} did not run: {str(exc).splitlines()[0]}")
-                print(f"note: {exc}", flush=True)
-        if redis is not None:
+        redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
+        try:
+            with _server(baseline, settings, model_dir, redis.url, Path(tmp)) as base_url:
+                header["baseline_flags"] = _baseline_flags(baseline, model_dir, settings)
+                for target in targets:
+                    try:
+                        with _server(target, settings, model_dir, redis.url, Path(tmp)) as url:
+                            levels = args.hf_clients if "slca-hf" in (target, baseline) else args.clients
+                            for comparison in comparisons:
+                                for clients in levels:
+                                    rows.append(compare(target, comparison, clients, base_url, url, args, rule))
+                                    print(table_row(rows[-1]), flush=True)
+                    except ServerFailed as exc:
+                        notes.append(f"{target} did not run: {str(exc).splitlines()[0]}")
+                        print(f"note: {exc}", flush=True)
+        except ServerFailed as exc:
+            notes.append(f"baseline {baseline} did not run: {str(exc).splitlines()[0]}")
+            print(f"note: {exc}", flush=True)
+        finally:
             redis.kill()
-    header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    header["machine_end"] = ab.machine_now()
     if args.out:
         write(args.out, rows, header, notes)
         print(f"wrote {args.out}/table.md and results.json")
-    return 0 if rows and not any(r.failed for r in rows) else 1
+    return 0 if rows and not any(r.a.failed or r.b.failed for r in rows) else 1
 
 
-def _bench_vllm_server(settings, model_dir: Path, dtype: str, args, tmp: Path, rows: list[Figures]) -> None:
-    p = port()
-    cmd = vllm_server_cmd(model_dir, p, dtype, settings.max_model_len, settings.max_batch)
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(max(1, int(settings.kv_cache_gib)))}
-    with running(cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log", env) as started:
-        print(f"# {BASELINE} ready in {started:.0f}s", flush=True)
-        _levels(BASELINE, f"http://127.0.0.1:{p}", (load.CHAT,), args.clients, args, rows)
+def compare(target: str, comparison: str, clients: int, base_url: str, url: str, args, rule: ab.WindowRule,
+            measure: Callable = load.measure) -> Comparison:  # fmt: skip
+    """One comparison at one concurrency: alternated windows of the baseline (A) and the target (B)."""
+    (api_a, stream_a), (api_b, stream_b) = SIDE_API[comparison]
+    sides, samples = {}, {"A": [], "B": []}
+    for label, server_url, api, stream in (("A", base_url, api_a, stream_a), ("B", url, api_b, stream_b)):
+
+        def wave(server_url=server_url, api=api, stream=stream, label=label) -> ab.Wave:
+            got, seconds = measure(server_url, api, clients, _requests(clients, args), args.max_tokens, BENCH_MODEL,
+                                   stream)  # fmt: skip
+            samples[label].append((got, seconds))
+            ok = [s for s in got if s.error is None]
+            return ab.Wave(sum(s.tokens for s in ok), seconds, {"requests": len(got), "failed": len(got) - len(ok)})
+
+        def warm(server_url=server_url, api=api, stream=stream) -> None:  # first-step work must not count
+            measure(server_url, api, 2, 2, 8, BENCH_MODEL, stream)
+
+        sides[label] = ab.Side(f"{args.baseline} {api}" if label == "A" else f"{target} {api}", ab.waves(wave, rule),
+                               warm)  # fmt: skip
+    result = ab.alternate(sides["A"], sides["B"], pairs=args.pairs, order=args.order, seed=args.seed, warmup=1)
+    figures = {k: summarise(sides[k].name, api, clients, [s for got, _ in v for s in got], sum(t for _, t in v))
+               for k, v, api in (("A", samples["A"], api_a), ("B", samples["B"], api_b))}  # fmt: skip
+    return Comparison(target, comparison, clients, figures["A"], figures["B"], result)
 
 
-def _bench_slca(target: str, settings, model_dir: Path, redis_url: str, args, tmp: Path, rows: list[Figures]) -> None:
-    p = port()
-    overrides = {"serve.dtype": settings.dtype, "serve.max_model_len": settings.max_model_len,
-                 "serve.max_batch": settings.max_batch, "serve.kv_cache_gib": settings.kv_cache_gib,
-                 **SLCA_TARGETS[target]}  # fmt: skip
-    cmd = slca_serve_cmd(model_dir, redis_url, p, overrides)
-    with running(cmd, f"http://127.0.0.1:{p}/readyz", tmp / f"{target}.log") as started:
-        print(f"# {target} ready in {started:.0f}s", flush=True)
-        clients = args.hf_clients if target == "slca-hf" else args.clients
-        _levels(target, f"http://127.0.0.1:{p}", (load.CHAT, load.AGENT), clients, args, rows)
+def _baseline_flags(baseline: str, model_dir: Path, settings) -> list[str] | None:
+    if baseline != BASELINE:
+        return None
+    from ops.bench.servers import engine_flags
+
+    flags = engine_flags(project_engine_kwargs(model_dir, settings))
+    i = flags.index("--model")
+    return flags[:i] + flags[i + 2:]  # the model is named in the header, not by its path
 
 
-def _levels(target: str, url: str, apis: tuple[str, ...], clients: list[int], args, rows: list[Figures]) -> None:
-    for api in apis:
-        load.measure(url, api, 2, 2, 8, BENCH_MODEL)  # warm-up: first-step work must not count
-        for c in clients:
-            samples, seconds = load.measure(url, api, c, _requests(c, args), args.max_tokens, BENCH_MODEL)
-            rows.append(summarise(target, api, c, samples, seconds))
-            print(table_row(rows[-1], rows), flush=True)
+def _server(target: str, settings, model_dir: Path, redis_url: str, tmp: Path):
+    """A running server for `target` (a context manager yielding its URL)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def started():
+        p = port()
+        if target == BASELINE:
+            cmd = vllm_server_cmd(p, project_engine_kwargs(model_dir, settings))
+            ctx = running(cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log",
+                          vllm_server_env(settings.kv_cache_gib))  # fmt: skip
+        else:
+            overrides = {"serve.dtype": settings.dtype, "serve.max_model_len": settings.max_model_len,
+                         "serve.max_batch": settings.max_batch, "serve.kv_cache_gib": settings.kv_cache_gib,
+                         **SLCA_TARGETS[target]}  # fmt: skip
+            ctx = running(slca_serve_cmd(model_dir, redis_url, p, overrides), f"http://127.0.0.1:{p}/readyz",
+                          tmp / f"{target}-{p}.log")  # fmt: skip
+        with ctx as seconds:
+            print(f"# {target} ready in {seconds:.0f}s", flush=True)
+            yield f"http://127.0.0.1:{p}"
+
+    return started()
 
 
 def _requests(clients: int, args) -> int:
-    """Requests per level: every client sends at least one, and at least `--min-requests` in all."""
+    """Requests per wave: every client sends at least one, and at least `--min-requests` in all."""
     return max(clients, args.min_requests)
 
 

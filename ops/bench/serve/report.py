@@ -1,16 +1,19 @@
-"""Figures of one measurement, the table (ratios to vLLM's own server at the same concurrency) and the JSON."""
+"""Figures of one side's windows, one alternated comparison (ops/bench/ab.py) per row, the table and the JSON
+(written by `ops.bench.ab.write`: no machine paths)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ops.bench.ab import ABResult
+from ops.bench.ab import write as write_checked
 from ops.bench.common import percentile
 from ops.bench.serve.load import Sample
 
 BASELINE = "vllm-server"
-"""The target every row is compared with: vLLM's own OpenAI server (its chat API)."""
+"""The default baseline every target is compared with: vLLM's own OpenAI server (its chat API)."""
+COMPARISONS = ("chat-stream", "chat-whole", "agent")
 
 
 @dataclass
@@ -43,32 +46,48 @@ def summarise(target: str, api: str, clients: int, samples: list[Sample], second
                    errors[0] if errors else None)  # fmt: skip
 
 
-def ratio(row: Figures, rows: list[Figures]) -> float | None:
-    """tokens/s of `row` ÷ vLLM's own server's chat API at the same concurrency (None without a baseline)."""
-    base = next((r for r in rows if r.target == BASELINE and r.clients == row.clients), None)
-    return row.tokens_per_s / base.tokens_per_s if base and base.tokens_per_s else None
+@dataclass
+class Comparison:
+    """One target against the baseline, one comparison, one concurrency: alternated windows."""
+
+    target: str
+    comparison: str
+    clients: int
+    a: Figures
+    """The baseline's figures over all its measured windows."""
+    b: Figures
+    result: ABResult
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "comparison": self.comparison, "clients": self.clients,
+                "baseline": asdict(self.a), "measured": asdict(self.b), **self.result.to_dict()}  # fmt: skip
 
 
 def _ms(v: float | None) -> str:
     return f"{v * 1000:.0f}" if v is not None else "—"
 
 
-HEADER = ("| target | api | clients | requests | failed | tokens | tok/s | ÷ vLLM server | req/s | TTFT p50 ms | "
-          "TTFT p95 ms | latency p50 ms | latency p95 ms |\n|" + "---|" * 13)  # fmt: skip
+def _x(v: float | None) -> str:
+    return f"{v:.2f}×" if v is not None else "—"
 
 
-def table_row(row: Figures, rows: list[Figures]) -> str:
-    r = ratio(row, rows)
-    return (f"| {row.target} | {row.api} | {row.clients} | {row.requests} | {row.failed} | {row.tokens} | "
-            f"{row.tokens_per_s:.1f} | {f'{r:.2f}×' if r is not None else '—'} | {row.requests_per_s:.2f} | "
-            f"{_ms(row.ttft_p50_s)} | {_ms(row.ttft_p95_s)} | {_ms(row.latency_p50_s)} | {_ms(row.latency_p95_s)} |")  # fmt: skip
+HEADER = ("| target | comparison | clients | pairs | baseline tok/s | target tok/s | ÷ baseline (median) | interval "
+          "| min–max | failed | TTFT p50 ms base / target | latency p50 ms base / target |\n|" + "---|" * 12)  # fmt: skip
 
 
-def write(out: Path, rows: list[Figures], header: dict, notes: list[str]) -> None:
-    """`table.md` and `results.json` (no machine paths: the caller passes model names, not directories)."""
-    out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# slca bench serve\n", *(f"- {k}: {v}" for k, v in header.items()), "", HEADER,
-             *(table_row(r, rows) for r in rows), "", *(f"- {n}" for n in notes)]  # fmt: skip
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    results = {**header, "notes": notes, "rows": [{**asdict(r), "ratio_to_vllm_server": ratio(r, rows)} for r in rows]}
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+def table_row(row: Comparison) -> str:
+    s = row.result.summary()
+    interval = (f"{s['interval'][0]:.2f}–{s['interval'][1]:.2f} ({s['interval_coverage']:.0%})" if s["interval"]
+                else "—")  # fmt: skip
+    spread = f"{s['min_ratio']:.2f}–{s['max_ratio']:.2f}" if s["min_ratio"] is not None else "—"
+    return (f"| {row.target} | {row.comparison} | {row.clients} | {row.result.pairs} | {s['median_a']:.1f} | "
+            f"{s['median_b']:.1f} | {_x(s['median_ratio'])} | {interval} | {spread} | {row.a.failed} / {row.b.failed} | "
+            f"{_ms(row.a.ttft_p50_s)} / {_ms(row.b.ttft_p50_s)} | {_ms(row.a.latency_p50_s)} / "
+            f"{_ms(row.b.latency_p50_s)} |")  # fmt: skip
+
+
+def write(out: Path, rows: list[Comparison], header: dict, notes: list[str]) -> None:
+    """`table.md` and `results.json` (refused, nothing written, if any machine path is in them)."""
+    lines = [*(f"- {k}: {v}" for k, v in header.items() if k != "command"), "", HEADER,
+             *(table_row(r) for r in rows), "", *(f"- {n}" for n in notes)]  # fmt: skip
+    write_checked(out, {**header, "notes": notes, "rows": [r.to_dict() for r in rows]}, lines, "slca bench serve")
