@@ -11,6 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ops.bench.ab import check_no_paths, machine_now
+from ops.bench.common import bench_command
 from ops.bench.machine import machine_facts
 from ops.bench.queue_producer import measure_producer, producer_lines
 from slca.redis_server import RedisServer
@@ -26,7 +28,7 @@ def run_queue_bench(args, config) -> int:
     if not (Path(settings.tokenizer) / "tokenizer.json").is_file():
         raise CliError(f"no tokenizer at {settings.tokenizer}: run `slca model fetch` (or set workers.tokenizer)")
     settings = settings.model_copy(update={"max_inflight": 10**9, "max_groups_len": 10**9})
-    results: dict = {"command": "slca " + " ".join(sys.argv[1:]), "machine": machine_facts(),
+    results: dict = {"command": bench_command("queue", sys.argv), "machine": machine_facts(),
                      "redis": "owned redis-server, AOF appendfsync everysec, loopback"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
         server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
@@ -47,7 +49,9 @@ def run_queue_bench(args, config) -> int:
             worker_bench.print_report(results, args.workers)
         print("\n".join(producer_lines(producer)))
     print(table.getvalue(), end="")
-    if args.out:  # a directory (results.json + table.txt), or a .json file with the table beside it
+    results["machine_end"] = machine_now()
+    if args.out:
+        check_no_paths(results, table.getvalue())  # a directory (results.json + table.txt), or a .json file with the table beside it
         out = Path(args.out)
         json_path, table_path = (out, out.with_suffix(".txt")) if out.suffix == ".json" else (
             out / "results.json", out / "table.txt")  # fmt: skip

@@ -1,8 +1,11 @@
 """`slca bench rl`: TRL's `GRPOTrainer` and slca's online pipeline, one after the other on the same machine, on
 the same warm-started model, task pack prompts (train split, Hermes tools), group size, token budget, reward
 (HierR), learning rate and precision, each for the same wall time; prints completions/hour, optimizer
-updates/hour, tokens/s, peak RSS and slca ÷ TRL, and where the pipeline's CPU time goes; writes results.json
-and table.txt (no machine paths; CPU flags included) to `--out`.
+updates/hour (steps whose groups all had zero advantage are not updates), completions and tokens trained (not
+served), peak RSS and slca ÷ TRL, and where the pipeline's CPU time goes (per process, with its memory at the
+peak); the cold first step is excluded on both sides (each window starts after it); TRL's prompt truncation
+(`max_prompt_length`, prompts cut) is recorded; writes results.json and table.md to `--out` via
+`ops.bench.ab.write` (no machine paths; the command as typed; load average and CPU flags at start and end).
 
 Plan: (1) resolve the model, precision and learning rate once for both; (2) TRL in its own process
 (`ops/bench/rl_trl.py`), sampled from /proc; (3) `slca up` on its own Redis and data directory
@@ -19,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ops.bench.ab import check_no_paths, machine_now
+from ops.bench.ab import write as write_checked
+from ops.bench.common import bench_command, model_name
 from ops.bench.machine import machine_facts
 from ops.bench.proc_sampler import TreeSampler
 from ops.bench.rl_report import SideResult, ratios, table, verdict, where_time_goes
@@ -73,11 +79,24 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
     if rc != 0 or not out_path.is_file():
         raise RuntimeError(f"TRL's GRPOTrainer exited with {rc}; see {log_dir / 'trl.log'}")
     c = TrlCounts(**json.loads(out_path.read_text()))
-    return SideResult(name="trl", seconds=c.seconds, completions=c.completions, completions_trained=c.completions,
-                      updates=c.steps, generated_tokens=c.generated_tokens, peak_rss_bytes=sampler.peak_rss_bytes,
-                      startup_s=c.startup_s, cpu_s_by_process=sampler.cpu_by_role(),
-                      notes=["CPU seconds include TRL's start-up (one process: no split by window)"],
-                      extra={"trl_config": c.config, "step_seconds": c.step_seconds,
+    return trl_side_result(c, sampler.peak_rss_bytes, sampler.cpu_by_role())
+
+
+def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[str, float]) -> SideResult:
+    """TRL's counts as a `SideResult`: updates and trained figures exclude zero-advantage steps."""
+    truncated = (f"TRL's max_prompt_length {c.config.get('max_prompt_length')}: {c.prompts_truncated} of "
+                 f"{c.prompts_seen} prompts truncated" if c.config.get("max_prompt_length") else
+                 "TRL's max_prompt_length: none (prompts not truncated)")  # fmt: skip
+    return SideResult(name="trl", seconds=c.seconds, completions=c.completions,
+                      completions_trained=c.completions_trained, updates=c.updates,
+                      generated_tokens=c.generated_tokens, peak_rss_bytes=peak_rss_bytes, startup_s=c.startup_s,
+                      trained_tokens=c.trained_tokens, steps=c.steps, cpu_s_by_process=cpu_s_by_process,
+                      notes=["CPU seconds include TRL's start-up (one process: no split by window)",
+                             f"{c.zero_advantage_steps} of {c.steps} steps had zero advantage (not updates); "
+                             f"cold first step {c.cold_step_s:.0f} s excluded", truncated],
+                      extra={"trl_config": c.config, "step_seconds": c.step_seconds, "cold_step_s": c.cold_step_s,
+                             "zero_advantage_steps": c.zero_advantage_steps, "prompts_seen": c.prompts_seen,
+                             "prompts_truncated": c.prompts_truncated,
                              "mean_reward": c.reward_sum / c.completions if c.completions else None})  # fmt: skip
 
 
@@ -105,9 +124,9 @@ def run_rl_bench(args, config) -> int:
     precision = choose_precision({"bf16": "bfloat16", "fp32": "float32"}.get(learner.precision, "auto"))
     print(precision.describe("precision (both sides; the learner's setting)"), flush=True)
     seconds = args.minutes * 60
-    load_at_start = machine_facts()["load_average_1m"]
+    machine_start = machine_now()
     log_dir = Path(tempfile.mkdtemp(prefix="slca-bench-rl-logs-"))
-    print(f"model {Path(model).name}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
+    print(f"model {model_name(model)}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
     results: dict[str, SideResult] = {}
     if "trl" in sides:
         results["trl"] = run_trl_side(TrlSpec(model=model, pack=args.pack, group_size=args.group_size,
@@ -127,10 +146,12 @@ def run_rl_bench(args, config) -> int:
                                         log_dir)  # fmt: skip
     lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
     print("\n".join(lines), flush=True)
+    facts = machine_facts()
     write_outputs(args.out, lines, results, {
-        "command": "slca " + " ".join(sys.argv[1:]),
-        "machine": {**machine_facts(), "load_average_1m_at_start": load_at_start},
-        "model": Path(model).name, "warm_started": warning is None, "pack": args.pack, "split": "train",
+        "command": bench_command("rl", sys.argv), "method": "ops.bench.ab (sides one after the other, not alternated)",
+        "machine": {"cpu": facts["cpu"], "cores": facts["cores"], "python": facts["python"]},
+        "machine_start": machine_start, "machine_end": machine_now(),
+        "model": model_name(model), "warm_started": warning is None, "pack": args.pack, "split": "train",
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "minutes": args.minutes,
         "precision": precision.dtype, "lr": learner.lr, "serve_engine": serve_engine(config, args.pipeline_set),
         "pipeline_sets": list(args.pipeline_set), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -148,7 +169,7 @@ def serve_engine(config, pipeline_sets: list[str]) -> str:
 
 def report_lines(sides: list[SideResult], model: str, warning: str | None, precision: str) -> list[str]:
     by = {s.name: s for s in sides}
-    lines = [f"slca bench rl — model {Path(model).name}; {precision}"] + ([f"  WARNING: {warning}"] if warning else [])
+    lines = [f"slca bench rl — model {model_name(model)}; {precision}"] + ([f"  WARNING: {warning}"] if warning else [])
     lines += table(sides)
     if "slca" in by and "trl" in by:
         lines += verdict(by["slca"], by["trl"])
@@ -160,9 +181,9 @@ def report_lines(sides: list[SideResult], model: str, warning: str | None, preci
 
 
 def write_outputs(out: Path, lines: list[str], results: dict[str, SideResult], facts: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    """results.json + table.md (`ops.bench.ab.write`: refused, nothing written, if a machine path is in them)."""
     data = {**facts, "sides": {k: v.to_dict() for k, v in results.items()}}
     if len(results) == 2:
         data["ratios_slca_over_trl"] = ratios(results["slca"], results["trl"])
-    (out / "results.json").write_text(json.dumps(data, indent=2) + "\n")
-    (out / "table.txt").write_text(f"$ {facts['command']}\n" + "\n".join(lines) + "\n")
+    check_no_paths(data, lines)
+    write_checked(out, data, ["```", *lines, "```"], "slca bench rl")

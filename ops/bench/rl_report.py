@@ -20,14 +20,19 @@ class SideResult:
     completions: int
     """Completions generated in the window (slca: trajectories recorded by serve)."""
     completions_trained: int
-    """Completions that went into an optimizer update in the window (TRL: all of them)."""
+    """Completions that went into an optimizer update (a step with a non-zero advantage) in the window."""
     updates: int
-    """Optimizer steps in the window."""
+    """Optimizer steps in the window whose groups did not all have zero advantage (the weights changed)."""
     generated_tokens: int
     """Tokens sampled in the window."""
     peak_rss_bytes: int
     """Peak of the summed resident sets of the side's processes."""
     startup_s: float = 0.0
+    """Start → end of the cold first optimizer step (excluded from the window on both sides)."""
+    trained_tokens: int = 0
+    """Completion tokens of the updates in the window (not tokens served)."""
+    steps: int = 0
+    """Optimizer steps in the window, zero-advantage ones included."""
     cpu_s_by_process: dict[str, float] = field(default_factory=dict)
     """CPU seconds (user + system) spent in the window, per process role."""
     peak_rss_by_process: dict[str, int] = field(default_factory=dict)
@@ -57,13 +62,17 @@ class SideResult:
         return self.generated_tokens / self.seconds if self.seconds > 0 else 0.0
 
     @property
+    def trained_tokens_per_s(self) -> float:
+        return self.trained_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
     def cpu_s(self) -> float:
         return sum(self.cpu_s_by_process.values())
 
     def to_dict(self) -> dict:
         return {**asdict(self), "completions_per_hour": self.completions_per_hour,
                 "completions_trained_per_hour": self.trained_per_hour, "updates_per_hour": self.updates_per_hour,
-                "tokens_per_s": self.tokens_per_s, "peak_rss_gib": self.peak_rss_bytes / GIB,
+                "tokens_per_s": self.tokens_per_s, "trained_tokens_per_s": self.trained_tokens_per_s, "peak_rss_gib": self.peak_rss_bytes / GIB,
                 "cpu_s": self.cpu_s}  # fmt: skip
 
 
@@ -77,6 +86,7 @@ def ratios(slca: SideResult, trl: SideResult) -> dict[str, float | None]:
             "completions_trained_per_hour": div(slca.trained_per_hour, trl.trained_per_hour),
             "updates_per_hour": div(slca.updates_per_hour, trl.updates_per_hour),
             "tokens_per_s": div(slca.tokens_per_s, trl.tokens_per_s),
+            "trained_tokens_per_s": div(slca.trained_tokens_per_s, trl.trained_tokens_per_s),
             "peak_rss_trl_over_slca": div(trl.peak_rss_bytes, slca.peak_rss_bytes)}  # fmt: skip
 
 
@@ -90,15 +100,17 @@ def table(sides: list[SideResult]) -> list[str]:
             ("completions trained/hour", lambda s: s.trained_per_hour, ",.0f"),
             ("optimizer updates/hour", lambda s: s.updates_per_hour, ",.1f"),
             ("generated tokens/s", lambda s: s.tokens_per_s, ",.1f"),
+            ("trained tokens/s", lambda s: s.trained_tokens_per_s, ",.1f"),
             ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
             ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
             ("measured wall time, s", lambda s: s.seconds, ",.0f"),
-            ("start-up, s", lambda s: s.startup_s, ",.0f")]  # fmt: skip
+            ("start-up + cold first step, s", lambda s: s.startup_s, ",.0f")]  # fmt: skip
     names = [n for n in ("trl", "slca") if n in by]
     r = ratios(by["slca"], by["trl"]) if len(names) == 2 else {}
     ratio_of = {"completions/hour": r.get("completions_per_hour"),
                 "completions trained/hour": r.get("completions_trained_per_hour"),
-                "optimizer updates/hour": r.get("updates_per_hour"), "generated tokens/s": r.get("tokens_per_s")}
+                "optimizer updates/hour": r.get("updates_per_hour"), "generated tokens/s": r.get("tokens_per_s"),
+                "trained tokens/s": r.get("trained_tokens_per_s")}  # fmt: skip
     head = f"  {'figure':<32}" + "".join(f"{n:>14}" for n in names) + ("   slca ÷ TRL" if len(names) == 2 else "")
     out = [head]
     for label, get, spec in rows:

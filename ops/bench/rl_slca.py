@@ -5,7 +5,10 @@ wall time after serve is ready.
 Counts come from the components' own records: completions generated and tokens sampled from serve's
 /metrics (`slca_trajectories_recorded_total`, `slca_tokens_generated_total`, read at the window's start and
 end), optimizer updates and the groups they used from the learner's `metrics.jsonl` (steps whose timestamp
-falls in the window). Memory and CPU from /proc over the whole process tree (`TreeSampler`).
+falls in the window). The window starts once the learner has logged its first (cold) step, as TRL's side starts
+after its first step. A step counts as an update only if some group of it had a non-zero advantage
+(`skipped_zero` < groups); completions and tokens trained are those of updates. Memory and CPU from /proc over
+the whole process tree (`TreeSampler`).
 """
 
 from __future__ import annotations
@@ -83,19 +86,45 @@ def _ready(url: str) -> bool:
         return False
 
 
-def learner_steps(metrics_path: Path, start: float, end: float) -> tuple[int, int]:
-    """(optimizer steps, groups used) of the learner's steps logged between wall-clock `start` and `end`."""
-    steps = groups = 0
+@dataclass
+class StepCounts:
+    steps: int = 0
+    """Optimizer steps logged in the window."""
+    updates: int = 0
+    """Steps with at least one group of non-zero advantage."""
+    groups_trained: int = 0
+    tokens_trained: int = 0
+
+
+def learner_steps(metrics_path: Path, start: float, end: float) -> StepCounts:
+    """The learner's steps logged between wall-clock `start` and `end`: all of them, and the updates (steps whose
+    groups did not all have zero advantage) with their groups and tokens."""
+    out = StepCounts()
+    for row in _rows(metrics_path):
+        if start <= row.get("ts", 0) <= end:
+            groups = len(row.get("groups") or [])
+            trained = groups - int(row.get("skipped_zero") or 0)
+            out.steps += 1
+            if trained > 0:
+                out.updates += 1
+                out.groups_trained += trained
+                out.tokens_trained += int(row.get("tokens") or 0)
+    return out
+
+
+def _rows(metrics_path: Path) -> list[dict]:
+    rows = []
     if metrics_path.is_file():
         for line in metrics_path.read_text().splitlines():
             try:
-                row = json.loads(line)
+                rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue  # a line cut by the stop
-            if start <= row.get("ts", 0) <= end:
-                steps += 1
-                groups += len(row.get("groups") or [])
-    return steps, groups
+    return rows
+
+
+def first_step_logged(metrics_path: Path) -> bool:
+    return bool(_rows(metrics_path))
 
 
 def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
@@ -117,6 +146,11 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
                     raise RuntimeError(f"slca up did not become ready; see {log_dir / 'slca-up.log'} and "
                                        f"the pipeline logs copied beside it")  # fmt: skip
                 time.sleep(1.0)
+            metrics = data_dir / "learner" / "metrics.jsonl"
+            while not first_step_logged(metrics):  # the cold first step is excluded, as on TRL's side
+                if proc.poll() is not None or time.monotonic() - began > spec.ready_timeout_s + spec.seconds:
+                    raise RuntimeError(f"the learner logged no step; see {log_dir / 'slca-up.log'}")
+                time.sleep(1.0)
             startup = time.monotonic() - began
             cpu0 = dict(sampler.cpu_s)
             (done0, tokens0), t0, wall0 = _serve_counts(url), time.monotonic(), time.time()
@@ -130,13 +164,13 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
             server.kill()
             out.close()
             _copy_logs(data_dir / "logs", log_dir)
-            steps, groups = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1) if (
-                data_dir / "learner").is_dir() else (0, 0)  # fmt: skip
+            steps = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1)
     return SideResult(name="slca", seconds=seconds, completions=int(done1 - done0),
-                      completions_trained=groups * spec.group_size, updates=steps,
+                      completions_trained=steps.groups_trained * spec.group_size, updates=steps.updates,
                       generated_tokens=int(tokens1 - tokens0), peak_rss_bytes=sampler.peak_rss_bytes,
-                      startup_s=startup, cpu_s_by_process=cpu, peak_rss_by_process=sampler.peak_rss_by_role,
-                      notes=[f"completions trained = groups used by the learner's steps × {spec.group_size}",
+                      startup_s=startup, trained_tokens=steps.tokens_trained, steps=steps.steps, cpu_s_by_process=cpu, peak_rss_by_process=sampler.peak_rss_by_role,
+                      notes=[f"completions trained = groups of non-zero advantage in the learner's steps × "
+                             f"{spec.group_size}; window after the first (cold) step",
                              f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each"],
                       extra={"sets": [s for s in spec.extra_sets]})  # fmt: skip
 

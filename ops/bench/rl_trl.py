@@ -5,7 +5,12 @@ are measured apart from the parent's; TRL is the benchmark-only extra (`pip inst
 Same task as slca's pipeline: the pack's train-split prompts rendered by slca's one prompt renderer (Hermes
 tools in the system message), 1 prompt × G completions per step, ≤ max_new_tokens each, sampled at the feed's
 temperature, rewarded with slca's HierR (`workers.scoring`) as `R = w_exec·r_exec + w_pref·r_pref`, at the
-learner's learning rate and precision. Everything else is TRL's default (what a user of TRL gets).
+learner's learning rate and precision. Everything else is TRL's default (what a user of TRL gets), recorded —
+`max_prompt_length` included, with the number of prompts it truncates.
+
+Counted as slca's side counts (issue 22): the window starts at the end of the first (cold) step, which is
+excluded on both sides; a step is an optimizer *update* only when its group's rewards were not all equal (all
+equal: zero advantage, the weights learn nothing); completions and tokens *trained* are those of updates.
 """
 
 from __future__ import annotations
@@ -38,11 +43,22 @@ class TrlCounts:
     """What the TRL process reports back (JSON)."""
 
     startup_s: float = 0.0
+    """Process start → end of the cold first step (excluded from the window)."""
+    cold_step_s: float = 0.0
     seconds: float = 0.0
     steps: int = 0
+    """Optimizer steps in the window, zero-advantage ones included."""
+    updates: int = 0
+    """Steps whose group had a non-zero advantage."""
+    zero_advantage_steps: int = 0
     completions: int = 0
+    completions_trained: int = 0
     generated_tokens: int = 0
+    trained_tokens: int = 0
     reward_sum: float = 0.0
+    prompts_seen: int = 0
+    prompts_truncated: int = 0
+    """Prompts longer than TRL's `max_prompt_length` (TRL cuts them from the left)."""
     step_seconds: list[float] = field(default_factory=list)
     config: dict = field(default_factory=dict)
 
@@ -58,6 +74,9 @@ class HierRReward:
         self.tasks, self.tokenizer, self.spec, self.counts = tasks, tokenizer, spec, counts
         self.scoring = WorkerSettings()
         self.prompt_ids: dict[int, list[int]] = {}
+        self.max_prompt_length: int | None = None
+        self.pending: list[tuple[float, int]] = []
+        """(reward, tokens) of the completions of the step in progress."""
 
     def __call__(self, prompts, completions, completion_ids, task_index, **_) -> list[float]:
         from learner.rollout_local import Sample, build_trajectory
@@ -69,6 +88,9 @@ class HierRReward:
             task = self.tasks[i]
             if i not in self.prompt_ids:
                 self.prompt_ids[i] = prompt_ids(self.tokenizer, task.messages, task.tools)
+            self.counts.prompts_seen += 1
+            if self.max_prompt_length and len(self.prompt_ids[i]) > self.max_prompt_length:
+                self.counts.prompts_truncated += 1
             ids = list(ids) or [self.tokenizer.eos_token_id]  # an empty completion is still one (scored) turn
             # logprobs are not read by scoring; a trajectory requires one per generated token
             traj = build_trajectory(self.tokenizer, task.task_id, self.prompt_ids[i], Sample(ids, [0.0] * len(ids)),
@@ -78,22 +100,54 @@ class HierRReward:
             self.counts.completions += 1
             self.counts.generated_tokens += len(ids)
             self.counts.reward_sum += r
+            self.pending.append((r, len(ids)))
         return rewards
 
 
-def make_deadline_callback(counts: TrlCounts, seconds: float, began: float):
+def close_step(counts: TrlCounts, pending: list[tuple[float, int]]) -> None:
+    """Count one finished step of the window: an update only if its rewards differ (else zero advantage)."""
+    counts.steps += 1
+    rewards = [r for r, _ in pending]
+    if rewards and max(rewards) != min(rewards):
+        counts.updates += 1
+        counts.completions_trained += len(pending)
+        counts.trained_tokens += sum(n for _, n in pending)
+    else:
+        counts.zero_advantage_steps += 1
+    pending.clear()
+
+
+def start_window(counts: TrlCounts, pending: list[tuple[float, int]]) -> None:
+    """After the cold first step: nothing before this moment counts."""
+    counts.completions = counts.generated_tokens = counts.prompts_seen = counts.prompts_truncated = 0
+    counts.reward_sum = 0.0
+    pending.clear()
+
+
+def make_deadline_callback(counts: TrlCounts, seconds: float, began: float,
+                           pending: list[tuple[float, int]] | None = None):  # fmt: skip
     from transformers import TrainerCallback
 
+    pending = pending if pending is not None else []
+
     class Deadline(TrainerCallback):
-        """Stops training at the first step end past `seconds` after training began; times each step."""
+        """The window starts at the end of the first (cold) step; stops training at the first step end past
+        `seconds` after that; counts and times each step of the window."""
 
         def on_train_begin(self, args, state, control, **kw):
-            counts.startup_s = time.monotonic() - began
             self.start = self.last = time.monotonic()
+            self.warm = False
 
         def on_step_end(self, args, state, control, **kw):
             now = time.monotonic()
-            counts.steps, counts.seconds = state.global_step, now - self.start
+            if not self.warm:
+                counts.cold_step_s, counts.startup_s = now - self.start, now - began
+                start_window(counts, pending)
+                self.start = self.last = now
+                self.warm = True
+                return
+            close_step(counts, pending)
+            counts.seconds = now - self.start
             counts.step_seconds.append(round(now - self.last, 2))
             self.last = now
             if counts.seconds >= seconds:
@@ -123,13 +177,15 @@ def run(spec: TrlSpec) -> TrlCounts:
                           max_completion_length=spec.max_new_tokens, learning_rate=spec.lr, bf16=spec.bf16,
                           use_cpu=True, temperature=spec.temperature, seed=spec.seed, logging_steps=1,
                           report_to="none", save_strategy="no", max_steps=10**6, disable_tqdm=True)  # fmt: skip
-        counts.config = {k: getattr(args, k) for k in ("per_device_train_batch_size", "num_generations",
-                         "max_completion_length", "learning_rate", "bf16", "beta", "loss_type", "num_iterations",
-                         "gradient_checkpointing", "temperature", "scale_rewards")}  # fmt: skip
+        counts.config = {k: getattr(args, k, None) for k in ("per_device_train_batch_size", "num_generations",
+                         "max_completion_length", "max_prompt_length", "learning_rate", "bf16", "beta", "loss_type",
+                         "num_iterations", "gradient_checkpointing", "temperature", "scale_rewards")}  # fmt: skip
         model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=torch.float32)
-        trainer = GRPOTrainer(model=model, reward_funcs=HierRReward(tasks, tokenizer, spec, counts), args=args,
-                              train_dataset=dataset, processing_class=tokenizer,
-                              callbacks=[make_deadline_callback(counts, spec.seconds, began)])  # fmt: skip
+        reward = HierRReward(tasks, tokenizer, spec, counts)
+        reward.max_prompt_length = counts.config["max_prompt_length"]
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                              processing_class=tokenizer,
+                              callbacks=[make_deadline_callback(counts, spec.seconds, began, reward.pending)])  # fmt: skip
         trainer.train()
     return counts
 

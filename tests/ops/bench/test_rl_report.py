@@ -12,7 +12,9 @@ import pytest
 
 from ops.bench.proc_sampler import ProcInfo, TreeSampler, descendants, read_proc
 from ops.bench.rl_report import GIB, SideResult, ratios, table, verdict, where_time_goes
-from ops.bench.rl_slca import SlcaSpec, learner_steps, pipeline_sets, role_of
+from ops.bench.rl import trl_side_result
+from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeline_sets, role_of
+from ops.bench.rl_trl import TrlCounts, close_step, start_window
 
 
 def side(name: str, seconds: float = 600, completions: int = 80, updates: int = 10, tokens: int = 6000,
@@ -82,13 +84,54 @@ def test_role_of_names_pipeline_processes(cmdline, role):
     assert role_of(cmdline) == role
 
 
-def test_learner_steps_counts_steps_and_groups_inside_the_window(tmp_path):
+def test_learner_steps_counts_updates_groups_and_tokens_inside_the_window_not_zero_advantage_steps(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    rows = [{"step": 1, "ts": 5.0, "groups": ["a"]}, {"step": 2, "ts": 15.0, "groups": ["b", "c"]},
-            {"step": 3, "ts": 25.0, "groups": ["d"]}]  # fmt: skip
-    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 4, "ts": 2')  # last line cut by the stop
-    assert learner_steps(path, 10.0, 30.0) == (2, 3)
-    assert learner_steps(tmp_path / "missing.jsonl", 0, 1) == (0, 0)
+    rows = [{"step": 1, "ts": 5.0, "groups": ["a"], "tokens": 50},
+            {"step": 2, "ts": 15.0, "groups": ["b", "c"], "skipped_zero": 1, "tokens": 100},
+            {"step": 3, "ts": 20.0, "groups": ["d", "e"], "skipped_zero": 2, "tokens": 0},  # all zero: no update
+            {"step": 4, "ts": 25.0, "groups": ["f"], "tokens": 70}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 5, "ts": 2')  # last line cut by the stop
+    c = learner_steps(path, 10.0, 30.0)
+    assert (c.steps, c.updates, c.groups_trained, c.tokens_trained) == (3, 2, 2, 170)
+    assert learner_steps(tmp_path / "missing.jsonl", 0, 1).steps == 0
+    assert first_step_logged(path) and not first_step_logged(tmp_path / "missing.jsonl")
+
+
+def test_trl_counts_only_steps_with_unequal_rewards_as_updates_and_starts_after_the_cold_step():
+    counts, pending = TrlCounts(completions=8, generated_tokens=99, reward_sum=3.0), [(1.0, 5)]
+    start_window(counts, pending)  # the cold first step's completions do not count
+    assert (counts.completions, counts.generated_tokens, counts.reward_sum, pending) == (0, 0, 0.0, [])
+    close_step(counts, [(0.0, 10), (1.0, 20)])
+    close_step(counts, [(0.5, 30), (0.5, 40)])  # all equal: zero advantage
+    assert (counts.steps, counts.updates, counts.zero_advantage_steps) == (2, 1, 1)
+    assert (counts.completions_trained, counts.trained_tokens) == (2, 30)
+
+
+def test_trl_side_result_reports_trained_figures_and_the_prompt_truncation():
+    c = TrlCounts(seconds=600, steps=10, updates=6, zero_advantage_steps=4, completions=80, completions_trained=48,
+                  generated_tokens=6000, trained_tokens=3000, prompts_seen=10, prompts_truncated=7, cold_step_s=40,
+                  config={"max_prompt_length": 512})  # fmt: skip
+    r = trl_side_result(c, 2 * GIB, {"trl (one process)": 100.0})
+    assert (r.updates, r.completions_trained, r.trained_tokens, r.steps) == (6, 48, 3000, 10)
+    assert r.trained_tokens_per_s == 5.0 and r.extra["prompts_truncated"] == 7
+    assert any("max_prompt_length 512: 7 of 10 prompts truncated" in n for n in r.notes)
+    assert any("4 of 10 steps had zero advantage" in n for n in r.notes)
+    ratio = ratios(side("slca", seconds=600, trained_tokens=6000), r)["trained_tokens_per_s"]
+    assert ratio == pytest.approx(2.0)
+
+
+def test_rl_results_refuse_machine_paths_and_record_the_typed_command(tmp_path):
+    from ops.bench.ab import MachinePathError
+    from ops.bench.rl import write_outputs
+
+    results = {"slca": side("slca")}
+    with pytest.raises(MachinePathError):
+        write_outputs(tmp_path / "a", ["x"], results, {"command": "slca rl --out /work/x", "model": "warm"})
+    with pytest.raises(MachinePathError):
+        write_outputs(tmp_path / "b", ["logs in /tmp/slca-bench-rl-logs-1"], results, {"command": "slca bench rl"})
+    write_outputs(tmp_path / "c", ["ok"], results, {"command": "slca bench rl --minutes 10", "model": "warm"})
+    data = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert data["sides"]["slca"]["trained_tokens_per_s"] == 0 and (tmp_path / "c" / "table.md").is_file()
 
 
 def test_pipeline_sets_fix_what_the_comparison_fixes(tmp_path):

@@ -16,7 +16,8 @@ def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path):
     spec = TrlSpec(model=str(tiny_model_dir), pack="everyday", group_size=2, max_new_tokens=8, seconds=5.0, lr=5e-6,
                    bf16=False)  # fmt: skip
     r = run_trl_side(spec, tmp_path, timeout_s=600)
-    assert r.updates >= 1 and r.completions == r.completions_trained == 2 * r.updates
+    assert r.steps >= 1 and r.completions == 2 * r.steps and r.completions_trained == 2 * r.updates <= r.completions
+    assert r.extra["cold_step_s"] > 0 and "max_prompt_length" in r.extra["trl_config"]
     assert 0 < r.generated_tokens <= 8 * r.completions
     assert r.peak_rss_bytes > 100 << 20 and r.seconds >= 5.0
     assert r.extra["trl_config"]["num_generations"] == 2 and r.extra["trl_config"]["max_completion_length"] == 8
