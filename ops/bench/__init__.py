@@ -1,4 +1,5 @@
 """Every `slca bench` whose code is ops' (one module or package per bench; `cli` registers them): they compose
-components (serve + workers + learner). Shared helpers: `common` (recorded command, percentiles), `machine` (what
+components (serve + workers + learner). Shared helpers: `ab` (the one side-by-side method: alternated
+windows, ratio per pair, no machine paths in results), `common` (recorded command, percentiles), `machine` (what
 a result says about the machine), `proc_sampler` (memory and CPU of a process tree), `servers` (servers under
 measurement, each in its own process), `hostile` (hostile request bodies)."""

@@ -72,7 +72,8 @@ class SideResult:
     def to_dict(self) -> dict:
         return {**asdict(self), "completions_per_hour": self.completions_per_hour,
                 "completions_trained_per_hour": self.trained_per_hour, "updates_per_hour": self.updates_per_hour,
-                "tokens_per_s": self.tokens_per_s, "trained_tokens_per_s": self.trained_tokens_per_s, "peak_rss_gib": self.peak_rss_bytes / GIB,
+                "tokens_per_s": self.tokens_per_s, "trained_tokens_per_s": self.trained_tokens_per_s,
+                "peak_rss_gib": self.peak_rss_bytes / GIB,
                 "cpu_s": self.cpu_s}  # fmt: skip
 
 

@@ -168,7 +168,8 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
     return SideResult(name="slca", seconds=seconds, completions=int(done1 - done0),
                       completions_trained=steps.groups_trained * spec.group_size, updates=steps.updates,
                       generated_tokens=int(tokens1 - tokens0), peak_rss_bytes=sampler.peak_rss_bytes,
-                      startup_s=startup, trained_tokens=steps.tokens_trained, steps=steps.steps, cpu_s_by_process=cpu, peak_rss_by_process=sampler.peak_rss_by_role,
+                      startup_s=startup, trained_tokens=steps.tokens_trained, steps=steps.steps,
+                      cpu_s_by_process=cpu, peak_rss_by_process=sampler.peak_rss_by_role,
                       notes=[f"completions trained = groups of non-zero advantage in the learner's steps × "
                              f"{spec.group_size}; window after the first (cold) step",
                              f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each"],
