@@ -18,9 +18,10 @@ def register(commands, bench) -> None:
 
 def _learn(args: argparse.Namespace, config) -> int:
     import logging
-    import threading
     from pathlib import Path
-    import signal
+
+    # first, before the heavy imports and the model load: a stop asked for at any point is a clean stop
+    stop = stop_on_signals()
 
     import redis
     from prometheus_client import start_http_server
@@ -44,18 +45,31 @@ def _learn(args: argparse.Namespace, config) -> int:
         raise CliError(f"model not found: {model_dir} (run `slca model fetch`, or set learner.init_model)")
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ctx = LoopContext(settings, common, redis.Redis.from_url(common.redis_or_default()), run_dir,
                       Path(common.data_dir) / "weights", model_dir, LearnerMetrics.create(), stop)  # fmt: skip
     try:
         state = run_learner(ctx)
     except redis.ConnectionError as exc:
+        if stop.is_set():  # Redis went first while we were stopping: nothing unapplied was acknowledged
+            print(f"learner stopped; Redis went away meanwhile ({exc}); unacknowledged groups stay pending")
+            return 0
         from slca.cli import CliError
 
         raise CliError(f"cannot reach Redis at {common.redis_or_default()}: {exc}") from None
     print(f"learner stopped at step {state.step}, version {state.version}, {len(state.consumed)} groups consumed")
     return 0
+
+
+def stop_on_signals():
+    """An event set by SIGTERM (`slca up`'s stop) and SIGINT (a terminal's Ctrl-C, which reaches every process of
+    the foreground group): the loop finishes at its next check, no KeyboardInterrupt traceback, exit status 0."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
 
 
 def check_estimator(name: str) -> None:

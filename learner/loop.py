@@ -28,7 +28,7 @@ from learner.metrics import LearnerMetrics
 from learner.model import load_policy, load_reference
 from learner.publish import publish
 from learner.settings import LearnerSettings
-from learner.trainer import StepReport, Trainer
+from learner.trainer import StepInterrupted, StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_LEARNER
@@ -75,11 +75,24 @@ def run_learner(ctx: LoopContext) -> LearnerState:
     consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, consumer_name(s.consumer_name), s.claim_idle_ms)
     unacked: list[bytes] = []
     log.info("learner: step %d, version %d, %d groups consumed so far", state.step, state.version, len(consumed))
+    # A stop (ctx.stop) is honoured within about `block_ms` while waiting for groups and between the groups of a
+    # step; a step cut short changes no weight, and nothing is acknowledged that is not in a checkpoint.
     while not ctx.stop.is_set() and not (s.max_steps and state.step >= s.max_steps):
         entries = collect(ctx, consumer, state, consumed, unacked)
         if not entries:
             continue
-        report = trainer.train_step([e.group for e in entries])
+        try:
+            report = trainer.train_step([e.group for e in entries], should_stop=ctx.stop.is_set)
+        except StepInterrupted as exc:
+            log.info("learner: stop: step %d abandoned (%s); its %d groups stay pending for the next start",
+                     state.step + 1, exc, len(entries))  # fmt: skip
+            break
+        if ctx.stop.is_set() and not (s.max_steps and report.step >= s.max_steps):
+            # a stop during the step: the step is not published or checkpointed (that takes seconds), so its
+            # groups are not acknowledged either; the next start resumes from the last checkpoint and applies them
+            log.info("learner: stop: step %d not kept; its %d groups stay pending for the next start", report.step,
+                     len(entries))  # fmt: skip
+            break
         state.step = report.step
         state.consumed.extend(e.group.group_id for e in entries)
         consumed.update(e.group.group_id for e in entries)

@@ -37,6 +37,10 @@ class StepReport:
         return self.row_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+class StepInterrupted(Exception):
+    """A step abandoned at a stop before its optimizer step: the weights are those of the previous step."""
+
+
 class Trainer:
     def __init__(self, policy: Policy, settings: LearnerSettings, ref_model=None):
         self.policy = policy
@@ -51,7 +55,10 @@ class Trainer:
         prepared = [prepare_group(g, self.settings.estimator, self.settings.advantage) for g in groups]
         return prepared, time.perf_counter() - t0
 
-    def train_step(self, groups: list[RolloutGroup]) -> StepReport:
+    def train_step(self, groups: list[RolloutGroup], should_stop=None) -> StepReport:
+        """`should_stop` (a callable) is asked before each group's forward/backward; when it says yes, the step is
+        abandoned before any weight changes (StepInterrupted). Not under DDP: every rank must run the same
+        forwards, so a rank cannot leave on its own."""
         t0 = time.perf_counter()
         prepared, adv_seconds = self.prepare(groups)
         totals = (sum(p.num_tokens for p in prepared), sum(len(p.tokens) for p in prepared))
@@ -61,6 +68,9 @@ class Trainer:
         total_loss, sums, row_tokens, seq_offset = 0.0, {}, 0, 0
         self.optimizer.zero_grad(set_to_none=True)
         for k, group in enumerate(work):
+            if should_stop is not None and not self.policy.distributed and should_stop():
+                self.optimizer.zero_grad(set_to_none=True)
+                raise StepInterrupted(f"stopped before group {k + 1} of {len(work)}")
             sync = k == len(work) - 1 or not self.policy.distributed
             ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
             with ctx:

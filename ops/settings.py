@@ -30,8 +30,13 @@ class OpsSettings(SectionSettings):
     """Time a (re)started process gets to become ready (model load, engine build) before it is restarted."""
     unready_grace_s: float = 60.0
     """A process that was ready and then fails every readiness probe for this long is restarted."""
-    shutdown_grace_s: float = 20.0
-    """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes."""
+    shutdown_grace_s: float = 15.0
+    """Seconds between SIGTERM and SIGKILL when `slca up` stops its processes (all of them together). Every
+    component stops well within 10 s (work in flight stays pending in Redis for the next start); the rest is margin."""
+    log_max_bytes: int = Field(default=50 * 2**20, ge=0)
+    """Each child's log (`<data_dir>/logs/<name>.log`) rotates once it would grow past this many bytes (0: never)."""
+    log_backups: int = Field(default=3, ge=0)
+    """Rotated logs kept per child: `<name>.log.1` (newest) … `<name>.log.<n>`; the oldest is dropped."""
     redis_maxmemory: str | None = "1gb"
     """Memory bound of the redis-server `slca up` owns (Redis units: "512mb", "2gb"; None: unbounded). Without it the
     simulator's response cache (a key per distinct call, each kept `sim.cache_ttl_s`) grows until the machine

@@ -39,6 +39,7 @@ def run_serve(args, config) -> int:
     logging.basicConfig(level=common.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
     app.on_startup.append(_exit_when_engine_is_fatal)
+    app.on_startup.append(_one_stop_signal)
     web.run_app(app, host=settings.host, port=settings.port, access_log=None)
     if getattr(app[ENGINE], "fatal", False):
         logging.getLogger("slca.serve").critical("exiting: the engine failed beyond its rebuild budget")
@@ -54,6 +55,32 @@ async def _exit_when_engine_is_fatal(app) -> None:
     engine = app[ENGINE]
     if hasattr(engine, "on_fatal"):
         engine.on_fatal = lambda: os.kill(os.getpid(), signal.SIGTERM)
+
+
+async def _one_stop_signal(app) -> None:
+    """The first SIGINT or SIGTERM stops the server gracefully; later ones are ignored, for the rest of the
+    process. aiohttp's own handlers raise GracefulExit (exit status 1) again for a second signal, in the middle
+    of the first one's cleanup, and restore the default action (death by SIGTERM) once it is done — and a
+    terminal's Ctrl-C (SIGINT to every process) followed by `slca up`'s SIGTERM is just that."""
+    import asyncio
+
+    from aiohttp.web_runner import GracefulExit
+
+    loop = asyncio.get_running_loop()
+
+    def graceful_exit() -> None:
+        raise GracefulExit()
+
+    def on_signal(signum, frame) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        loop.call_soon_threadsafe(graceful_exit)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # run_app's handlers (installed before startup) go; a plain handler, which aiohttp's cleanup and the loop's
+        # close leave in place, takes over
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, on_signal)
 
 
 def _sim_settings(config):

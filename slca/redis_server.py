@@ -64,8 +64,10 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> "RedisServer":
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # its own session: a terminal's Ctrl-C (SIGINT to the foreground process group) must not reach it — Redis
+        # would shut down at once, under its clients, while its owner (`slca up`) is still stopping them
         self.proc = subprocess.Popen(["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)  # fmt: skip
+                                     stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         self.proc.stdin.write(self.config_text().encode())
         self.proc.stdin.close()
         client = redis.Redis.from_url(self.url)

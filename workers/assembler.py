@@ -2,8 +2,11 @@
 
 Plan: connect → ensure the consumer group → loop { poll the stream (enqueue scoring tasks, ack) ; every
 `sweep_interval_s`: emit partial groups past the timeout and claims left behind by dead writers, update the
-queue gauges } until SIGTERM/SIGINT. Redis errors never end the loop: it backs off and resumes where the
-consumer group says it was (a restarted Redis with AOF still has the group and its pending entries).
+queue gauges } until SIGTERM/SIGINT. A stop is checked between rounds, and a round blocks at most `read_block_ms`:
+the assembler holds no work of its own (an entry is acknowledged once its task is in the broker; buckets and
+claims are in Redis), so it leaves within about that and the next start resumes where the consumer group says.
+Redis errors never end the loop: it backs off and resumes where the consumer group says it was (a restarted
+Redis with AOF still has the group and its pending entries); once stopping, it gives up on Redis at once.
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ class Sweeper:
 def run_assembler(settings: WorkerSettings, redis_url: str, prefix: str, app: Celery,
                   stop: threading.Event | None = None) -> None:  # fmt: skip
     stop = stop or _stop_on_signals()
-    client = connect(redis_url)
+    # once stopping, a Redis that went away is not waited for: nothing here holds work that Redis does not
+    # (entries are acknowledged only once their task is in the broker; buckets and claims live in Redis)
+    client = connect(redis_url, stopped=lambda: stop.is_set())
     pipeline = ScoringPipeline(client, settings, prefix)
     consumer = StreamConsumer(client, app, settings, prefix, pipeline.metrics)
     sweeper = Sweeper(pipeline, settings)
@@ -77,12 +82,16 @@ def run_assembler(settings: WorkerSettings, redis_url: str, prefix: str, app: Ce
                 next_sweep = time.monotonic() + settings.sweep_interval_s
             backoff = 0.1
         except (redis.RedisError, *BROKER_ERRORS) as exc:
+            if stop.is_set():
+                log.info("assembler: stopping; %s: %s (unacknowledged entries stay pending)", type(exc).__name__, exc)
+                break
             # Redis down or restarting: wait with jittered backoff, then re-read our own pending entries
             log.warning("assembler: %s: %s; retrying in %.1fs", type(exc).__name__, exc, backoff)
             consumer.recover_own, next_sweep = True, 0.0
             stop.wait(backoff * random.uniform(0.5, 1.5))
             backoff = min(backoff * 2, 5.0)
     client.close()
+    log.info("assembler: stopped")
 
 
 def _stop_on_signals() -> threading.Event:

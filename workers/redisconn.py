@@ -6,6 +6,8 @@ ran but whose reply was lost is harmless when it runs again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
@@ -13,8 +15,28 @@ from redis.retry import Retry
 RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 
 
-def connect(url: str, retries: int = 40, cap_s: float = 2.0) -> redis.Redis:
-    """A client retrying for about `retries × cap_s / 2` seconds (≈40 s by default) before raising."""
-    retry = Retry(ExponentialWithJitterBackoff(cap=cap_s, base=0.05), retries, supported_errors=RETRYABLE)
+class StoppableRetry(Retry):
+    """Retries only while `stopped()` says no: a process asked to stop gives up on an unreachable Redis at once
+    (after at most one back-off sleep) instead of retrying for ≈40 s and being SIGKILLed."""
+
+    def __init__(self, stopped: Callable[[], bool], *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stopped = stopped  # a plain function: redis-py deep-copies its Retry, and an Event cannot be copied
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        def retryable(error: Exception) -> bool:
+            return not self.stopped() and (is_retryable is None or is_retryable(error))
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+def connect(url: str, retries: int = 40, cap_s: float = 2.0, stopped: Callable[[], bool] | None = None) -> redis.Redis:
+    """A client retrying for about `retries × cap_s / 2` seconds (≈40 s by default) before raising; with
+    `stopped`, no retry once it returns True."""
+    backoff = ExponentialWithJitterBackoff(cap=cap_s, base=0.05)
+    if stopped is None:
+        retry = Retry(backoff, retries, supported_errors=RETRYABLE)
+    else:
+        retry = StoppableRetry(stopped, backoff, retries, supported_errors=RETRYABLE)
     return redis.Redis.from_url(url, retry=retry, retry_on_error=list(RETRYABLE), socket_timeout=30,
                                 socket_connect_timeout=5, health_check_interval=10)  # fmt: skip

@@ -23,11 +23,13 @@ class ProcessKind:
     """Settings section of its component (where its `metrics_port` field lives)."""
     metrics_on_api: bool = False
     """True for serve: /metrics on the API port instead of a separate metrics port."""
+    stop_group: bool = True
+    """SIGTERM its whole process group at stop; False: the leader only (`ProcessSpec.stop_group`)."""
 
 
 PROCESS_KINDS: dict[str, ProcessKind] = {
     "serve": ProcessKind("serve", "serve", metrics_on_api=True),
-    "worker": ProcessKind("worker", "workers"),
+    "worker": ProcessKind("worker", "workers", stop_group=False),  # Celery's warm shutdown stops its pool
     "assembler": ProcessKind("assembler", "workers"),
     "learn": ProcessKind("learn", "learner"),
     "feed": ProcessKind("feed", "ops"),
@@ -89,7 +91,8 @@ def build_specs(config: Config, global_argv: list[str], base_env: dict[str, str]
             url = f"http://127.0.0.1:{port}/metrics" if port else None
         argv = [sys.executable, "-m", "slca", *global_argv, kind.command]
         ready_url = url + "/readyz" if kind.metrics_on_api else None
-        specs.append(ProcessSpec(name, argv, log_dir / f"{name}.log", env, url, ready_url))
+        specs.append(ProcessSpec(name, argv, log_dir / f"{name}.log", env, url, ready_url, stop_group=kind.stop_group,
+                                 log_max_bytes=ops.log_max_bytes, log_backups=ops.log_backups))  # fmt: skip
     return specs, skipped
 
 

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ops.supervisor.logpump import LogPump, RotatingLog
 from slca.config import is_secret_override
 from slca.redaction import REDACTED, redact_url
 
@@ -35,6 +36,13 @@ class ProcessSpec:
     """Where the process can be reached (API or metrics), for the status table."""
     ready_url: str | None = None
     """Readiness probe (serve: /readyz); a process that stays unready is restarted (ops/supervisor/readiness.py)."""
+    stop_group: bool = True
+    """At stop, SIGTERM the whole process group. False: the leader only, which stops its own children — a Celery
+    worker's warm shutdown lets its pool children finish their task; SIGTERM would kill them mid-task."""
+    log_max_bytes: int = 50 * 2**20
+    """The log rotates once it would grow past this (0: never); `ops.log_max_bytes`."""
+    log_backups: int = 3
+    """Rotated logs kept (`<name>.log.1` … `.<n>`); `ops.log_backups`."""
 
 
 @dataclass(frozen=True)
@@ -49,14 +57,27 @@ class Backoff:
         return min(self.max_s, self.initial_s * 2 ** max(0, consecutive_crashes - 1))
 
 
-def open_private_log(path: Path):
-    """`path` opened for appending, owner-only (0600) in an owner-only directory (0700): a child's log may
-    hold whatever it prints, and other local users have no business reading it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.parent.chmod(0o700)  # mkdir keeps an existing directory's mode
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    os.fchmod(fd, 0o600)  # a log file from an earlier run may have been created world-readable
-    return os.fdopen(fd, "ab")
+def live_group_members(pgid: int) -> list[int]:
+    """Pids of the processes (zombies excepted) still in process group `pgid` (Linux /proc; elsewhere: the
+    group itself when signal 0 reaches it)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            members.append(int(entry.name))
+    return members
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -72,7 +93,7 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 class ManagedProcess:
     """A child in its own session (so a terminal Ctrl-C reaches only the supervisor, which then stops the
-    children in order) with stdout and stderr appended to one log file."""
+    children) with stdout and stderr piped into one size-rotated log file (ops/supervisor/logpump.py)."""
 
     def __init__(self, spec: ProcessSpec, backoff: Backoff, clock=time.monotonic):
         self.spec = spec
@@ -85,6 +106,14 @@ class ManagedProcess:
         self.started_at: float | None = None
         self.restart_at: float | None = None
         self.last_exit: int | None = None
+        self.killed = False
+        """The last stop (or unready kill) had to SIGKILL something: the leader past its grace, or group members
+        still alive after the leader exited."""
+        self.stop_seconds: float | None = None
+        """How long the last stop took, from SIGTERM to the exit of the whole group."""
+        self.log = RotatingLog(spec.log_path, spec.log_max_bytes, spec.log_backups)
+        self.pump: LogPump | None = None
+        self._stop_started: float | None = None
 
     @property
     def pid(self) -> int | None:
@@ -94,13 +123,20 @@ class ManagedProcess:
         return self.clock() - self.started_at if self.state == ProcessState.RUNNING and self.started_at else 0.0
 
     def start(self) -> None:
-        with open_private_log(self.spec.log_path) as log:
-            log.write(f"\n=== slca up: starting {self.spec.name}: {' '.join(redact_argv(self.spec.argv))}\n".encode())
-            log.flush()
+        self.log.write(f"\n=== slca up: starting {self.spec.name}: {' '.join(redact_argv(self.spec.argv))}\n".encode())
+        read_fd, write_fd = os.pipe()
+        try:
             self.proc = subprocess.Popen(
-                self.spec.argv, env={**os.environ, **self.spec.env}, stdout=log, stderr=subprocess.STDOUT,
+                self.spec.argv, env={**os.environ, **self.spec.env}, stdout=write_fd, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the child holds it now: EOF on read_fd once the child's whole group has exited
+        self.pump = LogPump(read_fd, self.log, self.spec.name)
+        self.killed, self.stop_seconds = False, None
         self.state = ProcessState.RUNNING
         self.started_at = self.clock()
         self.restart_at = None
@@ -135,7 +171,7 @@ class ManagedProcess:
         crash's: the back-off applies, so a process that never becomes ready is not restarted in a tight loop."""
         if self.state != ProcessState.RUNNING or self.proc is None:
             return
-        self.signal_group(signal.SIGTERM)
+        self._terminate()
         self._reap(time.monotonic() + grace_s)
         self.consecutive_crashes += 1
         self.state = ProcessState.BACKOFF
@@ -150,29 +186,57 @@ class ManagedProcess:
         except ProcessLookupError:
             pass
 
+    def _terminate(self) -> None:
+        """SIGTERM the group, or only its leader (`spec.stop_group` False)."""
+        self._stop_started = time.monotonic()
+        if not self.spec.stop_group:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+            return
+        self.signal_group(signal.SIGTERM)
+
     def begin_stop(self) -> None:
         if self.state == ProcessState.RUNNING:
             self.state = ProcessState.STOPPING
-            self.signal_group(signal.SIGTERM)
+            self._terminate()
         else:
             self.state = ProcessState.STOPPED
 
     def finish_stop(self, deadline: float) -> None:
         """Wait until `deadline` (monotonic) for the child, then SIGKILL its group."""
-        if self.proc is not None:
+        if self.proc is not None and self.state == ProcessState.STOPPING:
             self._reap(deadline)
         self.state = ProcessState.STOPPED
 
+    def exited(self) -> bool:
+        """True once a stopping leader has exited; records the stop's duration when first seen."""
+        if self.proc is None or self.proc.poll() is None:
+            return False
+        if self.stop_seconds is None and self._stop_started is not None:
+            self.stop_seconds = time.monotonic() - self._stop_started
+        return True
+
     def _reap(self, deadline: float) -> None:
-        """Wait until `deadline` (monotonic) for a signalled child, then SIGKILL its group; record the exit."""
+        """Wait until `deadline` (monotonic) for a signalled child, then SIGKILL its group; record the exit. Group
+        members left after the leader's exit (a worker's pool child) get until the deadline too (at least 1 s),
+        then SIGKILL."""
         try:
             self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.signal_group(signal.SIGKILL)
+            self.killed = True
             self.proc.wait()
-        # the leader may be gone while group members linger (a worker's pool child): sweep them
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        pgid = self.proc.pid
+        linger_until = max(deadline, time.monotonic() + 1.0)
+        while live_group_members(pgid) and time.monotonic() < linger_until:
+            time.sleep(0.05)
+        if live_group_members(pgid):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+                self.killed = True
+            except (ProcessLookupError, PermissionError):
+                pass
         self.last_exit = self.proc.returncode
+        self.exited()
+        if self.pump is not None:
+            self.pump.join(2.0)  # every writer is gone: the pipe drains to EOF

@@ -80,11 +80,25 @@ class Supervisor:
             self.stop_all()
 
     def stop_all(self) -> None:
-        """SIGTERM every group (feed first, API last, so that producers stop before consumers), wait, SIGKILL."""
+        """SIGTERM every group at once (feed first, API last, so that producers stop before consumers), wait up to
+        `grace_s` for all of them together, SIGKILL what is left. Each process's exit is logged and recorded."""
         ordered = list(reversed(self.processes))
         for proc in ordered:
             proc.begin_stop()
         deadline = time.monotonic() + self.grace_s
+        waiting = [p for p in ordered if p.state == ProcessState.STOPPING]
+        while waiting and time.monotonic() < deadline:  # all at once: each exit is timed when it happens
+            waiting = [p for p in waiting if not p.exited()]
+            time.sleep(0.02)
         for proc in ordered:
+            was_stopping = proc.state == ProcessState.STOPPING
             proc.finish_stop(deadline)
-            log.info("stopped %s (exit %s)", proc.spec.name, proc.last_exit)
+            if was_stopping:
+                level = logging.WARNING if proc.killed or proc.last_exit else logging.INFO
+                log.log(level, "stopped %s (exit %s, %.1fs%s)", proc.spec.name, proc.last_exit,
+                        proc.stop_seconds or 0.0, ", SIGKILLed" if proc.killed else "")  # fmt: skip
+            proc.log.close()
+
+    def clean_stop(self) -> bool:
+        """Every process stopped with status 0 (or finished with 0 before), nothing SIGKILLed."""
+        return all(not p.killed and p.last_exit in (0, None) for p in self.processes)

@@ -62,6 +62,7 @@ def run_up(args, config: Config) -> int:
             stop_after(supervisor, args.duration)
         supervisor.run(on_tick=reporter, tick_every_s=1.0)
         reporter(supervisor, final=True)
+        print(stop_table(supervisor), flush=True)
     finally:
         if owned_redis is not None:
             owned_redis.stop()
@@ -134,6 +135,17 @@ def install_stop_handlers(supervisor: Supervisor) -> None:
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+
+
+def stop_table(supervisor: Supervisor) -> str:
+    """How each process ended: exit status, seconds from SIGTERM to exit, whether it had to be SIGKILLed."""
+    lines = [f"{'PROCESS':<10} {'EXIT':>5}  {'STOP':>6}  SIGKILL"]
+    for p in supervisor.processes:
+        took = "-" if p.stop_seconds is None else f"{p.stop_seconds:.1f}s"
+        exit_ = "-" if p.last_exit is None else str(p.last_exit)
+        lines.append(f"{p.spec.name:<10} {exit_:>5}  {took:>6}  {'yes' if p.killed else 'no'}")
+    verdict = "clean stop" if supervisor.clean_stop() else "NOT a clean stop (see the logs)"
+    return "\n".join(lines + [f"slca up: {verdict}"])
 
 
 def stop_after(supervisor: Supervisor, seconds: float) -> None:

@@ -21,6 +21,7 @@ def test_secret_overrides_reach_the_child_through_its_environment_only(tmp_path)
     proc = ManagedProcess(ProcessSpec("child", [sys.executable, "-c", CHILD, *argv], log, env), Backoff())
     proc.start()
     assert proc.proc.wait(timeout=60) == 0
+    assert proc.pump.join(5.0)  # the log pump has written all the child printed
     text = log.read_text()
     assert "token-ok TERCES-kot" in text and "tok-SECRET" not in text  # the child has it; the log never shows it
     assert stat.S_IMODE(log.stat().st_mode) == 0o600

@@ -1,0 +1,92 @@
+"""The learner's stop path: a step cut short changes no weight; a stop during a step keeps nothing of it and
+acknowledges none of its groups (they stay pending for the next start); `slca learn` exits 0 on SIGINT (a
+terminal's Ctrl-C) and SIGTERM (`slca up`'s stop)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+from prometheus_client import CollectorRegistry
+
+from learner.loop import LoopContext, run_learner
+from learner.metrics import LearnerMetrics
+from learner.model import load_policy
+from learner.settings import LearnerSettings
+from learner.trainer import StepInterrupted, Trainer
+from slca.config import CommonSettings
+from slca.contracts import encode_entry
+from tests.learner.two_tools import TwoToolTask
+
+
+def make_context(redis_client, redis_url, tmp_path, model_dir, **overrides) -> LoopContext:
+    settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
+    common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
+    (tmp_path / "learner").mkdir(exist_ok=True)
+    return LoopContext(settings, common, redis_client, tmp_path / "learner", tmp_path / "weights", model_dir,
+                       LearnerMetrics.create(CollectorRegistry()))  # fmt: skip
+
+
+def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model):
+    model, tokenizer = rollout_model
+    task = TwoToolTask(tokenizer, seed=5)
+    settings = LearnerSettings(precision="fp32", lr=1e-2)
+    policy = load_policy(tiny_model_dir, settings)
+    trainer = Trainer(policy, settings)
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    groups = [task.group(model, 0, size=4, index=i) for i in range(2)]
+    asked = []
+
+    def should_stop() -> bool:  # yes from the second group on: the first one's backward ran already
+        asked.append(1)
+        return len(asked) > 1
+
+    with pytest.raises(StepInterrupted):
+        trainer.train_step(groups, should_stop=should_stop)
+    assert trainer.step == 0
+    assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
+    assert all(p.grad is None for p in policy.model.parameters())
+
+
+def test_a_stop_during_a_step_acknowledges_none_of_its_groups(redis_client, redis_url, tmp_path, tiny_model_dir,
+                                                             rollout_model, monkeypatch):  # fmt: skip
+    model, tokenizer = rollout_model
+    task = TwoToolTask(tokenizer, seed=6)
+    ctx = make_context(redis_client, redis_url, tmp_path, tiny_model_dir, groups_per_step=2)
+    for i in range(2):
+        redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 0, size=4, index=i), id=f"g{i}"))
+    original = Trainer.train_step
+
+    def step_then_stop(self, groups, should_stop=None):  # the stop arrives while the step runs
+        report = original(self, groups, should_stop)
+        ctx.stop.set()
+        return report
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_stop)
+    run_learner(ctx)
+    assert redis_client.xpending(ctx.streams.groups, "learner")["pending"] == 2  # pending for the next start
+    assert redis_client.get(ctx.streams.weights_latest) is None  # not published
+    assert not list(ctx.run_dir.glob("**/*.safetensors"))  # not checkpointed
+    assert not (ctx.run_dir / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_slca_learn_exits_0_on_sigint_and_sigterm(learner_process, sig):
+    learner = learner_process()
+    learner.start()
+    deadline = time.monotonic() + 120
+    while "groups consumed so far" not in learner.log_text():  # the model is loaded, the loop is waiting
+        assert learner.alive(), learner.log_text()
+        assert time.monotonic() < deadline, learner.log_text()
+        time.sleep(0.2)
+    t0 = time.monotonic()
+    os.killpg(learner.proc.pid, sig)  # the whole group, as a terminal's Ctrl-C would
+    rc = learner.proc.wait(timeout=10)
+    took = time.monotonic() - t0
+    text = learner.log_text()
+    assert rc == 0 and "Traceback" not in text, text
+    assert "learner stopped at step 0" in text
+    assert took < 3.0, took
