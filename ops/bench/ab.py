@@ -255,7 +255,14 @@ def _path_like(token: str) -> bool:
     token = token.rstrip(")]}>.,;'\"")
     if token.startswith("~/") or token == "~":
         return True
-    return len(token) > 1 and token[0] == "/" and token[1] != "/" and not token.startswith(ALLOWED_ROOTS)
+    if len(token) < 2 or token[0] != "/" or token[1] == "/" or token.startswith(ALLOWED_ROOTS):
+        return False
+    # "/s" or "/step" after a figure is a unit ("1,200 XADD /s"), not a path: a path has a second component or
+    # starts at a root directory every Unix machine has
+    return "/" in token[1:] or token[1:] in _ROOT_DIRS
+
+
+_ROOT_DIRS = {"tmp", "home", "root", "work", "usr", "opt", "var", "etc", "mnt", "srv", "data", "proc", "dev", "run"}
 
 
 def machine_paths(obj, where: str = "$") -> list[str]:
