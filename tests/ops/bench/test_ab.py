@@ -136,7 +136,7 @@ def test_markdown_names_the_first_side_of_each_pair():
     assert "median **2.000×** over 3 pairs" in text and "75.0% interval" in text
 
 
-@pytest.mark.parametrize("value", ["/home/me/models/warm", "slca bench sft --model /work/m", "~/models/x",
+@pytest.mark.parametrize("value", ["/home/me/models/warm", "slca bench sft --model /srv/m", "~/models/x",
                                    "--out=/tmp/x", "C:\\Users\\me", os.getcwd() + "x", "(/scratch/run1)"])  # fmt: skip
 def test_machine_paths_are_found(value):
     assert ab.machine_paths({"k": [value]}) and ab.machine_paths({value: 1})

@@ -126,7 +126,7 @@ def test_rl_results_refuse_machine_paths_and_record_the_typed_command(tmp_path):
 
     results = {"slca": side("slca")}
     with pytest.raises(MachinePathError):
-        write_outputs(tmp_path / "a", ["x"], results, {"command": "slca rl --out /work/x", "model": "warm"})
+        write_outputs(tmp_path / "a", ["x"], results, {"command": "slca rl --out /srv/x", "model": "warm"})
     with pytest.raises(MachinePathError):
         write_outputs(tmp_path / "b", ["logs in /tmp/slca-bench-rl-logs-1"], results, {"command": "slca bench rl"})
     write_outputs(tmp_path / "c", ["ok"], results, {"command": "slca bench rl --minutes 10", "model": "warm"})
