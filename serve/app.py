@@ -18,6 +18,7 @@ from serve.agent_api import agent_runs
 from serve.chat import chat_completions
 from serve.engines.base import Engine, create_engine
 from serve.errors import ServeError
+from serve.http_util import request_pool_ctx
 from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, RECORDER, REDIS, SETTINGS, STREAMS, SWAPPER, TOOLS
 from serve.metrics import ServeMetrics
 from serve.openapi import openapi_json
@@ -107,6 +108,7 @@ def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factor
     app[BACKGROUND] = []
     app[ADMISSION] = admission_of(settings)
     factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
+    app.cleanup_ctx.append(request_pool_ctx)  # first in, last out: handlers may use it until the end
     app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_weights_ctx)
@@ -134,8 +136,13 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
         gc.freeze()
         app[ENGINE] = engine
         app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings, app[METRICS].registry)
-        yield
-        await engine.close()
+        try:
+            yield
+        finally:
+            try:
+                await app[TOOLS].close()  # the simulator's backend connections and response cache
+            finally:
+                await engine.close()
 
     return ctx
 

@@ -18,28 +18,34 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Callable, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 from aiohttp import web
 
 from serve.errors import InvalidJSON, ModelNotFound, PayloadTooLarge, UnsafeJSON, UnsupportedMediaType
-from serve.keys import ENGINE, SETTINGS
+from serve.keys import ENGINE, REQUEST_POOL, SETTINGS
 
 T = TypeVar("T")
 
 
 async def off_loop(app: web.Application, fn: Callable[..., T], *args: Any) -> T:
-    """Run `fn(*args)` in the request pool: the event loop keeps answering (/healthz) meanwhile."""
-    pool = _request_pool(app[SETTINGS].request_threads)
-    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
+    """Run `fn(*args)` in the app's request pool: the event loop keeps answering (/healthz) meanwhile."""
+    return await asyncio.get_running_loop().run_in_executor(app[REQUEST_POOL], functools.partial(fn, *args))
 
 
-@functools.cache
-def _request_pool(threads: int) -> ThreadPoolExecutor:
-    """One small pool per process for the CPU work of requests. Small on purpose: that work is mostly Python, so
-    more threads add no throughput (the GIL) but each one is another thread the event loop waits behind for the
-    GIL — with a dozen busy threads /healthz took over 100 ms. Requests beyond it queue, off the loop."""
+def request_pool(threads: int) -> ThreadPoolExecutor:
+    """The small pool of an app for the CPU work of its requests (owned by the app's cleanup context,
+    `request_pool_ctx`). Small on purpose: that work is mostly Python, so more threads add no throughput (the GIL)
+    but each one is another thread the event loop waits behind for the GIL — with a dozen busy threads /healthz
+    took over 100 ms. Requests beyond it queue, off the loop."""
     return ThreadPoolExecutor(threads, thread_name_prefix="request-cpu")
+
+
+async def request_pool_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The request pool for the app's lifetime; on exit, queued work is cancelled and running work finishes."""
+    pool = app[REQUEST_POOL] = request_pool(app[SETTINGS].request_threads)
+    yield
+    await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)

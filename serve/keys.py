@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -13,7 +14,7 @@ from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
 from serve.swap import WeightSwapper
 from slca.config import CommonSettings
-from slca.contracts import Streams
+from slca.contracts import Streams, ToolProvider
 
 SETTINGS = web.AppKey("settings", ServeSettings)
 COMMON = web.AppKey("common", CommonSettings)
@@ -23,6 +24,8 @@ ENGINE = web.AppKey("engine", Engine)
 REDIS = web.AppKey("redis", aioredis.Redis)
 RECORDER = web.AppKey("recorder", TrajectoryRecorder)
 SWAPPER = web.AppKey("swapper", WeightSwapper)
-TOOLS = web.AppKey("tools", object)
-"""The ToolProvider of agent runs (SGLS, or the minimal fallback)."""
+TOOLS = web.AppKey("tools", ToolProvider)
+"""The ToolProvider of agent runs (SGLS, or the minimal fallback); closed with the engine, on exit."""
+REQUEST_POOL = web.AppKey("request_pool", ThreadPoolExecutor)
+"""The threads of the CPU work of requests (`serve.http_util.off_loop`); shut down on exit."""
 BACKGROUND = web.AppKey("background", list[asyncio.Task])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from slca.contracts import ToolResult
+from slca.contracts import ToolProvider, ToolResult
 
 NO_SIM = "no tool simulator installed: the sim component (SGLS) answers agent tool calls"
 
@@ -33,8 +33,11 @@ class UnavailableToolProvider:
     async def new_episode(self, tools: list[dict[str, Any]], episode_id: str | None = None) -> UnavailableEpisode:
         return UnavailableEpisode(episode_id or str(uuid.uuid4()))
 
+    async def close(self) -> None:
+        return None
 
-def make_tool_provider(redis_url: str | None, sim_settings=None, metrics_registry=None):
+
+def make_tool_provider(redis_url: str | None, sim_settings=None, metrics_registry=None) -> ToolProvider:
     """SGLS (`sim.make_provider`) when the sim is installed, else `UnavailableToolProvider`."""
     try:
         from sim import make_provider

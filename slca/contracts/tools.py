@@ -59,3 +59,7 @@ class ToolProvider(Protocol):
     """Builds episodes over a set of offered tools (OpenAI tool definitions, each marked simulated or real)."""
 
     async def new_episode(self, tools: list[dict[str, Any]], episode_id: str | None = None) -> Episode: ...
+
+    async def close(self) -> None:
+        """Release what the provider holds (backend connections, caches); the server calls it once, on exit."""
+        ...
