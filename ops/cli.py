@@ -68,7 +68,7 @@ def _up(args, config) -> int:
 
 
 def _status(args, config) -> int:
-    from ops.status_cmd import run_status
+    from ops.status import run_status
 
     return run_status(args, config)
 
@@ -80,7 +80,7 @@ def _score(args, config) -> int:
 
 
 def _bench_online(args, config) -> int:
-    from ops.status_cmd import run_online_export
+    from ops.observe.online import run_online_export
 
     return run_online_export(args, config)
 

@@ -17,7 +17,7 @@ class OpsSettings(SectionSettings):
     """Processes `slca up` runs, by name (each is the `slca <name>` command of its component)."""
     metrics_ports: dict[str, int] = Field(default_factory=_default_metrics_ports)
     """Prometheus port per non-HTTP process (serve exposes /metrics on its API port); 0 = off.
-    `ops/prometheus.yml` scrapes these defaults."""
+    `ops/observe/prometheus.yml` scrapes these defaults."""
     restart_backoff_initial_s: float = 1.0
     """Delay before the first restart of a crashed process; doubles after each further crash."""
     restart_backoff_max_s: float = 60.0

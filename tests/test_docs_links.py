@@ -25,7 +25,7 @@ EXCLUDED_PREFIXES = ("serve/bench/", "ops/bench/", "bench/rl/check-1min/")
 EXCLUDED_FILES = {"learner/bench.py", "learner/sft_bench.py", "workers/benchmark.py"}
 EXCLUDED_BENCH_SCRIPTS = re.compile(r"^bench/[^/]+\.py$")
 
-VENDORED = ("ops/dashboard/static/vendor/",)
+VENDORED = ("ops/observe/dashboard/static/vendor/",)
 """Third-party files kept as published."""
 
 OUTSIDE = re.compile(r"\bDESIGN\.md\b|\bFINDINGS\.md\b|\.\./shared\b|/(?:work)/")

@@ -89,6 +89,6 @@ def test_the_tool_protocol_modules_exist():
 
 
 def test_the_checker_sees_function_level_imports(tmp_path):
-    tree = ast.parse("def f():\n    from ops.dashboard import make_app\n    import workers.scoring\n")
-    assert [m for _, m in _imports(tree)] == ["ops.dashboard", "workers.scoring"]
+    tree = ast.parse("def f():\n    from ops.observe.dashboard import make_app\n    import workers.scoring\n")
+    assert [m for _, m in _imports(tree)] == ["ops.observe.dashboard", "workers.scoring"]
     assert _MODULE_STRING.match("serve.settings:ServeSettings") and not _MODULE_STRING.match("served by sim")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ops.bench.proc_sampler import TreeSampler
 from ops.bench.rl_report import SideResult
-from ops.probe import sample_value, scrape
+from ops.observe.scrape import sample_value, scrape
 from slca.redis_server import RedisServer, free_port
 
 log = logging.getLogger("slca.bench.rl")

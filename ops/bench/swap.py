@@ -111,7 +111,7 @@ MIN_VERSIONS = 20
 
 
 def _server_swaps(url: str) -> dict[str, int] | None:
-    from ops.probe import scrape
+    from ops.observe.scrape import scrape
 
     text = scrape(url + "/metrics", 5.0)
     return server_swap_outcomes(text) if text else None

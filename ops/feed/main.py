@@ -119,7 +119,8 @@ def make_prober(plan: FeedPlan, config: Config):
         log.warning("probe off: workers (the HierR scorer) are not installed")
         return None
     from ops.eval.suite import plan_items
-    from ops.feed.probe import PROBE_SUFFIX, Prober, ProbePlan, redis_publisher
+    from ops.feed.probe import Prober, ProbePlan, redis_publisher
+    from ops.observe.probe_rounds import PROBE_SUFFIX
 
     eval_plan = probe_eval_plan(ops)
     try:

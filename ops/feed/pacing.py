@@ -15,7 +15,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ops.redis_view import backlog_of
+from ops.observe.redis_view import backlog_of
 
 log = logging.getLogger("slca.feed")
 

@@ -3,7 +3,7 @@ and again every `ops.probe_every_versions` published versions — the task pack'
 and a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
 
 Each round leaves its per-item records in `<data_dir>/probe/v<version>.jsonl` and one summary on the
-`<prefix>:stats:probe` stream (`ops.feed.probe_rounds.ProbeRound`): success per suite with its Wilson 95%
+`<prefix>:stats:probe` stream (`ops.observe.probe_rounds.ProbeRound`): success per suite with its Wilson 95%
 interval, exec, pref, tool turns, and the paired difference from v0 (bootstrap 95% interval, McNemar p).
 
 Why the whole evaluation and greedy: the earlier probe sampled 16 test tasks at temperature 1 and most of its
@@ -26,14 +26,13 @@ from pathlib import Path
 import aiohttp
 
 from ops.eval.suite import EvalItem, EvalPlan, ItemRecord
-from ops.feed.probe_rounds import ProbeRound, RoundFiles, summarise_round
+from ops.observe.probe_rounds import ProbeRound, RoundFiles, summarise_round
 from slca.contracts import SegmentKind, Trajectory
 
 log = logging.getLogger("slca.feed.probe")
 
 PROBE_STREAM_MAXLEN = 10_000
-PROBE_SUFFIX = "stats:probe"
-"""Capped stream (suffix after the prefix) of probe rounds: one field `json` per round (`ProbeRound.to_json`)."""
+"""The probe stream (`ops.observe.probe_rounds.PROBE_SUFFIX`) is capped at about this many rounds."""
 
 RunItems = Callable[[list[EvalItem]], Awaitable[list[ItemRecord]]]
 """async items → records, in item order; a failed request is a record with `error` (`ops.eval.suite.run_items`)."""
@@ -186,10 +185,3 @@ def redis_publisher(redis_url: str, stream: str):
             log.warning("probe round not published: %s", exc)
 
     return publish
-
-
-def read_rounds(redis_client, stream: str, count: int = 1000) -> list[dict]:
-    """The latest `count` probe rounds, oldest first (sync client: `slca status`, `slca bench online`)."""
-    from ops.redis_view import parse_rounds
-
-    return parse_rounds(redis_client.xrevrange(stream, count=count))

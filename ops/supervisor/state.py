@@ -29,6 +29,12 @@ def owned_redis_url(data_dir: str | Path) -> str | None:
         return None
 
 
+def up_redis_url(data_dir: str, state: dict | None) -> str | None:
+    """The Redis of a `slca up` in `data_dir`: the owned one's URL file (it has the password the state file hides),
+    else the state file's URL."""
+    return owned_redis_url(data_dir) or (state or {}).get("redis_url")
+
+
 def write_secret(path: Path, text: str) -> None:
     """`text` into `path`, readable by its owner only (the mode is set before the secret is written)."""
     path.touch(mode=0o600)

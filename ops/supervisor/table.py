@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ops.redis_view import Snapshot
+from ops.observe.redis_view import Snapshot
 
 
 def fmt_duration(seconds: float | None) -> str:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import redis
 
-from ops.probe import sample_value, scrape
-from ops.redis_view import read_snapshot
+from ops.observe.scrape import sample_value, scrape
+from ops.observe.redis_view import read_snapshot
 from ops.settings import OpsSettings
 from ops.supervisor.plan import build_specs
 from ops.supervisor.process import Backoff

@@ -6,12 +6,13 @@ from types import SimpleNamespace
 
 import redis
 
-from ops.status_cmd import run_online_export, run_status
+from ops.observe.online import run_online_export
+from ops.status import run_status
 from slca.config import load_config
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_REWARDS
-from tests.ops.dashboard.system import write_probe_rounds
-from tests.ops.test_online_curve import synthetic_rounds
+from tests.ops.observe.dashboard.system import write_probe_rounds
+from tests.ops.observe.test_reward_curve import synthetic_rounds
 
 
 def _run(redis_url, tmp_path):

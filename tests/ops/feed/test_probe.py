@@ -13,7 +13,7 @@ from aiohttp import web
 from ops.eval.stats import mcnemar_exact, wilson
 from ops.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl
 from ops.feed.probe import Prober, ProbePlan
-from ops.feed.probe_rounds import ROUND_SCHEMA, ProbeRound, RoundFiles, summarise_round
+from ops.observe.probe_rounds import ROUND_SCHEMA, ProbeRound, RoundFiles, summarise_round
 from slca.redis_server import free_port
 
 ITEMS = [EvalItem("test", f"t{i}") for i in range(6)] + [EvalItem("novel", f"n{i}") for i in range(3)] + \

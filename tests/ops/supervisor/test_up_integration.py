@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from ops.metrics_check import load_dashboard, missing_metrics
-from ops.probe import scrape
+from ops.observe.metrics_check import load_dashboard, missing_metrics
+from ops.observe.scrape import scrape
 from slca.contracts import RolloutGroup, Streams, decode_entry
 from slca.redis_server import free_port
 

@@ -1,5 +1,5 @@
 // The dashboard page: polls api/stats and draws its `charts` (already in uPlot's columnar layout, computed by
-// ops/dashboard/series.py) with the vendored uPlot. Time axes get seconds since the epoch and print local
+// ops/observe/dashboard/series.py) with the vendored uPlot. Time axes get seconds since the epoch and print local
 // wall-clock times. Test hooks: <body data-rendered="N"> (charts drawn with data), data-fetches, and on each
 // chart figure data-empty (no data yet), data-x-ticks (the x-axis labels uPlot drew last).
 "use strict";

@@ -1,6 +1,6 @@
 """What the system looks like from Redis: queue depths, the published weight version, recent rewards and
-learner steps (and, for the dashboard, the feed's held-out probe rounds). Shared by `slca status`, the live table
-of `slca up` and the dashboard."""
+learner steps, and the feed's held-out probe rounds. Shared by `slca status`, the live table of `slca up`, the
+dashboard and `slca bench online`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ops.feed.probe import PROBE_SUFFIX
+from ops.observe.probe_rounds import PROBE_SUFFIX
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_LEARNER, STATS_REWARDS
 
@@ -39,8 +39,8 @@ class Snapshot:
     """Oldest first: step, version, loss, kl, clip_frac, groups, ts, and `zero_var`: {channel: share} (empty for rows
     written before the learner recorded it)."""
     probe: list[dict[str, Any]] = field(default_factory=list)
-    """Oldest first: the held-out probe's stream entries as `ops.feed.probe.read_rounds` returns them (JSON of
-    `ops.feed.probe_rounds.ProbeRound`; `ProbeRound.from_json` / `ops.online_probe.rounds_of` type them and skip
+    """Oldest first: the held-out probe's stream entries as `read_rounds` returns them (JSON of
+    `ops.observe.probe_rounds.ProbeRound`; `ProbeRound.from_json` / `ops.observe.probe_report.rounds_of` type them and skip
     entries of an older schema); read only by `read_snapshot_async` (the CLI reads them with `read_rounds`)."""
 
     def to_json(self) -> dict[str, Any]:
@@ -163,3 +163,21 @@ async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500
     rest = results[len(names) :]
     return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
                     parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX), parse_rounds(rest[3]))  # fmt: skip
+
+
+def read_rounds(redis_client, stream: str, count: int = 1000) -> list[dict]:
+    """The latest `count` probe rounds, oldest first (sync client: `slca status`, `slca bench online`)."""
+    return parse_rounds(redis_client.xrevrange(stream, count=count))
+
+
+def read_probe_rounds(redis_url: str, prefix: str) -> list[dict]:
+    """The feed's held-out probe rounds (`ops.run.feed.probe`), oldest first; [] when Redis can't be read."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    try:
+        return read_rounds(client, Streams(prefix).stats(PROBE_SUFFIX))
+    except redis.RedisError:
+        return []
+    finally:
+        client.close()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.metrics_check import exposed_series, load_dashboard, missing_metrics, queried_metrics
-from ops.probe import scrape
+from ops.observe.metrics_check import exposed_series, load_dashboard, missing_metrics, queried_metrics
+from ops.observe.scrape import scrape
 from slca.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -75,7 +75,7 @@ def test_prometheus_config_scrapes_the_default_ports():
     yaml = pytest.importorskip("yaml")
     from ops.settings import OpsSettings
 
-    cfg = yaml.safe_load((REPO / "ops" / "prometheus.yml").read_text())
+    cfg = yaml.safe_load((REPO / "ops" / "observe" / "prometheus.yml").read_text())
     targets = {job["job_name"]: job["static_configs"][0]["targets"][0] for job in cfg["scrape_configs"]}
     ports = OpsSettings().metrics_ports
     assert targets["slca-worker"].endswith(f":{ports['worker']}") and targets["slca-feed"].endswith(f":{ports['feed']}")

@@ -20,7 +20,7 @@ import redis
 
 from slca.contracts import (GoldCall, GroundTruth, RolloutGroup, Streams, Trajectory, WeightManifest, decode_entry,
                             encode_entry)
-from tests.workers.builders import TrajectoryBuilder, call
+from tests.support.trajectories import TrajectoryBuilder, call
 from tests.workers.pipeline_harness import make_pipeline
 
 
@@ -137,7 +137,7 @@ def probe_rounds(start: float) -> list:
     (8 test, 4 novel) and 4 BFCL items, more solved as the version rises (4 → 7 → 10 held-out). The last one saw a
     swap mid-round (versions 3 and 4)."""
     from ops.eval.suite import ItemRecord
-    from ops.feed.probe_rounds import summarise_round
+    from ops.observe.probe_rounds import summarise_round
 
     def records(versions, solved):
         suites = [("test", i) for i in range(8)] + [("novel", i) for i in range(4)] + \
@@ -161,7 +161,8 @@ def write_probe_rounds(redis_url: str, rounds: list, prefix: str = "slca") -> li
     """Each round through the probe's own publisher (`redis_publisher`, as `slca feed` wires it); → their JSON."""
     import asyncio
 
-    from ops.feed.probe import PROBE_SUFFIX, redis_publisher
+    from ops.feed.probe import redis_publisher
+    from ops.observe.probe_rounds import PROBE_SUFFIX
 
     publish = redis_publisher(redis_url, Streams(prefix).stats(PROBE_SUFFIX))
     entries = [r.to_json() for r in rounds]

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ops.feed.probe_rounds import HEADLINE, PAIRED_SUITES, ProbeRound
+from ops.observe.probe_rounds import HEADLINE, PAIRED_SUITES, ProbeRound
 
 SUMMARY_FILE = "probe_summary.json"
 LABELS = {"held_out": "held-out", "bfcl": "BFCL"}

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ops.online_curve import binned, by_version, status_lines, write_curve
+from ops.observe.reward_curve import binned, by_version, status_lines, write_curve
 
 
 def _rows():
@@ -44,7 +44,7 @@ def synthetic_rounds(data_dir):
     and 10 novel tasks and 10 BFCL items; v0 solves 8 + 3 + 4, v30 (a swap mid-round: v30–v31) 12 + 4 + 4, v60
     15 + 5 + 5 with one request failed."""
     from ops.eval.suite import ItemRecord
-    from ops.feed.probe_rounds import RoundFiles, summarise_round
+    from ops.observe.probe_rounds import RoundFiles, summarise_round
 
     def records(version, solved, failed=()):
         out = []
@@ -68,7 +68,7 @@ def synthetic_rounds(data_dir):
 
 
 def test_status_lines_lead_with_the_paired_difference_from_v0(tmp_path):
-    from ops.online_probe import probe_lines
+    from ops.observe.probe_report import probe_lines
 
     entries = synthetic_rounds(tmp_path)
     text = probe_lines([{"version": 0, "exec_mean": 0.5, "success": 0.5}, *entries])  # the sampled probe's: skipped
@@ -104,7 +104,7 @@ def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(t
     assert str(tmp_path) not in md and str(tmp_path) not in (out / "probe_summary.json").read_text()
     assert [r["version"] for r in json.loads((out / "results.json").read_text())["probe"]] == [0, 30, 60]
     # the verdict comes first, computed by the stated rule: +0.310 with its interval above 0, BFCL not below
-    assert md.splitlines()[2].startswith("**Verdict** (paired held-out probe, rule in `ops/online_probe.py`): "
+    assert md.splitlines()[2].startswith("**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): "
                                          "held-out success rose v0 → v60: +0.310 [+0.138, +0.483]"), md
     assert result["verdict"].endswith("target (≥ +0.05 with the interval above 0, BFCL not worse) met")
 
@@ -123,14 +123,14 @@ def _paired(diff, lo, hi, bfcl=(0.0, -0.1, 0.1)):
     (_paired(-0.06, -0.1, -0.02), "fell v0 → v40"),
 ])
 def test_verdict_follows_the_stated_rule(summary, expected):
-    from ops.online_probe import verdict
+    from ops.observe.probe_report import verdict
 
     text = verdict(summary)
     assert expected in text and (text.startswith("not judged") or text.endswith("not met")), text
 
 
 def test_verdict_target_needs_five_points_and_bfcl_not_worse():
-    from ops.online_probe import verdict
+    from ops.observe.probe_report import verdict
 
     assert verdict(_paired(0.08, 0.03, 0.13)).endswith(" met") and not verdict(_paired(0.08, 0.03, 0.13)).endswith("not met")
     worse = verdict(_paired(0.08, 0.03, 0.13, bfcl=(-0.2, -0.3, -0.1)))

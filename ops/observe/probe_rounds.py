@@ -20,6 +20,9 @@ from typing import Any
 from ops.eval.stats import BFCL, BFCL_PREFIX, HELD_OUT, compare, summarize
 from ops.eval.suite import ItemRecord, read_jsonl, write_jsonl
 
+PROBE_SUFFIX = "stats:probe"
+"""Capped stream (suffix after the prefix) of probe rounds: one field `json` per round (`ProbeRound.to_json`);
+written by the probe (`ops.run.feed.probe`), read by `ops.observe.redis_view`."""
 ROUND_SCHEMA = 2
 """1: the sampled HierR probe (no per-item records, no intervals); its rounds are skipped by the readers."""
 HEADLINE = HELD_OUT

@@ -11,12 +11,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from multidict import CIMultiDict
 
-from ops.dashboard import make_app
+from ops.observe.dashboard import make_app
 from slca.contracts import Streams
 from slca.redis_server import free_port
-from tests.ops.dashboard.system import probe_rounds, write_probe_rounds
+from tests.ops.observe.dashboard.system import probe_rounds, write_probe_rounds
 
-STATIC = Path(__file__).resolve().parents[3] / "ops" / "dashboard" / "static"
+STATIC = Path(__file__).resolve().parents[4] / "ops" / "observe" / "dashboard" / "static"
 
 
 def call(redis_url: str, *requests: tuple[str, dict]) -> list[tuple[int, dict, bytes]]:
@@ -60,7 +60,8 @@ def test_stats_json_carries_snapshot_and_charts(redis_url, history):
 def test_stats_carry_probe_rounds_as_the_probe_publishes_them(redis_url):
     import json
 
-    from ops.feed.probe import PROBE_SUFFIX, read_rounds
+    from ops.observe.probe_rounds import PROBE_SUFFIX
+    from ops.observe.redis_view import read_rounds
 
     ((_, _, before),) = call(redis_url, ("/dashboard/api/stats", {}))
     assert json.loads(before)["probe"] == [] and json.loads(before)["charts"]["probe"]["x"] == []

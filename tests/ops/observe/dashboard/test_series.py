@@ -3,11 +3,11 @@ the held-out probe by version with its interval and its paired difference from v
 
 import pytest
 
-from ops.dashboard.series import build_charts, moving_mean, probe, staleness, versions, zero_variance
+from ops.observe.dashboard.series import build_charts, moving_mean, probe, staleness, versions, zero_variance
 from ops.eval.stats import wilson
 from ops.eval.suite import ItemRecord
-from ops.feed.probe_rounds import summarise_round
-from ops.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_rounds, parse_stats
+from ops.observe.probe_rounds import summarise_round
+from ops.observe.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_rounds, parse_stats
 
 
 def reward(ts, version, exec_=0.5, pref=0.5, turns=1.0):

@@ -3,8 +3,8 @@ import time
 import pytest
 import redis
 
-from tests.ops.dashboard.system import History, HistoryClock, write_history
-from tests.workers.builders import TrajectoryBuilder
+from tests.ops.observe.dashboard.system import History, HistoryClock, write_history
+from tests.support.trajectories import TrajectoryBuilder
 
 
 @pytest.fixture(scope="session")

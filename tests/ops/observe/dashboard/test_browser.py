@@ -5,7 +5,7 @@ empty Redis every chart says "no data yet". Skipped
 where no Chromium is installed (`SLCA_INSTALL_BROWSER=1 scripts/install.sh` adds it).
 
 Set SLCA_DASHBOARD_SCREENSHOT=<path.png> to keep the screenshot of the dashboard with data: that is how
-bench/online/dashboard.png is made, from this test's synthetic history (tests/ops/dashboard/system.py), not from
+bench/online/dashboard.png is made, from this test's synthetic history (tests/ops/observe/dashboard/system.py), not from
 a measured run.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from ops.dashboard import make_app
+from ops.observe.dashboard import make_app
 from slca.redis_server import free_port
-from tests.ops.dashboard.system import probe_rounds, write_probe_rounds
+from tests.ops.observe.dashboard.system import probe_rounds, write_probe_rounds
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (Debian package chromium)")

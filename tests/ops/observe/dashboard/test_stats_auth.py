@@ -6,8 +6,8 @@ import asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from ops.dashboard import make_app
-from ops.dashboard.app import KEYS
+from ops.observe.dashboard import make_app
+from ops.observe.dashboard.app import KEYS
 from ops.mounts import dashboard
 from slca.config import CommonSettings
 

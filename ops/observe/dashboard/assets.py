@@ -43,7 +43,7 @@ def _walk(folder: Traversable, prefix: str = ""):
 
 def load_assets() -> dict[str, Asset]:
     """name under static/ → Asset; raises FileNotFoundError when the package was installed without its page."""
-    root = resources.files("ops.dashboard").joinpath("static")
+    root = resources.files("ops.observe.dashboard").joinpath("static")
     assets = {}
     for name, item in _walk(root):
         suffix = name[name.rfind(".") :] if "." in name else ""
@@ -53,5 +53,5 @@ def load_assets() -> dict[str, Asset]:
         cache = VENDOR_CACHE if name.startswith("vendor/") else OWN_CACHE
         assets[name] = Asset(name, item.read_bytes(), content_type, charset, cache)
     if "index.html" not in assets:
-        raise FileNotFoundError("ops/dashboard/static/index.html is missing from the installed package")
+        raise FileNotFoundError("ops/observe/dashboard/static/index.html is missing from the installed package")
     return assets

@@ -13,10 +13,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ops.feed.probe_rounds import HEADLINE, PAIRED_SUITES
-from ops.online_curve import by_version
-from ops.online_probe import rounds_of
-from ops.redis_view import Snapshot
+from ops.observe.probe_rounds import HEADLINE, PAIRED_SUITES
+from ops.observe.reward_curve import by_version
+from ops.observe.probe_report import rounds_of
+from ops.observe.redis_view import Snapshot
 
 MOVING_WINDOW = 20
 """Trajectories per moving mean: single episodes are noisy (tool turns are small integers)."""

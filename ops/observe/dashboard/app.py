@@ -19,9 +19,9 @@ from collections.abc import Collection
 import redis.asyncio as aioredis
 from aiohttp import web
 
-from ops.dashboard.assets import Asset, load_assets
-from ops.dashboard.series import build_charts
-from ops.redis_view import read_snapshot_async
+from ops.observe.dashboard.assets import Asset, load_assets
+from ops.observe.dashboard.series import build_charts
+from ops.observe.redis_view import read_snapshot_async
 
 REDIS = web.AppKey("dashboard_redis", aioredis.Redis)
 PREFIX = web.AppKey("dashboard_prefix", str)

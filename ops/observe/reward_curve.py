@@ -5,7 +5,7 @@ that sampled it, time). Grouped by version, the mean execution reward per versio
 `slca up`: if online RL works, it rises with the version. Used by `slca status` (a short table) and by
 `slca bench online` (JSON + Markdown + PNG under bench/online/<run>/).
 
-Beside it, the feed's held-out probe (ops/feed/probe.py, shown by ops/online_probe.py): the evaluation's same
+Beside it, the feed's held-out probe (ops/feed/probe.py, shown by ops/observe/probe_report.py): the evaluation's same
 held-out items every few versions, so its rounds differ by the weights rather than by which tasks the feed drew.
 """
 
@@ -16,6 +16,9 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+REWARD_HISTORY = 2000
+"""Rows of the rewards stats stream read for the per-version curve (the workers keep about this many)."""
 
 
 @dataclass
@@ -102,25 +105,25 @@ def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[
     """results.json, results.md and curve.png under `out` (relative paths only in what is written); with probe
     rounds, also the per-item files of v0 and the latest round (under `out/probe/`, copied from `data_dir`) and
     the paired v0 → latest result per suite (`probe_summary.json`)."""
-    from ops import online_probe
+    from ops.observe import probe_report
 
     out.mkdir(parents=True, exist_ok=True)
     pooled = binned(stats)
-    rounds = online_probe.rounds_of(probe or [])
-    summary = online_probe.paired_summary(rounds, data_dir, out)
+    rounds = probe_report.rounds_of(probe or [])
+    summary = probe_report.paired_summary(rounds, data_dir, out)
     trends = {"feed": trend([s.version for s in stats for _ in range(s.n)],
                             [s.exec_mean for s in stats for _ in range(s.n)])}  # fmt: skip
-    verdict = online_probe.verdict(summary)
+    verdict = probe_report.verdict(summary)
     result = {"command": command, "verdict": verdict, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
               "binned": pooled, "probe": [r.to_json() for r in rounds], "probe_paired": summary}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    lines = [f"# Online learning curve\n", f"**Verdict** (paired held-out probe, rule in `ops/online_probe.py`): {verdict}\n",
+    lines = [f"# Online learning curve\n", f"**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): {verdict}\n",
              f"Command: `{command}`\n"]  # fmt: skip
     lines += [f"- {k}: {v}" for k, v in extra.items()] + [""]
     lines += ["| versions | trajectories | mean exec reward | tool turns / episode |", "|---|---|---|---|"]
     lines += [f"| {b['versions']} | {b['n']} | {b['exec_mean']:.3f} | "
               f"{'-' if b['tool_turns_mean'] is None else format(b['tool_turns_mean'], '.2f')} |" for b in pooled]  # fmt: skip
-    lines += online_probe.markdown(rounds, summary)
+    lines += probe_report.markdown(rounds, summary)
     lines += ["", "Trend of the feed's exec reward (least squares on version, per 100 versions, ± 1 standard error):"]
     for name, t in trends.items():
         lines.append(f"- {name}: " + ("too few points" if t is None else
@@ -133,7 +136,7 @@ def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[
 def _plot(stats: list[VersionStats], path: Path, rounds: list) -> None:
     import matplotlib
 
-    from ops import online_probe
+    from ops.observe import probe_report
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -147,7 +150,7 @@ def _plot(stats: list[VersionStats], path: Path, rounds: list) -> None:
     ax2.plot(v, [s.tool_turns_mean or 0 for s in stats], "o-", ms=3, color="tab:orange")
     ax2.set_xlabel("served policy version")
     ax2.set_ylabel("tool turns per episode")
-    online_probe.plot(ax3, rounds)
+    probe_report.plot(ax3, rounds)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

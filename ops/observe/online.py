@@ -1,0 +1,54 @@
+"""`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up` and its held-out
+probe rounds, written as files (results.json, results.md, curve.png, probe_summary.json, probe/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import redis
+
+from ops.observe.probe_report import SUMMARY_FILE, probe_lines, rounds_of
+from ops.observe.redis_view import read_probe_rounds, read_snapshot
+from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines, write_curve
+from ops.supervisor.state import read_state, state_path, up_redis_url
+from slca.config import Config
+from slca.redaction import redact_url
+
+
+def run_online_export(args, config: Config) -> int:
+    """`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up`, written
+    under `--out` (results.json, results.md, curve.png), with the held-out probe's rounds, the per-item files of
+    its v0 and latest rounds (probe/) and their paired comparison per suite (probe_summary.json)."""
+    import time
+
+    common = config.common
+    state = read_state(state_path(Path(common.data_dir)))
+    redis_url = common.redis_url or up_redis_url(common.data_dir, state) or common.redis_or_default()
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    try:
+        snapshot = read_snapshot(client, common.stream_prefix, n_rewards=REWARD_HISTORY, n_learner=REWARD_HISTORY)
+    except redis.RedisError as exc:
+        print(f"redis {redact_url(redis_url)}: {exc}")
+        return 1
+    finally:
+        client.close()
+    stats = by_version(snapshot.rewards)
+    if not stats:
+        print("no scored trajectory in the rewards stats stream yet")
+        return 1
+    from slca.models.precision import cpu_flags
+
+    extra = {"trajectories": sum(s.n for s in stats), "versions_seen": len(stats),
+             "minutes": round((max(r["ts"] for r in snapshot.rewards if r.get("ts")) -
+                               min(r["ts"] for r in snapshot.rewards if r.get("ts"))) / 60, 1),
+             "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
+             "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
+             "note": args.note or "", "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}  # fmt: skip
+    rounds = read_probe_rounds(redis_url, common.stream_prefix)
+    write_curve(stats, args.out, args.command or "make run; slca bench online --out " + str(args.out), extra,
+                probe=rounds, data_dir=Path(common.data_dir))  # fmt: skip
+    print(status_lines(stats, last=len(stats)))
+    print(probe_lines(rounds, last=len(rounds)))
+    print(f"wrote {args.out}/results.json, results.md, curve.png" +
+          (f", {SUMMARY_FILE}, probe/" if rounds_of(rounds) else ""))  # fmt: skip
+    return 0
