@@ -61,14 +61,14 @@ def _logging(config) -> None:
 
 
 def _up(args, config) -> int:
-    from ops.supervisor.up import run_up
+    from ops.run.supervisor.up import run_up
 
     _logging(config)
     return run_up(args, config)
 
 
 def _status(args, config) -> int:
-    from ops.status import run_status
+    from ops.run.status import run_status
 
     return run_status(args, config)
 
@@ -86,7 +86,7 @@ def _bench_online(args, config) -> int:
 
 
 def _feed(args, config) -> int:
-    from ops.feed.main import run_feed
+    from ops.run.feed.main import run_feed
 
     _logging(config)
     return run_feed(args, config)

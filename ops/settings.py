@@ -87,7 +87,7 @@ class OpsSettings(SectionSettings):
     feed_seed: int = 0
     """Seed of the task order."""
     probe_enabled: bool = True
-    """Run the held-out probe in `slca feed` (ops/feed/probe.py): the evaluation (`ops.eval.suite`) against the
+    """Run the held-out probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.eval.suite`) against the
     served API at the first readiness (v0) and every `probe_every_versions` versions, never recorded."""
     probe_every_versions: int = Field(default=40, ge=1)
     """A probe round starts once the served version has advanced this many versions since the last round.
@@ -99,7 +99,7 @@ class OpsSettings(SectionSettings):
     sixth of the generation on average; its rounds span the ≈ 20 versions served meanwhile (recorded per item
     and as the round's version range)."""
     probe_holds_feed: bool = True
-    """The feed sends no new requests while a probe round runs (ops/feed/probe.py `ProbePlan.holds_feed`): a
+    """The feed sends no new requests while a probe round runs (ops/run/feed/probe.py `ProbePlan.holds_feed`): a
     round then takes minutes, not the 40 it took beside training, and is answered by a few versions, not 29."""
     probe_mode: str = "greedy"
     """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""

@@ -30,7 +30,7 @@ from ops.bench.machine import machine_facts
 from ops.bench.rl_slca import _copy_logs, _ready, _stop
 from ops.bench.soak_report import summarise, table, verdict, write
 from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
-from ops.supervisor.state import owned_redis_url, read_state, state_path
+from ops.run.supervisor.state import owned_redis_url, read_state, state_path
 from ops.bench.common import bench_command
 from slca.config import Config, split_overrides
 from slca.redis_server import free_port
@@ -76,7 +76,7 @@ def client_key(config: Config, data_dir: Path) -> str | None:
 @contextlib.contextmanager
 def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
     """`slca up` on a temporary data directory, stopped (SIGTERM, then its session SIGKILLed) on the way out."""
-    from ops.supervisor.up import global_argv, secret_env
+    from ops.run.supervisor.up import global_argv, secret_env
 
     tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
     data_dir, port = tmp / "var", free_port()

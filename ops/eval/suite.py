@@ -109,7 +109,7 @@ def bfcl_sample(cases: list[BfclCase], n: int | None, seed: int) -> list[BfclCas
 def plan_items(plan: EvalPlan) -> list[EvalItem]:
     """The plan's items: every task of each split, then the BFCL cases per category."""
     from ops.eval.bfcl import load_category
-    from ops.feed.tasks import load_pack
+    from ops.run.feed.tasks import load_pack
 
     items = [EvalItem(split, t.task_id, task=t) for split in plan.splits for t in load_pack(plan.pack, split)]
     for category in plan.bfcl_categories:

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from learner.settings import LearnerSettings
-from ops.feed.probe import tool_turns
+from ops.run.feed.probe import tool_turns
 from slca.contracts import Streams
 
 SWAP_TIMEOUT_S = 600.0

@@ -10,7 +10,7 @@ import redis
 from ops.observe.probe_report import SUMMARY_FILE, probe_lines, rounds_of
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
 from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines, write_curve
-from ops.supervisor.state import read_state, state_path, up_redis_url
+from ops.run.supervisor.state import read_state, state_path, up_redis_url
 from slca.config import Config
 from slca.redaction import redact_url
 

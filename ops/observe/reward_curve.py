@@ -5,7 +5,7 @@ that sampled it, time). Grouped by version, the mean execution reward per versio
 `slca up`: if online RL works, it rises with the version. Used by `slca status` (a short table) and by
 `slca bench online` (JSON + Markdown + PNG under bench/online/<run>/).
 
-Beside it, the feed's held-out probe (ops/feed/probe.py, shown by ops/observe/probe_report.py): the evaluation's same
+Beside it, the feed's held-out probe (ops/run/feed/probe.py, shown by ops/observe/probe_report.py): the evaluation's same
 held-out items every few versions, so its rounds differ by the weights rather than by which tasks the feed drew.
 """
 

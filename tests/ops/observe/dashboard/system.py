@@ -161,7 +161,7 @@ def write_probe_rounds(redis_url: str, rounds: list, prefix: str = "slca") -> li
     """Each round through the probe's own publisher (`redis_publisher`, as `slca feed` wires it); → their JSON."""
     import asyncio
 
-    from ops.feed.probe import redis_publisher
+    from ops.run.feed.probe import redis_publisher
     from ops.observe.probe_rounds import PROBE_SUFFIX
 
     publish = redis_publisher(redis_url, Streams(prefix).stats(PROBE_SUFFIX))

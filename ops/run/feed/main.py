@@ -8,12 +8,12 @@ import logging
 import signal
 from pathlib import Path
 
-from ops.feed.feeder import Feeder, FeedPlan
-from ops.feed.metrics import FeedMetrics
-from ops.feed.pacing import GroupBacklog
-from ops.feed.tasks import load_pack
+from ops.run.feed.feeder import Feeder, FeedPlan
+from ops.run.feed.metrics import FeedMetrics
+from ops.run.feed.pacing import GroupBacklog
+from ops.run.feed.tasks import load_pack
 from ops.settings import OpsSettings
-from ops.supervisor.plan import serve_url
+from ops.run.supervisor.plan import serve_url
 from slca.config import Config
 from slca.contracts import Streams
 
@@ -108,7 +108,7 @@ def probe_eval_plan(ops: OpsSettings):
 
 
 def make_prober(plan: FeedPlan, config: Config):
-    """The held-out probe (ops/feed/probe.py), or None when `ops.probe_enabled` is off, the scorer is missing or
+    """The held-out probe (ops/run/feed/probe.py), or None when `ops.probe_enabled` is off, the scorer is missing or
     the items cannot be planned (an unknown split)."""
     ops = config.get(OpsSettings)
     if not ops.probe_enabled:
@@ -119,7 +119,7 @@ def make_prober(plan: FeedPlan, config: Config):
         log.warning("probe off: workers (the HierR scorer) are not installed")
         return None
     from ops.eval.suite import plan_items
-    from ops.feed.probe import Prober, ProbePlan, redis_publisher
+    from ops.run.feed.probe import Prober, ProbePlan, redis_publisher
     from ops.observe.probe_rounds import PROBE_SUFFIX
 
     eval_plan = probe_eval_plan(ops)

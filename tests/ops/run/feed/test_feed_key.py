@@ -9,11 +9,11 @@ from types import SimpleNamespace
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ops.feed.builtin_tasks import builtin_tasks
-from ops.feed.feeder import Feeder, FeedPlan
-from ops.feed.main import make_plan
-from ops.feed.metrics import FeedMetrics
-from ops.supervisor.up import child_env
+from ops.run.feed.builtin_tasks import builtin_tasks
+from ops.run.feed.feeder import Feeder, FeedPlan
+from ops.run.feed.main import make_plan
+from ops.run.feed.metrics import FeedMetrics
+from ops.run.supervisor.up import child_env
 from slca.config import load_config
 from slca.redis_server import free_port
 

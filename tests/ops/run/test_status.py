@@ -1,13 +1,12 @@
-"""`slca status` and `slca bench online` on a Redis holding a run: the feed's rewards and the probe's rounds (as
-the probe publishes them), the round files under the data dir."""
+"""`slca status` on a Redis holding a run: the feed's rewards and the probe's rounds (as the probe publishes
+them), the round files under the data dir (`run_in_redis` below; `slca bench online` reads the same run in
+tests/ops/observe/test_online.py)."""
 
-import json
 from types import SimpleNamespace
 
 import redis
 
-from ops.observe.online import run_online_export
-from ops.status import run_status
+from ops.run.status import run_status
 from slca.config import load_config
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_REWARDS
@@ -15,7 +14,7 @@ from tests.ops.observe.dashboard.system import write_probe_rounds
 from tests.ops.observe.test_reward_curve import synthetic_rounds
 
 
-def _run(redis_url, tmp_path):
+def run_in_redis(redis_url, tmp_path):
     data_dir = tmp_path / "var"
     entries = synthetic_rounds(data_dir)
     write_probe_rounds(redis_url, [SimpleNamespace(to_json=lambda e=e: e) for e in entries])
@@ -28,20 +27,9 @@ def _run(redis_url, tmp_path):
 
 
 def test_status_prints_the_probe_headline(redis_url, tmp_path, capsys):
-    config, entries = _run(redis_url, tmp_path)
+    config, entries = run_in_redis(redis_url, tmp_path)
     assert run_status(SimpleNamespace(window=50), config) == 0
     out = capsys.readouterr().out
     assert "held-out probe (greedy, 40 items;" in out
     assert "  v0 → v60: held-out +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29) | test +0.368" in out
     assert "  v0 | held-out 0.367 [0.219, 0.545] n=30 | BFCL 0.400 [0.168, 0.687] n=10" in out
-
-
-def test_bench_online_writes_curve_files_and_paired_summary(redis_url, tmp_path, capsys):
-    config, entries = _run(redis_url, tmp_path)
-    out = tmp_path / "bench"
-    assert run_online_export(SimpleNamespace(out=out, command="make run", note=""), config) == 0
-    assert "probe_summary.json, probe/" in capsys.readouterr().out
-    summary = json.loads((out / "probe_summary.json").read_text())
-    assert summary["source"] == "per-item files" and summary["paired"]["held_out"]["diff"] > 0.3
-    assert sorted(p.name for p in (out / "probe").iterdir()) == ["v0.jsonl", "v60.jsonl"]
-    assert {"results.json", "results.md", "curve.png"} <= {p.name for p in out.iterdir()}

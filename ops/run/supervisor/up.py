@@ -22,13 +22,13 @@ import redis
 from ops.observe.scrape import sample_value, scrape
 from ops.observe.redis_view import read_snapshot
 from ops.settings import OpsSettings
-from ops.supervisor.plan import build_specs
-from ops.supervisor.process import Backoff
-from ops.supervisor.readiness import ReadinessPolicy
-from ops.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
-from ops.supervisor.supervisor import Supervisor
-from ops.supervisor.table import process_table, system_lines
-from ops.supervisor.warm_start import ensure_warm_start
+from ops.run.supervisor.plan import build_specs
+from ops.run.supervisor.process import Backoff
+from ops.run.supervisor.readiness import ReadinessPolicy
+from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
+from ops.run.supervisor.supervisor import Supervisor
+from ops.run.supervisor.table import process_table, system_lines
+from ops.run.supervisor.warm_start import ensure_warm_start
 from slca.config import OVERRIDES_ENV, Config, split_overrides
 from slca.redaction import redact_url
 from slca.redis_server import RedisServer

@@ -5,8 +5,8 @@ import logging
 import sys
 from pathlib import Path
 
-from ops.supervisor import Backoff, ProcessSpec, Supervisor
-from ops.supervisor.up import install_stop_handlers
+from ops.run.supervisor import Backoff, ProcessSpec, Supervisor
+from ops.run.supervisor.up import install_stop_handlers
 
 if __name__ == "__main__":
     logging.basicConfig(level="INFO")

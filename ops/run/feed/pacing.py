@@ -41,7 +41,7 @@ class GroupBacklog:
 
 async def wait_while_held(open_: asyncio.Event | None, stop: asyncio.Event) -> float:
     """Wait until `open_` is set (None: never wait) or `stop` is; returns the seconds waited. The probe clears
-    `open_` while a round runs (ops/feed/probe.py)."""
+    `open_` while a round runs (ops/run/feed/probe.py)."""
     if open_ is None or open_.is_set():
         return 0.0
     started = asyncio.get_running_loop().time()

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from ops.eval.stats import mcnemar_exact, wilson
 from ops.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl
-from ops.feed.probe import Prober, ProbePlan
+from ops.run.feed.probe import Prober, ProbePlan
 from ops.observe.probe_rounds import ROUND_SCHEMA, ProbeRound, RoundFiles, summarise_round
 from slca.redis_server import free_port
 
@@ -195,7 +195,7 @@ def test_run_polls_readiness_and_publishes_a_round(tmp_path):
 
 
 def test_probe_plan_from_settings():
-    from ops.feed.main import probe_eval_plan
+    from ops.run.feed.main import probe_eval_plan
     from ops.settings import OpsSettings
 
     plan = probe_eval_plan(OpsSettings())
@@ -208,7 +208,7 @@ def test_probe_plan_from_settings():
 def test_slca_feed_wires_the_probe_from_its_settings(tmp_path):
     from types import SimpleNamespace
 
-    from ops.feed.main import make_prober
+    from ops.run.feed.main import make_prober
     from slca.config import load_config
 
     feed = SimpleNamespace(url="http://127.0.0.1:1")

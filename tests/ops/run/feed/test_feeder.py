@@ -8,9 +8,9 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ops.feed.builtin_tasks import builtin_tasks
-from ops.feed.feeder import Feeder, FeedPlan, request_body, task_cycle
-from ops.feed.metrics import FeedMetrics
+from ops.run.feed.builtin_tasks import builtin_tasks
+from ops.run.feed.feeder import Feeder, FeedPlan, request_body, task_cycle
+from ops.run.feed.metrics import FeedMetrics
 from slca.redis_server import free_port
 
 
@@ -165,7 +165,7 @@ def test_feed_waits_while_the_learners_backlog_is_above_the_bound():
 def test_group_backlog_reads_lag_and_pending_from_a_real_redis(redis_url):
     import redis as redis_sync
 
-    from ops.feed.pacing import GroupBacklog
+    from ops.run.feed.pacing import GroupBacklog
 
     client = redis_sync.Redis.from_url(redis_url)
     for i in range(5):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ops.settings import OpsSettings
-from ops.supervisor.process import ProcessSpec
+from ops.run.supervisor.process import ProcessSpec
 from slca.config import Config, ConfigError, sections
 
 log = logging.getLogger("slca.up")

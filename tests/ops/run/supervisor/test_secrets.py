@@ -5,8 +5,8 @@ import json
 import stat
 import sys
 
-from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec, redact_argv
-from ops.supervisor.up import global_argv, secret_env
+from ops.run.supervisor.process import Backoff, ManagedProcess, ProcessSpec, redact_argv
+from ops.run.supervisor.up import global_argv, secret_env
 
 CHILD = "from slca.config import load_config; print('token-ok', load_config().common.admin_token[::-1])"
 
@@ -55,7 +55,7 @@ def test_inherited_secret_overrides_are_kept(monkeypatch):
 
 
 def test_slca_up_generates_the_weights_key_for_learner_and_serve(tmp_path):
-    from ops.supervisor.up import child_env
+    from ops.run.supervisor.up import child_env
     from slca.config import load_config
 
     env, _ = child_env(load_config(overrides=[f"common.cache_dir={tmp_path}"]), "redis://h:1/0", tmp_path)

@@ -11,8 +11,8 @@ from ops.observe.probe_report import probe_lines
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
 from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines
 from ops.observe.scrape import sample_value, scrape
-from ops.supervisor.state import read_state, state_path, up_redis_url
-from ops.supervisor.table import process_table, system_lines
+from ops.run.supervisor.state import read_state, state_path, up_redis_url
+from ops.run.supervisor.table import process_table, system_lines
 from slca.config import Config
 from slca.redaction import redact_url
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from ops.feed.metrics import FeedMetrics
-from ops.feed.pacing import wait_for_room, wait_while_held
+from ops.run.feed.metrics import FeedMetrics
+from ops.run.feed.pacing import wait_for_room, wait_while_held
 from slca.contracts import Task
 
 log = logging.getLogger("slca.feed")
@@ -42,7 +42,7 @@ class FeedPlan:
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; needs the 'record' scope, else the API serves but records nothing."""
     max_group_backlog: int = 0
-    """Wait before a request while the learner has more groups than this waiting (0: never; ops/feed/pacing.py)."""
+    """Wait before a request while the learner has more groups than this waiting (0: never; ops/run/feed/pacing.py)."""
     pace_poll_s: float = 1.0
     """How often a waiting feed reads the backlog again."""
 

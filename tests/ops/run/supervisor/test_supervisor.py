@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ops.supervisor import Backoff, ManagedProcess, ProcessSpec, ProcessState, Supervisor
+from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, ProcessState, Supervisor
 
 PY = sys.executable
 HELPER = Path(__file__).with_name("run_supervisor.py")
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def wait_for(predicate, timeout=20.0, step=0.02):
@@ -125,7 +125,7 @@ def test_a_clean_exit_is_done_not_restarted(tmp_path):
 
 
 def test_readiness_watch_grace_then_restart_reason():
-    from ops.supervisor.readiness import ReadinessPolicy, ReadinessWatch
+    from ops.run.supervisor.readiness import ReadinessPolicy, ReadinessWatch
 
     now, answers = [0.0], []
     watch = ReadinessWatch("http://x/readyz", ReadinessPolicy(1.0, 10.0, 5.0), clock=lambda: now[0],
@@ -144,7 +144,7 @@ def test_readiness_watch_grace_then_restart_reason():
 def test_alive_but_unready_process_is_restarted(tmp_path):
     """A child that keeps running but whose readiness URL never answers is killed and started again (the
     vLLM engine that died behind a live HTTP loop used to stay 'running' with /readyz 503 forever)."""
-    from ops.supervisor.readiness import ReadinessPolicy
+    from ops.run.supervisor.readiness import ReadinessPolicy
 
     counter = tmp_path / "runs"
     code = f"import time; open({str(counter)!r}, 'a').write('x'); time.sleep(600)"

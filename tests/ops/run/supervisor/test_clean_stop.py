@@ -9,9 +9,9 @@ import time
 
 import redis
 
-from ops.supervisor import Backoff, ManagedProcess, ProcessSpec, Supervisor
-from ops.supervisor.logpump import RotatingLog
-from ops.supervisor.up import stop_table
+from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, Supervisor
+from ops.run.supervisor.logpump import RotatingLog
+from ops.run.supervisor.up import stop_table
 from slca.redis_server import RedisServer
 
 PY = sys.executable

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.supervisor.logpump import LogPump, RotatingLog
+from ops.run.supervisor.logpump import LogPump, RotatingLog
 from slca.config import is_secret_override
 from slca.redaction import REDACTED, redact_url
 
@@ -35,7 +35,7 @@ class ProcessSpec:
     url: str | None = None
     """Where the process can be reached (API or metrics), for the status table."""
     ready_url: str | None = None
-    """Readiness probe (serve: /readyz); a process that stays unready is restarted (ops/supervisor/readiness.py)."""
+    """Readiness probe (serve: /readyz); a process that stays unready is restarted (ops/run/supervisor/readiness.py)."""
     stop_group: bool = True
     """At stop, SIGTERM the whole process group. False: the leader only, which stops its own children — a Celery
     worker's warm shutdown lets its pool children finish their task; SIGTERM would kill them mid-task."""
@@ -93,7 +93,7 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 class ManagedProcess:
     """A child in its own session (so a terminal Ctrl-C reaches only the supervisor, which then stops the
-    children) with stdout and stderr piped into one size-rotated log file (ops/supervisor/logpump.py)."""
+    children) with stdout and stderr piped into one size-rotated log file (ops/run/supervisor/logpump.py)."""
 
     def __init__(self, spec: ProcessSpec, backoff: Backoff, clock=time.monotonic):
         self.spec = spec

@@ -17,7 +17,7 @@ from ops.observe.scrape import scrape
 from slca.contracts import RolloutGroup, Streams, decode_entry
 from slca.redis_server import free_port
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 PROCESSES = ["serve", "worker", "assembler", "learn", "feed"]
 FEED_REQUESTS, GROUP = 6, 2
 
@@ -51,7 +51,7 @@ feed_requests = {FEED_REQUESTS}
 feed_concurrency = 2
 feed_max_tokens = 24
 feed_max_turns = 2
-# the held-out probe is a ~300-request evaluation per round: not what this test is about (tests/ops/feed)
+# the held-out probe is a ~300-request evaluation per round: not what this test is about (tests/ops/run/feed)
 probe_enabled = false
 """)
     return cfg

@@ -7,8 +7,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ops.supervisor.process import Backoff, ManagedProcess, ProcessSpec, ProcessState
-from ops.supervisor.readiness import ReadinessPolicy, ReadinessWatch
+from ops.run.supervisor.process import Backoff, ManagedProcess, ProcessSpec, ProcessState
+from ops.run.supervisor.readiness import ReadinessPolicy, ReadinessWatch
 
 log = logging.getLogger("slca.up")
 

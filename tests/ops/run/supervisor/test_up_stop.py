@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.supervisor.test_up_integration import GROUP, PROCESSES, read_state, wait_for, write_config
+from tests.ops.run.supervisor.test_up_integration import GROUP, PROCESSES, read_state, wait_for, write_config
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 pytestmark = pytest.mark.slow  # five real processes, two of them loading a model: about a minute each on 2 cores
 
