@@ -26,8 +26,9 @@ from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
 from serve.engines.vllm_common import completion_delta, engine_kwargs, finish_reason, vllm_sampling_params
+from serve.engines.vllm_survival import EngineSurvival
 from serve.engines.vllm_worker_ext import WORKER_EXTENSION
-from serve.engines.weights_io import WeightRollback, WeightRollbackFailed, check_weight_dir
+from serve.engines.weights_io import WeightRollbackFailed, check_weight_dir
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +36,13 @@ WATCH_INTERVAL_S = 0.5
 """How often the watchdog checks that the engine core is alive while no request would notice its death."""
 
 
-class VLLMAsyncEngine(ServedModel):
+class VLLMAsyncEngine(EngineSurvival, ServedModel):
     name = "vllm"
 
     def __init__(self, model_dir: str, settings):
         super().__init__(model_dir, settings)
         self.engine: Any = None
-        self.weights_path = self.model_dir
-        self.weights_manifest = None  # the announced manifest of `weights_path` (None: the directory's own)
-        """The weights now served (the model directory, then each swapped-in version): a rebuild reloads them."""
-        self.failures: list[float] = []
-        """Monotonic times of engine failures (each followed by a rebuild), for the rebuild budget."""
-        self.fatal = False
-        self.on_fatal = None
-        """Called once the engine is fatal; the server uses it to shut down (exit non-zero)."""
-        self._failed: BaseException | None = None
+        self._init_survival()  # weights served, rebuild budget, fatal
         self._rebuild: asyncio.Task | None = None
         self._watchdog: asyncio.Task | None = None
         self._swap_lock: asyncio.Lock | None = None
@@ -164,11 +157,8 @@ class VLLMAsyncEngine(ServedModel):
         if engine is not self.engine or self._rebuild is not None or self.fatal:
             return  # another request already reported this engine's death
         log.error("vllm engine core failed (%r); rebuilding", exc)
-        now = time.monotonic()
-        window = self.settings.engine_rebuild_window_s
-        self.failures = [t for t in self.failures if now - t < window] + [now]
-        if len(self.failures) > self.settings.engine_max_rebuilds:
-            self._give_up(f"{len(self.failures)} engine failures in {window:.0f}s")
+        if spent := self.budget.spend():
+            self._give_up(spent)
             return
         self._rebuild = asyncio.create_task(self._rebuild_engine(engine), name="vllm-engine-rebuild")
 
@@ -186,17 +176,15 @@ class VLLMAsyncEngine(ServedModel):
         log.warning("vllm engine rebuilt; serving v%s again", self.version)
 
     def _give_up(self, why: str) -> None:
-        log.critical("vllm engine is fatal (%s); the server exits", why)
-        self._failed = RuntimeError(why)
-        self.fatal = True
+        self._declare_fatal(why, self._drop_engine)
+
+    def _drop_engine(self) -> None:
         engine, self.engine = self.engine, None
         if engine is not None:
             try:
                 engine.shutdown()
             except Exception:  # noqa: BLE001 — a dead engine may fail to shut down; we drop it either way
                 log.warning("shutting down the failed engine raised", exc_info=True)
-        if self.on_fatal is not None:
-            self.on_fatal()
 
     # --- hot swap ---------------------------------------------------------------------------------
     async def swap_weights(self, path: str, version: int, manifest=None) -> float:
@@ -222,22 +210,11 @@ class VLLMAsyncEngine(ServedModel):
         return time.perf_counter() - t0
 
     async def _reload(self, engine, path: str, version: int, manifest=None) -> WeightLoadError | None:
-        """Load `path` in the paused engine; None, or the error once the last good weights are back."""
-        try:
-            await self._load(engine, path, version, manifest)
-        except Exception as exc:
-            good = self.weights_path
-            log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
-                        good)  # fmt: skip
-            try:
-                await self._load(engine, good, self.version, self.weights_manifest)
-            except Exception as again:
-                log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
-                return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
-                                            f"({again})")  # fmt: skip
-            return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
-        self.version, self.weights_path, self.weights_manifest = version, path, manifest
-        return None
+        """Load `path` in the paused engine; None, or the error once the last good weights are back
+        (`EngineSurvival._reload_or_roll_back`)."""
+        return await self._reload_or_roll_back(
+            path, version, manifest, lambda: self._load(engine, path, version, manifest),
+            lambda good, good_manifest: self._load(engine, good, self.version, good_manifest))
 
     async def _load(self, engine, path: str, version: int, manifest=None) -> None:
         if path == self.model_dir:  # the model directory has no manifest: vLLM's own loader reads it

@@ -29,8 +29,9 @@ from serve.engines.vllm_common import (
     top_alternatives,
     vllm_sampling_params,
 )
+from serve.engines.vllm_survival import EngineSurvival, run_sync
 from serve.engines.vllm_worker_ext import load_tensors
-from serve.engines.weights_io import WeightRollback, WeightRollbackFailed, load_state_dict
+from serve.engines.weights_io import WeightRollbackFailed, load_state_dict
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class _Stream:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
 
-class VLLMEngine(ServedModel):
+class VLLMEngine(EngineSurvival, ServedModel):
     name = "vllm"
 
     def __init__(self, model_dir: str, settings):
@@ -56,16 +57,7 @@ class VLLMEngine(ServedModel):
         self._streams: dict[str, _Stream] = {}
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._failed: BaseException | None = None
-        self.weights_path = self.model_dir
-        self.weights_manifest = None  # the announced manifest of `weights_path` (None: the directory's own)
-        """The weights now served (the model directory, then each swapped-in version): a rebuild reloads them."""
-        self.failures: list[float] = []
-        """Monotonic times of engine failures (each followed by a rebuild), for the rebuild budget."""
-        self.fatal = False
-        """Set when the engine failed beyond its rebuild budget: the server process must exit non-zero."""
-        self.on_fatal = None
-        """Called (from the driver thread) once the engine is fatal; the server uses it to shut down."""
+        self._init_survival()  # weights served, rebuild budget, fatal (`on_fatal` is called from the driver thread)
         self._rebuilding = False
 
     @property
@@ -174,10 +166,8 @@ class VLLMEngine(ServedModel):
 
     def _rebuild_after(self, exc: BaseException) -> bool:
         """Rebuild the engine in this thread; False (and fatal) when the budget is spent or the rebuild fails."""
-        now = time.monotonic()
-        self.failures = [t for t in self.failures if now - t < self.settings.engine_rebuild_window_s] + [now]
-        if len(self.failures) > self.settings.engine_max_rebuilds:
-            return self._give_up(f"{len(self.failures)} engine failures in {self.settings.engine_rebuild_window_s:.0f}s")
+        if spent := self.budget.spend():
+            return self._give_up(spent)
         self._rebuilding = True
         try:
             self._shutdown_engine()
@@ -206,12 +196,7 @@ class VLLMEngine(ServedModel):
         gc.collect()
 
     def _give_up(self, why: str) -> bool:
-        log.critical("vllm engine is fatal (%s); the server exits", why)
-        self._failed = RuntimeError(why)
-        self.fatal = True
-        self._shutdown_engine()
-        if self.on_fatal is not None:
-            self.on_fatal()
+        self._declare_fatal(why, self._shutdown_engine)
         return False
 
     def _apply_commands(self, block: bool) -> None:
@@ -246,29 +231,16 @@ class VLLMEngine(ServedModel):
                 raise error  # the weights are an unknown mix: the driver's failure path takes the engine over
 
     def _reload(self, path: str, version: int, state: dict, manifest=None) -> WeightLoadError | None:
-        """Load `path` in place, between two steps; None, or the error after the last good weights are back.
+        """Load `state` (the verified tensors of `path`) in place, between two steps; None, or the error after the
+        last good weights are back (`EngineSurvival._reload_or_roll_back`; loads here are synchronous)."""
 
-        vLLM copies a checkpoint into the running model parameter by parameter, so a reload that fails midway
-        leaves two versions mixed: the last good weights (`weights_path`: the model directory until the first
-        swap) are then loaded again. Should that fail too, WeightRollbackFailed: nothing good is left to serve.
-        """
-        try:
+        async def load_new() -> None:
             self._load_state(state)
-        except Exception as exc:
-            good = self.weights_path
-            log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
-                        good)  # fmt: skip
-            try:
-                self._load_path(good, self.weights_manifest)
-            except Exception as again:
-                log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
-                return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
-                                            f"({again})")  # fmt: skip
-            return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
-        self.version = version
-        self.weights_path = path  # the last good weights: what a failed reload or an engine rebuild loads back
-        self.weights_manifest = manifest
-        return None
+
+        async def load_good(good: str, good_manifest) -> None:
+            self._load_path(good, good_manifest)
+
+        return run_sync(self._reload_or_roll_back(path, version, manifest, load_new, load_good))
 
     def _load_state(self, state: dict) -> None:
         """The verified tensors into the model in place (in-process: `collective_rpc` hands them over as they are)."""
