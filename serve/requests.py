@@ -12,16 +12,14 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import jsonschema
-from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from referencing import Registry
-from referencing.exceptions import NoSuchResource
 
 from serve.engines.grammar import GrammarLimits, GrammarUnavailable, SchemaNotSupported, tool_call_grammar
 from serve.errors import BadRequest, ContextTooLong, InvalidJSON, InvalidToolSchema, NotSupported, UnsafeJSON
 from serve.http_util import JSONLimits, loads_checked
 from slca.chat.hermes import function_of
 from slca.contracts import GroundTruth
+from slca.schema_registry import SAFE_REGISTRY
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 MAX_TOP_LOGPROBS = 20
@@ -233,13 +231,6 @@ def temperature_of(req: SamplingFields, settings) -> float:
 
 
 # --- tools -----------------------------------------------------------------------------------------
-def _refuse_retrieval(uri: str):
-    """No `$ref` is ever fetched: no network, no files. Only the JSON-schema metaschemas are known."""
-    raise NoSuchResource(ref=uri)
-
-
-SAFE_REGISTRY: Registry = Registry(retrieve=_refuse_retrieval).combine(SPECIFICATIONS)  # type: ignore[call-arg]
-"""Every jsonschema validator serve builds uses this registry (jsonschema's default fetches http:// refs)."""
 LATEST = jsonschema.Draft202012Validator
 RESPONSE_SCHEMA_KEYS = ("x-response-schema", "returns")
 

@@ -6,8 +6,9 @@ and `x-pack` (which real pack a real tool comes from, when two packs share a nam
 
 Schemas come from API callers, so checking and validating them is bounded (`sim.bounds`): a schema too large,
 too deep or with a refused regular expression is not a usable tool definition; no `$ref` is ever fetched (the
-registry's retrieve refuses: a remote or file reference is unresolvable, an error, never a request); regular
-expressions run in `sim.patterns` (timeout, no catastrophic backtracking); every keyword checks the deadline.
+registry, `slca.schema_registry`, shared with serve, refuses: a remote or file reference is unresolvable, an
+error, never a request); regular expressions run in `sim.patterns` (timeout, no catastrophic backtracking); every
+keyword checks the deadline.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from urllib.parse import urlsplit
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
-from referencing import Registry
-from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from sim import patterns
 from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, check_deadline, within
 from sim.lru import ByteLRU
+from slca.schema_registry import SAFE_REGISTRY
 
 GENERIC_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -93,14 +94,6 @@ def _depth_within(value: Any, limit: int) -> bool:
         return all(_depth_within(v, limit - 1) for v in value)
     return True
 
-
-def _refuse_retrieval(uri: str):
-    """The registry's retrieve: nothing outside the schema itself is ever read (no network, no files)."""
-    raise NoSuchResource(ref=uri)
-
-
-SAFE_REGISTRY: Registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
-"""Every validator SGLS builds uses this registry (jsonschema's default would fetch `http://` and `file://` refs)."""
 
 _PROBLEMS = ByteLRU(max_bytes=1 << 20)
 """Schema digest → why it is unusable (or None). Keyed by digest: a cached verdict costs ~200 bytes."""
