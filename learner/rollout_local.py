@@ -15,6 +15,7 @@ import torch
 
 from slca.chat.hermes import parse_tool_calls, function_of
 from slca.chat.messages import prompt_ids  # noqa: F401 — the API's prompt renderer, re-exported for callers
+from slca.chat.segments import generated_kinds, spans_of
 from slca.contracts import Segment, SegmentKind, ToolCallRecord, Trajectory
 
 
@@ -98,33 +99,11 @@ def sample_group(model, prompt: list[int], n: int, max_new: int, eos_id: int, ge
     return [Sample(row.ids, row.logprobs) for row in rows]
 
 
-def segment_generated(tokenizer, ids: list[int]) -> list[tuple[int, int, SegmentKind]]:  # noqa: C901
-    """Spans over `ids`: tokens overlapping a `<tool_call>…</tool_call>` block are tool_call, others summary;
-    an end-of-turn token belongs to the segment it closes. Works on the sampled ids (incremental decode)."""
-    text, bounds = "", []
-    for k in range(len(ids)):
-        nxt = tokenizer.decode(ids[: k + 1], skip_special_tokens=False)
-        bounds.append((len(text), len(nxt)))
-        text = nxt
-    blocks, pos = [], 0
-    while (s := text.find("<tool_call>", pos)) >= 0:
-        e = text.find("</tool_call>", s)
-        e = len(text) if e < 0 else e + len("</tool_call>")
-        blocks.append((s, e))
-        pos = e
-    kinds = []
-    for k, (a, b) in enumerate(bounds):
-        in_call = any(a < e and b > s for s, e in blocks)
-        if kinds and (b == a or ids[k] in tokenizer.all_special_ids):  # end of turn closes the previous segment
-            kinds.append(kinds[-1])
-        else:
-            kinds.append(SegmentKind.TOOL_CALL if in_call else SegmentKind.SUMMARY)
-    spans, start = [], 0
-    for k in range(1, len(kinds) + 1):
-        if k == len(kinds) or kinds[k] != kinds[start]:
-            spans.append((start, k, kinds[start]))
-            start = k
-    return spans
+def segment_generated(tokenizer, ids: list[int]) -> list[tuple[int, int, SegmentKind]]:
+    """Spans over the sampled `ids`, tagged as serve tags them (`slca.chat.segments`, docs/design.md#segments):
+    `<think>…</think>` is reasoning, `<tool_call>…</tool_call>` tool_call, the rest summary; a special token
+    (end of turn) belongs to the segment it closes."""
+    return spans_of(generated_kinds(tokenizer, ids, set(tokenizer.all_special_ids)))
 
 
 def build_trajectory(tokenizer, task_id: str, prompt: list[int], s: Sample, tools, version: int,

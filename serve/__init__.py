@@ -6,10 +6,11 @@ Where things live:
 - `chat.py`       POST /v1/chat/completions (tools, tool_choice, SSE);  `agent_api.py` POST /v1/agent/runs
 - `agent.py`      the multi-turn tool loop;  `tools.py` its tools: the sim (SGLS) through the tool protocol
 - `prompting.py`  chat template + Hermes tools, prompt tokens attributed per message
-- `segments.py`   segment kinds of sampled tokens (incremental decode);  `trajectory.py` Trajectory builder
+- `turns.py`      a model turn decoded and segmented (`slca.chat.segments`);  `trajectory.py` Trajectory builder
 - `recorder.py`   bounded XADD to slca:trajectories with back-pressure;  `swap.py` weight hot-swap
 - `admin.py`      /healthz /readyz /metrics /v1/models /admin/weights
 - `engines/`      one async interface (`base.py`), `hf.py`, `vllm_engine.py` (in-process) and `vllm_async.py`
-                  (engine core in its own process), forced-call grammars
+                  (engine core in its own process), what they share (`vllm_common.py`, `vllm_survival.py`),
+                  forced-call grammars
 - `cli.py`        `slca serve` (`slca bench serve` is ops': ops/bench/serve/)
 """

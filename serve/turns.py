@@ -11,8 +11,8 @@ from typing import Any
 from serve.engines.base import Engine, EngineError, GenerationResult, SamplingParams, generate
 from serve.errors import EngineUnavailable
 from serve.metrics import ServeMetrics
-from serve.segments import generated_kinds
 from slca.chat.hermes import ParsedCall
+from slca.chat.segments import generated_kinds
 from slca.contracts import SegmentKind, ToolCallRecord
 
 

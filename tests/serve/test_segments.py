@@ -6,8 +6,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from serve.prompting import continuation_ids, prompt_chunks, render, to_template_messages
-from serve.segments import generated_kinds, token_texts
 from serve.trajectory import TrajectoryBuilder
+from slca.chat.segments import generated_kinds, token_texts
 from slca.contracts import SegmentKind
 
 S, C, R = SegmentKind.SUMMARY, SegmentKind.TOOL_CALL, SegmentKind.REASONING

@@ -5,6 +5,9 @@ and `<tool_call>…</tool_call>` (delimiters included) as tool_call; everything 
 takes the kind of its first non-whitespace character (so "\n<" opening a block is tool_call); an
 all-whitespace token and the end-of-turn token take the kind of the token before them: the end-of-turn
 token belongs to the segment it closes.
+
+One segmenter for every component: serve tags its trajectories with it, and the learner's in-process rollouts
+(`learner/rollout_local.py`: test helpers, the TRL bench) with the same rules.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def char_kinds(text: str) -> list[SegmentKind]:
 
 
 def generated_kinds(tokenizer, token_ids: list[int], end_ids: set[int]) -> list[SegmentKind]:
-    """One segment kind per sampled token."""
+    """One segment kind per sampled token (`end_ids`: the end-of-turn tokens)."""
     texts = token_texts(tokenizer, token_ids)
     kinds_of_chars = char_kinds("".join(texts))
     out: list[SegmentKind] = []
@@ -63,3 +66,13 @@ def generated_kinds(tokenizer, token_ids: list[int], end_ids: set[int]) -> list[
             out.append(kinds_of_chars[offset + lead])
         offset += len(text)
     return out
+
+
+def spans_of(kinds: list[SegmentKind]) -> list[tuple[int, int, SegmentKind]]:
+    """Runs of equal kinds as half-open spans `(start, end, kind)` over the token positions."""
+    spans, start = [], 0
+    for k in range(1, len(kinds) + 1):
+        if k == len(kinds) or kinds[k] != kinds[start]:
+            spans.append((start, k, kinds[start]))
+            start = k
+    return spans
