@@ -29,8 +29,9 @@ def _learn(args: argparse.Namespace, config) -> int:
     from learner.loop import LoopContext, run_dir_of, run_learner
     from learner.metrics import LearnerMetrics
     from learner.settings import LearnerSettings
+    from slca.logs import setup_logging
 
-    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(message)s")
+    setup_logging(config.common.log_level)
     settings = config.get(LearnerSettings)
     updates = {k: v for k, v in (("max_steps", args.max_steps), ("estimator", args.estimator)) if v is not None}
     settings = settings.model_copy(update=updates)

@@ -4,7 +4,6 @@ Heavy imports inside the handlers."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from ops.bench.cli import register as register_benches
@@ -57,7 +56,9 @@ def register(commands, bench) -> None:
 
 
 def _logging(config) -> None:
-    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from slca.logs import setup_logging
+
+    setup_logging(config.common.log_level)
 
 
 def _up(args, config) -> int:

@@ -36,7 +36,9 @@ def run_serve(args, config) -> int:
     settings, common = _settings(args, config), config.common
     if not common.model_path().is_dir():
         raise CliError(f"model directory not found: {common.model_path()} (run `slca model fetch` or set common.model)")
-    logging.basicConfig(level=common.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from slca.logs import setup_logging
+
+    setup_logging(common.log_level)
     app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
     app.on_startup.append(_exit_when_engine_is_fatal)
     app.on_startup.append(_one_stop_signal)

@@ -68,8 +68,9 @@ def _assembler(args, config) -> int:
 
     from workers.assembler import run_assembler
     from workers.celery_app import make_celery_app
+    from slca.logs import setup_logging
 
-    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logging(config.common.log_level)
     s = _settings(config)
     url = config.common.redis_or_default()
     if s.metrics_port:

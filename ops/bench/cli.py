@@ -6,7 +6,6 @@ the code they measure.)"""
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 
@@ -124,7 +123,9 @@ def _ints(text: str) -> list[int]:
 
 
 def _logging(config) -> None:
-    logging.basicConfig(level=config.common.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from slca.logs import setup_logging
+
+    setup_logging(config.common.log_level)
 
 
 def _bench_queue(args, config) -> int:
