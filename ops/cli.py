@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ops.bench.cli import register as register_benches
-from ops.eval.cli import add_bench_arguments as add_bench_eval_arguments
-from ops.eval.cli import add_eval_arguments
-from ops.learning.cli import add_arguments as add_learning_arguments
+from ops.experiments.eval.cli import add_bench_arguments as add_bench_eval_arguments
+from ops.experiments.eval.cli import add_eval_arguments
+from ops.experiments.learning.cli import add_arguments as add_learning_arguments
 
 
 def register(commands, bench) -> None:
@@ -75,7 +75,7 @@ def _status(args, config) -> int:
 
 
 def _score(args, config) -> int:
-    from ops.score import run_score
+    from ops.experiments.score import run_score
 
     return run_score(args, config)
 
@@ -94,21 +94,21 @@ def _feed(args, config) -> int:
 
 
 def _eval(args, config) -> int:
-    from ops.eval.main import run_eval
+    from ops.experiments.eval.main import run_eval
 
     _logging(config)
     return run_eval(args, config)
 
 
 def _bench_eval(args, config) -> int:
-    from ops.eval.bench import run_bench_eval
+    from ops.experiments.eval.bench import run_bench_eval
 
     _logging(config)
     return run_bench_eval(args, config)
 
 
 def _bench_learning(args, config) -> int:
-    from ops.learning.main import run_bench_learning
+    from ops.experiments.learning.main import run_bench_learning
 
     _logging(config)
     return run_bench_learning(args, config)

@@ -157,7 +157,7 @@ def _bench_rl(args, config) -> int:
 
 def _bench_sft(args, config) -> int:
     from ops.bench.sft import run_sft_bench
-    from ops.warmstart.data import load_demonstrations
+    from ops.experiments.warmstart.data import load_demonstrations
 
     return run_sft_bench(args, config, load_demonstrations(config, args.pack, "train", args.seed))
 

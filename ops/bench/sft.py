@@ -183,7 +183,7 @@ def sft_report(result: ABResult, facts: dict) -> dict:
 
 
 def run_sft_bench(args, config, demos: list[Demonstration]) -> int:
-    """`slca bench sft` on demonstrations its caller (`ops.bench.cli`, from `ops.warmstart.data`) loaded."""
+    """`slca bench sft` on demonstrations its caller (`ops.bench.cli`, from `ops.experiments.warmstart.data`) loaded."""
     import sys
 
     from transformers import AutoTokenizer

@@ -1,2 +1,4 @@
-"""Experiment harnesses that compose the components: the controlled `slca train` run and the in-process server
-it drives (ops is the one package allowed to import serve, sim, workers and learner together)."""
+"""Training and judging runs: `slca train` (`train/`), the evaluation (`eval/`: `slca eval`, also the feed's
+held-out probe and the estimator comparison), `slca bench learning` (`learning/`), the warm start (`warmstart/`:
+`slca sft`, and the warm-started model `slca up` and the comparison start from), `slca score` (`score`), and the
+in-process server the runs drive (`inprocess_server`)."""

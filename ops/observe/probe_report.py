@@ -107,7 +107,7 @@ def probe_lines(entries: list[dict[str, Any]], last: int = 6) -> str:
 
 def paired_summary(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -> dict[str, Any] | None:
     """The v0 → latest comparison for `slca bench online`: the two rounds' per-item files copied under
-    `out/probe/`, the paired result per suite recomputed from them (`ops.eval.stats.compare`; the stream's
+    `out/probe/`, the paired result per suite recomputed from them (`ops.experiments.eval.stats.compare`; the stream's
     summary when the files are not on this machine), written to `out/probe_summary.json`."""
     if not rounds:
         return None
@@ -118,8 +118,8 @@ def paired_summary(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -
                                "latest_versions": [latest.version_min, latest.version_max], "mode": latest.mode,
                                "files": files, "rounds": len(rounds)}  # fmt: skip
     if base is not None and base.records in files and latest.records in files:
-        from ops.eval.stats import compare, summarize
-        from ops.eval.suite import read_jsonl
+        from ops.experiments.eval.stats import compare, summarize
+        from ops.experiments.eval.suite import read_jsonl
 
         a, b = ([x for x in read_jsonl(out / files[r.records]) if x.error is None] for r in (base, latest))
         summary.update(source="per-item files", baseline=summarize(a), latest=summarize(b), paired=compare(a, b))

@@ -2,9 +2,9 @@
 `summarise_round`) and what `slca status`, the dashboard and `slca bench online` read back (one reader,
 `ProbeRound.from_json`), plus the per-item files every round leaves under `<data_dir>/probe/`.
 
-A round is one run of the evaluation (`ops.eval.suite`) against the served API: success per suite with its Wilson
+A round is one run of the evaluation (`ops.experiments.eval.suite`) against the served API: success per suite with its Wilson
 95% interval, mean exec and pref rewards, tool turns, and the paired difference from the first round (v0, the
-warm start as served) with its bootstrap 95% interval and the exact McNemar p-value (`ops.eval.stats.compare`).
+warm start as served) with its bootstrap 95% interval and the exact McNemar p-value (`ops.experiments.eval.stats.compare`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ops.eval.stats import BFCL, BFCL_PREFIX, HELD_OUT, compare, summarize
-from ops.eval.suite import ItemRecord, read_jsonl, write_jsonl
+from ops.experiments.eval.stats import BFCL, BFCL_PREFIX, HELD_OUT, compare, summarize
+from ops.experiments.eval.suite import ItemRecord, read_jsonl, write_jsonl
 
 PROBE_SUFFIX = "stats:probe"
 """Capped stream (suffix after the prefix) of probe rounds: one field `json` per round (`ProbeRound.to_json`);
@@ -43,17 +43,17 @@ class ProbeRound:
     started_at: float
     seconds: float
     mode: str
-    """'greedy' or 'sampled' (`ops.eval.suite.EvalPlan.mode`)."""
+    """'greedy' or 'sampled' (`ops.experiments.eval.suite.EvalPlan.mode`)."""
     items: int
     """Items asked; the summaries count only those whose request succeeded (`items - failed_requests`)."""
     failed_requests: int
     records: str
     """The round's per-item file, relative to the data dir (`probe/v<version>.jsonl`)."""
     suites: dict[str, dict[str, Any]]
-    """Suite (test, novel, bfcl:<category>, pooled held_out and bfcl) → `ops.eval.stats.summarize`'s row (n,
+    """Suite (test, novel, bfcl:<category>, pooled held_out and bfcl) → `ops.experiments.eval.stats.summarize`'s row (n,
     success, ci_low, ci_high, exec, pref, errors) plus `tool_turns` (mean model turns that wrote a call)."""
     vs_v0: dict[str, dict[str, Any]]
-    """Suite → `ops.eval.stats.paired(v0 round, this round)`: n, a, b, diff, ci_low, ci_high (bootstrap 95%),
+    """Suite → `ops.experiments.eval.stats.paired(v0 round, this round)`: n, a, b, diff, ci_low, ci_high (bootstrap 95%),
     a_only, b_only, mcnemar_p. The v0 round compares with itself (diff 0)."""
     baseline_version: int
     """The version of the round `vs_v0` compares with."""

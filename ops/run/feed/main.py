@@ -99,7 +99,7 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
 def probe_eval_plan(ops: OpsSettings):
     """What a probe round asks: `slca eval`'s plan (same turn and token budgets) on the feed's pack, with the
     probe's splits, BFCL sample, mode and requests in flight."""
-    from ops.eval.suite import EvalPlan
+    from ops.experiments.eval.suite import EvalPlan
 
     per_category = ops.probe_bfcl_per_category
     bfcl = {"bfcl_per_category": per_category} if per_category else {"bfcl_categories": ()}
@@ -118,7 +118,7 @@ def make_prober(plan: FeedPlan, config: Config):
     except ImportError:
         log.warning("probe off: workers (the HierR scorer) are not installed")
         return None
-    from ops.eval.suite import plan_items
+    from ops.experiments.eval.suite import plan_items
     from ops.run.feed.probe import Prober, ProbePlan, redis_publisher
     from ops.observe.probe_rounds import PROBE_SUFFIX
 

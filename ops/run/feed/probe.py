@@ -1,4 +1,4 @@
-"""The held-out probe: the evaluation (`ops.eval.suite`) run against the served policy at its first readiness (v0)
+"""The held-out probe: the evaluation (`ops.experiments.eval.suite`) run against the served policy at its first readiness (v0)
 and again every `ops.probe_every_versions` published versions — the task pack's held-out splits (test, novel)
 and a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
 
@@ -25,9 +25,8 @@ from pathlib import Path
 
 import aiohttp
 
-from ops.eval.suite import EvalItem, EvalPlan, ItemRecord
+from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
 from ops.observe.probe_rounds import ProbeRound, RoundFiles, summarise_round
-from slca.contracts import SegmentKind, Trajectory
 
 log = logging.getLogger("slca.feed.probe")
 
@@ -35,7 +34,7 @@ PROBE_STREAM_MAXLEN = 10_000
 """The probe stream (`ops.observe.probe_rounds.PROBE_SUFFIX`) is capped at about this many rounds."""
 
 RunItems = Callable[[list[EvalItem]], Awaitable[list[ItemRecord]]]
-"""async items → records, in item order; a failed request is a record with `error` (`ops.eval.suite.run_items`)."""
+"""async items → records, in item order; a failed request is a record with `error` (`ops.experiments.eval.suite.run_items`)."""
 
 
 @dataclass(frozen=True)
@@ -60,18 +59,13 @@ class ProbePlan:
 
 
 def suite_runner(plan: ProbePlan) -> RunItems:
-    """The one call into the evaluation: `ops.eval.suite.run_items` against the served API."""
-    from ops.eval.suite import run_items
+    """The one call into the evaluation: `ops.experiments.eval.suite.run_items` against the served API."""
+    from ops.experiments.eval.suite import run_items
 
     async def run(items: list[EvalItem]) -> list[ItemRecord]:
         return await run_items(plan.url.rstrip("/"), plan.api_key, items, plan.eval)
 
     return run
-
-
-def tool_turns(traj: Trajectory) -> int:
-    """Model turns that wrote at least one tool call (what serve's slca_tool_turns observes)."""
-    return len({seg.turn for seg in traj.segments if seg.kind == SegmentKind.TOOL_CALL})
 
 
 class Prober:

@@ -28,7 +28,7 @@ from ops.run.supervisor.readiness import ReadinessPolicy
 from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.run.supervisor.supervisor import Supervisor
 from ops.run.supervisor.table import process_table, system_lines
-from ops.run.supervisor.warm_start import ensure_warm_start
+from ops.experiments.warmstart.model import ensure_warm_start
 from slca.config import OVERRIDES_ENV, Config, split_overrides
 from slca.redaction import redact_url
 from slca.redis_server import RedisServer

@@ -43,7 +43,7 @@ def synthetic_rounds(data_dir):
     """Three probe rounds as the probe leaves them (files under `data_dir`, summaries as published): 20 test
     and 10 novel tasks and 10 BFCL items; v0 solves 8 + 3 + 4, v30 (a swap mid-round: v30–v31) 12 + 4 + 4, v60
     15 + 5 + 5 with one request failed."""
-    from ops.eval.suite import ItemRecord
+    from ops.experiments.eval.suite import ItemRecord
     from ops.observe.probe_rounds import RoundFiles, summarise_round
 
     def records(version, solved, failed=()):
@@ -84,7 +84,7 @@ def test_status_lines_lead_with_the_paired_difference_from_v0(tmp_path):
 
 
 def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(tmp_path):
-    from ops.eval.suite import read_jsonl
+    from ops.experiments.eval.suite import read_jsonl
 
     entries = synthetic_rounds(tmp_path / "var")
     out = tmp_path / "run"

@@ -136,7 +136,7 @@ def probe_rounds(start: float) -> list:
     """Three held-out probe rounds over the history's versions, as the probe summarises them: 12 held-out tasks
     (8 test, 4 novel) and 4 BFCL items, more solved as the version rises (4 → 7 → 10 held-out). The last one saw a
     swap mid-round (versions 3 and 4)."""
-    from ops.eval.suite import ItemRecord
+    from ops.experiments.eval.suite import ItemRecord
     from ops.observe.probe_rounds import summarise_round
 
     def records(versions, solved):

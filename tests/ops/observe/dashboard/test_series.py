@@ -4,8 +4,8 @@ the held-out probe by version with its interval and its paired difference from v
 import pytest
 
 from ops.observe.dashboard.series import build_charts, moving_mean, probe, staleness, versions, zero_variance
-from ops.eval.stats import wilson
-from ops.eval.suite import ItemRecord
+from ops.experiments.eval.stats import wilson
+from ops.experiments.eval.suite import ItemRecord
 from ops.observe.probe_rounds import summarise_round
 from ops.observe.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_rounds, parse_stats
 

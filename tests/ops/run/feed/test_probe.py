@@ -2,7 +2,7 @@
 its per-item file written atomically and readable, its summary (Wilson intervals per suite, the paired difference
 from v0 with its bootstrap interval and McNemar p) computed from the records, dropped when a server restart failed
 too many requests, resumed from its files when the feed restarts mid-run. The evaluation itself is faked: it is
-`ops.eval.suite.run_items`' job (tests/ops/eval)."""
+`ops.experiments.eval.suite.run_items`' job (tests/ops/experiments/eval)."""
 
 import asyncio
 import json
@@ -10,8 +10,8 @@ import json
 import pytest
 from aiohttp import web
 
-from ops.eval.stats import mcnemar_exact, wilson
-from ops.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl
+from ops.experiments.eval.stats import mcnemar_exact, wilson
+from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl
 from ops.run.feed.probe import Prober, ProbePlan
 from ops.observe.probe_rounds import ROUND_SCHEMA, ProbeRound, RoundFiles, summarise_round
 from slca.redis_server import free_port

@@ -68,7 +68,7 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
 
 
 def test_warm_start_stage_runs_only_without_a_warm_model_and_explicit_model(tmp_path):
-    from ops.run.supervisor.warm_start import needs_warm_start, warm_model_dir
+    from ops.experiments.warmstart.model import needs_warm_start, warm_model_dir
     from slca.config import load_config
 
     base = [f"common.cache_dir={tmp_path}"]

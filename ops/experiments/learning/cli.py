@@ -1,0 +1,47 @@
+"""`slca bench learning` arguments (light: no heavy import here; the handler imports `ops.experiments.learning.main`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEFAULT_ARMS = "slca,grpo,toolpo,rltr,slca_decision"
+"""`ops.experiments.learning.arms.ARMS`, spelled out here so that `--help` needs no import of the learner."""
+
+
+def add_arguments(p) -> None:
+    p.description = (
+        "The estimator comparison: every arm trained from one warm start with the same budget and seeds, every "
+        "final model and the warm start evaluated greedily on the same held-out items (test + novel), and a "
+        "verdict per named comparison (slca vs each other arm, each arm vs the warm start) by a rule fixed "
+        "before the run: paired per-item differences, bootstrap 95% intervals over items and seeds, sign-flip "
+        "p-values, Holm at α = 0.05. Resumable: rerun the same command. Full run (GPU machine): slca bench "
+        "learning --steps 200 --eval-engine vllm --out bench/learning/<run>"
+    )
+    p.add_argument("--model", help="warm start: 'embedded', 'tiny', a cached model's name or a directory "
+                   "(default: ops.warm_model_name, the model `slca sft` writes)")  # fmt: skip
+    p.add_argument("--arms", "--estimators", dest="arms", default=DEFAULT_ARMS,
+                   help="comma-separated arms: an estimator and its advantage knobs (slca_decision = slca with "
+                        "learner.advantage.decision_token=true), or any registered estimator")  # fmt: skip
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated; ≥ 3 (the seed resampling needs them)")
+    p.add_argument("--steps", type=int, default=0,
+                   help="steps (= rollout groups) per run; 0: as many as fit in --minutes (measured calibration)")
+    p.add_argument("--minutes", type=float, default=110.0,
+                   help="time budget for the whole comparison; a plan estimated above it is refused (0: no limit)")
+    p.add_argument("--pack", default="everyday",
+                   help="task pack: its train split trains, its held-out splits (test, novel) evaluate; the same "
+                        "pool and split for every run (the seed changes only training order and sampling)")  # fmt: skip
+    p.add_argument("--eval-items", type=int, default=0,
+                   help="held-out items per evaluation: 0 = every item of test + novel (the real run, ≥ 200); N = a "
+                        "fixed seeded sample (smoke tests only)")  # fmt: skip
+    p.add_argument("--eval-max-tokens", type=int, default=256, help="generated tokens per turn in evaluation")
+    p.add_argument("--eval-engine", choices=["hf", "vllm"], default="hf",
+                   help="engine of the in-process evaluation server (vllm on a GPU machine)")
+    p.add_argument("--curve", choices=["eval", "reward"], default="eval",
+                   help="learning curve: the primary metric on --curve-items fixed held-out items every "
+                        "--curve-every steps, the warm start's outcome on the same items at step 0 (eval), or the "
+                        "per-step training reward (reward: no extra evaluation time)")  # fmt: skip
+    p.add_argument("--curve-every", type=int, default=0, help="steps between curve points (0: about 4 per run)")
+    p.add_argument("--curve-items", type=int, default=60, help="held-out items of a curve point (a fixed subset)")
+    p.add_argument("--out", type=Path, default=Path("bench/learning/estimators"))
+    p.add_argument("--plan-only", action="store_true", help="evaluate the warm start, calibrate, print the plan, stop")
+    p.add_argument("--train-arg", action="append", default=[], help="extra argument for every `slca train`")

@@ -1,0 +1,2 @@
+"""`slca train`: the controlled synchronous run — generate, score, update, publish (`controlled`; the command in
+`cli`)."""

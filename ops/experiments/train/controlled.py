@@ -1,0 +1,181 @@
+"""`slca train --estimator E --seed S --steps N`: a synchronous, controlled run for comparing estimators on
+equal budgets and seeds. Plan per step: pick a task (seeded) → one group of G episodes through the serve
+agent API (`return_trajectories`, `record: false`) → HierR scores (`workers.scoring.score_trajectory`, with the
+configured `workers` settings and the trained model's own tokenizer, as the online workers score) → one update
+→ publish vN through the online learner's path (`learner.publish.publish`: files, then `SET`+`PUBLISH` on
+Redis) → wait until the server serves vN → one JSON line of metrics.
+
+Which server follows the announcement: the in-process one (no `--api`) subscribes under a stream prefix of
+its own, `<common.stream_prefix>:train:<run id>`, so that a controlled run never hot-swaps the servers of a
+live system sharing the Redis, nor starts from its weights; with `--api`, the server at that URL must follow
+`<common.stream_prefix>:weights` on the configured Redis (`serve.subscribe_weights`)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from learner.settings import LearnerSettings
+from slca.contracts import SegmentKind, Streams, Trajectory
+
+SWAP_TIMEOUT_S = 600.0
+"""How long to wait for the server to serve a published version."""
+
+
+def post_json(url: str, body: dict, token: str | None = None, timeout: float = 900) -> dict:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        from slca.cli import CliError
+
+        raise CliError(f"{url}: HTTP {exc.code}: {exc.read()[:500].decode(errors='replace')}") from None
+
+
+def get_json(url: str, timeout: float = 30) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def scoring_settings(config, model_dir: Path):
+    """The configured `workers` settings, decoding with the trained model's own tokenizer unless one is set
+    (`workers.tokenizer`): the online workers score the same way (`WorkerSettings.with_tokenizer_of`)."""
+    scoring = config.section("workers")
+    return scoring.model_copy(update={"tokenizer": scoring.tokenizer or str(model_dir)})
+
+
+def wait_served(api: str, version: int, timeout_s: float = SWAP_TIMEOUT_S) -> float:
+    """Block until the server reports `version` as its policy version (it swaps after the announcement)."""
+    from slca.cli import CliError
+
+    t0 = time.perf_counter()
+    served = None
+    while time.perf_counter() - t0 < timeout_s:
+        served = get_json(f"{api}/v1/models")["data"][0].get("policy_version")
+        if served is not None and served >= version:
+            return time.perf_counter() - t0
+        time.sleep(0.05)
+    raise CliError(f"{api} still serves v{served} {timeout_s:.0f}s after v{version} was announced: does it follow "
+                   "the weights channel on this Redis (serve.subscribe_weights), and did the load fail (its log)?")
+
+
+def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring):
+    """G episodes of one task through the agent API, as a `RolloutGroup` scored with `scoring` settings."""
+    from slca.contracts import RolloutGroup, Trajectory
+    from slca.contracts.wire import validate
+    from workers.scoring import score_trajectory
+
+    body = {"messages": task.messages, "tools": task.tools, "task_id": task.task_id,
+            "ground_truth": task.ground_truth.model_dump(mode="json"), "n": settings.train_group_size,
+            "temperature": settings.train_temperature, "top_p": 1.0, "max_tokens": settings.train_max_tokens,
+            "max_turns": 3, "seed": seed, "record": False, "return_trajectories": True, "stream": False}  # fmt: skip
+    reply = post_json(f"{api}/v1/agent/runs", body)
+    trajs = [validate(Trajectory, run["trajectory"]) for run in reply["runs"]]
+    rewards = [score_trajectory(t, scoring) for t in trajs]
+    versions = [t.policy_version for t in trajs]
+    return RolloutGroup(task_id=task.task_id, policy_version_min=min(versions), policy_version_max=max(versions),
+                        trajectories=trajs, rewards=rewards)  # fmt: skip
+
+
+def run_train_cli(args, config) -> int:
+    from tqdm import tqdm
+
+    import redis
+    import torch
+
+    from learner.loop import run_dir_of
+    from learner.model import load_policy
+    from learner.publish import publish
+    from learner.trainer import Trainer
+    from slca.cli import CliError
+
+    settings = config.get(LearnerSettings).model_copy(update={"estimator": args.estimator, "seed": args.seed})
+    common = config.common
+    model_dir = Path(settings.init_model).expanduser() if settings.init_model else common.model_path()
+    if not (model_dir / "config.json").is_file():
+        raise CliError(f"model not found: {model_dir}")
+    scoring = scoring_settings(config, model_dir)
+    try:
+        from sim.tasks import load_tasks
+
+        tasks = load_tasks(args.pack, "train", args.seed)
+    except (ImportError, ValueError) as exc:
+        raise CliError(f"cannot load task pack {args.pack!r}: {exc}") from None
+    run_dir = run_dir_of(settings, common) / f"train-{args.estimator}-{args.seed}"
+    log_path = Path(args.log) if args.log else run_dir / "metrics.jsonl"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    client = redis.Redis.from_url(common.redis_or_default())
+    try:
+        client.ping()  # before any work: every version is announced there
+    except redis.ConnectionError as exc:
+        raise CliError(f"cannot reach Redis at {common.redis_or_default()} (weights are announced there; set "
+                       f"common.redis_url): {exc}") from None  # fmt: skip
+    server, api, streams = open_server(config, args.api)
+    weights_key = server.common.weights_key if server is not None else common.weights_key
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    try:
+        policy = load_policy(model_dir, settings)
+        trainer = Trainer(policy, settings)
+        version = 0
+        with open(log_path, "a") as log, tqdm(total=args.steps, desc=f"train {args.estimator}", unit="step") as bar:
+            for step in range(1, args.steps + 1):
+                task = rng.choice(tasks)
+                t0 = time.perf_counter()
+                group = generate_group(api, task, settings, rng.randrange(2**31), scoring)
+                gen_s = time.perf_counter() - t0
+                report = trainer.train_step([group])
+                manifest, publish_s = publish(policy.model, model_dir, run_dir / "weights", version, step,
+                                              str(model_dir), client, streams, settings.keep_versions,
+                                              weights_key=weights_key)  # fmt: skip
+                swap_s = wait_served(api, manifest.version)
+                version = manifest.version
+                line = {"step": step, "estimator": args.estimator, "seed": args.seed, "task_id": task.task_id,
+                        "version": version, **group_means(group), "loss": report.loss,
+                        "scorer_version": scoring.scorer_version, "tokens": report.tokens, "generate_s": gen_s,
+                        "step_s": report.seconds, "publish_s": publish_s, "swap_s": swap_s, **report.metrics}  # fmt: skip
+                log.write(json.dumps(line) + "\n")
+                log.flush()
+                bar.update(1)
+                bar.set_postfix(exec=f"{line['exec_mean']:.2f}", loss=f"{report.loss:.3f}")
+    finally:
+        if server is not None:
+            server.stop()
+            client.delete(streams.weights_latest)  # the run's private announcement key
+        client.close()
+    print(f"wrote {log_path}")
+    return 0
+
+
+def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
+    """(in-process server or None, base URL, the streams whose weight announcements that server follows)."""
+    common = config.common
+    if api is not None:
+        return None, api.rstrip("/"), Streams(common.stream_prefix)
+    from ops.experiments.inprocess_server import InProcessServer
+
+    streams = Streams(f"{common.stream_prefix}:train:{uuid.uuid4().hex[:12]}")
+    server = InProcessServer(config, streams.prefix).start()
+    return server, server.url, streams
+
+
+def tool_turns(traj: Trajectory) -> int:
+    """Model turns that wrote at least one tool call (what serve's slca_tool_turns observes)."""
+    return len({seg.turn for seg in traj.segments if seg.kind == SegmentKind.TOOL_CALL})
+
+
+def group_means(group) -> dict[str, float]:
+    n = group.size
+    return {"exec_mean": sum(r.exec for r in group.rewards) / n, "pref_mean": sum(r.pref for r in group.rewards) / n,
+            "tool_turns_mean": sum(tool_turns(t) for t in group.trajectories) / n,
+            "omission_rate": sum(r.omission_penalized for r in group.rewards) / n}  # fmt: skip

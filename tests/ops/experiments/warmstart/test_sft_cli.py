@@ -1,0 +1,52 @@
+"""`slca sft` and `slca bench sft` smoke runs on the tiny model (demonstrations from the sim, via ops.experiments.warmstart)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from learner.sft_schedule import lr_at
+from slca.cli import main
+
+
+def test_sft_trains_on_grouped_batches_with_the_step_schedule(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "sft-out"
+    rc = main(["--set", "learner.precision=fp32", "sft", "--model", str(tiny_model_dir), "--steps", "3",
+               "--batch-tokens", "1600", "--eval-tasks", "0", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    assert "sft precision: float32 (requested)" in capsys.readouterr().out
+    summary = json.loads((out / "sft-summary.json").read_text())
+    history = summary["history"]
+    assert [h["lr"] for h in history] == pytest.approx([lr_at(k, k / 3, 5e-5) for k in range(3)])
+    assert all(h["tokens"] <= 1600 or h["examples"] == 1 for h in history)  # real ≤ padded ≤ the budget
+    assert all(h["padding"] < 0.1 for h in history) and summary["tokens_per_s"] > 0
+
+
+def test_bench_sft_prints_and_writes_old_vs_new(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "bench" / "sft.json"
+    rc = main(["--set", "learner.sft_batch=2", "bench", "sft", "--model", str(tiny_model_dir), "--steps", "10",
+               "--pairs", "3", "--warmup", "0", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "sft precision:" in printed and "new ÷ old" in printed and "tokens/s" in printed
+    report = json.loads(out.read_text())
+    old, new = report["loops"]["old"], report["loops"]["new"]
+    for loop in (old, new):
+        assert loop["windows"] == 3 and loop["tokens_per_s"] > 0 and loop["s_per_step"] > 0
+    assert old["steps"] == 30 and old["examples_per_step"] == 2 and old["real_tokens"] == new["real_tokens"]
+    assert new["padding_share"] < old["padding_share"]
+    assert report["ratio"]["tokens_per_s"] == report["ab"]["median_ratio"] and len(report["ab"]["windows"]) == 6
+    assert report["model"] == tiny_model_dir.name and str(tmp_path) not in out.read_text()
+    assert {"command", "precision", "threads", "batch_tokens", "steps_per_window"} <= report.keys()
+    assert out.with_suffix(".md").is_file()
+
+
+def test_sft_smoke_on_tiny(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "sft-out"
+    rc = main(["--set", "learner.sft_batch=2", "sft", "--model", str(tiny_model_dir), "--steps", "1",
+               "--eval-tasks", "0", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "sft-summary.json").read_text())
+    assert summary["steps"] == 1 and summary["first_loss"] > 0
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
