@@ -1,7 +1,7 @@
 """`slca learn` (heavy imports inside handlers); `slca bench learner` is ops' (ops/bench/learner_step.py).
 
-The commands that feed the learner from other components are ops': `slca train` (`ops.experiments.cli`: the
-controlled run through serve and workers), `slca sft` (`ops.warmstart.cli`: demonstrations from the sim) and
+The commands that feed the learner from other components are ops': `slca train` (`ops.experiments.train.cli`: the
+controlled run through serve and workers), `slca sft` (`ops.experiments.warmstart.cli`: demonstrations from the sim) and
 `slca bench sft` (`ops.bench.sft`)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 autocast where the CPU has native bf16, lr 5e-5, linear warm-up then decay; the raw SmolLM2 never emits a tool
 call, so RL needs this).
 
-Plan: encode the demonstrations (loaded by the caller, `ops.warmstart`) → measure the parseable-call share on held-out tasks → train within the time/step
+Plan: encode the demonstrations (loaded by the caller, `ops.experiments.warmstart`) → measure the parseable-call share on held-out tasks → train within the time/step
 budget → measure again → save atomically to `--out`. Batches are length-grouped under a token budget
 (`sft_batching`), the loss and logits are on assistant tokens only (`sft_step`), and the lr follows the spent
 fraction of the real budget (`sft_schedule`)."""
@@ -143,7 +143,7 @@ def pad_id_of(tokenizer) -> int:
 
 
 def run_sft(args, config, demos: list[Demonstration], held_out: list[Task]) -> int:
-    """`slca sft` once its caller (`ops.warmstart.cli`) has loaded the train demonstrations and the held-out
+    """`slca sft` once its caller (`ops.experiments.warmstart.cli`) has loaded the train demonstrations and the held-out
     tasks of the pack: the learner imports no other component."""
     from transformers import AutoTokenizer
 

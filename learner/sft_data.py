@@ -3,8 +3,8 @@
 Conversation = system (`<tools>` schemas, `slca.chat.hermes.render_tools_system`) → user → assistant
 `<tool_call>` blocks → tool `<tool_response>` → … → final assistant answer. Labels are the token ids on
 assistant content (and its end-of-turn token), -100 elsewhere: the model never learns to write tool results.
-The caller hands the demonstrations in (`ops.warmstart.data` loads them from the sim's task packs): the learner
-imports no other component."""
+The caller hands the demonstrations in (`ops.experiments.warmstart.data` loads them from the sim's task packs): the
+learner imports no other component."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ start=$(date +%s)
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
 # Optional, best effort: headless Chromium (Debian package) for the dashboard's browser test, only when asked
 # (SLCA_INSTALL_BROWSER=1) or under CI (CI=true), with apt-get and as root. Never fails the install: without it
-# tests/ops/dashboard/test_browser.py is skipped.
+# tests/ops/observe/dashboard/test_browser.py is skipped.
 if { [ "${SLCA_INSTALL_BROWSER:-0}" = 1 ] || [ "${CI:-}" = true ]; } && ! command -v chromium >/dev/null 2>&1 \
    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } || \

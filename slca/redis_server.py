@@ -1,7 +1,7 @@
 """An owned `redis-server` process: a free port, its own data dir, killable and restartable.
 
 Used by the test harness (every test owns its Redis, never the machine's shared one on 6379) and by
-`slca up` when no Redis is configured (with a password and a memory bound: ops/supervisor/up.py).
+`slca up` when no Redis is configured (with a password and a memory bound: ops/run/supervisor/up.py).
 
 The configuration goes to `redis-server -` on stdin, not on its command line: a password in argv would be
 readable by every local user (`ps`).

@@ -1,7 +1,7 @@
 """Batched greedy generation with transformers: left-padded prompts, the new token ids back.
 
-The one offline generation path of the components that cannot import each other: evaluation (`ops.eval`) and the
-warm start's before/after check (`learner.sft`). The served path (`serve/engines/`) streams, samples and swaps
+The one offline generation path of the components that cannot import each other: evaluation (`ops.experiments.eval`)
+and the warm start's before/after check (`learner.sft`). The served path (`serve/engines/`) streams, samples and swaps
 weights; this one only answers "what does the model say, greedily, to these prompts".
 """
 

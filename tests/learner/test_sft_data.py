@@ -1,4 +1,4 @@
-"""The SFT data labels (the `slca sft` smoke runs are in tests/ops/warmstart)."""
+"""The SFT data labels (the `slca sft` smoke runs are in tests/ops/experiments/warmstart)."""
 
 from __future__ import annotations
 
