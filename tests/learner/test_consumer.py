@@ -9,7 +9,8 @@ import pytest
 
 from learner.consumer import GroupConsumer, consumer_name
 from slca.contracts import Streams, encode_entry
-from tests.learner.advantages.groups import K, reward, rollout_group, trajectory
+from tests.learner.advantages.groups import K, reward, rollout_group
+from tests.support.trajectories import trajectory
 
 SPEC = [(K.SYSTEM, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1), (K.SUMMARY, 2)]
 

@@ -6,8 +6,8 @@ import json
 
 
 from slca.contracts import encode_entry
-from tests.learner.conftest import load_weights, wait_for_version
 from tests.learner.two_tools import TwoToolTask, choice_probability, exec_mean
+from tests.support.learner import load_weights, wait_for_version
 
 MAX_STEPS = 25
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from slca.contracts import encode_entry
-from tests.learner.conftest import wait_for_version
 from tests.learner.two_tools import TwoToolTask
+from tests.support.learner import wait_for_version
 
 N_GROUPS = 8
 

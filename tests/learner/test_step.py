@@ -7,7 +7,8 @@ import torch
 from learner.advantages.batch import TOOL_CALL
 from learner.settings import LearnerSettings
 from learner.step import prepare_group
-from tests.learner.advantages.groups import K, reward, rollout_group, trajectory
+from tests.learner.advantages.groups import K, reward, rollout_group
+from tests.support.trajectories import trajectory
 
 # turn 0: a call (forced by tool_choice in the constrained member), turn 1: another call, turn 2: the answer
 SPEC = [(K.SYSTEM, 2), (K.USER, 1), (K.TOOL_CALL, 3), (K.TOOL_RESULT, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1),

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from slca.contracts import SegmentKind, Streams, Trajectory, decode_entry
-from tests.serve.conftest import ADMIN_TOKEN, WEATHER_TOOL
+from tests.support.serve import ADMIN_TOKEN, WEATHER_TOOL
 
 TOLERANCE = 2e-3
 """hf engine (fp32, batched, left-padded, KV cache) vs a fresh fp32 teacher-forced forward: same model and
@@ -127,7 +127,7 @@ def test_the_prompt_is_rendered_once_per_request_whatever_n(tiny_model_dir, serv
     import asyncio
 
     import serve.prompting
-    from tests.serve.conftest import run_in_app
+    from tests.support.serve import run_in_app
 
     renders = []
     real = serve.prompting.message_texts

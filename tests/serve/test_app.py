@@ -11,7 +11,7 @@ import pytest
 
 from serve.settings import ServeSettings
 from slca.contracts import Streams, Trajectory, decode_entry
-from tests.serve.conftest import ADMIN_TOKEN, WEATHER_TOOL, run_in_app
+from tests.support.serve import ADMIN_TOKEN, WEATHER_TOOL, run_in_app
 
 
 def test_agent_runs_stream_progress_events(tiny_model_dir, serve_redis):

@@ -10,7 +10,7 @@ from serve.auth import granted
 from serve.settings import ServeSettings
 from slca.config import CommonSettings, ConfigError, load_config
 from slca.contracts import Streams, Trajectory, decode_entry
-from tests.serve.conftest import run_in_app
+from tests.support.serve import run_in_app
 
 RECORD_KEY, SERVE_KEY, ADMIN = "rec-key-1", "serve-key-1", "admin-tok-1"
 KEYS = {RECORD_KEY: ["record"], SERVE_KEY: ["serve"]}

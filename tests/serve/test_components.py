@@ -12,15 +12,10 @@ from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
 from serve.tools import UnavailableToolProvider, make_tool_provider
-from slca.contracts import Segment, SegmentKind, Streams, Trajectory
-from tests.serve.conftest import WEATHER_TOOL
-from tests.serve.weights_util import publish_version
-
-
-def _traj(i: int) -> Trajectory:
-    return Trajectory(task_id=f"t{i}", policy_version=0, tokens=[1, 2], logprobs=[None, -0.5],
-                      segments=[Segment(start=0, end=1, kind=SegmentKind.USER),
-                                Segment(start=1, end=2, kind=SegmentKind.SUMMARY)])  # fmt: skip
+from slca.contracts import Streams
+from tests.support.serve import WEATHER_TOOL
+from tests.support.trajectories import trajectory
+from tests.support.weights import publish_version
 
 
 def test_recorder_stops_at_the_bound_and_counts_backpressure(redis_url):
@@ -28,7 +23,7 @@ def test_recorder_stops_at_the_bound_and_counts_backpressure(redis_url):
         client = aioredis.Redis.from_url(redis_url)
         metrics = ServeMetrics()
         recorder = TrajectoryRecorder(client, Streams("bp"), max_len=2, metrics=metrics)
-        added = [await recorder.record(_traj(i)) for i in range(4)]
+        added = [await recorder.record(trajectory(task_id=f"t{i}")) for i in range(4)]
         length = await client.xlen("bp:trajectories")
         await client.aclose()
         return added, length, metrics
@@ -44,7 +39,7 @@ def test_recorder_never_raises_when_redis_is_down():
     async def main():
         client = aioredis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0")
         metrics = ServeMetrics()
-        ok = await TrajectoryRecorder(client, Streams(), 10, metrics).record(_traj(0))
+        ok = await TrajectoryRecorder(client, Streams(), 10, metrics).record(trajectory(task_id="t0"))
         await client.aclose()
         return ok, metrics.record_failures._value.get()
 

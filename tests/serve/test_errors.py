@@ -8,18 +8,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from tests.serve.conftest import WEATHER_TOOL, run_in_app
+from tests.support.serve import WEATHER_TOOL, raw_post, run_in_app
 
 USER = [{"role": "user", "content": "hi"}]
-
-
-def raw_post(url: str, data: bytes) -> tuple[int, dict, dict]:
-    req = urllib.request.Request(url, data, {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read()), dict(r.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read()), dict(exc.headers)
 
 
 BAD_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": 7}}}}}

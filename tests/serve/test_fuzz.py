@@ -13,7 +13,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from tests.serve.conftest import ADMIN_TOKEN, ServerProcess
+from tests.support.serve import ADMIN_TOKEN, ServerProcess
 
 EXAMPLES_PER_OPERATION = 30
 

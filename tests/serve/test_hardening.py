@@ -207,7 +207,7 @@ def test_a_hang_up_cancels_the_engine_work_within_a_second(tiny_model_dir, serve
     import asyncio
     import logging
 
-    from tests.serve.conftest import run_in_app
+    from tests.support.serve import run_in_app
 
     from serve.keys import ENGINE, METRICS
 
@@ -231,7 +231,7 @@ def test_a_hang_up_cancels_the_engine_work_within_a_second(tiny_model_dir, serve
 def test_over_the_admission_bound_is_429_with_retry_after(tiny_model_dir, serve_redis):
     import asyncio
 
-    from tests.serve.conftest import run_in_app
+    from tests.support.serve import run_in_app
 
     from serve.keys import ENGINE
 
@@ -258,7 +258,7 @@ def test_over_the_admission_bound_is_429_with_retry_after(tiny_model_dir, serve_
 def test_a_stream_past_the_engine_timeout_ends_with_an_error_event(tiny_model_dir, serve_redis):
     import asyncio
 
-    from tests.serve.conftest import run_in_app
+    from tests.support.serve import run_in_app
 
     async def scenario(client, app):
         response = await client.post(CHAT, json={**LONG, "stream": True})
@@ -273,7 +273,7 @@ def test_healthz_answers_within_100ms_while_16_long_outputs_decode(tiny_model_di
     import asyncio
     import gc
 
-    from tests.serve.conftest import run_in_app
+    from tests.support.serve import run_in_app
 
     async def scenario(client, app):
         assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2})).status == 200  # warm up

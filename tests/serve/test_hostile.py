@@ -14,8 +14,7 @@ import time
 import urllib.request
 
 import pytest
-from tests.serve.conftest import WEATHER_TOOL
-from tests.serve.test_errors import raw_post
+from tests.support.serve import WEATHER_TOOL, raw_post
 
 from ops.bench.hostile import worst_bodies
 

@@ -8,7 +8,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.serve.conftest import WEATHER_TOOL
+from tests.support.serve import WEATHER_TOOL
 
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 

@@ -5,7 +5,7 @@ import os
 import signal
 import time
 
-from tests.serve.conftest import ServerProcess
+from tests.support.serve import ServerProcess
 
 
 def test_sigint_then_sigterm_is_one_clean_stop(serve_redis, tiny_model_dir, tmp_path):

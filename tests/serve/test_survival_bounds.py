@@ -11,13 +11,10 @@ import redis.asyncio as aioredis
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
-from slca.contracts import Segment, SegmentKind, Streams, Trajectory
+from slca.contracts import SegmentKind, Streams
+from tests.support.trajectories import trajectory
 
-
-def _big_traj(i: int, tokens: int = 3000) -> Trajectory:
-    return Trajectory(task_id=f"t{i}", policy_version=0, tokens=list(range(tokens)), logprobs=[None] + [-0.5] * (tokens - 1),
-                      segments=[Segment(start=0, end=1, kind=SegmentKind.USER),
-                                Segment(start=1, end=tokens, kind=SegmentKind.SUMMARY)])  # fmt: skip
+BIG = [(SegmentKind.USER, 1), (SegmentKind.SUMMARY, 2999)]  # 3000 tokens
 
 
 def test_recorder_stops_at_the_byte_bound_and_counts_backpressure(redis_url):
@@ -27,7 +24,8 @@ def test_recorder_stops_at_the_byte_bound_and_counts_backpressure(redis_url):
         client = aioredis.Redis.from_url(redis_url)
         metrics = ServeMetrics()
         recorder = TrajectoryRecorder(client, Streams("bytes"), max_len=10_000, metrics=metrics, max_bytes=max_bytes)
-        added = [await recorder.record(_big_traj(i)) for i in range(40)]  # ~15 kB each: ~600 kB offered
+        # ~15 kB each: ~600 kB offered
+        added = [await recorder.record(trajectory(BIG, task_id=f"t{i}")) for i in range(40)]
         used = await client.memory_usage("bytes:trajectories", samples=0)
         length = await client.xlen("bytes:trajectories")
         await client.aclose()

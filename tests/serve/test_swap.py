@@ -24,8 +24,8 @@ from serve.engines.base import WeightLoadError
 from serve.engines.weights_io import check_weight_dir, load_state_dict
 from slca.contracts import Streams, Trajectory, decode_entry
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
-from tests.serve.conftest import ADMIN_TOKEN, ServerProcess
-from tests.serve.weights_util import WEIGHTS_KEY, publish_version
+from tests.support.serve import ADMIN_TOKEN, ServerProcess
+from tests.support.weights import WEIGHTS_KEY, publish_version
 
 
 @pytest.fixture(scope="module")

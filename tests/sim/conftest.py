@@ -23,7 +23,3 @@ def make_sim(redis_url, metrics_registry):
 
     # Redis clients are per event loop and each test's `asyncio.run` closes its loop (and its connections).
     return build
-
-
-def metric(registry: CollectorRegistry, name: str, **labels) -> float:
-    return registry.get_sample_value(name, labels) or 0.0

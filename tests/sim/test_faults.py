@@ -12,7 +12,7 @@ import pytest
 from sim.faults import FAULT_KINDS, FaultPlan
 from sim.schemas import is_valid
 from sim.tasks.catalog import SIMULATED_TOOLS, simulated_by_name
-from tests.sim.conftest import metric
+from tests.support.metrics import metric
 
 N = 1000
 

@@ -17,7 +17,7 @@ from sim.schemas import is_valid, tool_spec, validation_error
 from sim.settings import SimSettings
 from sim.synth import synthesise
 from sim.tasks.catalog import SIMULATED_TOOLS
-from tests.sim.conftest import metric
+from tests.support.metrics import metric
 
 
 def _all_tools() -> list[dict]:

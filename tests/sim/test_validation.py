@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from sim.tasks.catalog import SIMULATED_TOOLS
-from tests.sim.conftest import metric
+from tests.support.metrics import metric
 
 NESTED = {"type": "function", "function": {"name": "create_order", "description": "Create an order.", "parameters": {
     "type": "object", "additionalProperties": False, "required": ["customer", "items"],

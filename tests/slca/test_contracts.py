@@ -10,7 +10,6 @@ from slca.contracts import (
     ContractError,
     Reward,
     RolloutGroup,
-    Segment,
     SegmentKind,
     Trajectory,
     WeightManifest,
@@ -19,6 +18,7 @@ from slca.contracts import (
     load_json,
     load_msgpack,
 )
+from tests.support.trajectories import trajectory
 
 KINDS = list(SegmentKind)
 
@@ -26,24 +26,14 @@ KINDS = list(SegmentKind)
 @st.composite
 def trajectories(draw, task_id: str | None = None):
     """Random valid trajectories: a sequence of non-empty spans of random kinds."""
-    n_segments = draw(st.integers(1, 8))
-    lengths = draw(st.lists(st.integers(1, 6), min_size=n_segments, max_size=n_segments))
-    kinds = draw(st.lists(st.sampled_from(KINDS), min_size=n_segments, max_size=n_segments))
-    segments, tokens, logprobs, pos = [], [], [], 0
-    for turn, (length, kind) in enumerate(zip(lengths, kinds)):
-        segments.append(Segment(start=pos, end=pos + length, kind=kind, turn=turn))
+    spec = draw(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(1, 6)), min_size=1, max_size=8))
+    tokens, logprobs = [], []
+    for kind, length in spec:
         tokens += draw(st.lists(st.integers(0, 49151), min_size=length, max_size=length))
         lp = st.floats(-30.0, 0.0, allow_nan=False) if kind.generated else st.none()
         logprobs += draw(st.lists(lp, min_size=length, max_size=length))
-        pos += length
-    return Trajectory(
-        task_id=task_id or draw(st.text(min_size=1, max_size=8)),
-        policy_version=draw(st.integers(0, 100)),
-        tokens=tokens,
-        logprobs=logprobs,
-        segments=segments,
-        meta={"engine": "hf"},
-    )
+    return trajectory(spec, tokens=tokens, logprobs=logprobs, task_id=task_id or draw(st.text(min_size=1, max_size=8)),
+                      policy_version=draw(st.integers(0, 100)), meta={"engine": "hf"})  # fmt: skip
 
 
 @given(trajectories())

@@ -10,10 +10,10 @@ def test_owned_redis_is_not_the_shared_one(redis_server, redis_client):
     assert redis_client.ping()
 
 
-def test_aof_survives_sigkill(redis_server, redis_client):
-    redis_client.xadd("s", {"k": "v"})
-    redis_server.restart()  # SIGKILL then start on the same dir and port
-    assert redis_client.xlen("s") == 1
+def test_aof_survives_sigkill(durable_redis_server, durable_redis_client):
+    durable_redis_client.xadd("s", {"k": "v"})
+    durable_redis_server.restart()  # SIGKILL then start on the same dir and port
+    assert durable_redis_client.xlen("s") == 1
 
 
 def test_celery_worker_runs_tasks_and_redelivers_after_sigkill(celery_workers, redis_url):

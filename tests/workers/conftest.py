@@ -1,11 +1,12 @@
+"""Fixtures of the workers tests: real `slca worker` scoring processes, settings, a client of the owned Redis."""
+
 import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, CeleryWorkers
-from tests.workers.builders import TrajectoryBuilder
+from tests.support.processes import REPO, CeleryWorkers
 from workers.settings import WorkerSettings
 
 
@@ -27,53 +28,27 @@ class ScoringWorkers(CeleryWorkers):
 
 
 @pytest.fixture(scope="session")
-def tiny_tokenizer(tiny_model_dir):
-    from workers.scoring.extract import load_tokenizer
-
-    return load_tokenizer(str(tiny_model_dir))
-
-
-@pytest.fixture(scope="session")
-def builder(tiny_tokenizer) -> TrajectoryBuilder:
-    return TrajectoryBuilder(tiny_tokenizer)
-
-
-@pytest.fixture(scope="session")
 def settings() -> WorkerSettings:
     return WorkerSettings()
 
 
 @pytest.fixture
-def fast_redis(tmp_path):
-    """An owned Redis with AOF fsync once a second (the production default): for tests that push volume.
-    The `redis_server` fixture's fsync-per-write costs several ms per write on this shared disk."""
-    from slca.redis_server import RedisServer
-
-    server = RedisServer(tmp_path / "redis-fast", appendonly=True, appendfsync="everysec").start()
-    yield server
-    server.kill()
+def client(redis_client):
+    """The owned Redis's client under the name the consumer, group and stream-bound tests use."""
+    return redis_client
 
 
 @pytest.fixture
-def client(fast_redis):
-    """A client of `fast_redis` (the tests of consumers, groups and stream bounds share it)."""
-    import redis
-
-    c = redis.Redis.from_url(fast_redis.url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def fast_celery_workers(fast_redis, tmp_path):
-    workers = ScoringWorkers(fast_redis.url, tmp_path)
+def scoring_workers(redis_url, tmp_path):
+    """`ScoringWorkers` on the owned Redis (`redis_server`)."""
+    workers = ScoringWorkers(redis_url, tmp_path)
     yield workers
     workers.stop_all()
 
 
 @pytest.fixture
-def scoring_workers(redis_url, tmp_path):
-    """`ScoringWorkers` on the `redis_server` fixture (AOF fsync per write: the Redis-restart test)."""
-    workers = ScoringWorkers(redis_url, tmp_path)
+def durable_scoring_workers(durable_redis_url, tmp_path):
+    """`ScoringWorkers` on `durable_redis_server` (fsync per write): the Redis-restart test."""
+    workers = ScoringWorkers(durable_redis_url, tmp_path)
     yield workers
     workers.stop_all()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import redis
 
-from slca.contracts import GoldCall, GroundTruth, RolloutGroup, Streams, Trajectory, decode_entry, encode_entry
-from tests.workers.builders import TrajectoryBuilder, call
+from slca.contracts import RolloutGroup, Streams, Trajectory, decode_entry, encode_entry
+from tests.support.trajectories import TrajectoryBuilder, episodes
 from workers.settings import WorkerSettings
 
 FAST = {"group_size": 4, "visibility_timeout_s": 4.0, "restore_interval_s": 1, "group_timeout_s": 30.0, "claim_idle_ms": 3000,
@@ -34,18 +33,10 @@ class RunningAssembler:
 
 
 def templates(builder: TrajectoryBuilder) -> list[Trajectory]:
-    """A few distinct episodes (good, wrong argument, no call) to vary rewards inside groups."""
-    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
-    good = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]],
-                         [{"temp": 18}], gt)  # fmt: skip
-    wrong = builder.build([[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]],
-                          [{"temp": 20}], gt)  # fmt: skip
-    none = builder.build([[("summary", "I think it is sunny.")]], [], gt)
-    return [good, wrong, none]
-
-
-def make_trajectory(template: Trajectory, task_id: str, index: int, version: int = 0) -> Trajectory:
-    return template.model_copy(update={"id": f"{task_id}-r{index}", "task_id": task_id, "policy_version": version})
+    """Three distinct episodes (good, wrong argument, no call) to vary rewards inside groups; a group's members are
+    `trajectory(template=…, task_id=…, member=i)` (tests.support.trajectories)."""
+    e = episodes(builder)
+    return [e["good"], e["wrong"], e["none"]]
 
 
 def feed(client: redis.Redis, items: list[Trajectory | dict]) -> None:
@@ -72,16 +63,6 @@ def read_groups(client: redis.Redis) -> list[RolloutGroup]:
 
 def read_dead(client: redis.Redis) -> dict[str, str]:
     return {f[b"id"].decode(): f[b"reason"].decode() for _id, f in client.xrange(Streams().dead)}
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)  # polling another process's progress: there is no event to wait on
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def drained(client: redis.Redis, settings: WorkerSettings) -> bool:

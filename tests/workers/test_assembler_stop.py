@@ -8,16 +8,16 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import redis
 
 from slca.contracts import Streams
-from tests.workers.pipeline_harness import fed, make_trajectory, templates
+from tests.support.processes import REPO
+from tests.support.trajectories import trajectory
+from tests.support.wait import wait_for
+from tests.workers.pipeline_harness import fed, templates
 from workers.settings import WorkerSettings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def start_assembler(redis_url: str, settings: WorkerSettings) -> tuple[threading.Event, threading.Thread]:
@@ -38,19 +38,13 @@ def group_ready(client: redis.Redis, settings: WorkerSettings) -> bool:
         return False
 
 
-def wait_for(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_stop_while_blocked_on_a_read_ends_within_a_second_and_loses_nothing(redis_url, redis_client, builder):
     settings = WorkerSettings(group_size=4)  # the default read_block_ms: the loop blocks in XREADGROUP
     stop, thread = start_assembler(redis_url, settings)
     wait_for(lambda: group_ready(redis_client, settings))
     # half a group: its members become scoring tasks; no worker runs, so they are in the broker's queue
-    ids = fed(redis_client, [make_trajectory(t, "task-a", i) for i, t in enumerate(templates(builder)[:2])])
+    members = [trajectory(template=t, task_id="task-a", member=i) for i, t in enumerate(templates(builder)[:2])]
+    ids = fed(redis_client, members)
     wait_for(lambda: redis_client.llen(settings.score_queue) >= 1)
     time.sleep(0.5)  # idle again: blocked on the next read
     t0 = time.monotonic()

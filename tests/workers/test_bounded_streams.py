@@ -4,7 +4,8 @@ it is dead-lettered), whichever path it takes; the dead-letter stream is capped.
 from prometheus_client import CollectorRegistry
 
 from slca.contracts import Streams
-from tests.workers.pipeline_harness import fed, feed, make_pipeline, make_trajectory, read_dead, read_groups, templates
+from tests.support.trajectories import trajectory
+from tests.workers.pipeline_harness import fed, feed, make_pipeline, read_dead, read_groups, templates
 from workers.assembler import Sweeper
 from workers.celery_app import make_celery_app
 from workers.consumer import StreamConsumer
@@ -24,7 +25,7 @@ def fed_items(client, trajs) -> list[str]:
 
 def test_entries_leave_the_stream_when_their_group_is_written(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
-    trajs = [make_trajectory(templates(builder)[i % 3], "task-a", i) for i in range(4)]
+    trajs = [trajectory(template=templates(builder)[i % 3], task_id="task-a", member=i) for i in range(4)]
     batch = fed_items(client, trajs)
     assert p.process(batch[:3]) == ["pending"] * 3
     assert client.xlen(TRAJ) == 4  # scored, not yet grouped: still there
@@ -41,12 +42,12 @@ def test_lone_late_and_unprocessable_members_leave_the_stream_with_their_dead_le
     p = make_pipeline(client, tiny_model_dir)
     sweeper = Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0}))
     tpl = templates(builder)[0]
-    lone = fed_items(client, [make_trajectory(tpl, "task-lone", 0)])
+    lone = fed_items(client, [trajectory(template=tpl, task_id="task-lone", member=0)])
     assert p.process(lone) == ["pending"]
     sweeper.sweep()
     assert read_dead(client)["task-lone-r0"].startswith("group_timeout") and client.xlen(TRAJ) == 0
 
-    trajs = [make_trajectory(tpl, "task-b", i) for i in range(4)]
+    trajs = [trajectory(template=tpl, task_id="task-b", member=i) for i in range(4)]
     first = fed_items(client, trajs[:2])
     p.process(first)
     sweeper.sweep()  # a partial group of two: their entries go with it
@@ -70,13 +71,14 @@ class InlineConsumer(StreamConsumer):
         self.pipeline.process(list(batch))
 
 
-def test_consumer_to_groups_leaves_an_empty_trajectory_stream(client, fast_redis, builder, tiny_model_dir):
+def test_consumer_to_groups_leaves_an_empty_trajectory_stream(client, redis_url, builder, tiny_model_dir):
     s = WorkerSettings(group_size=4, read_block_ms=10, task_batch=3)
     metrics = WorkerMetrics.create(CollectorRegistry())
     pipeline = ScoringPipeline(client, s, metrics=metrics)
-    consumer = InlineConsumer(client, make_celery_app(s, fast_redis.url), s, "slca", metrics, pipeline=pipeline)
+    consumer = InlineConsumer(client, make_celery_app(s, redis_url), s, "slca", metrics, pipeline=pipeline)
     consumer.ensure_group()
-    trajs = [make_trajectory(templates(builder)[i % 3], f"task-{t}", i) for t in range(3) for i in range(4)]
+    tpl = templates(builder)
+    trajs = [trajectory(template=tpl[i % 3], task_id=f"task-{t}", member=i) for t in range(3) for i in range(4)]
     feed(client, trajs)
     client.xadd(TRAJ, {b"id": b"no-data"})
     for _ in range(3):  # our own (empty) history first, then the new entries
@@ -104,7 +106,7 @@ def test_dead_letter_stream_is_capped(client, builder, tiny_model_dir):
 
 def test_a_redelivered_entry_before_its_group_completes_is_kept_until_then(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
-    trajs = [make_trajectory(templates(builder)[0], "task-r", i) for i in range(4)]
+    trajs = [trajectory(template=templates(builder)[0], task_id="task-r", member=i) for i in range(4)]
     batch = fed_items(client, trajs)
     p.process(batch[:2])
     assert p.process(batch[:2]) == ["duplicate", "duplicate"]  # the same entries again (a redelivery)

@@ -10,7 +10,9 @@ import pytest
 import redis
 
 from slca.redis_server import free_port
-from tests.workers.pipeline_harness import feed, make_trajectory, read_groups, templates, wait_until
+from tests.support.trajectories import trajectory
+from tests.support.wait import wait_for
+from tests.workers.pipeline_harness import feed, read_groups, templates
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,21 +48,21 @@ def start(args, env, log, procs):
     return p
 
 
-def test_worker_and_assembler_commands_score_a_group_and_export_metrics(fast_redis, builder, tmp_path, processes):
+def test_worker_and_assembler_commands_score_a_group_and_export_metrics(redis_url, builder, tmp_path, processes):
     worker_port, assembler_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_REDIS_URL": fast_redis.url, "SLCA_WORKERS__SWEEP_INTERVAL_S": "0.2",
+    env = {**os.environ, "PYTHONPATH": REPO, "SLCA_REDIS_URL": redis_url, "SLCA_WORKERS__SWEEP_INTERVAL_S": "0.2",
            "SLCA_WORKERS__GROUP_SIZE": "4"}  # fmt: skip
     worker = start(["worker", "--concurrency", "1"], {**env, "SLCA_WORKERS__METRICS_PORT": str(worker_port)},
                    tmp_path / "worker.log", processes)  # fmt: skip
     assembler = start(["assembler"], {**env, "SLCA_WORKERS__METRICS_PORT": str(assembler_port)},
                       tmp_path / "assembler.log", processes)  # fmt: skip
-    client = redis.Redis.from_url(fast_redis.url)
-    trajs = [make_trajectory(templates(builder)[i % 3], "cli-task", i) for i in range(4)]
+    client = redis.Redis.from_url(redis_url)
+    trajs = [trajectory(template=templates(builder)[i % 3], task_id="cli-task", member=i) for i in range(4)]
     feed(client, trajs)
-    wait_until(lambda: len(read_groups(client)) == 1, 90, "one group through the CLI processes")
-    wait_until(lambda: sample(metrics(worker_port), "slca_scored_total") == 4.0, 30, "worker metrics")
+    wait_for(lambda: len(read_groups(client)) == 1, 90, "one group through the CLI processes")
+    wait_for(lambda: sample(metrics(worker_port), "slca_scored_total") == 4.0, 30, "worker metrics")
     text = metrics(assembler_port)
-    wait_until(lambda: sample(metrics(assembler_port), 'slca_queue_depth{stream="slca:groups"}') == 1.0, 30,
+    wait_for(lambda: sample(metrics(assembler_port), 'slca_queue_depth{stream="slca:groups"}') == 1.0, 30,
                "assembler queue-depth gauge")  # fmt: skip
     assert "slca_queue_lag_seconds" in text and "slca_intake_paused" in text
     assert sample(metrics(worker_port), 'slca_groups_emitted_total{partial="false"}') == 1.0

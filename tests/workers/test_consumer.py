@@ -4,7 +4,8 @@ from prometheus_client import CollectorRegistry
 
 from slca.contracts import Streams, encode_entry
 from slca.redis_server import free_port
-from tests.workers.pipeline_harness import make_trajectory, read_dead, templates
+from tests.support.trajectories import trajectory
+from tests.workers.pipeline_harness import read_dead, templates
 from workers.celery_app import make_celery_app
 from workers.consumer import StreamConsumer
 from workers.metrics import WorkerMetrics
@@ -27,9 +28,9 @@ def task_args(message: bytes) -> list:
     return json.loads(base64.b64decode(envelope["body"]))[0]
 
 
-def test_entries_are_enqueued_in_batches_and_acknowledged(client, fast_redis, builder):
-    c = consumer_for(client, fast_redis.url, task_batch=4)
-    trajs = [make_trajectory(templates(builder)[0], "t", i) for i in range(10)]
+def test_entries_are_enqueued_in_batches_and_acknowledged(client, redis_url, builder):
+    c = consumer_for(client, redis_url, task_batch=4)
+    trajs = [trajectory(template=templates(builder)[0], task_id="t", member=i) for i in range(10)]
     for t in trajs:
         client.xadd(Streams().trajectories, encode_entry(t, id=t.id))
     client.xadd(Streams().trajectories, {b"id": b"no-data"})
@@ -47,7 +48,7 @@ def test_entries_are_enqueued_in_batches_and_acknowledged(client, fast_redis, bu
 def test_entry_that_cannot_be_enqueued_goes_dead_after_max_deliveries(client, builder):
     unreachable = f"redis://127.0.0.1:{free_port()}/0"  # the broker is down: every enqueue fails
     c = consumer_for(client, unreachable)
-    t = make_trajectory(templates(builder)[0], "t", 0)
+    t = trajectory(template=templates(builder)[0], task_id="t", member=0)
     client.xadd(Streams().trajectories, encode_entry(t, id=t.id))
     failures = 0
     for _ in range(10):

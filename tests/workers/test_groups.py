@@ -1,13 +1,14 @@
 """Group assembly scripts against a real Redis, without Celery: late members, lone members, re-feeding, back-pressure."""
 
 from slca.contracts import RolloutGroup, Streams, decode_entry, encode_entry
-from tests.workers.pipeline_harness import fed, make_pipeline, make_trajectory, read_dead, read_groups, templates
+from tests.support.trajectories import trajectory
+from tests.workers.pipeline_harness import fed, make_pipeline, read_dead, read_groups, templates
 from workers.assembler import Sweeper
 
 
 def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
-    trajs = [make_trajectory(templates(builder)[i % 3], "task-a", i) for i in range(4)]
+    trajs = [trajectory(template=templates(builder)[i % 3], task_id="task-a", member=i) for i in range(4)]
     assert p.process(fed(client, trajs[:3])) == ["pending"] * 3
     assert p.process(fed(client, trajs[3:])) == ["grouped"]
     assert p.process(fed(client, trajs)) == ["duplicate"] * 4
@@ -21,7 +22,7 @@ def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_d
 def test_partial_group_after_timeout_then_late_members_are_dead_lettered(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
     sweeper = Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0}))
-    trajs = [make_trajectory(templates(builder)[0], "task-b", i) for i in range(6)]
+    trajs = [trajectory(template=templates(builder)[0], task_id="task-b", member=i) for i in range(6)]
     p.process(fed(client, trajs[:2]))
     assert sweeper.sweep()["partial"] == 1
     (group,) = read_groups(client)
@@ -35,7 +36,7 @@ def test_lone_member_is_dead_lettered_and_versions_are_windowed(client, builder,
     p = make_pipeline(client, tiny_model_dir, version_window=2)
     tpl = templates(builder)[0]
     # versions 0 and 1 share a window; version 2 does not
-    trajs = [make_trajectory(tpl, "task-c", 0, 0), make_trajectory(tpl, "task-c", 1, 1), make_trajectory(tpl, "task-c", 2, 2)]
+    trajs = [trajectory(template=tpl, task_id="task-c", member=i, policy_version=i) for i in range(3)]
     p.process(fed(client, trajs))
     Sweeper(p, p.settings.model_copy(update={"group_timeout_s": 0.0})).sweep()
     (group,) = read_groups(client)
@@ -46,7 +47,7 @@ def test_lone_member_is_dead_lettered_and_versions_are_windowed(client, builder,
 def test_full_groups_stream_holds_groups_back_without_losing_them(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir, max_groups_len=1)
     tpl = templates(builder)[1]
-    trajs = [make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]
+    trajs = [trajectory(template=tpl, task_id=f"task-{t}", member=i) for t in range(3) for i in range(4)]
     p.process(fed(client, trajs))
     assert client.xlen(Streams().groups) == 1  # the other two wait as claims
     assert client.zcard(p.keys.claims) == 2
@@ -61,7 +62,7 @@ def test_full_groups_stream_holds_groups_back_without_losing_them(client, builde
 
 def test_invalid_payload_and_mismatched_id_are_dead_lettered(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
-    t = make_trajectory(templates(builder)[0], "task-d", 0)
+    t = trajectory(template=templates(builder)[0], task_id="task-d", member=0)
     good_payload = encode_entry(t, id=t.id)[b"data"]
     entries = fed(client, [{b"id": b"x", b"data": b"\xc1"}, {b"id": b"other-id", b"data": good_payload}])
     assert p.process(entries) == ["dead", "dead"]
@@ -71,7 +72,7 @@ def test_invalid_payload_and_mismatched_id_are_dead_lettered(client, builder, ti
 
 def test_scripts_are_reloaded_after_the_server_forgot_them(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
-    trajs = [make_trajectory(templates(builder)[0], "task-e", i) for i in range(4)]
+    trajs = [trajectory(template=templates(builder)[0], task_id="task-e", member=i) for i in range(4)]
     p.process(fed(client, trajs[:2]))
     client.script_flush()  # what a restarted Redis looks like: an empty script cache
     assert p.process(fed(client, trajs[2:])) == ["pending", "grouped"]
@@ -82,8 +83,8 @@ def test_a_trajectory_the_scorer_chokes_on_is_dead_lettered_alone(client, builde
     from slca.contracts import GroundTruth
 
     p = make_pipeline(client, tiny_model_dir)
-    good = make_trajectory(templates(builder)[0], "task-f", 0)
-    poison = make_trajectory(templates(builder)[0], "task-f", 1).model_copy(
+    good = trajectory(template=templates(builder)[0], task_id="task-f", member=0)
+    poison = trajectory(template=templates(builder)[0], task_id="task-f", member=1).model_copy(
         update={"ground_truth": GroundTruth(needs_tool=True, completion_check={"required_tools": 5})})
     assert p.process(fed(client, [poison, good])) == ["dead", "pending"]
     assert read_dead(client)[poison.id].startswith("scoring_error: TypeError")
@@ -94,7 +95,8 @@ def test_backlog_counts_what_a_consumer_group_owes_and_consumed_groups_are_trimm
     stream = Streams().groups
     client.xgroup_create(stream, "learner", id="0", mkstream=True)
     tpl = templates(builder)[2]
-    p.process(fed(client, [make_trajectory(tpl, f"task-{t}", i) for t in range(3) for i in range(4)]))
+    p.process(fed(client, [trajectory(template=tpl, task_id=f"task-{t}", member=i)
+                           for t in range(3) for i in range(4)]))  # fmt: skip
     assert client.xlen(stream) == 1 and client.zcard(p.keys.claims) == 2
     sweeper, received = Sweeper(p, p.settings), []
     for _ in range(4):
@@ -120,8 +122,10 @@ def test_rollouts_of_one_run_group_together_across_a_weight_swap(client, builder
     def in_run(traj, run_id):
         return traj.model_copy(update={"group_key": run_id})
 
-    run_a = [in_run(make_trajectory(tpl, "task-r", i, version=i % 2), "run-a") for i in range(4)]
-    run_b = [in_run(make_trajectory(tpl, "task-r", 4 + i, version=1), "run-b") for i in range(4)]
+    run_a = [in_run(trajectory(template=tpl, task_id="task-r", member=i, policy_version=i % 2), "run-a")
+             for i in range(4)]  # fmt: skip
+    run_b = [in_run(trajectory(template=tpl, task_id="task-r", member=4 + i, policy_version=1), "run-b")
+             for i in range(4)]  # fmt: skip
     p.process(fed(client, run_a + run_b))
     groups = read_groups(client)
     assert sorted(sorted(t.id for t in g.trajectories) for g in groups) == [
@@ -134,7 +138,8 @@ def test_a_task_for_entries_already_finished_finds_them_gone(client, builder, ti
     """Tasks carry stream entry ids; an entry leaves the stream once its trajectory is grouped or dead-lettered,
     so a redelivered task for it has nothing left to read (and writes nothing)."""
     p = make_pipeline(client, tiny_model_dir)
-    entries = fed(client, [make_trajectory(templates(builder)[i % 3], "task-g", i) for i in range(4)])
+    tpl = templates(builder)
+    entries = fed(client, [trajectory(template=tpl[i % 3], task_id="task-g", member=i) for i in range(4)])
     assert p.process(entries) == ["pending"] * 3 + ["grouped"]
     assert p.process(entries) == ["gone"] * 4
     assert len(read_groups(client)) == 1 and not read_dead(client)
@@ -143,7 +148,7 @@ def test_a_task_for_entries_already_finished_finds_them_gone(client, builder, ti
 def test_groups_are_the_contract_with_the_servers_call_records(client, builder, tiny_model_dir):
     """What the learner reads is a validated `RolloutGroup` whose members keep the parsed calls they arrived with."""
     p = make_pipeline(client, tiny_model_dir)
-    trajs = [make_trajectory(templates(builder)[0], "task-h", i) for i in range(4)]
+    trajs = [trajectory(template=templates(builder)[0], task_id="task-h", member=i) for i in range(4)]
     p.process(fed(client, trajs))
     (group,) = read_groups(client)
     assert group.task_id == "task-h" and group.size == 4

@@ -6,24 +6,18 @@ import time
 import pytest
 import redis
 
-from tests.workers.pipeline_harness import (
-    FAST, RunningAssembler, assert_every_trajectory_once, drained, feed, make_trajectory, read_dead, read_groups,
-    templates, wait_until,
-)  # fmt: skip
+from tests.support.trajectories import trajectory
+from tests.support.wait import wait_for
 from tests.workers.judge_endpoint import Endpoint
+from tests.workers.pipeline_harness import (
+    FAST, RunningAssembler, assert_every_trajectory_once, drained, feed, read_dead, read_groups, templates,
+)  # fmt: skip
 from workers.settings import WorkerSettings
 
 
 @pytest.fixture
 def settings() -> WorkerSettings:
     return WorkerSettings(**FAST)
-
-
-@pytest.fixture
-def fast_client(fast_redis):
-    client = redis.Redis.from_url(fast_redis.url)
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -42,23 +36,22 @@ def start_assembler(settings):
 def thousand(builder):
     """240 tasks × 4 (full groups), 10 × 3 (partial after the timeout), 5 lone members, 5 malformed entries."""
     tpl = templates(builder)
-    trajs = [make_trajectory(tpl[(t + i) % 3], f"full-{t}", i) for t in range(240) for i in range(4)]
-    trajs += [make_trajectory(tpl[i], f"part-{t}", i) for t in range(10) for i in range(3)]
-    trajs += [make_trajectory(tpl[0], f"lone-{t}", 0) for t in range(5)]
+    trajs = [trajectory(template=tpl[(t + i) % 3], task_id=f"full-{t}", member=i) for t in range(240) for i in range(4)]
+    trajs += [trajectory(template=tpl[i], task_id=f"part-{t}", member=i) for t in range(10) for i in range(3)]
+    trajs += [trajectory(template=tpl[0], task_id=f"lone-{t}", member=0) for t in range(5)]
     bad = [{b"id": b"bad-0", b"data": b"\xc1not msgpack"}, {b"id": b"bad-1"}, {b"data": b"x"},
            {b"id": b"bad-3", b"data": b"\x80"}, {b"id": b"bad-4", b"data": b"\x91\x01"}]  # fmt: skip
     return trajs, bad
 
 
-def test_thousand_trajectories_make_exactly_the_expected_groups(builder, settings, fast_redis, fast_client,
-                                                                fast_celery_workers, start_assembler):  # fmt: skip
-    redis_client = fast_client
-    start_assembler(fast_redis.url, group_timeout_s=2.0)  # short, so that the test sees partial groups
-    fast_celery_workers.start_scoring(settings, concurrency=2)
+def test_thousand_trajectories_make_exactly_the_expected_groups(builder, settings, redis_url, redis_client,
+                                                                scoring_workers, start_assembler):  # fmt: skip
+    start_assembler(redis_url, group_timeout_s=2.0)  # short, so that the test sees partial groups
+    scoring_workers.start_scoring(settings, concurrency=2)
     trajs, bad = thousand(builder)
     feed(redis_client, trajs + bad)
     started = time.monotonic()
-    wait_until(lambda: len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10, 150,
+    wait_for(lambda: len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10, 150,
                "250 groups and 10 dead letters")  # fmt: skip
     print(f"1000 entries → 250 groups in {time.monotonic() - started:.1f}s (2 worker processes, 2 shared cores)")
     groups, dead = read_groups(redis_client), read_dead(redis_client)
@@ -72,47 +65,49 @@ def test_thousand_trajectories_make_exactly_the_expected_groups(builder, setting
     assert len({round(r.exec, 4) for g in groups for r in g.rewards}) == 3
 
     feed(redis_client, trajs + bad)  # the same input again: no new group, no new dead letter
-    wait_until(lambda: drained(redis_client, settings), 120, "the re-fed entries to drain")
-    wait_until(lambda: not redis_client.zcard("slca:w:buckets"), 30, "no open bucket")
+    wait_for(lambda: drained(redis_client, settings), 120, "the re-fed entries to drain")
+    wait_for(lambda: not redis_client.zcard("slca:w:buckets"), 30, "no open bucket")
     assert len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10
 
 
 def four_per_task(builder, tasks: int, prefix: str):
     tpl = templates(builder)
-    return [make_trajectory(tpl[(t + i) % 3], f"{prefix}-{t}", i) for t in range(tasks) for i in range(4)]
+    return [trajectory(template=tpl[(t + i) % 3], task_id=f"{prefix}-{t}", member=i)
+            for t in range(tasks) for i in range(4)]  # fmt: skip
 
 
-def test_worker_killed_mid_task_work_is_redelivered(builder, settings, fast_redis, fast_client, fast_celery_workers,
+def test_worker_killed_mid_task_work_is_redelivered(builder, settings, redis_url, redis_client, scoring_workers,
                                                     start_assembler):  # fmt: skip
     """The judge hangs until the worker is killed, so the kill provably lands mid-task."""
     judge = Endpoint()
     judge.hold.clear()
     try:
         s = settings.model_copy(update={"judge": "openai", "judge_url": judge.url, "task_batch": 4})
-        start_assembler(fast_redis.url, task_batch=4)
+        start_assembler(redis_url, task_batch=4)
         trajs = four_per_task(builder, 10, "kill")
-        feed(fast_client, trajs)
-        first = fast_celery_workers.start_scoring(s, name="first")
+        feed(redis_client, trajs)
+        first = scoring_workers.start_scoring(s, name="first")
         assert judge.received.wait(timeout=60)  # the first task is inside the judge call
-        assert fast_client.hlen("unacked") >= 1  # delivered, not acknowledged
-        fast_celery_workers.kill(first)
+        assert redis_client.hlen("unacked") >= 1  # delivered, not acknowledged
+        scoring_workers.kill(first)
         judge.hold.set()
-        fast_celery_workers.start_scoring(s, name="second")
-        wait_until(lambda: len(read_groups(fast_client)) == 10, 120, "all 10 groups after the kill")
-        wait_until(lambda: drained(fast_client, s), 60, "the redelivered task to be acknowledged")
+        scoring_workers.start_scoring(s, name="second")
+        wait_for(lambda: len(read_groups(redis_client)) == 10, 120, "all 10 groups after the kill")
+        wait_for(lambda: drained(redis_client, s), 60, "the redelivered task to be acknowledged")
     finally:
         judge.close()
-    groups = read_groups(fast_client)
-    assert len(groups) == 10 and not any(g.partial for g in groups) and not read_dead(fast_client)
+    groups = read_groups(redis_client)
+    assert len(groups) == 10 and not any(g.partial for g in groups) and not read_dead(redis_client)
     assert_every_trajectory_once(groups, {}, {t.id for t in trajs})
     assert all(r.judge == "openai" and r.pref == 0.75 for g in groups for r in g.rewards if not r.omission_penalized)
 
 
-def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, settings, redis_server, redis_client,
-                                                                       scoring_workers, start_assembler):  # fmt: skip
-    """AOF with appendfsync always (the fixture): every acknowledged write survives a SIGKILL of Redis."""
-    start_assembler(redis_server.url)
-    scoring_workers.start_scoring(settings)
+def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, settings, durable_redis_server,
+                                                                       durable_redis_client, durable_scoring_workers,
+                                                                       start_assembler):  # fmt: skip
+    """AOF with appendfsync always (`durable_redis_server`): every acknowledged write survives a SIGKILL of Redis."""
+    start_assembler(durable_redis_server.url)
+    durable_scoring_workers.start_scoring(settings)
     trajs = four_per_task(builder, 60, "crash")
     acknowledged: list[str] = []
 
@@ -121,7 +116,7 @@ def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, 
             batch = trajs[start : start + 8]
             while True:
                 try:
-                    feed(redis_client, batch)
+                    feed(durable_redis_client, batch)
                     acknowledged.extend(t.id for t in batch)
                     break
                 except redis.RedisError:
@@ -129,12 +124,12 @@ def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, 
 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
-    wait_until(lambda: len(read_groups(redis_client)) >= 5, 60, "the first groups")
-    redis_server.restart()  # SIGKILL, then start on the same data dir and port
+    wait_for(lambda: len(read_groups(durable_redis_client)) >= 5, 60, "the first groups")
+    durable_redis_server.restart()  # SIGKILL, then start on the same data dir and port
     producer.join(timeout=60)
     assert len(acknowledged) == len(trajs)
-    wait_until(lambda: len(read_groups(redis_client)) >= 60, 150, "all 60 groups after the restart")
-    wait_until(lambda: drained(redis_client, settings), 60, "every task to be acknowledged")
-    groups = read_groups(redis_client)
-    assert_every_trajectory_once(groups, read_dead(redis_client), set(acknowledged))
-    assert len(groups) == 60 and not any(g.partial for g in groups) and not read_dead(redis_client)
+    wait_for(lambda: len(read_groups(durable_redis_client)) >= 60, 150, "all 60 groups after the restart")
+    wait_for(lambda: drained(durable_redis_client, settings), 60, "every task to be acknowledged")
+    groups = read_groups(durable_redis_client)
+    assert_every_trajectory_once(groups, read_dead(durable_redis_client), set(acknowledged))
+    assert len(groups) == 60 and not any(g.partial for g in groups) and not read_dead(durable_redis_client)

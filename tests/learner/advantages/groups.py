@@ -1,4 +1,5 @@
-"""Builders of small groups for estimator tests: layouts from (kind, length) specs, hypothesis strategies."""
+"""Builders of small groups for estimator tests: layouts from (kind, length) specs, hypothesis strategies.
+(Trajectories laid out the same way: `tests.support.trajectories.trajectory(spec)`.)"""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import torch
 from hypothesis import strategies as st
 
 from learner.advantages.batch import KIND_CODE, AdvantageBatch, MemberLayout
-from slca.contracts import CallScore, Reward, RolloutGroup, Segment, SegmentKind, Trajectory
+from slca.contracts import CallScore, Reward, RolloutGroup, SegmentKind, Trajectory
 
 K = SegmentKind
 
@@ -57,19 +58,6 @@ def groups(draw, max_g: int = 6):
                               components=components))  # fmt: skip
     needed = draw(st.sampled_from([None, True, False]))
     return AdvantageBatch(layouts, rewards, tool_needed=needed)
-
-
-def trajectory(spec: list[tuple[SegmentKind, int]], tool_calls=(), **fields) -> Trajectory:
-    """A contract-valid `Trajectory` laid out like `layout(spec)` (token ids are arbitrary, logprobs −0.5)."""
-    tokens, logprobs, segments, turn = [], [], [], 0
-    for kind, n in spec:
-        segments.append(Segment(start=len(tokens), end=len(tokens) + n, kind=kind, turn=turn))
-        tokens += [7 + len(tokens) + k for k in range(n)]
-        logprobs += [-0.5 if kind.generated else None] * n
-        if kind == K.TOOL_RESULT:
-            turn += 1
-    return Trajectory(task_id="task", policy_version=0, tokens=tokens, logprobs=logprobs, segments=segments,
-                      tool_calls=list(tool_calls), **fields)  # fmt: skip
 
 
 def rollout_group(trajectories: list[Trajectory], rewards: list[Reward]) -> RolloutGroup:

@@ -210,7 +210,8 @@ def test_without_decision_token_no_tool_groups_are_unchanged(tool_needed):
 def test_batch_of_reads_tool_needed_from_the_ground_truth():
     from learner.advantages import batch_of
     from slca.contracts import GoldCall, GroundTruth
-    from tests.learner.advantages.groups import rollout_group, trajectory
+    from tests.learner.advantages.groups import rollout_group
+    from tests.support.trajectories import trajectory
 
     for gt, want in ((None, None), (GroundTruth(), False), (GroundTruth(calls=[GoldCall(name="f")]), True)):
         trajs = [trajectory(SPEC_NOCALL, ground_truth=gt) for _ in range(2)]

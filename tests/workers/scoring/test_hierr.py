@@ -4,7 +4,7 @@
 import pytest
 
 from slca.contracts import GoldCall, GroundTruth, ToolCallRecord
-from tests.workers.builders import call
+from tests.support.trajectories import call
 from workers.scoring import score_trajectory
 
 PARIS = GoldCall(name="get_weather", arguments={"city": "Paris", "unit": "celsius"})
@@ -161,13 +161,13 @@ def test_rule_judge_levels(builder, settings, reply, level):
 def test_exec_outcome_without_gold_calls(builder, settings):
     needs = GroundTruth(needs_tool=True)
     ok = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", GOOD_REPLY)]], [RESULT],
-                       needs, records=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Paris"},
-                                                      result=RESULT)])  # fmt: skip
+                       needs, tool_calls=[ToolCallRecord(turn=0, block=0, name="get_weather",
+                                                         arguments={"city": "Paris"}, result=RESULT)])  # fmt: skip
     r = score_trajectory(ok, settings)
     assert r.components["exec_outcome_mode"] == 1.0 and r.exec == 1.0
     bad = builder.build([[("tool_call", call("get_weather", city=5))], [("summary", GOOD_REPLY)]], [RESULT], needs,
-                        records=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": 5},
-                                                error="400: city must be a string")])  # fmt: skip
+                        tool_calls=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": 5},
+                                                   error="400: city must be a string")])  # fmt: skip
     r = score_trajectory(bad, settings)
     assert (r.components["outcome_valid"], r.components["outcome_executed"], r.components["outcome_complete"]) == (
         0.0, 0.0, 0.0)  # fmt: skip

@@ -4,7 +4,7 @@ import pytest
 
 from slca.contracts import GoldCall, GroundTruth
 from tests.workers.judge_endpoint import Endpoint
-from tests.workers.builders import call
+from tests.support.trajectories import call
 from workers.scoring import TransientJudgeError, score_trajectory
 from workers.scoring.judges import JUDGES, get_judge
 

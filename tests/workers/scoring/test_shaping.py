@@ -5,7 +5,7 @@ reads them; these tests hold the rules and that each value is one `workers` sett
 import pytest
 
 from slca.contracts import GoldCall, GroundTruth, ToolCallRecord
-from tests.workers.builders import call
+from tests.support.trajectories import call
 from workers.scoring import score_trajectory
 
 PARIS = GoldCall(name="get_weather", arguments={"city": "Paris"})
@@ -23,7 +23,7 @@ INVALID_BLOCKS = {
 
 def build(builder, text, records=None, needs_tool=None):
     truth = GroundTruth(calls=[PARIS], facts=["18"], needs_tool=needs_tool)
-    return builder.build([[("tool_call", text)], [("summary", REPLY)]], [{"temp": 18}], truth, records=records)
+    return builder.build([[("tool_call", text)], [("summary", REPLY)]], [{"temp": 18}], truth, tool_calls=records)
 
 
 @pytest.mark.parametrize("case", sorted(INVALID_BLOCKS))

@@ -5,7 +5,7 @@ wrong or missing arguments, schema defaults as free credit, invented tools count
 import pytest
 
 from slca.contracts import GoldCall, GroundTruth
-from tests.workers.builders import TOOLS, call
+from tests.support.trajectories import TOOLS, call
 from workers.scoring import score_trajectory
 
 PARIS = GoldCall(name="get_weather", arguments={"city": "Paris"})

@@ -18,7 +18,7 @@ from serve.keys import ENGINE
 from serve.settings import ServeSettings
 from slca.config import CommonSettings
 from slca.contracts import Trajectory
-from tests.serve.weights_util import publish_version
+from tests.support.weights import publish_version
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from serve.app import create_app
 from serve.settings import ServeSettings
 from slca.config import CommonSettings
 from slca.contracts import SegmentKind, Trajectory
-from tests.serve.conftest import WEATHER_TOOL
-from tests.serve.weights_util import publish_version
+from tests.support.serve import WEATHER_TOOL
+from tests.support.weights import publish_version
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,66 @@
+"""What tests start as real processes against an owned Redis: the repository root they run from, and Celery
+workers (`ServerProcess`: tests.support.serve; `LearnerProcess`: tests.support.learner)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class CeleryWorkers:
+    """Starts real `celery worker` processes against an owned Redis; kills them at teardown."""
+
+    def __init__(self, redis_url: str, log_dir: Path):
+        self.redis_url = redis_url
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, app: str, queues: str | None = None, concurrency: int = 1, env: dict | None = None,
+              timeout: float = 60.0, name: str | None = None) -> subprocess.Popen:  # fmt: skip
+        name = name or f"w{len(self.procs)}"
+        cmd = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", "prefork", "-c", str(concurrency),
+               "--without-gossip", "--without-mingle", "--loglevel", "INFO", "-n", f"{name}@%h"]  # fmt: skip
+        if queues:
+            cmd += ["-Q", queues]
+        full_env = {**os.environ, "SLCA_REDIS_URL": self.redis_url, "PYTHONPATH": str(REPO), **(env or {})}
+        log = open(self.log_dir / f"celery-{name}.log", "wb")
+        proc = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        self._wait_ready(proc, name, timeout)
+        return proc
+
+    def _wait_ready(self, proc, name: str, timeout: float) -> None:
+        from celery import Celery
+
+        probe = Celery(broker=self.redis_url, backend=self.redis_url)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"celery worker {name} exited: see {self.log_dir}/celery-{name}.log")
+                replies = probe.control.ping(timeout=0.5) or []
+                if any(name in key for reply in replies for key in reply):
+                    return
+            raise TimeoutError(f"celery worker {name} not ready after {timeout}s")
+        finally:
+            probe.close()
+
+    @staticmethod
+    def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        """Kill the worker's whole process group (main process and its prefork children)."""
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            try:
+                self.kill(proc, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
