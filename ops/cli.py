@@ -1,6 +1,7 @@
-"""`slca up | status | score | feed | eval` and `slca bench online | eval | learning`; the benches of ops/bench
-(`slca bench serve | learner | sft | queue | rl | swap | soak | logprob-gap`) register through `ops.bench.cli`.
-Heavy imports inside the handlers."""
+"""`slca up | status | score | feed | eval` and `slca bench online | eval | learning`, each handled in its room
+(`ops.run`, `ops.observe`, `ops.experiments`); the benches of ops/bench (`slca bench serve | learner | sft | queue |
+rl | swap | soak | logprob-gap`) register through `ops.bench.cli`; `slca train` and `slca sft` through their own
+entry points (`ops.experiments.train.cli`, `ops.experiments.warmstart.cli`). Heavy imports inside the handlers."""
 
 from __future__ import annotations
 

@@ -87,8 +87,8 @@ class OpsSettings(SectionSettings):
     feed_seed: int = 0
     """Seed of the task order."""
     probe_enabled: bool = True
-    """Run the held-out probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.experiments.eval.suite`) against the
-    served API at the first readiness (v0) and every `probe_every_versions` versions, never recorded."""
+    """Run the held-out probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.experiments.eval.suite`)
+    against the served API at the first readiness (v0) and every `probe_every_versions` versions, never recorded."""
     probe_every_versions: int = Field(default=40, ge=1)
     """A probe round starts once the served version has advanced this many versions since the last round.
     Cost (2 cores, embedded model, estimated): a round asks ≈ 250 held-out tasks (everyday test 117 + novel 132)

@@ -23,7 +23,8 @@ class InProcessServer:
         if not self.common.admin_token:
             self.common = self.common.model_copy(update={"admin_token": secrets.token_hex(16)})
         if not self.common.weights_key:
-            # whoever publishes for this server signs with `self.common.weights_key` (ops/experiments/train/controlled.py)
+            # whoever publishes for this server signs with `self.common.weights_key`
+            # (ops/experiments/train/controlled.py)
             self.common = self.common.model_copy(update={"weights_key": secrets.token_hex(32)})
         if stream_prefix:
             self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})

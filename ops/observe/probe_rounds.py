@@ -2,9 +2,10 @@
 `summarise_round`) and what `slca status`, the dashboard and `slca bench online` read back (one reader,
 `ProbeRound.from_json`), plus the per-item files every round leaves under `<data_dir>/probe/`.
 
-A round is one run of the evaluation (`ops.experiments.eval.suite`) against the served API: success per suite with its Wilson
-95% interval, mean exec and pref rewards, tool turns, and the paired difference from the first round (v0, the
-warm start as served) with its bootstrap 95% interval and the exact McNemar p-value (`ops.experiments.eval.stats.compare`).
+A round is one run of the evaluation (`ops.experiments.eval.suite`) against the served API: success per suite with its
+Wilson 95% interval, mean exec and pref rewards, tool turns, and the paired difference from the first round (v0, the
+warm start as served) with its bootstrap 95% interval and the exact McNemar p-value
+(`ops.experiments.eval.stats.compare`).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class ProbeRound:
     """Suite (test, novel, bfcl:<category>, pooled held_out and bfcl) → `ops.experiments.eval.stats.summarize`'s row (n,
     success, ci_low, ci_high, exec, pref, errors) plus `tool_turns` (mean model turns that wrote a call)."""
     vs_v0: dict[str, dict[str, Any]]
-    """Suite → `ops.experiments.eval.stats.paired(v0 round, this round)`: n, a, b, diff, ci_low, ci_high (bootstrap 95%),
-    a_only, b_only, mcnemar_p. The v0 round compares with itself (diff 0)."""
+    """Suite → `ops.experiments.eval.stats.paired(v0 round, this round)`: n, a, b, diff, ci_low, ci_high (bootstrap
+    95%), a_only, b_only, mcnemar_p. The v0 round compares with itself (diff 0)."""
     baseline_version: int
     """The version of the round `vs_v0` compares with."""
     schema: int = ROUND_SCHEMA

@@ -40,8 +40,8 @@ class Snapshot:
     written before the learner recorded it)."""
     probe: list[dict[str, Any]] = field(default_factory=list)
     """Oldest first: the held-out probe's stream entries as `read_rounds` returns them (JSON of
-    `ops.observe.probe_rounds.ProbeRound`; `ProbeRound.from_json` / `ops.observe.probe_report.rounds_of` type them and skip
-    entries of an older schema); read only by `read_snapshot_async` (the CLI reads them with `read_rounds`)."""
+    `ops.observe.probe_rounds.ProbeRound`; `ProbeRound.from_json` / `ops.observe.probe_report.rounds_of` type them and
+    skip entries of an older schema); read only by `read_snapshot_async` (the CLI reads them with `read_rounds`)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,8 +5,8 @@ that sampled it, time). Grouped by version, the mean execution reward per versio
 `slca up`: if online RL works, it rises with the version. Used by `slca status` (a short table) and by
 `slca bench online` (JSON + Markdown + PNG under bench/online/<run>/).
 
-Beside it, the feed's held-out probe (ops/run/feed/probe.py, shown by ops/observe/probe_report.py): the evaluation's same
-held-out items every few versions, so its rounds differ by the weights rather than by which tasks the feed drew.
+Beside it, the feed's held-out probe (ops/run/feed/probe.py, shown by ops/observe/probe_report.py): the evaluation's
+same held-out items every few versions, so its rounds differ by the weights rather than by which tasks the feed drew.
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[
     result = {"command": command, "verdict": verdict, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
               "binned": pooled, "probe": [r.to_json() for r in rounds], "probe_paired": summary}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    lines = [f"# Online learning curve\n", f"**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): {verdict}\n",
+    lines = ["# Online learning curve\n",
+             f"**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): {verdict}\n",
              f"Command: `{command}`\n"]  # fmt: skip
     lines += [f"- {k}: {v}" for k, v in extra.items()] + [""]
     lines += ["| versions | trajectories | mean exec reward | tool turns / episode |", "|---|---|---|---|"]

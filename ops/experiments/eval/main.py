@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize, write_jsonl
+from ops.experiments.eval.suite import (EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize,
+                                        write_jsonl)
 from slca.cli import CliError
 from slca.config import Config
 from slca.models.paths import resolve_model

@@ -1,8 +1,8 @@
 """The arithmetic of an evaluation: Wilson intervals of a success rate, per-suite summaries, and the paired
 comparison of two runs on the same items (bootstrap interval of the difference, exact McNemar test).
 
-Every record is one item (`ops.experiments.eval.suite.ItemRecord`); the pooled rows are `held_out` (the task pack's test and
-novel splits together) and `bfcl` (every BFCL category together).
+Every record is one item (`ops.experiments.eval.suite.ItemRecord`); the pooled rows are `held_out` (the task pack's test
+and novel splits together) and `bfcl` (every BFCL category together).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`slca bench learning` arguments (light: no heavy import here; the handler imports `ops.experiments.learning.main`)."""
+"""`slca bench learning` arguments (light: no heavy import here; the handler imports
+`ops.experiments.learning.main`)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ PRIMARY_WHY = (
 CURVE_SEED = 0
 """Fixed: the curve subset and an `--eval-items` sample are the same for every model of every comparison."""
 MIN_ITEMS = 200
-"""Below this many held-out items a 10-point difference is hard to tell from noise (see `ops.experiments.learning.inference`)."""
+"""Below this many held-out items a 10-point difference is hard to tell from noise (see
+`ops.experiments.learning.inference`)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,8 @@ def rate(records, keys: set[str] | None = None) -> float:
 
 def flat_metrics(records, no_tool: set[str]) -> dict[str, float]:
     """`{"held_out/success", "test/success", "novel/success", "held_out/exec", "held_out/spurious_call_rate"}`:
-    the per-split and pooled summaries of `ops.experiments.eval.suite.summarize`, and how often a model called a tool on a
-    held-out task that needs none (`no_tool`: their item keys)."""
+    the per-split and pooled summaries of `ops.experiments.eval.suite.summarize`, and how often a model called a tool on
+    a held-out task that needs none (`no_tool`: their item keys)."""
     from ops.experiments.eval.suite import summarize
 
     out: dict[str, float] = {}

@@ -18,7 +18,8 @@ from slca.cli import CliError
 
 @dataclass(frozen=True)
 class Stats:
-    """Mean ± sample sd over seeds (a description in the tables; the verdict is `ops.experiments.learning.verdict`'s)."""
+    """Mean ± sample sd over seeds (a description in the tables; the verdict is
+    `ops.experiments.learning.verdict`'s)."""
 
     mean: float
     sd: float

@@ -1,6 +1,7 @@
-"""The verdict, computed from the per-item outcomes by the rule fixed before the run (`ops.experiments.learning.inference`):
-the named family of comparisons — SLCA-GRPO against each other arm, every arm against the warm start — each with
-its effect in points, 95% interval, p and Holm-adjusted p, and "A better" / "B better" / "no difference detected".
+"""The verdict, computed from the per-item outcomes by the rule fixed before the run
+(`ops.experiments.learning.inference`): the named family of comparisons — SLCA-GRPO against each other arm, every arm
+against the warm start — each with its effect in points, 95% interval, p and Holm-adjusted p, and "A better" / "B
+better" / "no difference detected".
 
 `results.md` states the rule and α first, then these numbers."""
 

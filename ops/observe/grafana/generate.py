@@ -1,4 +1,5 @@
-"""Writes `ops/observe/grafana/slca.json` (Grafana dashboard over the `slca_` metrics). Run: python -m ops.observe.grafana.generate
+"""Writes `ops/observe/grafana/slca.json` (Grafana dashboard over the `slca_` metrics).
+Run: python -m ops.observe.grafana.generate
 
 Kept as code so that a panel is one line; the JSON is committed so Grafana users need nothing else.
 """

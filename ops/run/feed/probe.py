@@ -1,6 +1,6 @@
-"""The held-out probe: the evaluation (`ops.experiments.eval.suite`) run against the served policy at its first readiness (v0)
-and again every `ops.probe_every_versions` published versions — the task pack's held-out splits (test, novel)
-and a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
+"""The held-out probe: the evaluation (`ops.experiments.eval.suite`) run against the served policy at its first
+readiness (v0) and again every `ops.probe_every_versions` published versions — the task pack's held-out splits (test,
+novel) and a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
 
 Each round leaves its per-item records in `<data_dir>/probe/v<version>.jsonl` and one summary on the
 `<prefix>:stats:probe` stream (`ops.observe.probe_rounds.ProbeRound`): success per suite with its Wilson 95%
@@ -34,7 +34,8 @@ PROBE_STREAM_MAXLEN = 10_000
 """The probe stream (`ops.observe.probe_rounds.PROBE_SUFFIX`) is capped at about this many rounds."""
 
 RunItems = Callable[[list[EvalItem]], Awaitable[list[ItemRecord]]]
-"""async items → records, in item order; a failed request is a record with `error` (`ops.experiments.eval.suite.run_items`)."""
+"""async items → records, in item order; a failed request is a record with `error`
+(`ops.experiments.eval.suite.run_items`)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The Grafana dashboard and the Prometheus config: every queried metric is one a process exposes.
 
-The full check against every live process runs in tests/ops/run/supervisor/test_up_integration.py (one bring-up for both);
-here: the parser, the dashboard's coverage of the agreed metric names, and a live `slca feed` /metrics.
+The full check against every live process runs in tests/ops/run/supervisor/test_up_integration.py (one bring-up for
+both); here: the parser, the dashboard's coverage of the agreed metric names, and a live `slca feed` /metrics.
 """
 
 import os

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ops.experiments.eval.server import eval_server
-from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize, write_jsonl
+from ops.experiments.eval.suite import (EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize,
+                                        write_jsonl)
 from slca.config import Config
 
 REPO = Path(__file__).resolve().parents[4]

@@ -11,7 +11,8 @@ from aiohttp.test_utils import TestServer
 
 import sim.tasks
 from ops.experiments.eval.bfcl import load_category, score
-from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, bfcl_sample, plan_items, read_jsonl, run_items, write_jsonl
+from ops.experiments.eval.suite import (EvalItem, EvalPlan, ItemRecord, bfcl_sample, plan_items, read_jsonl, run_items,
+                                        write_jsonl)
 from slca.chat.hermes import render_tool_calls
 
 SPLITS = [s for s in ("test", "novel") if s in sim.tasks.SPLITS]

@@ -1,6 +1,6 @@
 """End-to-end smoke of `slca bench learning` on the tiny random model: arms slca and slca_decision × 2 seeds × 1
-step, 4 held-out items (real `slca train` processes, real evaluation through `ops.experiments.eval.suite`, a Redis of the
-test's own). It proves the pipeline and the files, not learning: a random model never calls a tool. A second
+step, 4 held-out items (real `slca train` processes, real evaluation through `ops.experiments.eval.suite`, a Redis of
+the test's own). It proves the pipeline and the files, not learning: a random model never calls a tool. A second
 invocation of the same command redoes nothing."""
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ import argparse
 import pytest
 
 from ops.experiments.learning.main import check_budget, make_plan, size
-from ops.experiments.learning.plan import Calibration, Plan, curve_steps, describe, plan_seconds, run_seconds, steps_for_minutes
+from ops.experiments.learning.plan import (Calibration, Plan, curve_steps, describe, plan_seconds, run_seconds,
+                                           steps_for_minutes)
 from slca.cli import CliError
 from slca.config import load_config
 

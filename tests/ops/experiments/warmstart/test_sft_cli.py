@@ -1,4 +1,5 @@
-"""`slca sft` and `slca bench sft` smoke runs on the tiny model (demonstrations from the sim, via ops.experiments.warmstart)."""
+"""`slca sft` and `slca bench sft` smoke runs on the tiny model (demonstrations from the sim, via
+ops.experiments.warmstart)."""
 
 from __future__ import annotations
 
