@@ -61,7 +61,7 @@ def test_metrics_are_served(tiny_model_dir, serve_redis):
 def test_slca_serve_mounts_the_plugged_dashboard(hf_server):
     """`slca serve` mounts what the `slca.serve.subapps` entry points plug in (ops' dashboard); serve imports
     no ops module itself."""
-    pytest.importorskip("ops.dashboard")
+    pytest.importorskip("ops.observe.dashboard")
     with urllib.request.urlopen(hf_server.url + "/dashboard/", timeout=30) as page:
         assert page.status == 200 and b"<html" in page.read().lower()
     with pytest.raises(urllib.error.HTTPError) as refused:  # the stats need one of serve's keys
