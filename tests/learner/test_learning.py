@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
 from slca.contracts import encode_entry
 from tests.learner.two_tools import TwoToolTask, choice_probability, exec_mean
@@ -12,6 +13,7 @@ from tests.support.learner import load_weights, wait_for_version
 MAX_STEPS = 25
 
 
+@pytest.mark.slow  # a real `slca learn` process, up to MAX_STEPS rounds of sample → step → publish → load
 def test_slca_grpo_learns_the_two_tool_choice(learner_process, rollout_model, sync_client, streams, tmp_path):
     """SLCA-GRPO raises the execution reward from chance to ≥ 0.9 within MAX_STEPS steps (seeded).
 

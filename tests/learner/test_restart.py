@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from slca.contracts import encode_entry
 from tests.learner.two_tools import TwoToolTask
 from tests.support.learner import wait_for_version
@@ -17,6 +19,7 @@ def _checkpoint_state(tmp_path) -> dict:
     return json.loads((root / (root / "LATEST").read_text().strip() / "state.json").read_text())
 
 
+@pytest.mark.slow  # `slca learn` started twice (torch and the model loaded each time), N_GROUPS real steps
 def test_kill_and_restart_resumes_without_reapplying(learner_process, rollout_model, sync_client, streams, tmp_path):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=1)

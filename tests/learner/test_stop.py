@@ -20,6 +20,7 @@ from learner.trainer import StepInterrupted, Trainer
 from slca.config import CommonSettings
 from slca.contracts import encode_entry
 from tests.learner.two_tools import TwoToolTask
+from tests.support.wait import wait_for
 
 
 def make_context(redis_client, redis_url, tmp_path, model_dir, **overrides) -> LoopContext:
@@ -77,11 +78,9 @@ def test_a_stop_during_a_step_acknowledges_none_of_its_groups(redis_client, redi
 def test_slca_learn_exits_0_on_sigint_and_sigterm(learner_process, sig):
     learner = learner_process()
     learner.start()
-    deadline = time.monotonic() + 120
-    while "groups consumed so far" not in learner.log_text():  # the model is loaded, the loop is waiting
-        assert learner.alive(), learner.log_text()
-        assert time.monotonic() < deadline, learner.log_text()
-        time.sleep(0.2)
+    # the model is loaded, the loop is waiting
+    wait_for(lambda: "groups consumed so far" in learner.log_text(), 120, "the learner loop to wait for groups",
+             interval=0.2, alive=learner.alive, detail=learner.log_text)  # fmt: skip
     t0 = time.monotonic()
     os.killpg(learner.proc.pid, sig)  # the whole group, as a terminal's Ctrl-C would
     rc = learner.proc.wait(timeout=10)

@@ -15,6 +15,9 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.support.serve import ADMIN_TOKEN, ServerProcess
 
+# a `slca serve` process and EXAMPLES_PER_OPERATION requests for each of the seven operations
+pytestmark = pytest.mark.slow
+
 EXAMPLES_PER_OPERATION = 30
 
 

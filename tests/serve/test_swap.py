@@ -11,7 +11,6 @@ import json
 import re
 import shutil
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,6 +24,7 @@ from serve.engines.weights_io import check_weight_dir, load_state_dict
 from slca.contracts import Streams, Trajectory, decode_entry
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
 from tests.support.serve import ADMIN_TOKEN, ServerProcess
+from tests.support.wait import wait_for
 from tests.support.weights import WEIGHTS_KEY, publish_version
 
 
@@ -68,12 +68,12 @@ class SteadyLoad(threading.Thread):
 
 
 def wait_version(server: ServerProcess, version: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.get_json("/v1/models")["data"][0]["policy_version"] == version:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"server never reached version {version}")
+    wait_for(lambda: server.get_json("/v1/models")["data"][0]["policy_version"] == version, timeout,
+             f"the server to serve version {version}", interval=0.2)  # fmt: skip
+
+
+def wait_runs(load: SteadyLoad, count: int) -> None:
+    wait_for(lambda: len(load.statuses) >= count, 120, f"{count} agent runs of the steady load", interval=0.1)
 
 
 def test_swap_under_load_by_admin_and_by_channel(swap_server, serve_redis, tiny_model_dir, tmp_path):
@@ -81,22 +81,17 @@ def test_swap_under_load_by_admin_and_by_channel(swap_server, serve_redis, tiny_
     v2 = publish_version(tiny_model_dir, tmp_path, 2, 0.99)
     load = SteadyLoad(swap_server.url)
     load.start()
-    while len(load.statuses) < 1:
-        time.sleep(0.1)
+    wait_runs(load, 1)
     status, body = request(swap_server.url + "/admin/weights", {"version": 1, "path": v1.path}, ADMIN_TOKEN)
     assert status == 200 and body["version"] == 1, body
-    mark = len(load.statuses)
-    while len(load.statuses) < mark + 1:
-        time.sleep(0.1)
+    wait_runs(load, len(load.statuses) + 1)
     client = redis.Redis.from_url(serve_redis.url)
     forged = publish_version(tiny_model_dir, tmp_path, 3, 0.5, key="not-the-learner's")
     client.publish("swaptest:weights", forged.model_dump_json())  # whoever can write Redis, without the key
     client.set("swaptest:weights:latest", v2.model_dump_json())
     client.publish("swaptest:weights", v2.model_dump_json())
     wait_version(swap_server, 2)
-    mark = len(load.statuses)
-    while len(load.statuses) < mark + 1:
-        time.sleep(0.1)
+    wait_runs(load, len(load.statuses) + 1)
     load.stop.set()
     load.join(timeout=120)
 

@@ -1,8 +1,8 @@
 """The test harness itself: an owned Redis that survives SIGKILL with AOF, and real Celery workers."""
 
-
-import pytest
 from celery import Celery
+
+from tests.support.wait import wait_for
 
 
 def test_owned_redis_is_not_the_shared_one(redis_server, redis_client):
@@ -24,12 +24,7 @@ def test_celery_worker_runs_tasks_and_redelivers_after_sigkill(celery_workers, r
     slow = client.send_task("harness.slow_add", args=(1, 1, 2.0))
     # wait until the task is running in the worker, then kill it mid-task
     inspect = client.control.inspect(timeout=1.0)
-    for _ in range(60):
-        active = inspect.active() or {}
-        if any(active.values()):
-            break
-    else:
-        pytest.fail("task never became active")
+    wait_for(lambda: any((inspect.active() or {}).values()), 60, "the task to be active in the worker")
     celery_workers.kill(worker)
     celery_workers.start("tests.harness_app", name="b")
     # acks_late + reject_on_worker_lost: the killed task goes back to the queue and finishes elsewhere

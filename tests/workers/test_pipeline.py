@@ -14,6 +14,9 @@ from tests.workers.pipeline_harness import (
 )  # fmt: skip
 from workers.settings import WorkerSettings
 
+# real worker processes: 1000 entries into 250 groups, a worker killed mid-task, Redis killed mid-run (up to 150 s each)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def settings() -> WorkerSettings:
