@@ -1,0 +1,78 @@
+"""The transformers engine (serve/engines/hf.py): its grammar cache is bounded, and a cancelled row leaves the batch
+within one step while the others finish unchanged. (Moved from tests/serve/test_hardening.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _settings(**overrides):
+    from serve.settings import ServeSettings
+
+    return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
+
+
+def test_the_hf_grammar_cache_is_bounded(tiny_model_dir):
+    import asyncio
+
+    from serve.engines.grammar import tool_call_grammar
+    from serve.engines.hf import HFEngine
+
+    engine = HFEngine(str(tiny_model_dir), _settings(grammar_cache_entries=2))
+    asyncio.run(engine.start())
+    try:
+        grammars = [tool_call_grammar([{"type": "function", "function": {"name": f"f{i}"}}]) for i in range(4)]
+        for g in grammars + grammars[-1:]:
+            engine._matcher(g)
+        assert list(engine._compiled) == grammars[2:]
+    finally:
+        asyncio.run(engine.close())
+
+
+def test_a_cancelled_row_leaves_the_hf_batch_within_one_step_and_the_others_finish_unchanged(tiny_model_dir):
+    """Three requests in one batch; the client of one hangs up: from the next step on the batch computes two rows
+    (its KV rows dropped), the two others end exactly as they do alone, and the engine counts them as they leave."""
+    import asyncio
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+
+    engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50))
+    prompts = {"a": [1, 2, 3, 4], "b": [5, 6, 7], "c": [8, 9, 10, 11, 12]}
+    params = {k: SamplingParams(temperature=1.0, max_tokens=40 if k == "a" else n, seed=i)
+              for i, (k, n) in enumerate([("a", 0), ("b", 24), ("c", 12)])}  # fmt: skip
+
+    async def main():
+        await engine.start()
+        widths: list[int] = []
+        forward = engine._forward
+
+        def counted_forward(input_ids, *args):  # the rows each forward step computes
+            widths.append(int(input_ids.shape[0]))
+            return forward(input_ids, *args)
+
+        try:
+            alone = {k: await generate(engine, prompts[k], params[k]) for k in ("b", "c")}
+            engine._forward = counted_forward
+            a = engine.stream(prompts["a"], params["a"])
+            first = asyncio.create_task(a.__anext__())
+            others = {k: asyncio.create_task(generate(engine, prompts[k], params[k])) for k in ("b", "c")}
+            await first
+            await a.__anext__()
+            await a.aclose()  # what a hang-up does to the handler's stream: the request is cancelled
+            cancelled_at = len(widths)  # forward steps started so far (the running one may still be 3 rows)
+            together = {k: await task for k, task in others.items()}
+            await asyncio.sleep(0.05)  # the batch's own bookkeeping
+            return alone, together, widths, cancelled_at, engine.in_flight
+        finally:
+            engine._forward = forward
+            await engine.close()
+
+    alone, together, widths, cancelled_at, in_flight = asyncio.run(main())
+    assert widths[0] == 3 and cancelled_at < 20, widths  # one batch, cancelled early in it
+    # a leaves within one step; c (12 tokens) leaves when it ends, b (24) runs alone after it
+    assert set(widths[cancelled_at + 1:]) <= {2, 1} and widths[-1] == 1, widths
+    for k in ("b", "c"):
+        assert together[k].token_ids == alone[k].token_ids and together[k].finish_reason == alone[k].finish_reason
+        assert together[k].logprobs == pytest.approx(alone[k].logprobs, abs=1e-4)
+    assert in_flight == 0
