@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run soak test test-fast install model clean
+.PHONY: run soak test test-fast lint install model clean
 
 run: $(STAMP) model
 	$(BIN)/slca up
@@ -14,6 +14,11 @@ soak: $(STAMP) model
 
 test: $(STAMP) model
 	$(BIN)/python -m pytest -q tests
+
+# Layout is the formatter's (no `# fmt: skip`); the linter keeps pyflakes' and the statement checks (pyproject).
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 test-fast: $(STAMP) model
 	$(BIN)/python -m pytest -q -m "not slow" tests

@@ -68,7 +68,9 @@ def load_checkpoint(run_dir: Path, model, optimizer) -> LearnerState | None:
     path = run_dir / "checkpoints" / latest.read_text().strip()
     state = LearnerState(**json.loads((path / STATE_NAME).read_text()))
     device = next(model.parameters()).device
-    missing, unexpected = model.load_state_dict(load_file(str(path / "model.safetensors"), device=str(device)), strict=False)
+    missing, unexpected = model.load_state_dict(
+        load_file(str(path / "model.safetensors"), device=str(device)), strict=False
+    )
     if unexpected or [m for m in missing if "lm_head" not in m]:
         raise RuntimeError(f"checkpoint {path} does not fit the model: missing {missing}, unexpected {unexpected}")
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=device, weights_only=True))

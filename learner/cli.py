@@ -17,7 +17,6 @@ def register(commands, bench) -> None:
 
 
 def _learn(args: argparse.Namespace, config) -> int:
-    import logging
     from pathlib import Path
 
     # first, before the heavy imports and the model load: a stop asked for at any point is a clean stop
@@ -46,8 +45,16 @@ def _learn(args: argparse.Namespace, config) -> int:
         raise CliError(f"model not found: {model_dir} (run `slca model fetch`, or set learner.init_model)")
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
-    ctx = LoopContext(settings, common, redis.Redis.from_url(common.redis_or_default()), run_dir,
-                      Path(common.data_dir) / "weights", model_dir, LearnerMetrics.create(), stop)  # fmt: skip
+    ctx = LoopContext(
+        settings,
+        common,
+        redis.Redis.from_url(common.redis_or_default()),
+        run_dir,
+        Path(common.data_dir) / "weights",
+        model_dir,
+        LearnerMetrics.create(),
+        stop,
+    )
     try:
         state = run_learner(ctx)
     except redis.ConnectionError as exc:

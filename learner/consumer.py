@@ -49,8 +49,7 @@ def consumer_name(configured: str | None) -> str:
 
 
 class GroupConsumer:
-    def __init__(self, client: redis.Redis, streams: Streams, group: str, consumer: str,
-                 claim_idle_ms: int = 600_000):  # fmt: skip
+    def __init__(self, client: redis.Redis, streams: Streams, group: str, consumer: str, claim_idle_ms: int = 600_000):
         self.client = client
         self.streams = streams
         self.group = group
@@ -77,7 +76,9 @@ class GroupConsumer:
         return entries
 
     def _read(self, start: str, count: int, block_ms: int | None) -> list[GroupEntry]:
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.streams.groups: start}, count=count, block=block_ms)
+        reply = self.client.xreadgroup(
+            self.group, self.consumer, {self.streams.groups: start}, count=count, block=block_ms
+        )
         out = []
         for _stream, items in reply or []:
             for entry_id, fields in items:
@@ -86,11 +87,14 @@ class GroupConsumer:
 
     def _claim(self, count: int) -> list[GroupEntry]:
         """Entries idle past the deadline on any consumer, taken over (their delivery count goes up)."""
-        reply = self.client.xautoclaim(self.streams.groups, self.group, self.consumer, self.claim_idle_ms,
-                                       start_id=self._claim_cursor, count=count)  # fmt: skip
+        reply = self.client.xautoclaim(
+            self.streams.groups, self.group, self.consumer, self.claim_idle_ms, start_id=self._claim_cursor, count=count
+        )
         self._claim_cursor = reply[0]  # the scan's cursor; back at 0-0 once the whole pending list was seen
         # an entry trimmed from the stream comes back without fields (Redis 7 drops it from the pending list)
-        return [self._decode(entry_id, fields) for entry_id, fields in reply[1] if fields and entry_id not in self._held]
+        return [
+            self._decode(entry_id, fields) for entry_id, fields in reply[1] if fields and entry_id not in self._held
+        ]
 
     @staticmethod
     def _decode(entry_id, fields) -> GroupEntry:
@@ -111,7 +115,11 @@ class GroupConsumer:
 
     def dead_letter(self, entry: GroupEntry) -> None:
         """An undecodable entry goes to `slca:dead` with the reason; then it is acknowledged."""
-        fields = {b"id": entry.entry_id, b"reason": (entry.error or "invalid").encode(), b"source": self.streams.groups.encode()}
+        fields = {
+            b"id": entry.entry_id,
+            b"reason": (entry.error or "invalid").encode(),
+            b"source": self.streams.groups.encode(),
+        }
         payload = (entry.raw or {}).get(b"data")
         if payload is not None:
             fields[b"data"] = payload

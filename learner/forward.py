@@ -33,7 +33,9 @@ def select_rows(packed: PackedGroup, tokens: list[list[int]], selected: list[tor
     return torch.cat(rows), torch.cat(targets)
 
 
-def token_logprobs(model, packed: PackedGroup, rows: torch.Tensor, targets: torch.Tensor, autocast: bool) -> TokenLogprobs:
+def token_logprobs(
+    model, packed: PackedGroup, rows: torch.Tensor, targets: torch.Tensor, autocast: bool
+) -> TokenLogprobs:
     """(N,) logprobs of `targets` predicted at packed `rows`. rows, targets: (N,)."""
     decoder, head = _decoder_and_head(model)
     device = head.weight.device

@@ -84,14 +84,21 @@ def run_learner(ctx: LoopContext) -> LearnerState:
         try:
             report = trainer.train_step([e.group for e in entries], should_stop=ctx.stop.is_set)
         except StepInterrupted as exc:
-            log.info("learner: stop: step %d abandoned (%s); its %d groups stay pending for the next start",
-                     state.step + 1, exc, len(entries))  # fmt: skip
+            log.info(
+                "learner: stop: step %d abandoned (%s); its %d groups stay pending for the next start",
+                state.step + 1,
+                exc,
+                len(entries),
+            )
             break
         if ctx.stop.is_set() and not (s.max_steps and report.step >= s.max_steps):
             # a stop during the step: the step is not published or checkpointed (that takes seconds), so its
             # groups are not acknowledged either; the next start resumes from the last checkpoint and applies them
-            log.info("learner: stop: step %d not kept; its %d groups stay pending for the next start", report.step,
-                     len(entries))  # fmt: skip
+            log.info(
+                "learner: stop: step %d not kept; its %d groups stay pending for the next start",
+                report.step,
+                len(entries),
+            )
             break
         state.step = report.step
         state.consumed.extend(e.group.group_id for e in entries)
@@ -108,8 +115,9 @@ def run_learner(ctx: LoopContext) -> LearnerState:
     return state
 
 
-def collect(ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, consumed: set[str],
-            unacked: list[bytes]) -> list[GroupEntry]:  # fmt: skip
+def collect(
+    ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, consumed: set[str], unacked: list[bytes]
+) -> list[GroupEntry]:
     """Up to `groups_per_step` usable groups; blocks at most ~block_ms per read so `stop` is honoured."""
     want = ctx.settings.groups_per_step
     usable: list[GroupEntry] = []
@@ -146,9 +154,18 @@ def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
         if latest:
             state.version = max(state.version, json.loads(latest)["version"])
         return None
-    manifest, seconds = publish(policy.model, ctx.model_dir, ctx.weights_dir, state.version, state.step,
-                                str(ctx.model_dir), ctx.client, ctx.streams, s.keep_versions,
-                                weights_key=ctx.common.weights_key)  # fmt: skip
+    manifest, seconds = publish(
+        policy.model,
+        ctx.model_dir,
+        ctx.weights_dir,
+        state.version,
+        state.step,
+        str(ctx.model_dir),
+        ctx.client,
+        ctx.streams,
+        s.keep_versions,
+        weights_key=ctx.common.weights_key,
+    )
     state.version = manifest.version
     ctx.metrics.published_version.set(manifest.version)
     ctx.metrics.publish_seconds.observe(seconds)
@@ -161,11 +178,21 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
     ts = time.time()
     ctx.client.xadd(
         ctx.streams.stats(STATS_LEARNER),
-        {"step": state.step, "version": state.version, "loss": report.loss, "kl": m.get("all/kl", 0.0),
-         "clip_frac": m.get("all/clip_frac", 0.0), "groups": len(entries), "ts": ts,
-         # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
-         **{f"zero_var/{k.rsplit('/', 1)[1]}": v / max(1, len(entries)) for k, v in m.items()
-            if k.startswith("estimator/zero_variance/")}},  # fmt: skip
+        {
+            "step": state.step,
+            "version": state.version,
+            "loss": report.loss,
+            "kl": m.get("all/kl", 0.0),
+            "clip_frac": m.get("all/clip_frac", 0.0),
+            "groups": len(entries),
+            "ts": ts,
+            # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
+            **{
+                f"zero_var/{k.rsplit('/', 1)[1]}": v / max(1, len(entries))
+                for k, v in m.items()
+                if k.startswith("estimator/zero_variance/")
+            },
+        },
         maxlen=2000,
         approximate=True,
     )
@@ -188,5 +215,11 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
     }
     with open(ctx.run_dir / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps(line) + "\n")
-    log.info("step %d v%d loss %.4f tokens %d %.1f tok/s", state.step, state.version, report.loss, report.tokens,
-             report.tokens_per_second)  # fmt: skip
+    log.info(
+        "step %d v%d loss %.4f tokens %d %.1f tok/s",
+        state.step,
+        state.version,
+        report.loss,
+        report.tokens,
+        report.tokens_per_second,
+    )

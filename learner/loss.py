@@ -75,7 +75,9 @@ def aggregate(per_token: torch.Tensor, inputs: LossInputs, config: LossSettings)
         return per_token.sum() / max(inputs.total_tokens, 1)
     if config.aggregation == "seq_mean":
         seq_ids, inverse, counts = torch.unique(inputs.seq, return_inverse=True, return_counts=True)
-        per_seq = torch.zeros(len(seq_ids), dtype=per_token.dtype, device=per_token.device).index_add(0, inverse, per_token)
+        per_seq = torch.zeros(len(seq_ids), dtype=per_token.dtype, device=per_token.device).index_add(
+            0, inverse, per_token
+        )
         return (per_seq / counts.to(per_token.dtype)).sum() / max(inputs.total_seqs, 1)
     raise ValueError(f"aggregation: unknown {config.aggregation!r}; known: token_mean, seq_mean")
 
@@ -157,8 +159,15 @@ def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> dict[str, float
     return out
 
 
-MEAN_NAMES = {"clip": "clip_frac", "adv": "adv_mean", "adv_abs": "adv_abs_mean", "ratio": "ratio_mean",
-              "entropy": "entropy_mean", "logprob_gap": "logprob_gap_mean", "kl": "kl"}  # fmt: skip
+MEAN_NAMES = {
+    "clip": "clip_frac",
+    "adv": "adv_mean",
+    "adv_abs": "adv_abs_mean",
+    "ratio": "ratio_mean",
+    "entropy": "entropy_mean",
+    "logprob_gap": "logprob_gap_mean",
+    "kl": "kl",
+}
 
 
 def summarise(sums: dict[str, float]) -> dict[str, float]:

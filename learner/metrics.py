@@ -28,12 +28,16 @@ class LearnerMetrics:
         return cls(
             steps=Counter("slca_learner_steps", "Optimizer steps", **reg),
             step_seconds=Histogram("slca_learner_step_seconds", "Time of one optimizer step", **reg),
-            tokens_per_second=Gauge("slca_learner_tokens_per_second", "Packed tokens per second of the last step", **reg),
+            tokens_per_second=Gauge(
+                "slca_learner_tokens_per_second", "Packed tokens per second of the last step", **reg
+            ),
             loss=Gauge("slca_learner_loss", "Policy loss of the last step", **reg),
             kl=Gauge("slca_learner_kl", "Mean k3 KL to the reference of the last step", **reg),
             clip_fraction=Gauge("slca_learner_clip_fraction", "Share of clipped tokens in the last step", **reg),
             advantage_abs_mean=Gauge("slca_advantage_abs_mean", "Mean |advantage| by segment kind", ["kind"], **reg),
-            zero_variance_groups=Counter("slca_zero_variance_groups", "Groups with zero reward variance", ["channel"], **reg),
+            zero_variance_groups=Counter(
+                "slca_zero_variance_groups", "Groups with zero reward variance", ["channel"], **reg
+            ),
             staleness=Gauge("slca_staleness", "Learner version minus the group's oldest policy version", **reg),
             stale_dropped=Counter("slca_stale_groups_dropped", "Groups dropped as too stale", **reg),
             published_version=Gauge("slca_published_version", "Newest published weight version", **reg),

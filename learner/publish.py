@@ -18,8 +18,15 @@ from learner.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
 from slca.contracts import Streams, WeightManifest, dump_json
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                   "vocab.json", "merges.txt", "generation_config.json")  # fmt: skip
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "merges.txt",
+    "generation_config.json",
+)
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 log = logging.getLogger(__name__)
 
@@ -43,8 +50,15 @@ def _plain_model(model):
     return model
 
 
-def write_version(model, source_dir: Path, weights_dir: Path, version: int, train_step: int, base_model: str,
-                  weights_key: str | None = None) -> WeightManifest:  # fmt: skip
+def write_version(
+    model,
+    source_dir: Path,
+    weights_dir: Path,
+    version: int,
+    train_step: int,
+    base_model: str,
+    weights_key: str | None = None,
+) -> WeightManifest:
     remove_stale_temps(weights_dir)
     target = weights_dir / f"v{version}"
     tmp = temp_dir_next_to(target)
@@ -54,8 +68,9 @@ def write_version(model, source_dir: Path, weights_dir: Path, version: int, trai
         if (source_dir / name).is_file() and not (tmp / name).exists():
             shutil.copy2(source_dir / name, tmp / name)
     digests = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-    manifest = WeightManifest(version=version, path=str(target.resolve()), sha256=digests, base_model=base_model,
-                              train_step=train_step)  # fmt: skip
+    manifest = WeightManifest(
+        version=version, path=str(target.resolve()), sha256=digests, base_model=base_model, train_step=train_step
+    )
     if weights_key:
         manifest = manifest.signed(weights_key)
     (tmp / MANIFEST_NAME).write_text(dump_json(manifest))
@@ -78,15 +93,26 @@ def prune_versions(weights_dir: Path, keep: int, protect: int) -> None:
             shutil.rmtree(weights_dir / f"v{v}", ignore_errors=True)
 
 
-def publish(model, source_dir: Path, weights_dir: Path, last_published: int, train_step: int, base_model: str,
-            redis_client, streams: Streams, keep: int = 3,
-            weights_key: str | None = None) -> tuple[WeightManifest, float]:  # fmt: skip
+def publish(
+    model,
+    source_dir: Path,
+    weights_dir: Path,
+    last_published: int,
+    train_step: int,
+    base_model: str,
+    redis_client,
+    streams: Streams,
+    keep: int = 3,
+    weights_key: str | None = None,
+) -> tuple[WeightManifest, float]:
     """Write, announce and prune version N+1; signed with `weights_key` (`common.weights_key`) when given — servers
     refuse unsigned announcements unless configured for development (`common.allow_unsigned_weights`)."""
     t0 = time.perf_counter()
     if not weights_key and redis_client is not None:
-        log.warning("publishing unsigned weights (common.weights_key is unset): servers refuse them unless "
-                    "common.allow_unsigned_weights is set")  # fmt: skip
+        log.warning(
+            "publishing unsigned weights (common.weights_key is unset): servers refuse them unless "
+            "common.allow_unsigned_weights is set"
+        )
     version = next_version(weights_dir, last_published)
     manifest = write_version(model, source_dir, weights_dir, version, train_step, base_model, weights_key)
     if redis_client is not None:

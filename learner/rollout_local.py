@@ -9,7 +9,6 @@ learner recomputes — so the ratio is 1 on-policy and the gradient raises the p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -26,8 +25,16 @@ class Sample:
 
 
 @torch.no_grad()
-def sample(model, prompt: list[int], max_new: int, eos_id: int, generator: torch.Generator,
-           temperature: float = 1.0, candidates: list[list[int]] | None = None, free_tail: int = 0) -> Sample:  # fmt: skip
+def sample(
+    model,
+    prompt: list[int],
+    max_new: int,
+    eos_id: int,
+    generator: torch.Generator,
+    temperature: float = 1.0,
+    candidates: list[list[int]] | None = None,
+    free_tail: int = 0,
+) -> Sample:
     """One completion (see `sample_group`)."""
     return sample_group(model, prompt, 1, max_new, eos_id, generator, temperature, candidates, free_tail)[0]
 
@@ -57,9 +64,17 @@ def _allowed(row: _Row, candidates: list[list[int]] | None, free_tail: int) -> s
 
 
 @torch.no_grad()
-def sample_group(model, prompt: list[int], n: int, max_new: int, eos_id: int, generator: torch.Generator,
-                 temperature: float = 1.0, candidates: list[list[int]] | None = None,
-                 free_tail: int = 0) -> list[Sample]:  # fmt: skip
+def sample_group(
+    model,
+    prompt: list[int],
+    n: int,
+    max_new: int,
+    eos_id: int,
+    generator: torch.Generator,
+    temperature: float = 1.0,
+    candidates: list[list[int]] | None = None,
+    free_tail: int = 0,
+) -> list[Sample]:
     """n completions of one prompt, sampled together: the prompt is run once and its KV cache shared.
 
     With `candidates`, each member's constraint ends when it completes a candidate; then `free_tail` more
@@ -106,19 +121,29 @@ def segment_generated(tokenizer, ids: list[int]) -> list[tuple[int, int, Segment
     return spans_of(generated_kinds(tokenizer, ids, set(tokenizer.all_special_ids)))
 
 
-def build_trajectory(tokenizer, task_id: str, prompt: list[int], s: Sample, tools, version: int,
-                     messages=None, ground_truth=None) -> Trajectory:  # fmt: skip
+def build_trajectory(
+    tokenizer, task_id: str, prompt: list[int], s: Sample, tools, version: int, messages=None, ground_truth=None
+) -> Trajectory:
     segments = [Segment(start=0, end=len(prompt), kind=SegmentKind.SYSTEM)]
     for a, b, kind in segment_generated(tokenizer, s.ids):
         segments.append(Segment(start=len(prompt) + a, end=len(prompt) + b, kind=kind, turn=0))
     text = tokenizer.decode(s.ids, skip_special_tokens=True)
     offered = {function_of(t).get("name") for t in tools}
-    calls = [ToolCallRecord(turn=0, block=c.block, name=c.name, arguments=c.arguments, valid=c.valid, raw=c.raw,
-                             error=c.error)
-             for c in parse_tool_calls(text, offered)]  # fmt: skip
+    calls = [
+        ToolCallRecord(
+            turn=0, block=c.block, name=c.name, arguments=c.arguments, valid=c.valid, raw=c.raw, error=c.error
+        )
+        for c in parse_tool_calls(text, offered)
+    ]
     return Trajectory(
-        task_id=task_id, policy_version=version, tools=tools,
+        task_id=task_id,
+        policy_version=version,
+        tools=tools,
         messages=[*(messages or []), {"role": "assistant", "content": text}],  # the reply the scorers read
-        tokens=prompt + s.ids, logprobs=[None] * len(prompt) + s.logprobs, segments=segments,
-        tool_calls=calls, ground_truth=ground_truth, meta={"engine": "learner.rollout_local", "text": text},
-    )  # fmt: skip
+        tokens=prompt + s.ids,
+        logprobs=[None] * len(prompt) + s.logprobs,
+        segments=segments,
+        tool_calls=calls,
+        ground_truth=ground_truth,
+        meta={"engine": "learner.rollout_local", "text": text},
+    )

@@ -2,10 +2,10 @@
 autocast where the CPU has native bf16, lr 5e-5, linear warm-up then decay; the raw SmolLM2 never emits a tool
 call, so RL needs this).
 
-Plan: encode the demonstrations (loaded by the caller, `ops.experiments.warmstart`) → measure the parseable-call share on held-out tasks → train within the time/step
-budget → measure again → save atomically to `--out`. Batches are length-grouped under a token budget
-(`sft_batching`), the loss and logits are on assistant tokens only (`sft_step`), and the lr follows the spent
-fraction of the real budget (`sft_schedule`)."""
+Plan: encode the demonstrations (loaded by the caller, `ops.experiments.warmstart`) → measure the parseable-call share
+on held-out tasks → train within the time/step budget → measure again → save atomically to `--out`. Batches are
+length-grouped under a token budget (`sft_batching`), the loss and logits are on assistant tokens only (`sft_step`),
+and the lr follows the spent fraction of the real budget (`sft_schedule`)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,16 @@ def _clock(seconds: float | None) -> str:
     return "-" if seconds is None else f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
-def train_sft(model, examples: list[Example], settings: LearnerSettings, budget: Budget, seed: int, autocast: bool,
-              pad_id: int, batch_tokens: int) -> list[dict]:  # fmt: skip
+def train_sft(
+    model,
+    examples: list[Example],
+    settings: LearnerSettings,
+    budget: Budget,
+    seed: int,
+    autocast: bool,
+    pad_id: int,
+    batch_tokens: int,
+) -> list[dict]:
     """Train until the budget is spent; one history row per step. The progress bar shows the spent share of
     the budget, the loss, the lr and the time left."""
     from tqdm import tqdm
@@ -50,7 +58,9 @@ def train_sft(model, examples: list[Example], settings: LearnerSettings, budget:
     opt = make_optimizer(model, settings.sft_lr)
     model.train()
     history: list[dict] = []
-    bar = tqdm(total=100, desc="sft", dynamic_ncols=True, bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
+    bar = tqdm(
+        total=100, desc="sft", dynamic_ncols=True, bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}{postfix}"
+    )
     t_start, step, elapsed, tokens = time.monotonic(), 0, 0.0, 0
     while not budget.done(step, elapsed):
         chosen = [examples[i] for i in next(batches)]
@@ -60,11 +70,22 @@ def train_sft(model, examples: list[Example], settings: LearnerSettings, budget:
         step += 1
         elapsed = time.monotonic() - t_start
         tokens += batch.real_tokens
-        history.append({"step": step, "loss": result.loss, "lr": lr, "examples": len(chosen),
-                        "tokens": batch.real_tokens, "padding": round(batch.padding_share, 4), "elapsed_s": elapsed})  # fmt: skip
+        history.append(
+            {
+                "step": step,
+                "loss": result.loss,
+                "lr": lr,
+                "examples": len(chosen),
+                "tokens": batch.real_tokens,
+                "padding": round(batch.padding_share, 4),
+                "elapsed_s": elapsed,
+            }
+        )
         bar.n = round(100 * budget.progress(step, elapsed), 1)
-        bar.set_postfix_str(f"step {step} loss {result.loss:.3f} lr {lr:.1e} {tokens / elapsed:.0f} tok/s "
-                            f"left {_clock(budget.seconds_left(step, elapsed))}")  # fmt: skip
+        bar.set_postfix_str(
+            f"step {step} loss {result.loss:.3f} lr {lr:.1e} {tokens / elapsed:.0f} tok/s "
+            f"left {_clock(budget.seconds_left(step, elapsed))}"
+        )
     bar.close()
     return history
 
@@ -166,21 +187,32 @@ def run_sft(args, config, demos: list[Demonstration], held_out: list[Task]) -> i
     precision = sft_precision(settings, device)
     batch_tokens = args.batch_tokens or default_batch_tokens([len(e.input_ids) for e in examples], settings.sft_batch)
     print(precision.describe("sft precision"))
-    print(f"sft: {len(examples)}/{n_demos} demonstrations ≤ {settings.sft_max_tokens} tokens, {len(held_out)} held-out "
-          f"tasks, lr {settings.sft_lr}, length-grouped batches of ≤ {batch_tokens} padded tokens "
-          f"(≈ {settings.sft_batch} conversations)")  # fmt: skip
+    print(
+        f"sft: {len(examples)}/{n_demos} demonstrations ≤ {settings.sft_max_tokens} tokens, {len(held_out)} held-out "
+        f"tasks, lr {settings.sft_lr}, length-grouped batches of ≤ {batch_tokens} padded tokens "
+        f"(≈ {settings.sft_batch} conversations)"
+    )
     before = parseable_call_share(model, tokenizer, held_out) if held_out else None
-    history = train_sft(model, examples, settings, budget, args.seed, precision.dtype == "bfloat16",
-                        pad_id_of(tokenizer), batch_tokens)  # fmt: skip
+    history = train_sft(
+        model, examples, settings, budget, args.seed, precision.dtype == "bfloat16", pad_id_of(tokenizer), batch_tokens
+    )
     after = parseable_call_share(model, tokenizer, held_out) if held_out else None
     save_model(model, tokenizer, source, out)
     train_s = history[-1]["elapsed_s"] if history else 0.0
     tokens = sum(h["tokens"] for h in history)
-    summary = {"steps": len(history), "first_loss": history[0]["loss"] if history else None,
-               "last_loss": history[-1]["loss"] if history else None, "train_s": train_s,
-               "tokens_per_s": tokens / train_s if train_s else None, "batch_tokens": batch_tokens,
-               "precision": precision.dtype, "parseable_before": before, "parseable_after": after,
-               "held_out": len(held_out), "out": str(out)}  # fmt: skip
+    summary = {
+        "steps": len(history),
+        "first_loss": history[0]["loss"] if history else None,
+        "last_loss": history[-1]["loss"] if history else None,
+        "train_s": train_s,
+        "tokens_per_s": tokens / train_s if train_s else None,
+        "batch_tokens": batch_tokens,
+        "precision": precision.dtype,
+        "parseable_before": before,
+        "parseable_after": after,
+        "held_out": len(held_out),
+        "out": str(out),
+    }
     (out / "sft-summary.json").write_text(json.dumps({**summary, "history": history}, indent=1))
     print(json.dumps(summary))
     return 0

@@ -52,8 +52,9 @@ def default_batch_tokens(lengths: Sequence[int], batch: int) -> int:
     return max(1, math.ceil(batch * sum(lengths) / max(1, len(lengths))))
 
 
-def grouped_epoch(lengths: Sequence[int], batch_tokens: int, rng: random.Random,
-                  pool: int = GROUP_POOL) -> list[list[int]]:
+def grouped_epoch(
+    lengths: Sequence[int], batch_tokens: int, rng: random.Random, pool: int = GROUP_POOL
+) -> list[list[int]]:
     """One epoch of batches (lists of example indices): each index exactly once.
 
     A batch grows while (members + 1) × longest ≤ batch_tokens; a conversation longer than the budget is a
@@ -73,8 +74,9 @@ def grouped_epoch(lengths: Sequence[int], batch_tokens: int, rng: random.Random,
     return batches
 
 
-def grouped_batches(lengths: Sequence[int], batch_tokens: int, seed: int,
-                    pool: int = GROUP_POOL) -> Iterator[list[int]]:
+def grouped_batches(
+    lengths: Sequence[int], batch_tokens: int, seed: int, pool: int = GROUP_POOL
+) -> Iterator[list[int]]:
     """Epoch after epoch of `grouped_epoch`, deterministic from `seed`."""
     rng = random.Random(seed)
     while True:

@@ -43,8 +43,9 @@ def encode_conversation(tokenizer, messages: list[dict[str, str]], max_tokens: i
     ids = enc["input_ids"]
     if len(ids) > max_tokens:
         return None
-    labels = [tok if any(a < e and b > s for s, e in spans) else IGNORE
-              for tok, (a, b) in zip(ids, enc["offset_mapping"])]  # fmt: skip
+    labels = [
+        tok if any(a < e and b > s for s, e in spans) else IGNORE for tok, (a, b) in zip(ids, enc["offset_mapping"])
+    ]
     return Example(ids, labels)
 
 

@@ -45,8 +45,14 @@ class Budget:
         return None
 
 
-def lr_at(step: int, progress: float, base: float, warmup_steps: int = WARMUP_STEPS,
-          warmup_fraction: float = WARMUP_FRACTION, floor: float = FLOOR) -> float:  # fmt: skip
+def lr_at(
+    step: int,
+    progress: float,
+    base: float,
+    warmup_steps: int = WARMUP_STEPS,
+    warmup_fraction: float = WARMUP_FRACTION,
+    floor: float = FLOOR,
+) -> float:
     """The lr of step `step` (0-based) started at budget fraction `progress` (see the module docstring)."""
     progress = min(1.0, max(0.0, progress))
     warm = min(1.0, max((step + 1) / max(1, warmup_steps), progress / warmup_fraction if warmup_fraction else 1.0))

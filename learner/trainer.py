@@ -75,9 +75,15 @@ class Trainer:
             ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
             with ctx:
                 loss, metrics, _ = group_loss(
-                    self.policy.runner, group, self.settings.loss, totals, self.policy.autocast,
-                    self.ref_model, seq_offset, self.settings.share_prefix,
-                )  # fmt: skip
+                    self.policy.runner,
+                    group,
+                    self.settings.loss,
+                    totals,
+                    self.policy.autocast,
+                    self.ref_model,
+                    seq_offset,
+                    self.settings.share_prefix,
+                )
                 loss.backward()
             total_loss += float(loss.detach())
             merge_metrics(sums, metrics)

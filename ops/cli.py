@@ -22,15 +22,19 @@ def register(commands, bench) -> None:
     status.add_argument("--window", type=int, default=50, help="recent rewards to average")
     status.set_defaults(func=_status)
 
-    score = commands.add_parser("score", help="HierR reward of one answer (JSON on stdin: pack, split, task_id, "
-                                              "calls, reply), every component shown")  # fmt: skip
+    score = commands.add_parser(
+        "score",
+        help="HierR reward of one answer (JSON on stdin: pack, split, task_id, calls, reply), every component shown",
+    )
     score.add_argument("--indent", type=int, help="indent the JSON printed (default: one line)")
     score.set_defaults(func=_score)
 
     feed = commands.add_parser("feed", help="drive training traffic through the agent API from a task pack")
     feed.add_argument("--url", help="agent API base URL (default: ops.feed_url, else serve's host:port)")
     feed.add_argument("--pack", help="task pack (default: ops.feed_pack)")
-    feed.add_argument("--requests", type=int, help="stop after this many requests (default: ops.feed_requests; 0: forever)")
+    feed.add_argument(
+        "--requests", type=int, help="stop after this many requests (default: ops.feed_requests; 0: forever)"
+    )
     feed.add_argument("--concurrency", type=int, help="requests in flight (default: ops.feed_concurrency)")
     feed.add_argument("--ids-out", type=Path, help="append every recorded trajectory id to this file")
     feed.set_defaults(func=_feed)

@@ -41,8 +41,14 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
-    card = {"id": engine.model_name, "object": "model", "created": int(time.time()), "owned_by": "slca",
-            "policy_version": engine.version, "engine": engine.name}  # fmt: skip
+    card = {
+        "id": engine.model_name,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "slca",
+        "policy_version": engine.version,
+        "engine": engine.name,
+    }
     return web.json_response({"object": "list", "data": [card]})
 
 
@@ -52,7 +58,7 @@ async def admin_weights(request: web.Request) -> web.Response:
     body = await read_json(request)
     version, path = (body.get("version"), body.get("path")) if isinstance(body, dict) else (None, None)
     if not isinstance(version, int) or version < 0 or not isinstance(path, str) or not path:
-        raise BadRequest("body must be {\"version\": <int >= 0>, \"path\": <weight directory>}")
+        raise BadRequest('body must be {"version": <int >= 0>, "path": <weight directory>}')
     try:
         seconds = await request.app[SWAPPER].swap(version, path)
     except WeightLoadError as exc:

@@ -22,10 +22,13 @@ class Admission:
         """Hold a place for one request of `sequences` sequences while the block runs; TooManyRequests when the
         bound would be passed (one request is always let in, however large its n)."""
         busy = self.requests >= self.max_requests or (
-            self.requests > 0 and self.sequences + sequences > self.max_sequences)  # fmt: skip
+            self.requests > 0 and self.sequences + sequences > self.max_sequences
+        )
         if busy:
-            raise TooManyRequests(f"the server is at its bound of work in flight ({self.requests} requests, "
-                                  f"{self.sequences} sequences); retry shortly")  # fmt: skip
+            raise TooManyRequests(
+                f"the server is at its bound of work in flight ({self.requests} requests, "
+                f"{self.sequences} sequences); retry shortly"
+            )
         self.requests += 1
         self.sequences += sequences
         try:

@@ -95,31 +95,49 @@ class AgentRunner:
                 finish = "max_turns"
         finally:
             await episode.close()
-        self.metrics.tool_turns.observe(sum(1 for m in messages[len(spec.messages):] if m.get("tool_calls")))
-        meta = {"engine": self.engine.name, "temperature": spec.params.temperature, "top_p": spec.params.top_p,
-                "seed": seed, "finish_reason": finish, "duration_s": time.time() - started,
-                "constrained_turns": [0] if spec.first_turn_grammar else [],
-                "tools_backend": type(self.tools).__module__}  # fmt: skip
-        traj = builder.build(task_id=spec.task_id, tools=spec.tools, messages=messages, tool_calls=records,
-                             ground_truth=spec.ground_truth, meta=meta, fallback_version=self.engine.version,
-                             group_key=spec.run_id)  # fmt: skip
-        final = messages[-1] if messages[-1]["role"] == "assistant" else next(
-            m for m in reversed(messages) if m["role"] == "assistant")  # fmt: skip
+        self.metrics.tool_turns.observe(sum(1 for m in messages[len(spec.messages) :] if m.get("tool_calls")))
+        meta = {
+            "engine": self.engine.name,
+            "temperature": spec.params.temperature,
+            "top_p": spec.params.top_p,
+            "seed": seed,
+            "finish_reason": finish,
+            "duration_s": time.time() - started,
+            "constrained_turns": [0] if spec.first_turn_grammar else [],
+            "tools_backend": type(self.tools).__module__,
+        }
+        traj = builder.build(
+            task_id=spec.task_id,
+            tools=spec.tools,
+            messages=messages,
+            tool_calls=records,
+            ground_truth=spec.ground_truth,
+            meta=meta,
+            fallback_version=self.engine.version,
+            group_key=spec.run_id,
+        )
+        final = (
+            messages[-1]
+            if messages[-1]["role"] == "assistant"
+            else next(m for m in reversed(messages) if m["role"] == "assistant")
+        )
         log = [r.model_dump(mode="json") for r in records]
         return EpisodeOutcome(traj, final, log, finish)
 
     async def _model_turn(self, spec: EpisodeSpec, builder: TrajectoryBuilder, seed: int, turn_no: int) -> Turn:
         budget = spec.max_model_len - len(builder.tokens)
         grammar = spec.first_turn_grammar if turn_no == 0 else None
-        params = SamplingParams(spec.params.temperature, spec.params.top_p, min(spec.params.max_tokens, budget),
-                                seed, [], grammar)  # fmt: skip
+        params = SamplingParams(
+            spec.params.temperature, spec.params.top_p, min(spec.params.max_tokens, budget), seed, [], grammar
+        )
         result = await sample(self.engine, self.metrics, builder.tokens, params, self.timeout_s)
         turn = await asyncio.to_thread(decode_turn, self.engine, result)  # CPU work of a long turn: off the loop
         builder.add_generated(result.token_ids, result.logprobs, turn.kinds, turn_no, result.versions)
         return turn
 
-    async def _execute(self, episode, call: ParsedCall, turn_no: int, records: list[ToolCallRecord],
-                       offered: set[str]) -> ToolResult:  # fmt: skip
+    async def _execute(
+        self, episode, call: ParsedCall, turn_no: int, records: list[ToolCallRecord], offered: set[str]
+    ) -> ToolResult:
         t0 = time.perf_counter()
         if call.valid:
             result = await episode.call(call.name, call.arguments)
@@ -127,10 +145,12 @@ class AgentRunner:
             result = ToolResult(ok=False, status=400, error=call.error or "malformed tool call")
         latency = time.perf_counter() - t0
         outcome = "ok" if result.ok else ("malformed" if not call.valid else "error")
-        self.metrics.tool_calls.labels(tool=ServeMetrics.known_tool(call.name, offered),
-                                       outcome=outcome).inc()  # fmt: skip
-        records.append(call_record(call, turn_no, result=result.for_model(), error=result.error,
-                                   latency_s=result.latency_s or latency))  # fmt: skip
+        self.metrics.tool_calls.labels(tool=ServeMetrics.known_tool(call.name, offered), outcome=outcome).inc()
+        records.append(
+            call_record(
+                call, turn_no, result=result.for_model(), error=result.error, latency_s=result.latency_s or latency
+            )
+        )
         return result
 
 
@@ -138,8 +158,11 @@ def _assistant_message(turn: Turn, calls: list[ParsedCall]) -> dict[str, Any]:
     valid = [c for c in calls if c.valid]
     if not calls:
         return {"role": "assistant", "content": turn.text}
-    message: dict[str, Any] = {"role": "assistant", "content": text_outside_calls(turn.text) or None,
-                               "raw_content": turn.text}  # fmt: skip
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text_outside_calls(turn.text) or None,
+        "raw_content": turn.text,
+    }
     message["tool_calls"] = [openai_tool_call(c) for c in valid]
     return message
 

@@ -42,19 +42,30 @@ def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec
     max_tokens = max_tokens_of(req, settings)
     check_context(sum(len(ids) for ids, _ in prompt), max_tokens, settings)
     spec = EpisodeSpec(
-        task_id=req.task_id, messages=messages, tools=req.tools, offered=offered,
+        task_id=req.task_id,
+        messages=messages,
+        tools=req.tools,
+        offered=offered,
         params=SamplingParams(temperature_of(req, settings), req.top_p, max_tokens),
         first_turn_grammar=forced_call_grammar(req.tools, forced, settings),
-        max_turns=req.max_turns or settings.max_turns_default, max_model_len=settings.max_model_len,
-        prompt=prompt, ground_truth=req.ground_truth,
-    )  # fmt: skip
+        max_turns=req.max_turns or settings.max_turns_default,
+        max_model_len=settings.max_model_len,
+        prompt=prompt,
+        ground_truth=req.ground_truth,
+    )
     return req, spec
 
 
 def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
     t = outcome.trajectory
-    out = {"trajectory_id": t.id, "policy_version": t.policy_version, "mixed_version": t.mixed_version,
-           "message": outcome.message, "tool_calls": outcome.tool_calls, "finish_reason": outcome.finish_reason}  # fmt: skip
+    out = {
+        "trajectory_id": t.id,
+        "policy_version": t.policy_version,
+        "mixed_version": t.mixed_version,
+        "message": outcome.message,
+        "tool_calls": outcome.tool_calls,
+        "finish_reason": outcome.finish_reason,
+    }
     if with_trajectory:
         out["trajectory"] = t.model_dump(mode="json")
     return out

@@ -91,17 +91,25 @@ def _count_disconnect(request: web.Request, endpoint: str, started: float, how: 
     _count(request, endpoint, started, CLIENT_CLOSED)
 
 
-def create_app(settings: ServeSettings, common: CommonSettings, *, engine_factory: EngineFactory | None = None,
-               registry: CollectorRegistry | None = None, sim_settings=None,
-               subapps: Mapping[str, web.Application] | None = None) -> web.Application:  # fmt: skip
+def create_app(
+    settings: ServeSettings,
+    common: CommonSettings,
+    *,
+    engine_factory: EngineFactory | None = None,
+    registry: CollectorRegistry | None = None,
+    sim_settings=None,
+    subapps: Mapping[str, web.Application] | None = None,
+) -> web.Application:
     """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults).
     `subapps`: prefix → aiohttp app mounted beside the API (what the CLI plugs in, e.g. ops' dashboard at
     `/dashboard/`; see `serve.mounts`): serve itself imports no other component."""
     # errors wrap the origin and scope checks. handler_cancellation: a client that hangs up cancels its handler,
     # and with it the engine requests it awaits (aiohttp lets handlers run on by default).
-    app = web.Application(client_max_size=settings.max_body_bytes + 1,
-                          middlewares=[error_middleware, origin_middleware, serve_scope_middleware],
-                          handler_args={"handler_cancellation": True})  # fmt: skip
+    app = web.Application(
+        client_max_size=settings.max_body_bytes + 1,
+        middlewares=[error_middleware, origin_middleware, serve_scope_middleware],
+        handler_args={"handler_cancellation": True},
+    )
     app[SETTINGS], app[COMMON] = settings, common
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)
@@ -150,8 +158,9 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     client = command_client(app[COMMON].redis_or_default(), app[SETTINGS])  # with timeouts (serve/redis_client.py)
     app[REDIS] = client
-    app[RECORDER] = TrajectoryRecorder(client, app[STREAMS], app[SETTINGS].max_stream_len, app[METRICS],
-                                       max_bytes=app[SETTINGS].max_stream_bytes)
+    app[RECORDER] = TrajectoryRecorder(
+        client, app[STREAMS], app[SETTINGS].max_stream_len, app[METRICS], max_bytes=app[SETTINGS].max_stream_bytes
+    )
     yield
     await client.aclose()
 

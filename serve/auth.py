@@ -75,8 +75,10 @@ def require_scope(request: web.Request, scope: Scope) -> None:
     """Raise Unauthorized (no or unknown key) or Forbidden (key without `scope`, or no such key configured)."""
     common = request.app[COMMON]
     if not any(_RANK[s] >= _RANK[scope] for _, scopes in configured_keys(common) for s in scopes):
-        raise Forbidden(f"these endpoints are disabled: no key with the {scope!r} scope is configured "
-                        "(common.api_keys or common.admin_token)")  # fmt: skip
+        raise Forbidden(
+            f"these endpoints are disabled: no key with the {scope!r} scope is configured "
+            "(common.api_keys or common.admin_token)"
+        )
     scopes = granted(common, bearer(request))
     if scopes is None:
         raise Unauthorized(f"a valid 'Authorization: Bearer <key>' header with the {scope!r} scope is required")

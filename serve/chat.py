@@ -54,10 +54,17 @@ class ChatPlan:
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         top = (req.top_logprobs or 0) if req.logprobs else 0
         self.params = [
-            SamplingParams(temperature_of(req, settings), req.top_p, max_tokens, (seed + i) % (settings.max_seed + 1),
-                           self.stop, grammar, top)
+            SamplingParams(
+                temperature_of(req, settings),
+                req.top_p,
+                max_tokens,
+                (seed + i) % (settings.max_seed + 1),
+                self.stop,
+                grammar,
+                top,
+            )
             for i in range(req.n)
-        ]  # fmt: skip
+        ]
         self.req = req
         self.tools = req.tools or []
 
@@ -67,7 +74,11 @@ class ChatPlan:
             calls = [c for c in parse_tool_calls(text, self.offered) if c.valid]
             if calls:
                 content = text_outside_calls(text) or None
-                return {"role": "assistant", "content": content, "tool_calls": [openai_tool_call(c) for c in calls]}, "tool_calls"
+                return {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [openai_tool_call(c) for c in calls],
+                }, "tool_calls"
         return {"role": "assistant", "content": text}, turn.result.finish_reason
 
 
@@ -110,13 +121,22 @@ async def _answer(request: web.Request, plan: ChatPlan) -> web.StreamResponse:
     turns, choices = await off_loop(app, _choices, app[ENGINE], plan, results)
     await _maybe_record(request, plan, turns)
     completion = sum(len(t.result.token_ids) for t in turns)
-    return web.json_response({
-        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": created, "model": plan.model,
-        "choices": choices, "system_fingerprint": f"slca-v{max(t.result.policy_version for t in turns)}",
-        "policy_version": max(t.result.policy_version for t in turns),
-        "usage": {"prompt_tokens": len(plan.prompt_ids) * len(turns), "completion_tokens": completion,
-                  "total_tokens": len(plan.prompt_ids) * len(turns) + completion},
-    })  # fmt: skip
+    return web.json_response(
+        {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": created,
+            "model": plan.model,
+            "choices": choices,
+            "system_fingerprint": f"slca-v{max(t.result.policy_version for t in turns)}",
+            "policy_version": max(t.result.policy_version for t in turns),
+            "usage": {
+                "prompt_tokens": len(plan.prompt_ids) * len(turns),
+                "completion_tokens": completion,
+                "total_tokens": len(plan.prompt_ids) * len(turns) + completion,
+            },
+        }
+    )
 
 
 def _choices(engine, plan: ChatPlan, results: list[GenerationResult]) -> tuple[list[Turn], list[dict[str, Any]]]:
@@ -153,10 +173,15 @@ async def _maybe_record(request: web.Request, plan: ChatPlan, turns: list[Turn])
         # the calls as written (valid or not) travel in the trajectory: the workers score them from these records
         calls = [call_record(c, 0) for c in parse_tool_calls(_cut_at_stop(turn.text, plan.stop), plan.offered)]
         traj = builder.build(
-            task_id=task_id, tools=plan.tools, messages=plan.messages + [message], tool_calls=calls,
-            ground_truth=None, meta={"source": "chat", "engine": request.app[ENGINE].name},
-            fallback_version=request.app[ENGINE].version, group_key=task_id,
-        )  # fmt: skip
+            task_id=task_id,
+            tools=plan.tools,
+            messages=plan.messages + [message],
+            tool_calls=calls,
+            ground_truth=None,
+            meta={"source": "chat", "engine": request.app[ENGINE].name},
+            fallback_version=request.app[ENGINE].version,
+            group_key=task_id,
+        )
         await request.app[RECORDER].record(traj)
 
 
@@ -164,8 +189,12 @@ async def _maybe_record(request: web.Request, plan: ChatPlan, turns: list[Turn])
 async def _stream(request: web.Request, plan: ChatPlan) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": plan.model}  # fmt: skip
+    head = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": plan.model,
+    }
     events: asyncio.Queue = asyncio.Queue()
     workers = [asyncio.create_task(_stream_choice(request, plan, i, p, events)) for i, p in enumerate(plan.params)]
     usage_tokens = 0
@@ -260,11 +289,19 @@ def _message_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
     for k, call in enumerate(message.get("tool_calls") or []):
         args = call["function"]["arguments"]
         half = len(args) // 2
-        deltas.append({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
-                                       "function": {"name": call["function"]["name"], "arguments": ""}}]})  # fmt: skip
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": k,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         for piece in (args[:half], args[half:]):
             if piece:
                 deltas.append({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
     return deltas
-
-

@@ -21,8 +21,15 @@ def _settings(args, config):
     from serve.settings import ServeSettings
 
     settings = config.get(ServeSettings)
-    updates = {k: v for k, v in (("engine", getattr(args, "engine", None)), ("host", getattr(args, "host", None)),
-                                 ("port", getattr(args, "port", None))) if v is not None}  # fmt: skip
+    updates = {
+        k: v
+        for k, v in (
+            ("engine", getattr(args, "engine", None)),
+            ("host", getattr(args, "host", None)),
+            ("port", getattr(args, "port", None)),
+        )
+        if v is not None
+    }
     return settings.model_copy(update=updates)
 
 

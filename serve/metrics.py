@@ -60,8 +60,9 @@ class ServeMetrics:
             "slca_swap_seconds", "Weight swap latency", buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r
         )
         self.swaps = Counter("slca_swaps_total", "Weight swaps", ["outcome"], registry=r)
-        self.swap_rollbacks = Counter("slca_swap_rollbacks_total", "Failed swaps undone: last good weights restored",
-                                      registry=r)  # fmt: skip
+        self.swap_rollbacks = Counter(
+            "slca_swap_rollbacks_total", "Failed swaps undone: last good weights restored", registry=r
+        )
         self.trajectories_recorded = Counter("slca_trajectories_recorded_total", "Trajectories added", registry=r)
         self.backpressure = Counter("slca_backpressure_total", "Trajectories not added: stream full", registry=r)
         self.engine_failures = Counter("slca_engine_failures_total", "Requests failed by the engine", registry=r)

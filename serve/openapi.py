@@ -18,16 +18,28 @@ REF = "#/components/schemas/{model}"
 
 
 def _error_response(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}},
+    }
 
 
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
-    "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
-        "message": {"type": "string"}, "type": {"type": "string"}, "param": {"type": ["string", "null"]},
-        "code": {"type": ["string", "integer", "null"]}}}},
-}  # fmt: skip
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "integer", "null"]},
+            },
+        }
+    },
+}
 
 JSON_OBJECT = {"application/json": {"schema": {"type": "object"}}}
 
@@ -40,19 +52,37 @@ def _model_schema(model: type[BaseModel], components: dict[str, Any]) -> dict[st
 
 
 def _post(summary: str, model: type[BaseModel], components: dict[str, Any], ok: str) -> dict[str, Any]:
-    return {"post": {
-        "summary": summary, "operationId": model.__name__,
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _model_schema(model, components)}}},
-        "responses": {"200": {"description": ok, "content": JSON_OBJECT}, "400": _error_response("invalid request"),
-                      "401": _error_response("an API key is required"), "404": _error_response("unknown model"),
-                      "413": _error_response("body too large"), "503": _error_response("engine unavailable; retry")},
-    }}  # fmt: skip
+    return {
+        "post": {
+            "summary": summary,
+            "operationId": model.__name__,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _model_schema(model, components)}},
+            },
+            "responses": {
+                "200": {"description": ok, "content": JSON_OBJECT},
+                "400": _error_response("invalid request"),
+                "401": _error_response("an API key is required"),
+                "404": _error_response("unknown model"),
+                "413": _error_response("body too large"),
+                "503": _error_response("engine unavailable; retry"),
+            },
+        }
+    }
 
 
 def _get(summary: str, op: str, ok: str, content_type: str = "application/json") -> dict[str, Any]:
-    responses: dict[str, Any] = {"200": {"description": ok, "content": {content_type: {"schema": {"type": "string"}
-                                                                                        if content_type != "application/json"
-                                                                                        else {"type": "object"}}}}}  # fmt: skip
+    responses: dict[str, Any] = {
+        "200": {
+            "description": ok,
+            "content": {
+                content_type: {
+                    "schema": {"type": "string"} if content_type != "application/json" else {"type": "object"}
+                }
+            },
+        }
+    }
     if op == "readyz":
         responses["503"] = _error_response("not ready")
     return {"get": {"summary": summary, "operationId": op, "responses": responses}}
@@ -61,39 +91,72 @@ def _get(summary: str, op: str, ok: str, content_type: str = "application/json")
 def openapi_document(settings, version: str = "0.1.0") -> dict[str, Any]:
     components: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths = {
-        "/v1/chat/completions": _post("OpenAI-compatible chat completion (tools in the Hermes convention)",
-                                      ChatRequest, components, "a chat.completion (or an SSE stream)"),
-        "/v1/agent/runs": _post("n rollouts of one task through the server-side agent loop (one training group)",
-                                AgentRunRequest, components, "the runs, their messages, tool calls and trajectory ids"),
+        "/v1/chat/completions": _post(
+            "OpenAI-compatible chat completion (tools in the Hermes convention)",
+            ChatRequest,
+            components,
+            "a chat.completion (or an SSE stream)",
+        ),
+        "/v1/agent/runs": _post(
+            "n rollouts of one task through the server-side agent loop (one training group)",
+            AgentRunRequest,
+            components,
+            "the runs, their messages, tool calls and trajectory ids",
+        ),
         "/v1/models": _get("the served model and its policy version", "models", "model list"),
         "/healthz": _get("liveness: the HTTP loop answers", "healthz", "alive"),
         "/readyz": _get("readiness: engine loaded and Redis reachable", "readyz", "ready"),
         "/metrics": _get("Prometheus metrics", "metrics", "text exposition format", "text/plain"),
-        "/admin/weights": {"post": {
-            "summary": "swap to a published weight version (admin scope)", "operationId": "adminWeights",
-            "security": [{"bearer": []}],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "required": ["version", "path"],
-                "properties": {"version": {"type": "integer", "minimum": 0}, "path": {"type": "string"}}}}}},
-            "responses": {"200": {"description": "swapped", "content": JSON_OBJECT},
-                          "400": _error_response("invalid request"), "401": _error_response("no valid token"),
-                          "403": _error_response("admin disabled or not permitted"),
-                          "422": _error_response("weights rejected; the old version keeps serving")},
-        }},
-    }  # fmt: skip
+        "/admin/weights": {
+            "post": {
+                "summary": "swap to a published weight version (admin scope)",
+                "operationId": "adminWeights",
+                "security": [{"bearer": []}],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["version", "path"],
+                                "properties": {
+                                    "version": {"type": "integer", "minimum": 0},
+                                    "path": {"type": "string"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {"description": "swapped", "content": JSON_OBJECT},
+                    "400": _error_response("invalid request"),
+                    "401": _error_response("no valid token"),
+                    "403": _error_response("admin disabled or not permitted"),
+                    "422": _error_response("weights rejected; the old version keeps serving"),
+                },
+            }
+        },
+    }
     _write_limits(components, settings)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "slca agent API", "version": version,
-                 "description": "OpenAI-compatible chat completions and server-side agent runs that record "
-                                "trajectories for online training."},
+        "info": {
+            "title": "slca agent API",
+            "version": version,
+            "description": "OpenAI-compatible chat completions and server-side agent runs that record "
+            "trajectories for online training.",
+        },
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-    }  # fmt: skip
+    }
 
 
-LIMIT_FIELDS = {"n": ("maximum", "max_n"), "max_tokens": ("maximum", "max_tokens_limit"),
-                "max_completion_tokens": ("maximum", "max_tokens_limit"), "max_turns": ("maximum", "max_turns_limit")}  # fmt: skip
+LIMIT_FIELDS = {
+    "n": ("maximum", "max_n"),
+    "max_tokens": ("maximum", "max_tokens_limit"),
+    "max_completion_tokens": ("maximum", "max_tokens_limit"),
+    "max_turns": ("maximum", "max_turns_limit"),
+}
 
 
 def _write_limits(components: dict[str, Any], settings) -> None:

@@ -33,8 +33,9 @@ def origin_refusal(origin: str | None, host: str | None, allowed: Collection[str
         local = False
     if local:
         return None
-    return (f"requests from the web origin {origin[:100]!r} are not allowed "
-            "(list it in serve.allowed_origins to allow it)")  # fmt: skip
+    return (
+        f"requests from the web origin {origin[:100]!r} are not allowed (list it in serve.allowed_origins to allow it)"
+    )
 
 
 def _local_name(hostname: str) -> bool:
@@ -49,8 +50,9 @@ def _local_name(hostname: str) -> bool:
 
 @web.middleware
 async def origin_middleware(request: web.Request, handler):
-    reason = origin_refusal(request.headers.get("Origin"), request.headers.get("Host"),
-                            request.config_dict[SETTINGS].allowed_origins)  # fmt: skip
+    reason = origin_refusal(
+        request.headers.get("Origin"), request.headers.get("Host"), request.config_dict[SETTINGS].allowed_origins
+    )
     if reason:
         raise Forbidden(reason, code="origin_not_allowed")
     return await handler(request)

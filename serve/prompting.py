@@ -40,8 +40,9 @@ def request_chunks(tokenizer, messages: list[dict[str, Any]], tools: list[Any] |
     try:
         return prompt_chunks(tokenizer, to_template_messages(messages, tools))
     except (TemplateError, ValueError) as exc:
-        raise BadRequest(f"messages: the chat template cannot render this conversation: {exc}"[:500],
-                         param="messages") from None
+        raise BadRequest(
+            f"messages: the chat template cannot render this conversation: {exc}"[:500], param="messages"
+        ) from None
 
 
 def prompt_chunks(tokenizer, messages: list[dict[str, str]]) -> list[tuple[list[int], SegmentKind]]:

@@ -96,9 +96,16 @@ class _Pending:
 
 
 class TrajectoryRecorder:
-    def __init__(self, client: aioredis.Redis, streams: Streams, max_len: int, metrics: ServeMetrics,
-                 max_bytes: int = DEFAULT_MAX_BYTES, max_batch: int = MAX_BATCH,
-                 max_in_flight: int = MAX_IN_FLIGHT):  # fmt: skip
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        streams: Streams,
+        max_len: int,
+        metrics: ServeMetrics,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_batch: int = MAX_BATCH,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ):
         self.client = client
         self.streams = streams
         self.max_len = max_len
@@ -153,8 +160,13 @@ class TrajectoryRecorder:
         try:
             admitted = [bool(flag) for flag in await self._script(keys=[self.streams.trajectories], args=args)]
         except RedisError as exc:
-            log.warning("%d trajector%s not recorded (%s …): %s", len(batch), "y" if len(batch) == 1 else "ies",
-                        batch[0].trajectory_id, exc)  # fmt: skip
+            log.warning(
+                "%d trajector%s not recorded (%s …): %s",
+                len(batch),
+                "y" if len(batch) == 1 else "ies",
+                batch[0].trajectory_id,
+                exc,
+            )
             self.metrics.record_failures.inc(len(batch))
             return [False] * len(batch)
         refused = admitted.count(False)

@@ -13,10 +13,15 @@ import redis.asyncio as aioredis
 
 
 def command_client(url: str, settings) -> aioredis.Redis:
-    return aioredis.Redis.from_url(url, decode_responses=False, socket_timeout=settings.redis_socket_timeout_s,
-                                   socket_connect_timeout=settings.redis_connect_timeout_s)  # fmt: skip
+    return aioredis.Redis.from_url(
+        url,
+        decode_responses=False,
+        socket_timeout=settings.redis_socket_timeout_s,
+        socket_connect_timeout=settings.redis_connect_timeout_s,
+    )
 
 
 def subscriber_client(url: str, settings) -> aioredis.Redis:
-    return aioredis.Redis.from_url(url, decode_responses=False, socket_connect_timeout=settings.redis_connect_timeout_s,
-                                   health_check_interval=30)  # fmt: skip
+    return aioredis.Redis.from_url(
+        url, decode_responses=False, socket_connect_timeout=settings.redis_connect_timeout_s, health_check_interval=30
+    )

@@ -154,8 +154,9 @@ def check_counts(data: dict[str, Any], settings) -> None:
         for i, message in enumerate(messages):
             content = message.get("content") if isinstance(message, dict) else None
             if isinstance(content, list) and len(content) > settings.max_content_parts:
-                raise _too_many(f"messages[{i}].content parts", len(content), settings.max_content_parts,
-                                f"messages.{i}.content")  # fmt: skip
+                raise _too_many(
+                    f"messages[{i}].content parts", len(content), settings.max_content_parts, f"messages.{i}.content"
+                )
     if isinstance(tools, list) and len(tools) > settings.max_tools:
         raise _too_many("tools", len(tools), settings.max_tools, "tools")
     if isinstance(stop, list) and len(stop) > settings.max_stop:
@@ -167,17 +168,18 @@ def check_limits(req: SamplingFields, settings) -> None:
         raise BadRequest(f"n={req.n} exceeds the limit of {settings.max_n}", param="n")
     if req.seed is not None and not 0 <= req.seed <= settings.max_seed:
         raise BadRequest(f"seed must be an integer in 0..{settings.max_seed}", param="seed")
-    for field in ("max_tokens", "max_completion_tokens"):
-        value = getattr(req, field)
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = getattr(req, name)
         if value is not None and value > settings.max_tokens_limit:
-            raise BadRequest(f"{field}={value} exceeds the limit of {settings.max_tokens_limit}", param=field)
+            raise BadRequest(f"{name}={value} exceeds the limit of {settings.max_tokens_limit}", param=name)
     if isinstance(req, ChatRequest):
         stop_strings(req.stop, settings)
         if req.top_logprobs is not None and req.top_logprobs > 0 and not req.logprobs:
             raise BadRequest("top_logprobs needs logprobs: true", param="top_logprobs")
     if isinstance(req, AgentRunRequest) and req.max_turns is not None and req.max_turns > settings.max_turns_limit:
-        raise BadRequest(f"max_turns={req.max_turns} exceeds the limit of {settings.max_turns_limit}",
-                         param="max_turns")
+        raise BadRequest(
+            f"max_turns={req.max_turns} exceeds the limit of {settings.max_turns_limit}", param="max_turns"
+        )
     _check_history_arguments(req.messages, JSONLimits.of(settings))
 
 
@@ -190,8 +192,10 @@ def stop_strings(stop: str | list[str] | None, settings) -> list[str]:
         if not s:
             raise BadRequest("stop: an empty stop string is not allowed", param="stop")
         if len(s) > settings.max_stop_chars:
-            raise BadRequest(f"stop: a stop string of {len(s)} characters exceeds the limit of "
-                             f"{settings.max_stop_chars}", param="stop")  # fmt: skip
+            raise BadRequest(
+                f"stop: a stop string of {len(s)} characters exceeds the limit of {settings.max_stop_chars}",
+                param="stop",
+            )
     return strings
 
 
@@ -256,8 +260,10 @@ def _regex_parses(pattern: object) -> bool:
 def _format_checker(cls) -> jsonschema.FormatChecker:
     """`cls.FORMAT_CHECKER` with `regex` checked by parsing only (`_regex_parses`)."""
     checker = jsonschema.FormatChecker(())
-    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_regex_parses, (re.error, RecursionError,
-                                                                                  OverflowError))}  # fmt: skip
+    checker.checkers = {
+        **cls.FORMAT_CHECKER.checkers,
+        "regex": (_regex_parses, (re.error, RecursionError, OverflowError)),
+    }
     return checker
 
 
@@ -273,15 +279,20 @@ class _PatternBudget:
         s = self.settings
         for pattern in patterns:
             if len(pattern) > s.max_pattern_chars:
-                raise InvalidToolSchema(f"{param}: a pattern of {len(pattern)} characters exceeds the limit of "
-                                        f"{s.max_pattern_chars}", param=param)  # fmt: skip
+                raise InvalidToolSchema(
+                    f"{param}: a pattern of {len(pattern)} characters exceeds the limit of {s.max_pattern_chars}",
+                    param=param,
+                )
             self.count, self.chars = self.count + 1, self.chars + len(pattern)
             if self.count > s.max_request_patterns:
-                raise InvalidToolSchema(f"{param}: the tools hold more than {s.max_request_patterns} patterns",
-                                        param=param)  # fmt: skip
+                raise InvalidToolSchema(
+                    f"{param}: the tools hold more than {s.max_request_patterns} patterns", param=param
+                )
             if self.chars > s.max_request_pattern_chars:
-                raise InvalidToolSchema(f"{param}: the patterns of the tools exceed {s.max_request_pattern_chars} "
-                                        "characters together", param=param)  # fmt: skip
+                raise InvalidToolSchema(
+                    f"{param}: the patterns of the tools exceed {s.max_request_pattern_chars} characters together",
+                    param=param,
+                )
 
 
 def check_tools(tools: list[Any] | None, settings) -> set[str]:
@@ -305,17 +316,22 @@ def _check_tool(i: int, tool: Any, settings, budget: "_PatternBudget") -> str:
         raise InvalidToolSchema(f"tools[{i}].function: must be an object", param=f"{where}.function")
     name = fn.get("name")
     if not isinstance(name, str) or not name or len(name) > 64:
-        raise InvalidToolSchema(f"tools[{i}].function.name: a non-empty string of at most 64 characters is required",
-                                param=f"{where}.function.name")  # fmt: skip
+        raise InvalidToolSchema(
+            f"tools[{i}].function.name: a non-empty string of at most 64 characters is required",
+            param=f"{where}.function.name",
+        )
     size = len(json.dumps(tool, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
     if size > settings.max_tool_schema_bytes:
-        raise InvalidToolSchema(f"tools[{i}]: the definition of {size} bytes exceeds the limit of "
-                                f"{settings.max_tool_schema_bytes}", param=where)  # fmt: skip
+        raise InvalidToolSchema(
+            f"tools[{i}]: the definition of {size} bytes exceeds the limit of {settings.max_tool_schema_bytes}",
+            param=where,
+        )
     params = fn.get("parameters", {"type": "object"})
     check_schema(params, f"{where}.function.parameters", settings.max_tool_schema_depth, budget)
     if params.get("type", "object") != "object":
-        raise InvalidToolSchema(f"tools[{i}].function.parameters: must describe an object",
-                                param=f"{where}.function.parameters")  # fmt: skip
+        raise InvalidToolSchema(
+            f"tools[{i}].function.parameters: must describe an object", param=f"{where}.function.parameters"
+        )
     for key in RESPONSE_SCHEMA_KEYS:
         response = fn.get(key, tool.get(key))
         if response is not None:
@@ -396,8 +412,9 @@ def _shape(schema: Any) -> SchemaShape:
 def _check_ref(root: dict[str, Any], ref: str, param: str) -> None:
     """Only refs into the schema itself ('#', '#/json/pointer', '#anchor'), and pointers must resolve."""
     if not ref.startswith("#"):
-        raise InvalidToolSchema(f"{param}: $ref {ref[:100]!r} points outside the schema; only local refs "
-                                "('#/...') are allowed", param=param)  # fmt: skip
+        raise InvalidToolSchema(
+            f"{param}: $ref {ref[:100]!r} points outside the schema; only local refs ('#/...') are allowed", param=param
+        )
     if not ref.startswith("#/"):
         return
     node: Any = root
@@ -449,5 +466,7 @@ def forced_call_grammar(tools: list[Any] | None, forced: list[int], settings=Non
         raise NotSupported(str(exc), param="tool_choice") from None
     except SchemaNotSupported as exc:
         where = f"tools.{forced[exc.index]}" if exc.index is not None else "tools"
-        raise InvalidToolSchema(f"{where}: the schema cannot be enforced for tool_choice: {exc.reason}",
-                                param=f"{where}.function.parameters" if exc.index is not None else where) from None
+        raise InvalidToolSchema(
+            f"{where}: the schema cannot be enforced for tool_choice: {exc.reason}",
+            param=f"{where}.function.parameters" if exc.index is not None else where,
+        ) from None

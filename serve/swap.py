@@ -51,12 +51,18 @@ class ManifestPolicy:
 
     @classmethod
     def from_settings(cls, common, serve_settings) -> "ManifestPolicy":
-        policy = cls(common.weights_key, common.allow_unsigned_weights,
-                     getattr(serve_settings, "max_version_jump", cls.max_version_jump))  # fmt: skip
+        policy = cls(
+            common.weights_key,
+            common.allow_unsigned_weights,
+            getattr(serve_settings, "max_version_jump", cls.max_version_jump),
+        )
         if not policy.key:
-            log.warning("common.weights_key is unset: weight announcements are %s", "accepted unsigned (development "
-                        "only: anyone who can write Redis can make this server load weights)" if policy.allow_unsigned
-                        else "refused (set common.weights_key, as `slca up` does)")  # fmt: skip
+            log.warning(
+                "common.weights_key is unset: weight announcements are %s",
+                "accepted unsigned (development only: anyone who can write Redis can make this server load weights)"
+                if policy.allow_unsigned
+                else "refused (set common.weights_key, as `slca up` does)",
+            )
         return policy
 
     def refusal(self, manifest: WeightManifest, last_accepted: int | None) -> str | None:
@@ -75,8 +81,9 @@ class ManifestPolicy:
 
 
 class WeightSwapper:
-    def __init__(self, engine: Engine, metrics: ServeMetrics, retry_s: float = 2.0,
-                 policy: ManifestPolicy | None = None):  # fmt: skip
+    def __init__(
+        self, engine: Engine, metrics: ServeMetrics, retry_s: float = 2.0, policy: ManifestPolicy | None = None
+    ):
         self.engine = engine
         self.metrics = metrics
         self.retry_s = retry_s
@@ -99,8 +106,9 @@ class WeightSwapper:
                 return 0.0
             try:
                 if manifest is None:
-                    manifest = await asyncio.get_running_loop().run_in_executor(None, self._signed_on_disk, path,
-                                                                                version)  # fmt: skip
+                    manifest = await asyncio.get_running_loop().run_in_executor(
+                        None, self._signed_on_disk, path, version
+                    )
                 seconds = await self.engine.swap_weights(path, version, manifest=manifest)
             except Exception as exc:  # any failure is a failed swap; the engine keeps (or restored) the old one
                 error = exc if isinstance(exc, WeightLoadError) else WeightLoadError(f"{path}: {exc!r}")

@@ -35,8 +35,9 @@ class Turn:
     text_len: int = 0
 
 
-async def sample(engine: Engine, metrics: ServeMetrics, prompt_ids: list[int], params: SamplingParams,
-                 timeout_s: float) -> GenerationResult:  # fmt: skip
+async def sample(
+    engine: Engine, metrics: ServeMetrics, prompt_ids: list[int], params: SamplingParams, timeout_s: float
+) -> GenerationResult:
     try:
         result = await asyncio.wait_for(generate(engine, prompt_ids, params), timeout_s)
     except (EngineError, asyncio.TimeoutError) as exc:
@@ -65,5 +66,12 @@ def openai_tool_call(call: ParsedCall) -> dict[str, Any]:
 def call_record(call: ParsedCall, turn_no: int, **outcome: Any) -> ToolCallRecord:
     """The trajectory's record of a call as parsed here, with what executing it gave (`result`, `error`,
     `latency_s`) when it was executed: the workers score these records and never parse the tokens again."""
-    return ToolCallRecord(turn=turn_no, block=call.block, name=call.name, arguments=call.arguments,
-                          valid=call.valid, raw=call.raw, **outcome)  # fmt: skip
+    return ToolCallRecord(
+        turn=turn_no,
+        block=call.block,
+        name=call.name,
+        arguments=call.arguments,
+        valid=call.valid,
+        raw=call.raw,
+        **outcome,
+    )

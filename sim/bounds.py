@@ -94,6 +94,11 @@ def check_deadline(what: str = "schema work") -> None:
 
 def limits_from(settings) -> SchemaLimits:
     """The limits a `SimSettings` configures (defaults for the rest)."""
-    return SchemaLimits(max_schema_bytes=settings.schema_max_bytes, max_output_bytes=settings.synth_max_bytes,
-                        max_items=settings.synth_max_items, max_properties=settings.synth_max_properties,
-                        deadline_s=settings.schema_deadline_s, pattern_timeout_s=settings.pattern_timeout_s)  # fmt: skip
+    return SchemaLimits(
+        max_schema_bytes=settings.schema_max_bytes,
+        max_output_bytes=settings.synth_max_bytes,
+        max_items=settings.synth_max_items,
+        max_properties=settings.synth_max_properties,
+        deadline_s=settings.schema_deadline_s,
+        pattern_timeout_s=settings.pattern_timeout_s,
+    )

@@ -24,8 +24,9 @@ _MISS = object()
 
 
 class ResponseCache:
-    def __init__(self, redis_url: str, prefix: str, ttl_s: int, max_value_bytes: int = 16_384,
-                 socket_timeout_s: float = 1.0):  # fmt: skip
+    def __init__(
+        self, redis_url: str, prefix: str, ttl_s: int, max_value_bytes: int = 16_384, socket_timeout_s: float = 1.0
+    ):
         self.redis_url = redis_url
         self.socket_timeout_s = socket_timeout_s
         """A stalled Redis must not hold a tool call (and the agent turn waiting on it): past this, a miss."""
@@ -40,14 +41,16 @@ class ResponseCache:
     def client(self) -> aioredis.Redis:
         loop = asyncio.get_running_loop()
         if loop not in self._clients:
-            self._clients[loop] = aioredis.Redis.from_url(self.redis_url, socket_timeout=self.socket_timeout_s,
-                                                          socket_connect_timeout=self.socket_timeout_s)  # fmt: skip
+            self._clients[loop] = aioredis.Redis.from_url(
+                self.redis_url, socket_timeout=self.socket_timeout_s, socket_connect_timeout=self.socket_timeout_s
+            )
         return self._clients[loop]
 
     def key(self, backend: str, tool: str, arguments: Any, state_hash: str, schema: Any) -> str:
-        return f"{self.prefix}:sim:cache:{backend}:{tool}:" + digest(
-            canonical_json(arguments), state_hash, canonical_json(schema)
-        )[:32]
+        return (
+            f"{self.prefix}:sim:cache:{backend}:{tool}:"
+            + digest(canonical_json(arguments), state_hash, canonical_json(schema))[:32]
+        )
 
     async def get(self, key: str) -> Any:
         try:

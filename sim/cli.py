@@ -52,8 +52,9 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
 
     settings = config.get(SimSettings).with_cache_of(config.common)
     backend = args.backend or settings.backend
-    sim_settings = settings.model_copy(update={"backend": backend, "cache": False, "fault_rate": 0.0,
-                                               "fault_rates": {}, "tool_fault_rates": {}})  # fmt: skip
+    sim_settings = settings.model_copy(
+        update={"backend": backend, "cache": False, "fault_rate": 0.0, "fault_rates": {}, "tool_fault_rates": {}}
+    )
     try:
         summary = asyncio.run(_fidelity(args.domain, sim_settings, args.limit))
     except ValueError as exc:
@@ -77,8 +78,9 @@ async def _fidelity(domain: str, sim_settings, limit: int | None) -> dict:
     from sim.fidelity import replay, summarise, tau2_cases
     from sim.provider import make_provider
 
-    real = make_provider(sim_settings.model_copy(update={"backend": "schema", "real_packs": [domain]}), None,
-                         CollectorRegistry())  # fmt: skip
+    real = make_provider(
+        sim_settings.model_copy(update={"backend": "schema", "real_packs": [domain]}), None, CollectorRegistry()
+    )
     simulated = make_provider(sim_settings.model_copy(update={"real_packs": []}), None, CollectorRegistry())
     pack_tools = real.registry.tools(domain)
     tools = [t.definition("real") for t in pack_tools]

@@ -49,8 +49,13 @@ class FaultPlan:
 
 
 async def _rate_limit(content_fn, delay_s: float) -> ToolResult:
-    return ToolResult(ok=False, status=429, error="rate limit exceeded; retry after 1 second", fault="rate_limit",
-                      meta={"retry_after_s": 1})  # fmt: skip
+    return ToolResult(
+        ok=False,
+        status=429,
+        error="rate limit exceeded; retry after 1 second",
+        fault="rate_limit",
+        meta={"retry_after_s": 1},
+    )
 
 
 async def _timeout(content_fn, delay_s: float) -> ToolResult:

@@ -69,8 +69,9 @@ def invalid_variants(name: str, args: dict[str, Any], schema: dict[str, Any]) ->
     return out
 
 
-async def replay(cases: list[Case], tools: list[dict[str, Any]], real_provider, sim_provider,
-                 progress=None) -> list[Pair]:  # fmt: skip
+async def replay(
+    cases: list[Case], tools: list[dict[str, Any]], real_provider, sim_provider, progress=None
+) -> list[Pair]:
     simulated = [_as_simulated(t) for t in tools]
     pairs: list[Pair] = []
     for index, case in enumerate(cases):
@@ -100,8 +101,7 @@ def key_fields(real: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     """The fields a client relies on: ids and values echoing the call's arguments (or a scalar answer)."""
     if not isinstance(real, dict):
         return {"<value>": real}
-    return {k: v for k, v in real.items()
-            if not isinstance(v, (dict, list)) and (is_id_key(k) or k in arguments)}  # fmt: skip
+    return {k: v for k, v in real.items() if not isinstance(v, (dict, list)) and (is_id_key(k) or k in arguments)}
 
 
 def _share(hits: int, total: int) -> float | None:
@@ -118,14 +118,23 @@ def summarise(pairs: list[Pair], schemas: dict[str, dict[str, Any]]) -> dict[str
     for p in both_ok:
         for k, v in key_fields(p.real.content, p.arguments).items():
             key_total += 1
-            got = p.sim.content if k == "<value>" else (p.sim.content or {}).get(k) if isinstance(p.sim.content, dict) else None
+            got = (
+                p.sim.content
+                if k == "<value>"
+                else (p.sim.content or {}).get(k)
+                if isinstance(p.sim.content, dict)
+                else None
+            )
             key_hits += got == v
         if isinstance(p.real.content, dict):
             cover_total += len(p.real.content)
-            cover_hits += sum(k in (p.sim.content or {}) for k in p.real.content) if isinstance(p.sim.content, dict) else 0
+            cover_hits += (
+                sum(k in (p.sim.content or {}) for k in p.real.content) if isinstance(p.sim.content, dict) else 0
+            )
     model_answers = [p for p in sim_ok if p.sim.meta.get("source") in ("model", "fallback")]
     return {
-        "calls": len(valid_pairs), "invalid_calls": len(invalid_pairs),
+        "calls": len(valid_pairs),
+        "invalid_calls": len(invalid_pairs),
         "sim_schema_valid": _share(sum(is_valid(schemas.get(p.tool), p.sim.content) for p in sim_ok), len(sim_ok)),
         "real_schema_valid": _share(sum(is_valid(schemas.get(p.tool), p.real.content) for p in real_ok), len(real_ok)),
         "key_field_agreement": _share(key_hits, key_total),
@@ -133,13 +142,16 @@ def summarise(pairs: list[Pair], schemas: dict[str, dict[str, Any]]) -> dict[str
         "error_agreement_valid": _share(sum(p.real.ok == p.sim.ok for p in valid_pairs), len(valid_pairs)),
         "error_agreement_invalid": _share(sum(p.real.ok == p.sim.ok for p in invalid_pairs), len(invalid_pairs)),
         "real_errors_valid": sum(not p.real.ok for p in valid_pairs),
-        "model_answer_share": _share(sum(p.sim.meta.get("source") == "model" for p in model_answers), len(model_answers))
-        if model_answers else None,
+        "model_answer_share": _share(
+            sum(p.sim.meta.get("source") == "model" for p in model_answers), len(model_answers)
+        )
+        if model_answers
+        else None,
         "sim_p50_ms": 1000 * statistics.median([p.sim.latency_s for p in pairs]) if pairs else None,
         "real_p50_ms": 1000 * statistics.median([p.real.latency_s for p in pairs]) if pairs else None,
         "sim_mean_ms": 1000 * statistics.fmean([p.sim.latency_s for p in pairs]) if pairs else None,
         "real_mean_ms": 1000 * statistics.fmean([p.real.latency_s for p in pairs]) if pairs else None,
-    }  # fmt: skip
+    }
 
 
 ROWS = [

@@ -78,16 +78,30 @@ class SimEpisode:
 
 
 class SimProvider:
-    def __init__(self, settings: SimSettings, redis_url: str | None, metrics: SimMetrics | None = None,
-                 registry: RealRegistry | None = None):  # fmt: skip
+    def __init__(
+        self,
+        settings: SimSettings,
+        redis_url: str | None,
+        metrics: SimMetrics | None = None,
+        registry: RealRegistry | None = None,
+    ):
         self.settings = settings
         self.metrics = metrics or default_metrics()
         self.registry = registry if registry is not None else build_registry(settings)
-        cache = (ResponseCache(redis_url, settings.key_prefix, settings.cache_ttl_s, settings.cache_max_value_bytes)
-                 if (redis_url and settings.cache) else None)  # fmt: skip
+        cache = (
+            ResponseCache(redis_url, settings.key_prefix, settings.cache_ttl_s, settings.cache_max_value_bytes)
+            if (redis_url and settings.cache)
+            else None
+        )
         self.limits = limits_from(settings)
-        self.ctx = SimContext(make_backend(settings.backend, settings), FaultPlan.from_settings(settings),
-                              self.metrics, cache, settings.timeout_fault_delay_s, self.limits)  # fmt: skip
+        self.ctx = SimContext(
+            make_backend(settings.backend, settings),
+            FaultPlan.from_settings(settings),
+            self.metrics,
+            cache,
+            settings.timeout_fault_delay_s,
+            self.limits,
+        )
 
     def _specs(self, tools: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
         """(definition, ToolSpec or the ValueError that makes it unusable) per offered tool."""
@@ -133,8 +147,9 @@ def _name_of(definition: Any) -> str | None:
     return None
 
 
-def make_provider(settings: SimSettings | None = None, redis_url: str | None = None,
-                  metrics_registry: CollectorRegistry | None = None) -> SimProvider:  # fmt: skip
+def make_provider(
+    settings: SimSettings | None = None, redis_url: str | None = None, metrics_registry: CollectorRegistry | None = None
+) -> SimProvider:
     """The public entry point: a ToolProvider over SGLS and the real packs (see module docstring)."""
     settings = settings or SimSettings()
     metrics = metrics_for(metrics_registry) if metrics_registry is not None else None

@@ -101,8 +101,9 @@ _PROBLEMS = ByteLRU(max_bytes=1 << 20)
 
 def schema_problem(schema_json: str) -> str | None:
     """Why a schema (as canonical JSON) is not a usable JSON schema, or None. Cached: checking is slow."""
-    return _PROBLEMS.get_or_make(digest(schema_json), lambda: _schema_problem(json.loads(schema_json)),
-                                 lambda problem: 200 + len(problem or ""))  # fmt: skip
+    return _PROBLEMS.get_or_make(
+        digest(schema_json), lambda: _schema_problem(json.loads(schema_json)), lambda problem: 200 + len(problem or "")
+    )
 
 
 def _schema_problem(schema: Any) -> str | None:
@@ -233,8 +234,12 @@ def _with_deadline(keyword):
     return checked
 
 
-_OVERRIDES = {"pattern": _pattern, "patternProperties": _pattern_properties,
-              "additionalProperties": _additional_properties, "uniqueItems": _unique_items}  # fmt: skip
+_OVERRIDES = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items,
+}
 BoundedValidator = validators.extend(
     Draft202012Validator,
     {name: _with_deadline(_OVERRIDES.get(name, fn)) for name, fn in Draft202012Validator.VALIDATORS.items()},
@@ -253,8 +258,9 @@ def _bounded_validator(schema: dict[str, Any]):
 def validator(schema: dict[str, Any]):
     """A cached validator per distinct schema (building one resolves every `$ref`, which is costly)."""
     text = canonical_json(schema)
-    return _VALIDATORS.get_or_make(digest(text), lambda: _bounded_validator(json.loads(text)),
-                                   lambda _v: 1024 + 10 * len(text))  # fmt: skip
+    return _VALIDATORS.get_or_make(
+        digest(text), lambda: _bounded_validator(json.loads(text)), lambda _v: 1024 + 10 * len(text)
+    )
 
 
 def _path(error) -> str:

@@ -85,8 +85,9 @@ class SimulatedTool:
             else:
                 result = ToolResult(ok=True, content=await content())
         except SchemaLimitError as exc:
-            return ToolResult(ok=False, status=422, error=f"tool '{self.name}': no response within the "
-                                                          f"simulator's bounds: {exc}")  # fmt: skip
+            return ToolResult(
+                ok=False, status=422, error=f"tool '{self.name}': no response within the simulator's bounds: {exc}"
+            )
         result.meta.update(content_meta)
         return result
 

@@ -13,8 +13,28 @@ from typing import Any
 
 from sim.schemas import canonical_json, digest, is_valid
 
-WRITE_VERBS = ("create", "add", "book", "update", "modify", "set", "cancel", "send", "post", "put", "register",
-               "change", "exchange", "return", "schedule", "delete", "remove", "place", "submit", "edit")  # fmt: skip
+WRITE_VERBS = (
+    "create",
+    "add",
+    "book",
+    "update",
+    "modify",
+    "set",
+    "cancel",
+    "send",
+    "post",
+    "put",
+    "register",
+    "change",
+    "exchange",
+    "return",
+    "schedule",
+    "delete",
+    "remove",
+    "place",
+    "submit",
+    "edit",
+)
 DELETE_VERBS = ("delete", "remove")
 DELETED = "__deleted__"
 

@@ -29,9 +29,14 @@ CITIES = ["Paris", "Tokyo", "New York", "Berlin", "Lagos", "Lima", "Sydney", "To
 COUNTRIES = ["France", "Japan", "United States", "Germany", "Nigeria", "Peru", "Australia", "Canada", "India"]
 STREETS = ["Main St", "Oak Avenue", "Elm Street", "Park Road", "Maple Drive", "Cedar Lane"]
 WORDS = ["confirmed", "available", "standard", "premium", "express", "basic", "active", "scheduled"]
-SENTENCES = ["Request processed successfully.", "The item is in stock and ships within two days.",
-             "Partly cloudy with a light breeze.", "Your booking has been confirmed.",
-             "No issues were found.", "The operation completed as requested."]  # fmt: skip
+SENTENCES = [
+    "Request processed successfully.",
+    "The item is in stock and ships within two days.",
+    "Partly cloudy with a light breeze.",
+    "Your booking has been confirmed.",
+    "No issues were found.",
+    "The operation completed as requested.",
+]
 BASE_DAY = date(2026, 5, 1)
 
 
@@ -281,13 +286,24 @@ def _name_range(name: str) -> tuple[float, float]:
 
 FORMATS: dict[str, Callable[[Synthesiser], str]] = {
     "date": lambda s: s.day().isoformat(),
-    "date-time": lambda s: datetime.combine(s.day(), datetime.min.time()).replace(hour=s.rng.randint(6, 22)).isoformat() + "Z",
+    "date-time": lambda s: (
+        datetime.combine(s.day(), datetime.min.time()).replace(hour=s.rng.randint(6, 22)).isoformat() + "Z"
+    ),
     "time": lambda s: f"{s.rng.randint(0, 23):02d}:{s.rng.choice([0, 15, 30, 45]):02d}:00",
     "email": lambda s: f"{s.rng.choice(FIRST).lower()}.{s.rng.choice(LAST).lower()}@example.com",
     "uri": lambda s: f"https://api.example.com/v1/items/{s.rng.getrandbits(32):08x}",
-    "uuid": lambda s: "%08x-%04x-4%03x-8%03x-%012x" % (s.rng.getrandbits(32), s.rng.getrandbits(16), s.rng.getrandbits(12), s.rng.getrandbits(12), s.rng.getrandbits(48)),
+    "uuid": lambda s: (
+        "%08x-%04x-4%03x-8%03x-%012x"
+        % (
+            s.rng.getrandbits(32),
+            s.rng.getrandbits(16),
+            s.rng.getrandbits(12),
+            s.rng.getrandbits(12),
+            s.rng.getrandbits(48),
+        )
+    ),
     "ipv4": lambda s: ".".join(str(s.rng.randint(1, 254)) for _ in range(4)),
-}  # fmt: skip
+}
 FORMATS["url"] = FORMATS["uri"]
 FORMATS["iata"] = lambda s: s.rng.choice(["JFK", "LAX", "SFO", "ORD", "DFW", "SEA", "BOS", "MIA", "ATL", "DEN"])
 
@@ -309,13 +325,21 @@ NAME_RULES: list[tuple[tuple[str, ...], Callable[[Synthesiser, str], str]]] = [
     (("currency",), lambda s, k: s.rng.choice(["USD", "EUR", "GBP", "JPY"])),
     (("status",), lambda s, k: s.rng.choice(["confirmed", "pending", "completed", "active"])),
     (("state", "province", "region"), lambda s, k: s.rng.choice(["CA", "NY", "TX", "WA", "IL", "FL"])),
-    (("number", "code", "sku", "ref"), lambda s, k: f"{''.join(s.rng.choice(string.ascii_uppercase) for _ in range(3))}{s.rng.randint(100, 999)}"),
+    (
+        ("number", "code", "sku", "ref"),
+        lambda s, k: f"{''.join(s.rng.choice(string.ascii_uppercase) for _ in range(3))}{s.rng.randint(100, 999)}",
+    ),
     (("unit",), lambda s, k: s.rng.choice(["celsius", "km", "kg", "USD"])),
-    (("description", "summary", "message", "text", "comment", "note", "content", "body", "reason"),
-     lambda s, k: s.rng.choice(SENTENCES)),
-    (("title", "subject", "label"), lambda s, k: f"{s.rng.choice(WORDS).title()} {s.rng.choice(['plan', 'item', 'report', 'event'])}"),
+    (
+        ("description", "summary", "message", "text", "comment", "note", "content", "body", "reason"),
+        lambda s, k: s.rng.choice(SENTENCES),
+    ),
+    (
+        ("title", "subject", "label"),
+        lambda s, k: f"{s.rng.choice(WORDS).title()} {s.rng.choice(['plan', 'item', 'report', 'event'])}",
+    ),
     (("condition", "weather", "forecast"), lambda s, k: s.rng.choice(["sunny", "cloudy", "rain", "snow", "windy"])),
-]  # fmt: skip
+]
 
 GENERATORS: dict[str, Callable[..., Any]] = {
     "object": Synthesiser._object,

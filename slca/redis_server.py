@@ -27,9 +27,17 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, data_dir: Path, port: int | None = None, appendonly: bool = True, appendfsync: str = "everysec",
-                 *, password: str | None = None, maxmemory: str | None = None,
-                 maxmemory_policy: str = "volatile-lru"):  # fmt: skip
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        appendonly: bool = True,
+        appendfsync: str = "everysec",
+        *,
+        password: str | None = None,
+        maxmemory: str | None = None,
+        maxmemory_policy: str = "volatile-lru",
+    ):
         """`password`: `requirepass` (None: no password). `maxmemory`: Redis's bound ("1gb"; None: unbounded),
         enforced with `maxmemory_policy` (see `OpsSettings.redis_maxmemory_policy` for why volatile-lru)."""
         if shutil.which("redis-server") is None:
@@ -53,9 +61,16 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def config_text(self) -> str:
-        lines = [f"port {self.port}", "bind 127.0.0.1", f'dir "{self.data_dir}"', "save \"\"",
-                 f"appendonly {'yes' if self.appendonly else 'no'}", f"appendfsync {self.appendfsync}",
-                 "daemonize no", f'logfile "{self.data_dir / "redis.log"}"']  # fmt: skip
+        lines = [
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            f'dir "{self.data_dir}"',
+            'save ""',
+            f"appendonly {'yes' if self.appendonly else 'no'}",
+            f"appendfsync {self.appendfsync}",
+            "daemonize no",
+            f'logfile "{self.data_dir / "redis.log"}"',
+        ]
         if self.maxmemory:
             lines += [f"maxmemory {self.maxmemory}", f"maxmemory-policy {self.maxmemory_policy}"]
         if self.password:
@@ -66,8 +81,13 @@ class RedisServer:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # its own session: a terminal's Ctrl-C (SIGINT to the foreground process group) must not reach it — Redis
         # would shut down at once, under its clients, while its owner (`slca up`) is still stopping them
-        self.proc = subprocess.Popen(["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            ["redis-server", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.proc.stdin.write(self.config_text().encode())
         self.proc.stdin.close()
         client = redis.Redis.from_url(self.url)

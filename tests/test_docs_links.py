@@ -38,8 +38,12 @@ EXPLICIT_ANCHOR = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
 
 
 def _excluded(rel: str) -> bool:
-    return (rel.startswith(EXCLUDED_PREFIXES) or rel in EXCLUDED_FILES or bool(EXCLUDED_BENCH_SCRIPTS.match(rel))
-            or rel.startswith(VENDORED))  # fmt: skip
+    return (
+        rel.startswith(EXCLUDED_PREFIXES)
+        or rel in EXCLUDED_FILES
+        or bool(EXCLUDED_BENCH_SCRIPTS.match(rel))
+        or rel.startswith(VENDORED)
+    )
 
 
 @cache
@@ -102,11 +106,16 @@ def _broken(target: Path, anchor: str, where: str) -> str | None:
 
 
 def test_no_reference_leads_outside_the_repository():
-    hits = [f"{rel}:{n}: {line.strip()[:120]}"
-            for rel, text in tracked_text_files()
-            for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]  # fmt: skip
-    assert not hits, ("references to documents or paths outside the repository (cite docs/design.md or "
-                      "docs/cpu-facts.md instead):\n" + "\n".join(hits))  # fmt: skip
+    hits = [
+        f"{rel}:{n}: {line.strip()[:120]}"
+        for rel, text in tracked_text_files()
+        for n, line in enumerate(text.splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not hits, (
+        "references to documents or paths outside the repository (cite docs/design.md or "
+        "docs/cpu-facts.md instead):\n" + "\n".join(hits)
+    )
 
 
 def test_every_cited_docs_anchor_exists():

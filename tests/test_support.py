@@ -14,7 +14,11 @@ from tests.support.wait import wait_for
 def test_a_layout_gives_its_segments_turns_and_logprobs():
     t = trajectory([(K.SYSTEM, 2), (K.TOOL_CALL, 3), (K.TOOL_RESULT, 2), (K.SUMMARY, 1)], task_id="x")
     assert [(s.kind, s.start, s.end, s.turn) for s in t.segments] == [
-        (K.SYSTEM, 0, 2, 0), (K.TOOL_CALL, 2, 5, 0), (K.TOOL_RESULT, 5, 7, 0), (K.SUMMARY, 7, 8, 1)]  # fmt: skip
+        (K.SYSTEM, 0, 2, 0),
+        (K.TOOL_CALL, 2, 5, 0),
+        (K.TOOL_RESULT, 5, 7, 0),
+        (K.SUMMARY, 7, 8, 1),
+    ]
     assert t.logprobs == [None, None, -0.5, -0.5, -0.5, None, None, -0.5] and t.task_id == "x"
 
 
@@ -35,7 +39,9 @@ def test_wait_for_returns_the_first_truthy_value():
 
 
 def test_wait_for_names_what_it_waited_for_and_adds_the_detail():
-    with pytest.raises(AssertionError, match=r"timed out after 0.05s waiting for the thing \(last value: 0\)\nlog tail"):
+    with pytest.raises(
+        AssertionError, match=r"timed out after 0.05s waiting for the thing \(last value: 0\)\nlog tail"
+    ):
         wait_for(lambda: 0, 0.05, "the thing", interval=0.01, detail=lambda: "log tail")
 
 

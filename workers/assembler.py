@@ -61,8 +61,9 @@ class Sweeper:
         m.queue_lag.labels(stream=streams.trajectories).set(lag_seconds(client, consumer.stream, self.s.consumer_group))
 
 
-def run_assembler(settings: WorkerSettings, redis_url: str, prefix: str, app: Celery,
-                  stop: threading.Event | None = None) -> None:  # fmt: skip
+def run_assembler(
+    settings: WorkerSettings, redis_url: str, prefix: str, app: Celery, stop: threading.Event | None = None
+) -> None:
     stop = stop or _stop_on_signals()
     # once stopping, a Redis that went away is not waited for: nothing here holds work that Redis does not
     # (entries are acknowledged only once their task is in the broker; buckets and claims live in Redis)

@@ -55,8 +55,13 @@ class ScoreTask(Task):
         try:
             self.pipeline.dead_letter_entries(entry_ids, f"task_failed: {type(exc).__name__}: {exc}")
         except redis.RedisError as redis_exc:  # Redis is down too: say which entries could not be recorded
-            log.error("task %s failed (%s) and its entries %s could not be dead-lettered: %s", task_id, exc,
-                      entry_ids, redis_exc)  # fmt: skip
+            log.error(
+                "task %s failed (%s) and its entries %s could not be dead-lettered: %s",
+                task_id,
+                exc,
+                entry_ids,
+                redis_exc,
+            )
 
 
 def make_celery_app(settings: WorkerSettings, redis_url: str, prefix: str = "slca") -> Celery:
@@ -64,22 +69,39 @@ def make_celery_app(settings: WorkerSettings, redis_url: str, prefix: str = "slc
     s = settings
     app = Celery("slca.workers", broker=redis_url, backend=redis_url, set_as_current=False)
     # unacked_restore_*: scan for tasks of vanished workers every restore_interval_s (kombu's default is ~100 s)
-    transport = {"visibility_timeout": s.visibility_timeout_s, "unacked_restore_interval": s.restore_interval_s,
-                 "unacked_restore_throttle": 1}  # fmt: skip
+    transport = {
+        "visibility_timeout": s.visibility_timeout_s,
+        "unacked_restore_interval": s.restore_interval_s,
+        "unacked_restore_throttle": 1,
+    }
     app.conf.update(
-        task_serializer="json", result_serializer="json", accept_content=["json"],
-        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
-        broker_transport_options=transport, result_backend_transport_options=transport,
-        task_routes={SCORE_TASK: {"queue": s.score_queue}}, task_default_queue=s.score_queue,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        task_routes={SCORE_TASK: {"queue": s.score_queue}},
+        task_default_queue=s.score_queue,
         task_ignore_result=True,  # rewards live in their own idempotent keys; results would only fill Redis
-        broker_connection_retry_on_startup=True, broker_connection_max_retries=None,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
         worker_hijack_root_logger=False,
-    )  # fmt: skip
+    )
     app.slca_redis_url, app.slca_settings, app.slca_prefix = redis_url, s, prefix
 
-    @app.task(name=SCORE_TASK, base=ScoreTask, bind=True, autoretry_for=TRANSIENT_ERRORS,
-              retry_backoff=s.retry_backoff_s, retry_backoff_max=s.retry_backoff_max_s, retry_jitter=True,
-              max_retries=s.task_max_retries)  # fmt: skip
+    @app.task(
+        name=SCORE_TASK,
+        base=ScoreTask,
+        bind=True,
+        autoretry_for=TRANSIENT_ERRORS,
+        retry_backoff=s.retry_backoff_s,
+        retry_backoff_max=s.retry_backoff_max_s,
+        retry_jitter=True,
+        max_retries=s.task_max_retries,
+    )
     def score(self, entry_ids: list[str]) -> list[str]:
         """Score the trajectories of these `slca:trajectories` entries (read from Redis by id) and add them to
         their groups; each entry is deleted from the stream once its trajectory is grouped or dead-lettered."""

@@ -33,8 +33,19 @@ def _worker(args, config) -> int:
     if s.metrics_port:
         _aggregate_child_metrics(s.metrics_port)
     app = make_celery_app(s, config.common.redis_or_default(), config.common.stream_prefix)
-    argv = ["worker", "--pool", "prefork", "-c", str(args.concurrency or s.concurrency), "-Q", s.score_queue,
-            "--without-gossip", "--without-mingle", "--loglevel", args.loglevel]  # fmt: skip
+    argv = [
+        "worker",
+        "--pool",
+        "prefork",
+        "-c",
+        str(args.concurrency or s.concurrency),
+        "-Q",
+        s.score_queue,
+        "--without-gossip",
+        "--without-mingle",
+        "--loglevel",
+        args.loglevel,
+    ]
     if args.name:
         argv += ["-n", args.name]
     app.worker_main(argv)
@@ -64,7 +75,6 @@ def _aggregate_child_metrics(port: int) -> None:
 
 
 def _assembler(args, config) -> int:
-    import logging
 
     from workers.assembler import run_assembler
     from workers.celery_app import make_celery_app

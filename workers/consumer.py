@@ -32,8 +32,7 @@ BROKER_ERRORS = (OperationalError, redis.ConnectionError, redis.TimeoutError, re
 
 
 class StreamConsumer:
-    def __init__(self, client: redis.Redis, app: Celery, settings: WorkerSettings, prefix: str,
-                 metrics: WorkerMetrics):  # fmt: skip
+    def __init__(self, client: redis.Redis, app: Celery, settings: WorkerSettings, prefix: str, metrics: WorkerMetrics):
         self.client = client
         self.app = app
         self.s = settings
@@ -55,29 +54,34 @@ class StreamConsumer:
                 raise
 
     def downstream_full(self) -> bool:
-        full = (backlog(self.client, self.streams.groups) >= self.s.max_groups_len
-                or self.client.llen(self.s.score_queue) >= self.s.max_inflight)  # fmt: skip
+        full = (
+            backlog(self.client, self.streams.groups) >= self.s.max_groups_len
+            or self.client.llen(self.s.score_queue) >= self.s.max_inflight
+        )
         self.metrics.intake_paused.set(int(full))
         return full
 
     def poll(self) -> int:
-        """One round: back-pressure check, take over idle entries, read new ones, enqueue, ack. Returns entries handled."""
+        """One round: back-pressure check, take over idle entries, read new ones, enqueue, ack. Returns the entries
+        handled."""
         if self.downstream_full():
             time.sleep(self.s.read_block_ms / 1000)
             return 0
         handled = self._handle(self._claim_idle(), redelivered=True)
         start = "0" if self.recover_own else ">"
         block = None if self.recover_own else self.s.read_block_ms
-        reply = self.client.xreadgroup(self.s.consumer_group, self.name, {self.stream: start},
-                                       count=self.s.read_batch, block=block)  # fmt: skip
+        reply = self.client.xreadgroup(
+            self.s.consumer_group, self.name, {self.stream: start}, count=self.s.read_batch, block=block
+        )
         entries = reply[0][1] if reply else []
         if self.recover_own and len(entries) < self.s.read_batch:
             self.recover_own = False  # our history is drained; from now on only new entries
         return handled + self._handle(entries, redelivered=start == "0")
 
     def _claim_idle(self) -> list:
-        _next, claimed, deleted = self.client.xautoclaim(self.stream, self.s.consumer_group, self.name,
-                                                         self.s.claim_idle_ms, "0-0", count=self.s.read_batch)[:3]  # fmt: skip
+        _next, claimed, deleted = self.client.xautoclaim(
+            self.stream, self.s.consumer_group, self.name, self.s.claim_idle_ms, "0-0", count=self.s.read_batch
+        )[:3]
         if deleted:  # trimmed before anyone processed them: nothing left to process, say so in the log
             log.warning("%d pending entries were deleted from %s before processing", len(deleted), self.stream)
             self.client.xack(self.stream, self.s.consumer_group, *deleted)
@@ -100,7 +104,9 @@ class StreamConsumer:
                     if redelivered:
                         self.metrics.redeliveries.inc()
                         if self._deliveries(entry_id) > self.s.max_deliveries:
-                            self._dead(entry_id, fields, f"max_deliveries: delivered more than {self.s.max_deliveries} times")
+                            self._dead(
+                                entry_id, fields, f"max_deliveries: delivered more than {self.s.max_deliveries} times"
+                            )
                             acks.append(entry_id)
                             continue
                     item = self._task_item(entry_id, fields)
@@ -134,8 +140,9 @@ class StreamConsumer:
 
     def _send(self, producer, batch: list[str]) -> None:
         """Returns once the task message is in the broker (an LPUSH that returned), else raises."""
-        self.app.send_task(SCORE_TASK, args=[batch], queue=self.s.score_queue, producer=producer, retry=False,
-                           ignore_result=True)  # fmt: skip
+        self.app.send_task(
+            SCORE_TASK, args=[batch], queue=self.s.score_queue, producer=producer, retry=False, ignore_result=True
+        )
 
     def _dead(self, entry_id: bytes, fields: dict, reason: str) -> None:
         # without an id, the payload's digest names the entry, so feeding the same bytes again is recognised

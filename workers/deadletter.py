@@ -40,11 +40,15 @@ class DeadLetters:
         self.client = client
         self._script = LuaScript(_DEAD_LETTER)
 
-    def add(self, entry_id: str, reason: str, source: str, data: bytes | None,
-            stream_entry: str | bytes | None = None) -> bool:  # fmt: skip
+    def add(
+        self, entry_id: str, reason: str, source: str, data: bytes | None, stream_entry: str | bytes | None = None
+    ) -> bool:
         """Record the entry; False when it was already dead-lettered. `stream_entry`: the entry's id in the
         `source` stream, deleted there (also when it was already dead-lettered: a redelivery's leftover)."""
         batch = ScriptBatch(self.client)
-        batch.add(self._script, [self.keys.dead_mark(entry_id), self.keys.streams.dead, source],
-                  [entry_id, reason, source, data or b"", self.ttl_s, self.maxlen, stream_entry or ""])  # fmt: skip
+        batch.add(
+            self._script,
+            [self.keys.dead_mark(entry_id), self.keys.streams.dead, source],
+            [entry_id, reason, source, data or b"", self.ttl_s, self.maxlen, stream_entry or ""],
+        )
         return bool(batch.execute()[0])

@@ -32,9 +32,11 @@ from workers.keys import Keys
 from workers.luascripts import LuaScript, ScriptBatch
 
 _ADD = """
-local member, bucket, buckets, sealed, claims, reward_key, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local member, bucket, buckets, sealed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local claims, reward_key, stats = KEYS[5], KEYS[6], KEYS[7]
 local entry_key, trajectories = KEYS[8], KEYS[9]
-local tid, traj, reward, G, now, ttl, claim_prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local tid, traj, reward, G = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now, ttl, claim_prefix = ARGV[5], ARGV[6], ARGV[7]
 local eid = ARGV[10]
 local held = redis.call('GET', member)
 if held then
@@ -166,8 +168,17 @@ class AddOutcome:
 
 
 class GroupAssembler:
-    def __init__(self, client: redis.Redis, keys: Keys, group_size: int, version_window: int, ttl_s: int,
-                 max_groups_len: int, late_window_s: float, dead_maxlen: int = 10_000):  # fmt: skip
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        group_size: int,
+        version_window: int,
+        ttl_s: int,
+        max_groups_len: int,
+        late_window_s: float,
+        dead_maxlen: int = 10_000,
+    ):
         self.client = client
         self.dead_maxlen = dead_maxlen
         self.keys = keys
@@ -188,16 +199,45 @@ class GroupAssembler:
             return self.keys.bucket(traj.task_id, f"key-{traj.group_key}")
         return self.keys.bucket(traj.task_id, traj.policy_version // self.version_window)
 
-    def add(self, traj: Trajectory, traj_payload: bytes, reward: Reward, reward_key: str, stats_stream: str,
-            stats: list | None, stats_maxlen: int, batch: ScriptBatch, stream_entry: str | None = None) -> None:
+    def add(
+        self,
+        traj: Trajectory,
+        traj_payload: bytes,
+        reward: Reward,
+        reward_key: str,
+        stats_stream: str,
+        stats: list | None,
+        stats_maxlen: int,
+        batch: ScriptBatch,
+        stream_entry: str | None = None,
+    ) -> None:
         """Queue the atomic add on `batch`: store the reward unless one is stored, write the stats entry when it
         is new, join the bucket, remember the trajectory's `stream_entry` (its id in `slca:trajectories`, deleted
         when the group is written). The reply, via `parse_add`, is [status, group id, fresh]."""
         bucket = self.bucket_of(traj)
-        keys = [self.keys.member(traj.id), bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims,
-                reward_key, stats_stream, self.keys.entry(traj.id), self.keys.streams.trajectories]  # fmt: skip
-        args = [traj.id, traj_payload, reward.model_dump_json(), self.group_size, time.time(), self.ttl_s,
-                self.keys.claim_prefix, json.dumps(stats) if stats else "", stats_maxlen, stream_entry or ""]  # fmt: skip
+        keys = [
+            self.keys.member(traj.id),
+            bucket,
+            self.keys.buckets,
+            self.keys.sealed(bucket),
+            self.keys.claims,
+            reward_key,
+            stats_stream,
+            self.keys.entry(traj.id),
+            self.keys.streams.trajectories,
+        ]
+        args = [
+            traj.id,
+            traj_payload,
+            reward.model_dump_json(),
+            self.group_size,
+            time.time(),
+            self.ttl_s,
+            self.keys.claim_prefix,
+            json.dumps(stats) if stats else "",
+            stats_maxlen,
+            stream_entry or "",
+        ]
         batch.add(self._add, keys, args)
 
     @staticmethod
@@ -222,10 +262,16 @@ class GroupAssembler:
                 continue
             payload, partial = group_payload(gid, fields)
             partials.append(partial)
-            keys = [self.keys.claim_prefix + gid, self.keys.claims, self.keys.streams.groups, self.keys.emitted(gid),
-                    self.keys.streams.trajectories]  # fmt: skip
-            batch.add(self._emit, keys, [gid, payload, self.max_groups_len, self.ttl_s, int(partial),
-                                         self.keys.entry_prefix])  # fmt: skip
+            keys = [
+                self.keys.claim_prefix + gid,
+                self.keys.claims,
+                self.keys.streams.groups,
+                self.keys.emitted(gid),
+                self.keys.streams.trajectories,
+            ]
+            batch.add(
+                self._emit, keys, [gid, payload, self.max_groups_len, self.ttl_s, int(partial), self.keys.entry_prefix]
+            )
         replies = iter(batch.execute())
         return [("gone", False) if p is None else (next(replies).decode(), p) for p in partials]
 
@@ -236,9 +282,17 @@ class GroupAssembler:
         for bucket in self.client.zrangebyscore(self.keys.buckets, "-inf", cutoff, start=0, num=1000):
             bucket = bucket.decode()
             keys = [bucket, self.keys.buckets, self.keys.sealed(bucket), self.keys.claims, self.keys.streams.dead]
-            args = [self.group_size, time.time(), int(self.late_window_s), self.keys.claim_prefix,
-                    self.keys.base + ":dead:", self.ttl_s, self.keys.streams.trajectories, self.dead_maxlen,
-                    self.keys.entry_prefix]  # fmt: skip
+            args = [
+                self.group_size,
+                time.time(),
+                int(self.late_window_s),
+                self.keys.claim_prefix,
+                self.keys.base + ":dead:",
+                self.ttl_s,
+                self.keys.streams.trajectories,
+                self.dead_maxlen,
+                self.keys.entry_prefix,
+            ]
             batch = ScriptBatch(self.client)
             batch.add(self._seal, keys, args)
             res = [x.decode() if isinstance(x, bytes) else x for x in batch.execute()[0]]
@@ -259,6 +313,13 @@ def group_payload(group_id: str, fields: dict[bytes, bytes]) -> tuple[bytes, boo
     rewards = [Reward.model_validate_json(fields[b"r:" + tid]) for tid in ids]
     versions = [t.policy_version for t in trajs]
     partial = fields.get(b"partial") == b"1"
-    group = RolloutGroup(group_id=group_id, task_id=trajs[0].task_id, policy_version_min=min(versions),
-                         policy_version_max=max(versions), trajectories=trajs, rewards=rewards, partial=partial)  # fmt: skip
+    group = RolloutGroup(
+        group_id=group_id,
+        task_id=trajs[0].task_id,
+        policy_version_min=min(versions),
+        policy_version_max=max(versions),
+        trajectories=trajs,
+        rewards=rewards,
+        partial=partial,
+    )
     return dump_msgpack(group), partial

@@ -37,22 +37,41 @@ class WorkerMetrics:
             score_seconds=Histogram("slca_score_seconds", "Time to score one trajectory", registry=r),
             reward_exec=Histogram("slca_reward_exec", "Execution reward r_exec", buckets=REWARD_BUCKETS, registry=r),
             reward_pref=Histogram("slca_reward_pref", "Preference reward r_pref", buckets=REWARD_BUCKETS, registry=r),
-            reward_component=Histogram("slca_reward_component", "HierR reward components", ["component"],
-                                       buckets=REWARD_BUCKETS, registry=r),  # fmt: skip
-            queue_depth=Gauge("slca_queue_depth", "Entries in a stream or queue", ["stream"], registry=r,
-                              multiprocess_mode="max"),  # fmt: skip
-            queue_lag=Gauge("slca_queue_lag_seconds", "Age of the oldest undelivered entry", ["stream"], registry=r,
-                            multiprocess_mode="max"),  # fmt: skip
+            reward_component=Histogram(
+                "slca_reward_component", "HierR reward components", ["component"], buckets=REWARD_BUCKETS, registry=r
+            ),
+            queue_depth=Gauge(
+                "slca_queue_depth", "Entries in a stream or queue", ["stream"], registry=r, multiprocess_mode="max"
+            ),
+            queue_lag=Gauge(
+                "slca_queue_lag_seconds",
+                "Age of the oldest undelivered entry",
+                ["stream"],
+                registry=r,
+                multiprocess_mode="max",
+            ),
             redeliveries=Counter("slca_redeliveries", "Stream entries or tasks delivered again", registry=r),
             dead_letters=Counter("slca_dead_letters", "Entries sent to the dead-letter stream", ["reason"], registry=r),
             groups_emitted=Counter("slca_groups_emitted", "Rollout groups written", ["partial"], registry=r),
             late_members=Counter("slca_late_members", "Members arriving after their group was emitted", registry=r),
             duplicates=Counter("slca_duplicate_deliveries", "Deliveries of already-grouped trajectories", registry=r),
-            intake_paused=Gauge("slca_intake_paused", "1 while intake waits for room downstream", registry=r,
-                                multiprocess_mode="max"),  # fmt: skip
+            intake_paused=Gauge(
+                "slca_intake_paused", "1 while intake waits for room downstream", registry=r, multiprocess_mode="max"
+            ),
         )
 
 
 # Components observed as histograms (bounded label set: the [0, 1] components, not the counts).
-OBSERVED_COMPONENTS = ("format", "name", "key", "value", "parallel", "outcome_valid", "outcome_executed",
-                       "outcome_complete", "success", "action", "completeness")  # fmt: skip
+OBSERVED_COMPONENTS = (
+    "format",
+    "name",
+    "key",
+    "value",
+    "parallel",
+    "outcome_valid",
+    "outcome_executed",
+    "outcome_complete",
+    "success",
+    "action",
+    "completeness",
+)

@@ -54,16 +54,24 @@ class Scored:
 
 
 class ScoringPipeline:
-    def __init__(self, client: redis.Redis, settings: WorkerSettings, prefix: str = "slca",
-                 metrics: WorkerMetrics | None = None):  # fmt: skip
+    def __init__(
+        self, client: redis.Redis, settings: WorkerSettings, prefix: str = "slca", metrics: WorkerMetrics | None = None
+    ):
         self.client = client
         self.settings = settings
         self.keys = Keys(Streams(prefix))
         self.metrics = metrics or process_metrics()
         self.dead = DeadLetters(client, self.keys, settings.key_ttl_s, settings.dead_maxlen)
-        self.groups = GroupAssembler(client, self.keys, settings.group_size, settings.version_window,
-                                     settings.key_ttl_s, settings.max_groups_len, settings.late_window_s,
-                                     settings.dead_maxlen)  # fmt: skip
+        self.groups = GroupAssembler(
+            client,
+            self.keys,
+            settings.group_size,
+            settings.version_window,
+            settings.key_ttl_s,
+            settings.max_groups_len,
+            settings.late_window_s,
+            settings.dead_maxlen,
+        )
 
     def process(self, entry_ids: list[str]) -> list[str]:
         """Score the trajectories of these `slca:trajectories` entries and add them to their groups; returns a
@@ -91,8 +99,9 @@ class ScoringPipeline:
             pipe.xrange(self.keys.streams.trajectories, min=eid, max=eid, count=1)
         return [(eid, found[0][1] if found else None) for eid, found in zip(entry_ids, pipe.execute())]
 
-    def _decode(self, entries: list[tuple[str, dict | None]],
-                status: dict[str, str]) -> list[tuple[str, Trajectory, bytes]]:  # fmt: skip
+    def _decode(
+        self, entries: list[tuple[str, dict | None]], status: dict[str, str]
+    ) -> list[tuple[str, Trajectory, bytes]]:
         out = []
         for eid, fields in entries:
             if fields is None:
@@ -148,10 +157,17 @@ class ScoringPipeline:
         batch = ScriptBatch(self.client)
         stats_stream = self.keys.streams.stats(STATS_REWARDS)
         for item in scored:
-            self.groups.add(item.traj, item.payload, item.reward,
-                            self.keys.reward(self.settings.scorer_version, item.traj.id), stats_stream,
-                            _stats(item.traj, item.reward), self.settings.stats_maxlen, batch,
-                            item.stream_entry)  # fmt: skip
+            self.groups.add(
+                item.traj,
+                item.payload,
+                item.reward,
+                self.keys.reward(self.settings.scorer_version, item.traj.id),
+                stats_stream,
+                _stats(item.traj, item.reward),
+                self.settings.stats_maxlen,
+                batch,
+                item.stream_entry,
+            )
         completed = []
         for item, reply in zip(scored, batch.execute()):
             added = self.groups.parse_add(reply)
@@ -196,5 +212,11 @@ class ScoringPipeline:
 def _stats(traj: Trajectory, reward: Reward) -> list[str]:
     """Dashboard entry fields, in the order the add script writes them: exec, pref, tool_turns,
     policy_version, task_id, ts."""
-    return [repr(reward.exec), repr(reward.pref), str(int(reward.components.get("tool_turns", 0))),
-            str(traj.policy_version), traj.task_id, repr(time.time())]  # fmt: skip
+    return [
+        repr(reward.exec),
+        repr(reward.pref),
+        str(int(reward.components.get("tool_turns", 0))),
+        str(traj.policy_version),
+        traj.task_id,
+        repr(time.time()),
+    ]

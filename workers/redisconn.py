@@ -38,5 +38,11 @@ def connect(url: str, retries: int = 40, cap_s: float = 2.0, stopped: Callable[[
         retry = Retry(backoff, retries, supported_errors=RETRYABLE)
     else:
         retry = StoppableRetry(stopped, backoff, retries, supported_errors=RETRYABLE)
-    return redis.Redis.from_url(url, retry=retry, retry_on_error=list(RETRYABLE), socket_timeout=30,
-                                socket_connect_timeout=5, health_check_interval=10)  # fmt: skip
+    return redis.Redis.from_url(
+        url,
+        retry=retry,
+        retry_on_error=list(RETRYABLE),
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        health_check_interval=10,
+    )

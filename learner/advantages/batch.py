@@ -24,9 +24,11 @@ KIND_CODE: dict[SegmentKind, int] = {
     SegmentKind.REASONING: 5,
 }
 CODE_KIND = {v: k for k, v in KIND_CODE.items()}
-TOOL_CALL, SUMMARY, REASONING = KIND_CODE[SegmentKind.TOOL_CALL], KIND_CODE[SegmentKind.SUMMARY], KIND_CODE[
-    SegmentKind.REASONING
-]
+TOOL_CALL, SUMMARY, REASONING = (
+    KIND_CODE[SegmentKind.TOOL_CALL],
+    KIND_CODE[SegmentKind.SUMMARY],
+    KIND_CODE[SegmentKind.REASONING],
+)
 GENERATED_CODES = (TOOL_CALL, SUMMARY, REASONING)
 
 

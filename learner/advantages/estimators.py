@@ -66,9 +66,7 @@ def _turn_level_exec(batch: AdvantageBatch, config: AdvantageSettings, flat, fal
     return out, {"zero_variance/exec_turn": float(zero)}
 
 
-def exec_scope(
-    batch: AdvantageBatch, config: AdvantageSettings, flat: FlatGroup
-) -> tuple[torch.Tensor, torch.Tensor]:
+def exec_scope(batch: AdvantageBatch, config: AdvantageSettings, flat: FlatGroup) -> tuple[torch.Tensor, torch.Tensor]:
     """(credit (N,), P_exec (G,)) of the exec channel. Plain SLCA: tool_call tokens, the members with a tool_call
     segment. `config.decision_token` on a group whose gold has no call: every member that generated anything,
     and a member without a tool_call segment is credited on its first generated token (its decision not to
@@ -111,7 +109,10 @@ def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch
     flat = flatten(batch, config)
     pref = pref_rewards(batch)
     success = torch.tensor(
-        [r.components.get("success", config.w_exec * r.exec + config.w_pref * float(p)) for r, p in zip(batch.rewards, pref)],
+        [
+            r.components.get("success", config.w_exec * r.exec + config.w_pref * float(p))
+            for r, p in zip(batch.rewards, pref)
+        ],
         dtype=torch.float64,
     )
     action = torch.tensor([r.components.get("call_accuracy", r.exec) for r in batch.rewards], dtype=torch.float64)

@@ -165,11 +165,11 @@ class ABResult:
     def summary(self) -> dict:
         ratios = [r for r in self.ratios() if r is not None]
         out: dict = {"ratio_b_over_a": self.ratios(), "median_a": statistics.median(self.figures(self.a)),
-                     "median_b": statistics.median(self.figures(self.b))}  # fmt: skip
+                     "median_b": statistics.median(self.figures(self.b))}
         if ratios:
             low, high, cov = median_interval(ratios)
             out.update(median_ratio=statistics.median(ratios), min_ratio=min(ratios), max_ratio=max(ratios),
-                       interval=[low, high], interval_coverage=round(cov, 4))  # fmt: skip
+                       interval=[low, high], interval_coverage=round(cov, 4))
         else:
             out.update(median_ratio=None, min_ratio=None, max_ratio=None, interval=None, interval_coverage=None)
         return out
@@ -178,7 +178,7 @@ class ABResult:
         return {"a": self.a, "b": self.b, "pairs": self.pairs, "order": self.order, "seed": self.seed,
                 "orders": self.orders, "warmup_per_side": self.warmup, **self.summary(),
                 "windows": [asdict(w) for w in self.windows], "machine_start": self.machine_start,
-                "machine_end": self.machine_end}  # fmt: skip
+                "machine_end": self.machine_end}
 
 
 def _measurement(value: Measurement | float) -> Measurement:
@@ -187,7 +187,7 @@ def _measurement(value: Measurement | float) -> Measurement:
 
 def alternate(a: Side, b: Side, pairs: int = MIN_PAIRS, order: str = "alternate", seed: int = 0, warmup: int = 1,
               machine: Callable[[], dict] = machine_now,
-              on_window: Callable[[Window], None] | None = None) -> ABResult:  # fmt: skip
+              on_window: Callable[[Window], None] | None = None) -> ABResult:
     """Warm both sides up alike, then `pairs` pairs of windows in alternated order; see the module docstring."""
     if pairs < MIN_PAIRS:
         raise ValueError(f"pairs={pairs}: at least {MIN_PAIRS} pairs")
@@ -209,7 +209,7 @@ def alternate(a: Side, b: Side, pairs: int = MIN_PAIRS, order: str = "alternate"
             if on_window is not None:
                 on_window(windows[-1])
     return ABResult(a.name, b.name, pairs, order, seed if order == "random" else None, [list(o) for o in orders],
-                    warmup, windows, start, machine())  # fmt: skip
+                    warmup, windows, start, machine())
 
 
 def _num(v: float | None, spec: str = ".3g") -> str:
@@ -221,27 +221,27 @@ def markdown(result: ABResult, figure: str = "figure") -> list[str]:
     s = result.summary()
     by = {(w.pair, w.side): w for w in result.windows}
     lines = [f"| pair | first | {result.a} {figure} | {result.b} {figure} | {result.b} ÷ {result.a} |",
-             "|---|---|---|---|---|"]  # fmt: skip
+             "|---|---|---|---|---|"]
     for i, r in enumerate(s["ratio_b_over_a"]):
         first = result.a if result.orders[i][0] == "A" else result.b
         lines.append(f"| {i + 1} | {first} | {_num(by[i, result.a].figure)} | {_num(by[i, result.b].figure)} | "
-                     f"{_num(r, '.3f')} |")  # fmt: skip
+                     f"{_num(r, '.3f')} |")
     if s["median_ratio"] is not None:
         lo, hi = s["interval"]
         lines += ["", f"{result.b} ÷ {result.a}: median **{s['median_ratio']:.3f}×** over {result.pairs} pairs "
                       f"(min–max {s['min_ratio']:.3f}–{s['max_ratio']:.3f}; {s['interval_coverage']:.1%} interval for "
                       f"the median {lo:.3f}–{hi:.3f}); medians {result.a} {_num(s['median_a'])}, {result.b} "
-                      f"{_num(s['median_b'])} {figure}"]  # fmt: skip
+                      f"{_num(s['median_b'])} {figure}"]
     ms, me = result.machine_start, result.machine_end
     lines += ["", f"load average {ms.get('load_average')} → {me.get('load_average')}; CPU flags "
-                  f"{', '.join(ms.get('cpu_flags') or []) or 'none of note'}"]  # fmt: skip
+                  f"{', '.join(ms.get('cpu_flags') or []) or 'none of note'}"]
     return lines
 
 
 # --- no machine paths in results ------------------------------------------------------------------------------
 
 ALLOWED_ROOTS = ("/v1/", "/admin/", "/metrics", "/healthz", "/readyz", "/health", "/dashboard/", "/openapi.json",
-                 "/proc")  # fmt: skip
+                 "/proc")
 """Strings that start like absolute paths but name no file of the machine: HTTP routes, Linux's /proc."""
 _TOKEN = re.compile(r"""[\s=:,;'"(\[{<]+""")
 _WINDOWS = re.compile(r"(?<![\w])[A-Za-z]:\\")
@@ -297,11 +297,11 @@ def write(out: Path | str, result: dict, markdown_lines: list[str], title: str) 
     """`results.json` and `table.md` in the directory `out` (or `out` itself when it ends in .json, the
     Markdown beside it); refuses (MachinePathError, nothing written) a result holding a machine path."""
     text = "\n".join([f"# {title}", "", *(f"- {k}: {v}" for k, v in result.items() if k == "command"), "",
-                      *markdown_lines]) + "\n"  # fmt: skip
+                      *markdown_lines]) + "\n"
     check_no_paths(result, text)
     out = Path(out)
     json_path, md_path = (out, out.with_suffix(".md")) if out.suffix == ".json" else (out / "results.json",
-                                                                                     out / "table.md")  # fmt: skip
+                                                                                     out / "table.md")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     md_path.write_text(text)

@@ -46,21 +46,21 @@ def register(bench) -> None:
     swap.set_defaults(func=_bench_swap)
 
     soak = bench.add_parser("soak", help="minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
-                                         "/healthz p99 < 100 ms, every legal request answered")  # fmt: skip
+                                         "/healthz p99 < 100 ms, every legal request answered")
     soak.add_argument("--minutes", type=float, default=10.0, help="the measured window")
     soak.add_argument("--warmup-minutes", type=float, default=1.0, help="load before the measured window")
     soak.add_argument("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)")
     soak.add_argument("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often")
     soak.add_argument("--url", help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
-                                    "instead of starting one on a temporary data directory")  # fmt: skip
+                                    "instead of starting one on a temporary data directory")
     soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
     soak.set_defaults(func=_bench_soak)
 
     bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s, "
-                                      "alternated windows on one fixed example list (ops/bench/ab.py)")  # fmt: skip
+                                      "alternated windows on one fixed example list (ops/bench/ab.py)")
     bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
     bs.add_argument("--steps", type=int, default=10, help="old-loop steps per window (≥ 10): the fixed list holds "
-                                                         "steps × learner.sft_batch demonstrations")  # fmt: skip
+                                                         "steps × learner.sft_batch demonstrations")
     bs.add_argument("--seconds", type=float, default=0.0,
                     help="repeat the pass while a window is shorter (0: one pass)")
     _ab_args(bs)
@@ -72,7 +72,7 @@ def register(bench) -> None:
     bs.set_defaults(func=_bench_sft)
 
     b = bench.add_parser("serve", help="tokens/s, TTFT: slca's chat and agent APIs ÷ vLLM's own OpenAI server "
-                                       "(configured as slca's engine), alternated windows (ops/bench/ab.py)")  # fmt: skip
+                                       "(configured as slca's engine), alternated windows (ops/bench/ab.py)")
     b.add_argument("--targets", type=_csv, default=["slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
                    help="comma-separated slca targets, each compared with the baseline")
     b.add_argument("--baseline", default="vllm-server", help="the A side of every comparison (default vLLM's server)")
@@ -98,7 +98,7 @@ def register(bench) -> None:
     lb.set_defaults(func=_bench_learner)
 
     gap = bench.add_parser("logprob-gap", help="|behaviour logprob gap|: vLLM (bf16, as served) vs a transformers "
-                                               "fp32 recompute of the same tokens")  # fmt: skip
+                                               "fp32 recompute of the same tokens")
     gap.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
     gap.add_argument("--prompts", type=int, default=8)
     gap.add_argument("--max-tokens", type=int, default=64)

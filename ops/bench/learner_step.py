@@ -26,13 +26,13 @@ def synthetic_group(rng: random.Random, g: int, prompt_len: int, gen_len: int, v
         gen = [rng.randrange(vocab) for _ in range(gen_len)]
         segs = [Segment(start=0, end=prompt_len, kind=SegmentKind.SYSTEM),
                 Segment(start=prompt_len, end=prompt_len + call, kind=SegmentKind.TOOL_CALL),
-                Segment(start=prompt_len + call, end=prompt_len + gen_len, kind=SegmentKind.SUMMARY)]  # fmt: skip
+                Segment(start=prompt_len + call, end=prompt_len + gen_len, kind=SegmentKind.SUMMARY)]
         t = Trajectory(task_id=f"bench-{index}", policy_version=0, tokens=prompt + gen,
-                       logprobs=[None] * prompt_len + [-rng.uniform(0.1, 5.0) for _ in gen], segments=segs)  # fmt: skip
+                       logprobs=[None] * prompt_len + [-rng.uniform(0.1, 5.0) for _ in gen], segments=segs)
         trajs.append(t)
         rewards.append(Reward(trajectory_id=t.id, exec=rng.random(), pref=rng.random()))
     return RolloutGroup(task_id=f"bench-{index}", policy_version_min=0, policy_version_max=0, trajectories=trajs,
-                        rewards=rewards)  # fmt: skip
+                        rewards=rewards)
 
 
 def time_estimator(groups, name: str, settings: LearnerSettings, repeats: int) -> float:
@@ -84,7 +84,7 @@ def run_bench_cli(args, config) -> int:
         gen_tokens = reports[0].tokens
         rows[label] = (step_s, reports[0].row_tokens, gen_tokens)
         print(f"{label:28s} step {step_s:7.2f} s  model tokens {reports[0].row_tokens:6d} "
-              f"({reports[0].row_tokens / step_s:8.1f}/s)  trained tokens {gen_tokens} ({gen_tokens / step_s:7.1f}/s)")  # fmt: skip
+              f"({reports[0].row_tokens / step_s:8.1f}/s)  trained tokens {gen_tokens} ({gen_tokens / step_s:7.1f}/s)")
     shared_s, unshared_s = rows["packed, shared prompt"][0], rows["packed, prompt per member"][0]
     print(f"shared-prompt speed-up: {unshared_s / shared_s:.2f}x  (bf16 autocast: {autocast})")
     reps = max(20, args.repeats * 10)
@@ -93,5 +93,5 @@ def run_bench_cli(args, config) -> int:
     extra = t_slca - t_grpo
     print(f"advantages per step: grpo {t_grpo * 1e3:.2f} ms, slca {t_slca * 1e3:.2f} ms; "
           f"slca share of step {t_slca / shared_s:.3%}, overhead vs grpo {extra / shared_s:+.3%} of step time "
-          f"(target < 1%)")  # fmt: skip
+          f"(target < 1%)")
     return 0

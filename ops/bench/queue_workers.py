@@ -37,7 +37,7 @@ def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Tra
              ("tool_call", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'),
              ("tool_result", '\n<|im_start|>user\n<tool_response>\n{"temp": 18}\n</tool_response><|im_end|>\n'
                              "<|im_start|>assistant\n"),
-             ("summary", "It is 18 degrees in Paris.<|im_end|>")]  # fmt: skip
+             ("summary", "It is 18 degrees in Paris.<|im_end|>")]
     tokens, segments, turn = [], [], 0
     for kind, text in parts:
         ids = tok.encode(text, add_special_tokens=False).ids
@@ -46,17 +46,17 @@ def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Tra
         turn += kind == "tool_result"
     logprobs = [-0.1 if s.kind.generated else None for s in segments for _ in range(s.end - s.start)]
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]  # fmt: skip
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
     gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
     base = Trajectory(task_id="t", policy_version=0, tools=tools, tokens=tokens, logprobs=logprobs,
-                      segments=segments, ground_truth=gt)  # fmt: skip
+                      segments=segments, ground_truth=gt)
     return [base.model_copy(update={"id": f"b{i}", "task_id": f"task-{i // group_size}"}) for i in range(n)]
 
 
 def redis_benchmark_xadd(port: int, payload_bytes: int, n: int, clients: int = 4, pipeline: int = 16) -> float:
     """requests/s of redis-benchmark's XADD of a `payload_bytes` field, `clients` connections × `pipeline`."""
     cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", str(pipeline), "-c", str(clients), "-q",
-           "XADD", "bench:rb", "*", "data", "x" * payload_bytes]  # fmt: skip
+           "XADD", "bench:rb", "*", "data", "x" * payload_bytes]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
     rates = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
     if not rates:
@@ -96,9 +96,9 @@ def intake_rate(url: str, settings: WorkerSettings, entries: list[dict]) -> floa
 
     client = redis.Redis.from_url(url)
     s = settings.model_copy(update={"consumer_group": "bench-intake", "score_queue": "bench.intake",
-                                    "max_inflight": 10**9})  # fmt: skip
+                                    "max_inflight": 10**9})
     consumer = StreamConsumer(client, make_celery_app(s, url, "benchintake"), s, "benchintake",
-                              WorkerMetrics.create(CollectorRegistry()))  # fmt: skip
+                              WorkerMetrics.create(CollectorRegistry()))
     our_xadd(client, consumer.stream, entries)
     consumer.ensure_group()
     consumer.recover_own = False
@@ -121,9 +121,9 @@ def scoring_rate(settings: WorkerSettings, trajs: list[Trajectory]) -> float:
 
 def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "SLCA_REDIS_URL": url, "PYTHONPATH": str(REPO),
-           **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}  # fmt: skip
+           **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}
     cmd = [sys.executable, "-m", "slca", "worker", "--concurrency", str(processes), "--loglevel", "WARNING",
-           "--name", "bench@%h"]  # fmt: skip
+           "--name", "bench@%h"]
     log = open(log_dir / "celery-bench.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     from celery import Celery
@@ -138,7 +138,7 @@ def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Pa
 
 
 def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path,
-               redis_pid: int) -> dict:  # fmt: skip
+               redis_pid: int) -> dict:
     from workers.assembler import run_assembler
     from workers.celery_app import make_celery_app
 
@@ -146,7 +146,7 @@ def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], proc
     worker = start_celery(url, settings, processes, log_dir)
     stop = threading.Event()
     thread = threading.Thread(target=run_assembler, args=(settings, url, "slca", make_celery_app(settings, url), stop),
-                              daemon=True)  # fmt: skip
+                              daemon=True)
     try:
         thread.start()
         expected = len(trajs) // settings.group_size
@@ -173,7 +173,7 @@ def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], proc
             "worker_cpu_ms_per_trajectory": 1000 * worker_cpu / n,
             "assembler_and_feeder_cpu_ms_per_trajectory": 1000 * own_cpu / n,
             "redis_cpu_ms_per_trajectory": 1000 * redis_cpu / n,
-            "load_average_1m": os.getloadavg()[0]}  # fmt: skip
+            "load_average_1m": os.getloadavg()[0]}
 
 
 def _cpu_fields(pid: str) -> list[str] | None:

@@ -50,7 +50,7 @@ def resolve_model(requested: str | None, config) -> tuple[str, str | None]:
         return str(warm), None
     base = config.common.model_path()
     return str(base), (f"no warm start at <cache>/models/{warm.name}: both sides train the raw model, which never "
-                       "calls a tool (FINDINGS.md): rewards carry little signal; run `slca sft` first")  # fmt: skip
+                       "calls a tool (FINDINGS.md): rewards carry little signal; run `slca sft` first")
 
 
 def trl_available() -> bool:
@@ -67,7 +67,7 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
     spec_path.write_text(json.dumps(spec.__dict__))
     with open(log_dir / "trl.log", "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ops.bench.rl_trl", str(spec_path), str(out_path)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)").start()
         try:
             rc = proc.wait(timeout=timeout_s or spec.seconds + 1800)
@@ -86,7 +86,7 @@ def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[st
     """TRL's counts as a `SideResult`: updates and trained figures exclude zero-advantage steps."""
     truncated = (f"TRL's max_prompt_length {c.config.get('max_prompt_length')}: {c.prompts_truncated} of "
                  f"{c.prompts_seen} prompts truncated" if c.config.get("max_prompt_length") else
-                 "TRL's max_prompt_length: none (prompts not truncated)")  # fmt: skip
+                 "TRL's max_prompt_length: none (prompts not truncated)")
     return SideResult(name="trl", seconds=c.seconds, completions=c.completions,
                       completions_trained=c.completions_trained, updates=c.updates,
                       generated_tokens=c.generated_tokens, peak_rss_bytes=peak_rss_bytes, startup_s=c.startup_s,
@@ -97,7 +97,7 @@ def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[st
                       extra={"trl_config": c.config, "step_seconds": c.step_seconds, "cold_step_s": c.cold_step_s,
                              "zero_advantage_steps": c.zero_advantage_steps, "prompts_seen": c.prompts_seen,
                              "prompts_truncated": c.prompts_truncated,
-                             "mean_reward": c.reward_sum / c.completions if c.completions else None})  # fmt: skip
+                             "mean_reward": c.reward_sum / c.completions if c.completions else None})
 
 
 def same_wall_time(requested_s: float, trl: SideResult | None) -> float:
@@ -132,7 +132,7 @@ def run_rl_bench(args, config) -> int:
         results["trl"] = run_trl_side(TrlSpec(model=model, pack=args.pack, group_size=args.group_size,
                                               max_new_tokens=args.max_new_tokens, seconds=seconds, lr=learner.lr,
                                               bf16=precision.dtype == "bfloat16", w_exec=learner.advantage.w_exec,
-                                              w_pref=learner.advantage.w_pref), log_dir)  # fmt: skip
+                                              w_pref=learner.advantage.w_pref), log_dir)
     if "slca" in sides:
         # TRL stops at the first step end past the deadline: one step can overrun it by minutes on a slow
         # machine. The pipeline gets the same wall time TRL actually had, so neither rate covers a shorter run.
@@ -143,7 +143,7 @@ def run_rl_bench(args, config) -> int:
         results["slca"] = run_slca_side(SlcaSpec(model=model, pack=args.pack, group_size=args.group_size,
                                                  max_new_tokens=args.max_new_tokens, seconds=slca_seconds,
                                                  max_turns=args.max_turns, extra_sets=tuple(args.pipeline_set)),
-                                        log_dir)  # fmt: skip
+                                        log_dir)
     lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
     print("\n".join(lines), flush=True)
     facts = machine_facts()
@@ -155,7 +155,7 @@ def run_rl_bench(args, config) -> int:
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "minutes": args.minutes,
         "precision": precision.dtype, "lr": learner.lr, "serve_engine": serve_engine(config, args.pipeline_set),
         "pipeline_sets": list(args.pipeline_set), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    })  # fmt: skip
+    })
     return 0
 
 

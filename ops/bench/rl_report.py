@@ -74,7 +74,7 @@ class SideResult:
                 "completions_trained_per_hour": self.trained_per_hour, "updates_per_hour": self.updates_per_hour,
                 "tokens_per_s": self.tokens_per_s, "trained_tokens_per_s": self.trained_tokens_per_s,
                 "peak_rss_gib": self.peak_rss_bytes / GIB,
-                "cpu_s": self.cpu_s}  # fmt: skip
+                "cpu_s": self.cpu_s}
 
 
 def ratios(slca: SideResult, trl: SideResult) -> dict[str, float | None]:
@@ -88,7 +88,7 @@ def ratios(slca: SideResult, trl: SideResult) -> dict[str, float | None]:
             "updates_per_hour": div(slca.updates_per_hour, trl.updates_per_hour),
             "tokens_per_s": div(slca.tokens_per_s, trl.tokens_per_s),
             "trained_tokens_per_s": div(slca.trained_tokens_per_s, trl.trained_tokens_per_s),
-            "peak_rss_trl_over_slca": div(trl.peak_rss_bytes, slca.peak_rss_bytes)}  # fmt: skip
+            "peak_rss_trl_over_slca": div(trl.peak_rss_bytes, slca.peak_rss_bytes)}
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -105,13 +105,13 @@ def table(sides: list[SideResult]) -> list[str]:
             ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
             ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
             ("measured wall time, s", lambda s: s.seconds, ",.0f"),
-            ("start-up + cold first step, s", lambda s: s.startup_s, ",.0f")]  # fmt: skip
+            ("start-up + cold first step, s", lambda s: s.startup_s, ",.0f")]
     names = [n for n in ("trl", "slca") if n in by]
     r = ratios(by["slca"], by["trl"]) if len(names) == 2 else {}
     ratio_of = {"completions/hour": r.get("completions_per_hour"),
                 "completions trained/hour": r.get("completions_trained_per_hour"),
                 "optimizer updates/hour": r.get("updates_per_hour"), "generated tokens/s": r.get("tokens_per_s"),
-                "trained tokens/s": r.get("trained_tokens_per_s")}  # fmt: skip
+                "trained tokens/s": r.get("trained_tokens_per_s")}
     head = f"  {'figure':<32}" + "".join(f"{n:>14}" for n in names) + ("   slca ÷ TRL" if len(names) == 2 else "")
     out = [head]
     for label, get, spec in rows:

@@ -68,14 +68,14 @@ def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> 
             f"serve.port={port}", "ops.warm_start_minutes=0", f"ops.feed_pack={spec.pack}",
             f"ops.feed_max_tokens={spec.max_new_tokens}", f"ops.feed_max_turns={spec.max_turns}",
             "ops.probe_enabled=false", f"workers.group_size={spec.group_size}", f"ops.metrics_ports={no_metrics_ports}",
-            *spec.extra_sets]  # fmt: skip
+            *spec.extra_sets]
     return [arg for s in sets for arg in ("--set", s)]
 
 
 def _serve_counts(url: str) -> tuple[float, float]:
     text = scrape(url + "/metrics", 5.0) or ""
     return (sample_value(text, "slca_trajectories_recorded_total") or 0.0,
-            sample_value(text, "slca_tokens_generated_total") or 0.0)  # fmt: skip
+            sample_value(text, "slca_tokens_generated_total") or 0.0)
 
 
 def _ready(url: str) -> bool:
@@ -138,13 +138,13 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         out = open(log_dir / "slca-up.log", "wb")
         began = time.monotonic()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
         sampler = TreeSampler([proc.pid, server.proc.pid], role_of).start()
         try:
             while not _ready(url):
                 if proc.poll() is not None or time.monotonic() - began > spec.ready_timeout_s:
                     raise RuntimeError(f"slca up did not become ready; see {log_dir / 'slca-up.log'} and "
-                                       f"the pipeline logs copied beside it")  # fmt: skip
+                                       f"the pipeline logs copied beside it")
                 time.sleep(1.0)
             metrics = data_dir / "learner" / "metrics.jsonl"
             while not first_step_logged(metrics):  # the cold first step is excluded, as on TRL's side
@@ -173,7 +173,7 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
                       notes=[f"completions trained = groups of non-zero advantage in the learner's steps × "
                              f"{spec.group_size}; window after the first (cold) step",
                              f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each"],
-                      extra={"sets": [s for s in spec.extra_sets]})  # fmt: skip
+                      extra={"sets": [s for s in spec.extra_sets]})
 
 
 def _stop(proc: subprocess.Popen) -> None:

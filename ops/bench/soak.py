@@ -82,13 +82,13 @@ def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
     data_dir, port = tmp / "var", free_port()
     no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})  # no port clashes
     sets = [f"common.data_dir={data_dir}", f"serve.port={port}", "ops.warm_start_minutes=0",
-            f"ops.metrics_ports={no_metrics_ports}"]  # fmt: skip
+            f"ops.metrics_ports={no_metrics_ports}"]
     argv = [sys.executable, "-m", "slca", *global_argv(args), *(a for s in sets for a in ("--set", s)), "up",
-            "--duration", str(READY_TIMEOUT_S + bound_s)]  # a bound if we die; we stop it first  # fmt: skip
+            "--duration", str(READY_TIMEOUT_S + bound_s)]  # a bound if we die; we stop it first
     log_path, keep = tmp / "slca-up.log", True
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **secret_env(args), "PYTHONUNBUFFERED": "1"})  # fmt: skip
+                                env={**os.environ, **secret_env(args), "PYTHONUNBUFFERED": "1"})
         try:
             system = System(f"http://127.0.0.1:{port}", [proc.pid], None, "started `slca up`")
             began = time.monotonic()
@@ -172,7 +172,7 @@ def run_soak(args, config: Config) -> int:
 
     if args.minutes <= 0 or args.warmup_minutes < 0 or args.clients < 1 or args.hostile_interval_s <= 0:
         print("error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes ≥ 0",
-              file=sys.stderr)  # fmt: skip
+              file=sys.stderr)
         return 2
     tasks, cases = load_tasks("everyday", "test"), [*hostile_bodies(), *worst_bodies()]
     load_start = [round(x, 2) for x in os.getloadavg()]
@@ -181,15 +181,15 @@ def run_soak(args, config: Config) -> int:
     header = {"command": bench_command("soak", sys.argv), "minutes": args.minutes,
               "warmup_minutes": args.warmup_minutes, "clients": args.clients,
               "hostile_interval_s": args.hostile_interval_s, "hostile_cases": len(cases),
-              **machine_facts(), "load_average_start": load_start, "sets": public_sets(args)}  # fmt: skip
+              **machine_facts(), "load_average_start": load_start, "sets": public_sets(args)}
     try:
         with (contextlib.nullcontext(attached_system(args.url, config)) if args.url
-              else started_system(args, config, bound_s)) as system:  # fmt: skip
+              else started_system(args, config, bound_s)) as system:
             plan = SoakPlan(system.url, warmup_s, seconds, clients=args.clients,
-                            hostile_interval_s=args.hostile_interval_s, api_key=system.api_key)  # fmt: skip
+                            hostile_interval_s=args.hostile_interval_s, api_key=system.api_key)
             header.update(system=system.mode, model=served_model(system))
             print(f"soak: {system.mode} at {system.url}; {args.warmup_minutes:g} min warm-up + {args.minutes:g} min, "
-                  f"{args.clients} legal clients, {len(cases)} hostile cases", flush=True)  # fmt: skip
+                  f"{args.clients} legal clients, {len(cases)} hostile cases", flush=True)
             sampler, pinger, hostile, legal = drive(plan, system, tasks, cases)
             header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]  # before the system stops
             summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results)
@@ -204,7 +204,7 @@ def run_soak(args, config: Config) -> int:
               "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
               "and hostile requests count from the start of the warm-up",
               f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
-              "retried after its Retry-After"]  # fmt: skip
+              "retried after its Retry-After"]
     print(table(summary))
     print(line)
     if args.out:

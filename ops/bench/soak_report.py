@@ -174,7 +174,7 @@ def per_minute_p99(pings: list[tuple[float, float]], seconds: float) -> list[flo
 
 def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[float, float]],
               ping_failures: dict[str, int], legal: list[LegalResult],
-              hostile: list[HostileResult]) -> SoakSummary:  # fmt: skip
+              hostile: list[HostileResult]) -> SoakSummary:
     """`pings`: (t_s, latency_s) of the answered /healthz pings; only those in the measured window [0, seconds]
     count for the percentiles. Failures, statuses, legal and hostile requests count over the whole run."""
     rss_points = [(s.t_s, s.rss_bytes) for s in samples if s.rss_bytes is not None]
@@ -186,7 +186,7 @@ def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[flo
     for status in [s for r in legal for s in r.statuses] + [h.status for h in hostile if h.status is not None]:
         counts[str(status)] = counts.get(str(status), 0) + 1
     five_xx = sum(n for s, n in counts.items() if int(s) >= 500) + sum(
-        n for k, n in ping_failures.items() if k.isdigit() and int(k) >= 500)  # fmt: skip
+        n for k, n in ping_failures.items() if k.isdigit() and int(k) >= 500)
     by_kind: dict[str, list[int]] = {}
     for r in legal:
         by_kind.setdefault(r.kind, [0, 0])
@@ -206,7 +206,7 @@ def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[flo
         hostile_violations=len(bad), hostile_slow=sum(h.slow for h in hostile),
         violations={h.name: h.error or f"HTTP {h.status}" for h in bad[:10]},
         first_legal_error=next((r.error for r in legal if not r.answered), None),
-    )  # fmt: skip
+    )
 
 
 def _mib(value: float | None, sign: bool = False) -> str:
@@ -229,7 +229,7 @@ def criteria(s: SoakSummary) -> dict[str, bool]:
         and s.ping_failures == 0,
         "every legal request answered": s.legal_sent > 0 and s.legal_answered == s.legal_sent,
         "hostile statuses as expected": s.hostile_violations == 0,
-    }  # fmt: skip
+    }
 
 
 def verdict(s: SoakSummary) -> tuple[bool, str]:
@@ -241,7 +241,7 @@ def verdict(s: SoakSummary) -> tuple[bool, str]:
                f"/healthz p50 {s.healthz_p50_ms} / p99 {s.healthz_p99_ms} / max {s.healthz_max_ms} ms "
                f"({s.pings} pings, {s.ping_failures} failed)",
                f"legal answered {s.legal_answered}/{s.legal_sent}",
-               f"hostile violations {s.hostile_violations}/{s.hostile_sent}"]  # fmt: skip
+               f"hostile violations {s.hostile_violations}/{s.hostile_sent}"]
     return not failed, f"{head} — " + ", ".join(numbers)
 
 
@@ -260,7 +260,7 @@ def table(s: SoakSummary) -> str:
          met["every legal request answered"]),
         ("hostile violations / sent", f"{s.hostile_violations} / {s.hostile_sent}", f"{s.hostile_slow} slower than "
          "their max_seconds", met["hostile statuses as expected"]),
-    ]  # fmt: skip
+    ]
     lines = ["| criterion | value | detail | ok |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {'yes' if ok else 'NO'} |" for a, b, c, ok in rows]
     return "\n".join(lines)
@@ -277,11 +277,11 @@ def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySam
           "RSS by process role, first → last minute median (MiB):", "",
           *(f"- {role}: {a} → {b}" for role, (a, b) in summary.rss_by_role_mib.items()), "",
           f"/healthz p99 per minute (ms): {summary.healthz_p99_ms_by_minute}", "",
-          f"statuses: {summary.status_counts}", "", *(f"- {n}" for n in notes)]  # fmt: skip
+          f"statuses: {summary.status_counts}", "", *(f"- {n}" for n in notes)]
     if summary.violations:
         md += ["", "hostile violations (first 10):", *(f"- {k}: {v}" for k, v in summary.violations.items())]
     (out / "results.md").write_text("\n".join(md) + "\n")
     series = [{"t_s": round(s.t_s, 1), "rss_mib": _round_mib(s.rss_bytes, 1), "redis_mib": _round_mib(s.redis_bytes, 2)}
-              for s in samples]  # fmt: skip
+              for s in samples]
     payload = {"verdict": line, "passed": passed, **header, "notes": notes, **asdict(summary), "samples": series}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n")

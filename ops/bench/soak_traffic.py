@@ -66,7 +66,7 @@ def legal_body(kind: str, task, seed: int) -> tuple[str, dict]:
     if kind == "chat":
         return CHAT, {"messages": task.messages, "max_tokens": 16, "seed": seed}
     return AGENT, {"task_id": task.task_id, "messages": task.messages, "tools": task.tools, "n": 2, "max_tokens": 32,
-                   "max_turns": 2, "record": False, "seed": seed}  # fmt: skip
+                   "max_turns": 2, "record": False, "seed": seed}
 
 
 async def _answer(session, url: str, kind: str, body: dict, deadline_s: float) -> LegalResult:
@@ -83,10 +83,10 @@ async def _answer(session, url: str, kind: str, body: dict, deadline_s: float) -
                     payload = json.loads(raw)
                     ok = bool(payload.get("choices" if kind == "chat" else "runs"))
                     return LegalResult(kind, ok, statuses, time.monotonic() - started,
-                                       None if ok else f"200 without {kind} output: {raw[:200]!r}")  # fmt: skip
+                                       None if ok else f"200 without {kind} output: {raw[:200]!r}")
                 if r.status != 429:
                     return LegalResult(kind, False, statuses, time.monotonic() - started,
-                                       f"HTTP {r.status}: {raw[:200].decode(errors='replace')}")  # fmt: skip
+                                       f"HTTP {r.status}: {raw[:200].decode(errors='replace')}")
                 wait = retry_after_s(r.headers.get("Retry-After"))
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             return LegalResult(kind, False, statuses, time.monotonic() - started, f"{type(exc).__name__}: {exc}"[:200])
@@ -162,14 +162,14 @@ class HostileSender(_Paced):
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
             self.results.append(HostileResult(case.name, None, False, time.monotonic() - began, False,
-                                              f"{type(exc).__name__}: {exc}"[:200]))  # fmt: skip
+                                              f"{type(exc).__name__}: {exc}"[:200]))
             return
         finally:
             conn.close()
         seconds = time.monotonic() - began
         problem = hostile_problem(case.statuses, response.status, raw)
         self.results.append(HostileResult(case.name, response.status, problem is None, seconds,
-                                          seconds > case.max_seconds, problem))  # fmt: skip
+                                          seconds > case.max_seconds, problem))
 
 
 class Pinger(_Paced):

@@ -50,7 +50,7 @@ class Publisher:
             for p in self.model.parameters():
                 p.add_(torch.randn_like(p) * (p.float().std() * self.noise))
         manifest, seconds = publish(self.model, self.model_dir, self.weights_dir, self.last, self.last + 1,
-                                    self.model_dir.name, self.client, self.streams, keep=3)  # fmt: skip
+                                    self.model_dir.name, self.client, self.streams, keep=3)
         announced_at = time.monotonic()
         self.last = manifest.version
         return Published(manifest.version, announced_at, seconds, started_at)
@@ -61,7 +61,7 @@ async def _agent_client(session, url: str, k: int, args, stop: asyncio.Event, ou
     while not stop.is_set():
         body = {"messages": [{"role": "user", "content": PROMPTS[(k + i) % len(PROMPTS)]}], "task_id": f"swap-{k}-{i}",
                 "n": 1, "max_turns": 1, "max_tokens": args.max_tokens, "seed": k * 100_000 + i, "record": False,
-                "return_trajectories": True, "model": BENCH_MODEL}  # fmt: skip
+                "return_trajectories": True, "model": BENCH_MODEL}
         out.append(await _post(session, url + "/v1/agent/runs", body, "agent"))
         i += 1
 
@@ -130,7 +130,7 @@ def run_bench_swap(args, config) -> int:
     header = {"command": bench_command("swap", sys.argv), "model": model_name(model_dir),
               "engine": "vllm (engine-core process)" if core else "vllm (in-process)", "clients": args.clients,
               "versions": args.versions, "interval_s": args.interval_s, "max_tokens": args.max_tokens,
-              "noise": args.noise, "cpu": cpu_model(), "cores": os.cpu_count(), "machine_start": machine_now()}  # fmt: skip
+              "noise": args.noise, "cpu": cpu_model(), "cores": os.cpu_count(), "machine_start": machine_now()}
     server_swaps = None
     with tempfile.TemporaryDirectory(prefix="slca-bench-swap-") as tmp:
         redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
@@ -142,11 +142,11 @@ def run_bench_swap(args, config) -> int:
                          "serve.kv_cache_gib": settings.kv_cache_gib, "serve.dtype": settings.dtype,
                          "common.stream_prefix": common.stream_prefix,
                          # a private, throwaway Redis that only this bench writes: unsigned announcements are safe
-                         "common.allow_unsigned_weights": "true"}  # fmt: skip
+                         "common.allow_unsigned_weights": "true"}
             cmd = slca_serve_cmd(model_dir, redis.url, p, overrides)
             with running(cmd, f"http://127.0.0.1:{p}/readyz", Path(tmp) / "serve.log") as started:
                 print(f"slca serve ready in {started:.0f}s; {args.clients} clients; publishing {args.versions} versions "
-                      f"every {args.interval_s:.0f}s", flush=True)  # fmt: skip
+                      f"every {args.interval_s:.0f}s", flush=True)
                 published, responses = asyncio.run(_drive(f"http://127.0.0.1:{p}", publisher, args))
                 server_swaps = _server_swaps(f"http://127.0.0.1:{p}")
         except ServerFailed as exc:
@@ -163,7 +163,7 @@ def run_bench_swap(args, config) -> int:
              "slca_swaps_total by outcome and rollbacks at the end of the run",
              "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "
              "next one's",
-             "failed: every non-200 or broken response among agent runs and canaries"]  # fmt: skip
+             "failed: every non-200 or broken response among agent runs and canaries"]
     print(table(summary))
     if args.out:
         write(args.out, summary, header, notes)

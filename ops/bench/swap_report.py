@@ -106,7 +106,7 @@ _SWAPS = re.compile(r'^slca_(swaps|swap_rollbacks)_total(?:\{outcome="(\w+)"\})?
 
 
 def summarise(published: list[Published], responses: list[Response],
-              server_swaps: dict[str, int] | None = None) -> SwapSummary:  # fmt: skip
+              server_swaps: dict[str, int] | None = None) -> SwapSummary:
     latencies = swap_latencies(published, responses)
     seen = [x for x in latencies if x is not None]
     ends = [x + (p.announced_at - p.began) for p, x in zip(published, latencies) if x is not None]
@@ -124,7 +124,7 @@ def summarise(published: list[Published], responses: list[Response],
         end_to_end_p99_s=percentile(ends, 99), end_to_end_max_s=max(ends) if ends else None,
         mixed_per_swap=mixed_each, mixed_per_swap_mean=sum(mixed_each) / len(mixed_each) if mixed_each else None,
         mixed_per_swap_max=max(mixed_each) if mixed_each else None, server_swaps=server_swaps,
-    )  # fmt: skip
+    )
 
 
 def _s(v: float | None) -> str:
@@ -142,7 +142,7 @@ def table(s: SwapSummary) -> str:
         f"| {s.versions} | {s.swaps_seen} | {s.failed_swaps} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | "
         f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {s.requests} | {s.failed} | "
         f"{s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} |",
-    ])  # fmt: skip
+    ])
 
 
 def write(out: Path, summary: SwapSummary, header: dict, notes: list[str]) -> None:
@@ -150,5 +150,5 @@ def write(out: Path, summary: SwapSummary, header: dict, notes: list[str]) -> No
     from ops.bench.ab import write as write_checked
 
     lines = [*(f"- {k}: {v}" for k, v in header.items() if k != "command"), "", table(summary), "",
-             *(f"- {n}" for n in notes)]  # fmt: skip
+             *(f"- {n}" for n in notes)]
     write_checked(out, {**header, "notes": notes, **asdict(summary)}, lines, "slca bench swap")

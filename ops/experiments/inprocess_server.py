@@ -1,6 +1,7 @@
-"""`slca serve` in this process, on a free port, in a background thread with its own event loop — for
-`slca train` without `--api`. Uses serve's public app factory (with ops' dashboard mounted, as `slca serve` mounts it); never serve's internals. It follows the weight
-announcements (`slca:weights`) under the stream prefix it is given, like any replica."""
+"""`slca serve` in this process, on a free port, in a background thread with its own event loop — for `slca train`
+without `--api`. Uses serve's public app factory (with ops' dashboard mounted, as `slca serve` mounts it); never
+serve's internals. It follows the weight announcements (`slca:weights`) under the stream prefix it is given, like any
+replica."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from slca.redis_server import free_port
 
 
 class InProcessServer:
-    def __init__(self, config: Config, stream_prefix: str | None = None, *, follow_weights: bool = True,
-                 sim_settings=None):  # fmt: skip
+    def __init__(
+        self, config: Config, stream_prefix: str | None = None, *, follow_weights: bool = True, sim_settings=None
+    ):
         """`follow_weights`: False for a server that must keep the weights it started with (an evaluation).
         `sim_settings`: the tool simulator's settings (None: its defaults)."""
         from serve.settings import ServeSettings
@@ -28,8 +30,9 @@ class InProcessServer:
             self.common = self.common.model_copy(update={"weights_key": secrets.token_hex(32)})
         if stream_prefix:
             self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})
-        self.settings = config.get(ServeSettings).model_copy(update={"subscribe_weights": follow_weights,
-                                                                       "port": free_port()})  # fmt: skip
+        self.settings = config.get(ServeSettings).model_copy(
+            update={"subscribe_weights": follow_weights, "port": free_port()}
+        )
         self.sim_settings = sim_settings
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="slca-serve", daemon=True)
@@ -50,8 +53,9 @@ class InProcessServer:
         from serve.app import create_app
 
         async def go():
-            app = create_app(self.settings, self.common, sim_settings=self.sim_settings,
-                             subapps=dict([dashboard(self.common)]))  # fmt: skip
+            app = create_app(
+                self.settings, self.common, sim_settings=self.sim_settings, subapps=dict([dashboard(self.common)])
+            )
             self.runner = web.AppRunner(app, access_log=None)
             await self.runner.setup()
             await web.TCPSite(self.runner, "127.0.0.1", self.settings.port).start()

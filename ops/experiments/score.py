@@ -73,9 +73,19 @@ async def _execute(task: Task, calls_text: str, sim: SimSettings) -> list[ToolCa
                 result = await episode.call(call.name, call.arguments)
             else:  # a malformed call is answered like an API would
                 result = ToolResult(ok=False, status=400, error=call.error or "malformed tool call")
-            records.append(ToolCallRecord(turn=0, block=call.block, name=call.name, arguments=call.arguments,
-                                          valid=call.valid, raw=call.raw, result=result.for_model(),
-                                          error=result.error, latency_s=result.latency_s))  # fmt: skip
+            records.append(
+                ToolCallRecord(
+                    turn=0,
+                    block=call.block,
+                    name=call.name,
+                    arguments=call.arguments,
+                    valid=call.valid,
+                    raw=call.raw,
+                    result=result.for_model(),
+                    error=result.error,
+                    latency_s=result.latency_s,
+                )
+            )
     finally:
         await episode.close()
         await provider.close()
@@ -92,25 +102,35 @@ def build_trajectory(task: Task, calls: list[dict[str, Any]], reply: str, sim: S
         text = render_tool_calls(calls)
         records = run_sync(_execute(task, text, sim))
         messages.append({"role": "assistant", "content": text})
-        messages += [{"role": "tool", "name": r.name, "content": json.dumps(r.result, ensure_ascii=False)}
-                     for r in records]  # fmt: skip
+        messages += [
+            {"role": "tool", "name": r.name, "content": json.dumps(r.result, ensure_ascii=False)} for r in records
+        ]
         kinds.append(SegmentKind.TOOL_CALL)
     messages.append({"role": "assistant", "content": reply})
     kinds.append(SegmentKind.SUMMARY)
     turn = {SegmentKind.USER: 0, SegmentKind.TOOL_CALL: 0, SegmentKind.SUMMARY: len(kinds) - 2}
     segments = [Segment(start=i, end=i + 1, kind=k, turn=turn[k]) for i, k in enumerate(kinds)]
-    return Trajectory(task_id=task.task_id, policy_version=0, tools=task.tools, messages=messages,
-                      tokens=[0] * len(kinds), logprobs=[0.0 if k.generated else None for k in kinds],
-                      segments=segments, tool_calls=records, ground_truth=task.ground_truth,
-                      meta={"source": "slca score"})  # fmt: skip
+    return Trajectory(
+        task_id=task.task_id,
+        policy_version=0,
+        tools=task.tools,
+        messages=messages,
+        tokens=[0] * len(kinds),
+        logprobs=[0.0 if k.generated else None for k in kinds],
+        segments=segments,
+        tool_calls=records,
+        ground_truth=task.ground_truth,
+        meta={"source": "slca score"},
+    )
 
 
 def score_request(req: dict[str, Any], workers: WorkerSettings, sim: SimSettings | None = None) -> dict[str, Any]:
     """The scored answer of a checked request (`parse_request`)."""
     task = find_task(req["pack"], req["split"], req["task_id"])
     # reproducible: no injected fault, the deterministic simulator, no cache (the tasks' own gold results)
-    sim = (sim or SimSettings()).model_copy(update={"backend": "schema", "fault_rate": 0.0, "fault_rates": {},
-                                                    "tool_fault_rates": {}, "cache": False})  # fmt: skip
+    sim = (sim or SimSettings()).model_copy(
+        update={"backend": "schema", "fault_rate": 0.0, "fault_rates": {}, "tool_fault_rates": {}, "cache": False}
+    )
     traj = build_trajectory(task, req["calls"], req["reply"], sim)
     reward = score_trajectory(traj, workers)
     gt = task.ground_truth
@@ -122,9 +142,13 @@ def score_request(req: dict[str, Any], workers: WorkerSettings, sim: SimSettings
         "omission_penalized": reward.omission_penalized,
         "components": reward.components,
         "calls": [r.model_dump(include={"name", "arguments", "valid", "result", "error"}) for r in traj.tool_calls],
-        "gold": {"calls": [c.model_dump() for c in gt.calls] if gt else [], "facts": gt.facts if gt else [],
-                 "refusal": gt.refusal if gt else False, "needs_tool": gt.tool_needed if gt else None},
-    }  # fmt: skip
+        "gold": {
+            "calls": [c.model_dump() for c in gt.calls] if gt else [],
+            "facts": gt.facts if gt else [],
+            "refusal": gt.refusal if gt else False,
+            "needs_tool": gt.tool_needed if gt else None,
+        },
+    }
 
 
 def run_score(args, config) -> int:

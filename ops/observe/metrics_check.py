@@ -23,8 +23,14 @@ def load_dashboard(path: Path = DASHBOARD) -> dict:
     return json.loads(path.read_text())
 
 
-_SAMPLE_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count"),
-                    "gauge": ("",), "untyped": ("",), "info": ("_info",)}  # fmt: skip
+_SAMPLE_SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "summary": ("_sum", "_count"),
+    "gauge": ("",),
+    "untyped": ("",),
+    "info": ("_info",),
+}
 
 
 def exposed_series(text: str) -> set[str]:

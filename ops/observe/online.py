@@ -38,17 +38,35 @@ def run_online_export(args, config: Config) -> int:
         return 1
     from slca.models.precision import cpu_flags
 
-    extra = {"trajectories": sum(s.n for s in stats), "versions_seen": len(stats),
-             "minutes": round((max(r["ts"] for r in snapshot.rewards if r.get("ts")) -
-                               min(r["ts"] for r in snapshot.rewards if r.get("ts"))) / 60, 1),
-             "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
-             "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
-             "note": args.note or "", "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}  # fmt: skip
+    extra = {
+        "trajectories": sum(s.n for s in stats),
+        "versions_seen": len(stats),
+        "minutes": round(
+            (
+                max(r["ts"] for r in snapshot.rewards if r.get("ts"))
+                - min(r["ts"] for r in snapshot.rewards if r.get("ts"))
+            )
+            / 60,
+            1,
+        ),
+        "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
+        "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
+        "note": args.note or "",
+        "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+    }
     rounds = read_probe_rounds(redis_url, common.stream_prefix)
-    write_curve(stats, args.out, args.command or "make run; slca bench online --out " + str(args.out), extra,
-                probe=rounds, data_dir=Path(common.data_dir))  # fmt: skip
+    write_curve(
+        stats,
+        args.out,
+        args.command or "make run; slca bench online --out " + str(args.out),
+        extra,
+        probe=rounds,
+        data_dir=Path(common.data_dir),
+    )
     print(status_lines(stats, last=len(stats)))
     print(probe_lines(rounds, last=len(rounds)))
-    print(f"wrote {args.out}/results.json, results.md, curve.png" +
-          (f", {SUMMARY_FILE}, probe/" if rounds_of(rounds) else ""))  # fmt: skip
+    print(
+        f"wrote {args.out}/results.json, results.md, curve.png"
+        + (f", {SUMMARY_FILE}, probe/" if rounds_of(rounds) else "")
+    )
     return 0

@@ -40,8 +40,10 @@ def difference(d: dict[str, Any] | None) -> str:
     items gained and lost."""
     if not d or not d.get("n"):
         return "-"
-    return (f"{_num(d['diff'], sign=True)} [{_num(d['ci_low'], sign=True)}, {_num(d['ci_high'], sign=True)}] "
-            f"p={d['mcnemar_p']:.3g} (+{d['b_only']}/−{d['a_only']} of {d['n']})")  # fmt: skip
+    return (
+        f"{_num(d['diff'], sign=True)} [{_num(d['ci_low'], sign=True)}, {_num(d['ci_high'], sign=True)}] "
+        f"p={d['mcnemar_p']:.3g} (+{d['b_only']}/−{d['a_only']} of {d['n']})"
+    )
 
 
 TARGET_GAIN = 0.05
@@ -70,8 +72,10 @@ def verdict(summary: dict[str, Any] | None) -> str:
     bfcl_fell = bool(bfcl and bfcl.get("n") and bfcl["ci_high"] < 0)
     met = moved == "rose" and head["diff"] >= TARGET_GAIN and not bfcl_fell
     bfcl_text = "-" if not bfcl or not bfcl.get("n") else difference(bfcl)
-    return (f"held-out success {moved} {span}: {difference(head)}; BFCL {bfcl_text}{' (fell)' if bfcl_fell else ''}; "
-            f"target (≥ +{TARGET_GAIN:.2f} with the interval above 0, BFCL not worse) {'met' if met else 'not met'}")
+    return (
+        f"held-out success {moved} {span}: {difference(head)}; BFCL {bfcl_text}{' (fell)' if bfcl_fell else ''}; "
+        f"target (≥ +{TARGET_GAIN:.2f} with the interval above 0, BFCL not worse) {'met' if met else 'not met'}"
+    )
 
 
 def round_line(r: ProbeRound) -> str:
@@ -81,8 +85,7 @@ def round_line(r: ProbeRound) -> str:
     cells = [f"v{r.version}{span}", f"held-out {rate(head)} n={head.get('n', 0)}"]
     if bfcl:
         cells.append(f"BFCL {rate(bfcl)} n={bfcl['n']}")
-    cells.append(f"exec {_num(head.get('exec'))} pref {_num(head.get('pref'))} "
-                 f"turns {_num(head.get('tool_turns'), 2)}")  # fmt: skip
+    cells.append(f"exec {_num(head.get('exec'))} pref {_num(head.get('pref'))} turns {_num(head.get('tool_turns'), 2)}")
     if r.version != r.baseline_version:
         cells.append(f"vs v{r.baseline_version} {difference(r.vs_v0.get(HEADLINE))}")
     if r.failed_requests:
@@ -96,10 +99,16 @@ def probe_lines(entries: list[dict[str, Any]], last: int = 6) -> str:
     if not rounds:
         return "held-out probe: no round yet"
     latest = rounds[-1]
-    lines = [f"held-out probe ({latest.mode}, {latest.items} items; success with 95% interval, paired vs "
-             f"v{latest.baseline_version} with bootstrap 95% interval and McNemar p):"]  # fmt: skip
+    lines = [
+        f"held-out probe ({latest.mode}, {latest.items} items; success with 95% interval, paired vs "
+        f"v{latest.baseline_version} with bootstrap 95% interval and McNemar p):"
+    ]
     if latest.version != latest.baseline_version:
-        cells = [f"{LABELS.get(name, name)} {difference(latest.vs_v0[name])}" for name in PAIRED_SUITES if name in latest.vs_v0]
+        cells = [
+            f"{LABELS.get(name, name)} {difference(latest.vs_v0[name])}"
+            for name in PAIRED_SUITES
+            if name in latest.vs_v0
+        ]
         lines.append(f"  v{latest.baseline_version} → v{latest.version}: " + " | ".join(cells))
     lines += [round_line(r) for r in rounds[-last:]]
     return "\n".join(lines)
@@ -114,9 +123,14 @@ def paired_summary(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -
     latest = rounds[-1]
     base = next((r for r in rounds if r.version == latest.baseline_version), None)
     files = _copy_files([r for r in (base, latest) if r is not None], data_dir, out)
-    summary: dict[str, Any] = {"baseline_version": latest.baseline_version, "latest_version": latest.version,
-                               "latest_versions": [latest.version_min, latest.version_max], "mode": latest.mode,
-                               "files": files, "rounds": len(rounds)}  # fmt: skip
+    summary: dict[str, Any] = {
+        "baseline_version": latest.baseline_version,
+        "latest_version": latest.version,
+        "latest_versions": [latest.version_min, latest.version_max],
+        "mode": latest.mode,
+        "files": files,
+        "rounds": len(rounds),
+    }
     if base is not None and base.records in files and latest.records in files:
         from ops.experiments.eval.stats import compare, summarize
         from ops.experiments.eval.suite import read_jsonl
@@ -124,8 +138,12 @@ def paired_summary(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -
         a, b = ([x for x in read_jsonl(out / files[r.records]) if x.error is None] for r in (base, latest))
         summary.update(source="per-item files", baseline=summarize(a), latest=summarize(b), paired=compare(a, b))
     else:
-        summary.update(source="probe stream (per-item files not found)", baseline=base.suites if base else None,
-                       latest=latest.suites, paired=latest.vs_v0)  # fmt: skip
+        summary.update(
+            source="probe stream (per-item files not found)",
+            baseline=base.suites if base else None,
+            latest=latest.suites,
+            paired=latest.vs_v0,
+        )
     summary["paired"] = _ordered(summary["paired"])
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
     return summary
@@ -154,19 +172,29 @@ def _copy_files(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -> d
 def markdown(rounds: list[ProbeRound], summary: dict[str, Any] | None) -> list[str]:
     if not rounds:
         return []
-    lines = ["", f"Held-out probe ({rounds[-1].mode}, the same {rounds[-1].items} items every round, never trained "
-             "on); success with its Wilson 95% interval, difference from v0 paired per item:", "",
-             "| round | versions | held-out success | test | novel | BFCL | exec | pref | tool turns | vs v0 (held-out) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "",
+        f"Held-out probe ({rounds[-1].mode}, the same {rounds[-1].items} items every round, never trained "
+        "on); success with its Wilson 95% interval, difference from v0 paired per item:",
+        "",
+        "| round | versions | held-out success | test | novel | BFCL | exec | pref | tool turns | vs v0 (held-out) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rounds:
         s, head = r.suites, r.headline
-        lines.append(f"| v{r.version} | v{r.version_min}–v{r.version_max} | {rate(head)} | {rate(s.get('test'))} | "
-                     f"{rate(s.get('novel'))} | {rate(s.get('bfcl'))} | {_num(head.get('exec'))} | "
-                     f"{_num(head.get('pref'))} | {_num(head.get('tool_turns'), 2)} | "
-                     f"{difference(r.vs_v0.get(HEADLINE)) if r.version != r.baseline_version else 'baseline'} |")  # fmt: skip
+        lines.append(
+            f"| v{r.version} | v{r.version_min}–v{r.version_max} | {rate(head)} | {rate(s.get('test'))} | "
+            f"{rate(s.get('novel'))} | {rate(s.get('bfcl'))} | {_num(head.get('exec'))} | "
+            f"{_num(head.get('pref'))} | {_num(head.get('tool_turns'), 2)} | "
+            f"{difference(r.vs_v0.get(HEADLINE)) if r.version != r.baseline_version else 'baseline'} |"
+        )
     if summary:
-        lines += ["", f"v{summary['baseline_version']} → v{summary['latest_version']} per suite, paired "
-                  f"(from the {summary['source']}; bootstrap 95% interval, exact McNemar p):", ""]  # fmt: skip
+        lines += [
+            "",
+            f"v{summary['baseline_version']} → v{summary['latest_version']} per suite, paired "
+            f"(from the {summary['source']}; bootstrap 95% interval, exact McNemar p):",
+            "",
+        ]
         lines += [f"- {LABELS.get(name, name)}: {difference(d)}" for name, d in summary["paired"].items()]
     return lines
 
@@ -179,16 +207,21 @@ def plot(ax, rounds: list[ProbeRound]) -> None:
             rows = [(x, r.suites[name]) for x, r in zip(v, rounds) if name in r.suites]
             if rows:
                 ys = [row["success"] for _, row in rows]
-                err = [[y - row["ci_low"] for y, (_, row) in zip(ys, rows)],
-                       [row["ci_high"] - y for y, (_, row) in zip(ys, rows)]]  # fmt: skip
+                err = [
+                    [y - row["ci_low"] for y, (_, row) in zip(ys, rows)],
+                    [row["ci_high"] - y for y, (_, row) in zip(ys, rows)],
+                ]
                 ax.errorbar([x for x, _ in rows], ys, yerr=err, fmt=fmt, ms=3, capsize=2, label=label)
         ax.plot(v, [r.headline.get("exec") for r in rounds], "^:", ms=3, label="exec (held-out)")
         ax.plot(v, [r.headline.get("pref") for r in rounds], "v:", ms=3, label="pref (held-out)")
         ax.legend(loc="lower right", fontsize=7)
         d = rounds[-1].vs_v0.get(HEADLINE)
         if d and rounds[-1].version != rounds[-1].baseline_version:
-            ax.set_title(f"held-out probe: v{rounds[-1].baseline_version} → v{rounds[-1].version} "
-                         f"{d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]", fontsize=9)  # fmt: skip
+            ax.set_title(
+                f"held-out probe: v{rounds[-1].baseline_version} → v{rounds[-1].version} "
+                f"{d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]",
+                fontsize=9,
+            )
         else:
             ax.set_title("held-out probe (same items every round)", fontsize=9)
     ax.set_xlabel("served policy version (round median)")

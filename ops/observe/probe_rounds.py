@@ -97,8 +97,14 @@ def _members(name: str, records: list[ItemRecord]) -> list[ItemRecord]:
     return [r for r in records if r.suite == name]
 
 
-def summarise_round(records: list[ItemRecord], baseline: list[ItemRecord] | None, baseline_version: int | None,
-                    started_at: float, mode: str, fallback_version: int) -> ProbeRound:  # fmt: skip
+def summarise_round(
+    records: list[ItemRecord],
+    baseline: list[ItemRecord] | None,
+    baseline_version: int | None,
+    started_at: float,
+    mode: str,
+    fallback_version: int,
+) -> ProbeRound:
     """One round from its records. Failed requests (a server restart mid-round) are left out of every rate: they
     say nothing about the policy. `baseline` None: this round is v0 and compares with itself."""
     ran = [r for r in records if r.error is None]
@@ -110,11 +116,19 @@ def summarise_round(records: list[ItemRecord], baseline: list[ItemRecord] | None
     version = int(statistics.median_low(versions))
     base = ran if baseline is None else [r for r in baseline if r.error is None]
     return ProbeRound(
-        version=version, version_min=min(versions), version_max=max(versions), started_at=started_at,
-        seconds=time.time() - started_at, mode=mode, items=len(records), failed_requests=len(records) - len(ran),
-        records=f"{ROUNDS_DIR}/v{version}.jsonl", suites=suites, vs_v0=compare(base, ran),
+        version=version,
+        version_min=min(versions),
+        version_max=max(versions),
+        started_at=started_at,
+        seconds=time.time() - started_at,
+        mode=mode,
+        items=len(records),
+        failed_requests=len(records) - len(ran),
+        records=f"{ROUNDS_DIR}/v{version}.jsonl",
+        suites=suites,
+        vs_v0=compare(base, ran),
         baseline_version=version if baseline_version is None else baseline_version,
-    )  # fmt: skip
+    )
 
 
 class RoundFiles:

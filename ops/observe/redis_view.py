@@ -133,12 +133,17 @@ def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner:
             groups = []
         queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
     rest = results[len(names) :]
-    return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
-                    parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX))  # fmt: skip
+    return Snapshot(
+        queues,
+        parse_version(rest[0]),
+        parse_stats(rest[1], REWARD_FIELDS),
+        parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX),
+    )
 
 
-async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500,
-                              n_probe: int = 500) -> Snapshot:  # fmt: skip
+async def read_snapshot_async(
+    client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500, n_probe: int = 500
+) -> Snapshot:
     """The same read with a `redis.asyncio.Redis` client (the dashboard runs inside the API's event loop), plus
     the latest `n_probe` held-out probe rounds."""
     import redis
@@ -161,8 +166,13 @@ async def read_snapshot_async(client, prefix: str = "slca", n_rewards: int = 500
             groups = []
         queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
     rest = results[len(names) :]
-    return Snapshot(queues, parse_version(rest[0]), parse_stats(rest[1], REWARD_FIELDS),
-                    parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX), parse_rounds(rest[3]))  # fmt: skip
+    return Snapshot(
+        queues,
+        parse_version(rest[0]),
+        parse_stats(rest[1], REWARD_FIELDS),
+        parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX),
+        parse_rounds(rest[3]),
+    )
 
 
 def read_rounds(redis_client, stream: str, count: int = 1000) -> list[dict]:

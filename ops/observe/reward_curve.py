@@ -53,9 +53,17 @@ def by_version(rows: list[dict[str, Any]]) -> list[VersionStats]:
         ex = [r["exec"] for r in rs]
         mean = sum(ex) / len(ex)
         sem = math.sqrt(sum((x - mean) ** 2 for x in ex) / (len(ex) - 1) / len(ex)) if len(ex) > 1 else 0.0
-        out.append(VersionStats(version, len(rs), mean, sem, _mean([r["pref"] for r in rs if r.get("pref") is not None]),
-                                _mean([r["tool_turns"] for r in rs if r.get("tool_turns") is not None]),
-                                min((r.get("ts") or t0) for r in rs) - t0))  # fmt: skip
+        out.append(
+            VersionStats(
+                version,
+                len(rs),
+                mean,
+                sem,
+                _mean([r["pref"] for r in rs if r.get("pref") is not None]),
+                _mean([r["tool_turns"] for r in rs if r.get("tool_turns") is not None]),
+                min((r.get("ts") or t0) for r in rs) - t0,
+            )
+        )
     return out
 
 
@@ -70,9 +78,14 @@ def binned(stats: list[VersionStats], bins: int = 6) -> list[dict[str, Any]]:
         cur.append(s)
         if sum(c.n for c in cur) >= per_bin or s is stats[-1]:
             n = sum(c.n for c in cur)
-            out.append({"versions": f"v{cur[0].version}–v{cur[-1].version}", "n": n,
-                        "exec_mean": sum(c.exec_mean * c.n for c in cur) / n,
-                        "tool_turns_mean": _mean([c.tool_turns_mean for c in cur if c.tool_turns_mean is not None])})  # fmt: skip
+            out.append(
+                {
+                    "versions": f"v{cur[0].version}–v{cur[-1].version}",
+                    "n": n,
+                    "exec_mean": sum(c.exec_mean * c.n for c in cur) / n,
+                    "tool_turns_mean": _mean([c.tool_turns_mean for c in cur if c.tool_turns_mean is not None]),
+                }
+            )
             cur = []
     return out
 
@@ -100,8 +113,14 @@ def trend(xs: list[float], ys: list[float]) -> dict[str, float] | None:
     return {"slope_per_100_versions": 100 * slope, "se_per_100_versions": 100 * se, "points": n}
 
 
-def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[str, Any],
-                probe: list[dict[str, Any]] | None = None, data_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+def write_curve(
+    stats: list[VersionStats],
+    out: Path,
+    command: str,
+    extra: dict[str, Any],
+    probe: list[dict[str, Any]] | None = None,
+    data_dir: Path | None = None,
+) -> dict[str, Any]:
     """results.json, results.md and curve.png under `out` (relative paths only in what is written); with probe
     rounds, also the per-item files of v0 and the latest round (under `out/probe/`, copied from `data_dir`) and
     the paired v0 → latest result per suite (`probe_summary.json`)."""
@@ -111,24 +130,44 @@ def write_curve(stats: list[VersionStats], out: Path, command: str, extra: dict[
     pooled = binned(stats)
     rounds = probe_report.rounds_of(probe or [])
     summary = probe_report.paired_summary(rounds, data_dir, out)
-    trends = {"feed": trend([s.version for s in stats for _ in range(s.n)],
-                            [s.exec_mean for s in stats for _ in range(s.n)])}  # fmt: skip
+    trends = {
+        "feed": trend([s.version for s in stats for _ in range(s.n)], [s.exec_mean for s in stats for _ in range(s.n)])
+    }
     verdict = probe_report.verdict(summary)
-    result = {"command": command, "verdict": verdict, **extra, "trend_exec": trends, "versions": [asdict(s) for s in stats],
-              "binned": pooled, "probe": [r.to_json() for r in rounds], "probe_paired": summary}  # fmt: skip
+    result = {
+        "command": command,
+        "verdict": verdict,
+        **extra,
+        "trend_exec": trends,
+        "versions": [asdict(s) for s in stats],
+        "binned": pooled,
+        "probe": [r.to_json() for r in rounds],
+        "probe_paired": summary,
+    }
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    lines = ["# Online learning curve\n",
-             f"**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): {verdict}\n",
-             f"Command: `{command}`\n"]  # fmt: skip
+    lines = [
+        "# Online learning curve\n",
+        f"**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): {verdict}\n",
+        f"Command: `{command}`\n",
+    ]
     lines += [f"- {k}: {v}" for k, v in extra.items()] + [""]
     lines += ["| versions | trajectories | mean exec reward | tool turns / episode |", "|---|---|---|---|"]
-    lines += [f"| {b['versions']} | {b['n']} | {b['exec_mean']:.3f} | "
-              f"{'-' if b['tool_turns_mean'] is None else format(b['tool_turns_mean'], '.2f')} |" for b in pooled]  # fmt: skip
+    lines += [
+        f"| {b['versions']} | {b['n']} | {b['exec_mean']:.3f} | "
+        f"{'-' if b['tool_turns_mean'] is None else format(b['tool_turns_mean'], '.2f')} |"
+        for b in pooled
+    ]
     lines += probe_report.markdown(rounds, summary)
     lines += ["", "Trend of the feed's exec reward (least squares on version, per 100 versions, ± 1 standard error):"]
     for name, t in trends.items():
-        lines.append(f"- {name}: " + ("too few points" if t is None else
-                     f"{t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f} ({t['points']} points)"))  # fmt: skip
+        lines.append(
+            f"- {name}: "
+            + (
+                "too few points"
+                if t is None
+                else f"{t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f} ({t['points']} points)"
+            )
+        )
     (out / "results.md").write_text("\n".join(lines) + "\n")
     _plot(stats, out / "curve.png", rounds)
     return result

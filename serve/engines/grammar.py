@@ -35,8 +35,16 @@ class GrammarLimits:
         return cls(settings.max_grammar_schema_nodes, settings.max_grammar_repeat, settings.grammar_compile_timeout_s)
 
 
-_BOUNDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains",
-           "maxContains")  # fmt: skip
+_BOUNDS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
 
 
 def call_schema(tool: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,7 +103,7 @@ def _relocated(node: Any, here: str, prefix: str) -> Any:
 def _ref(ref: str, here: str, prefix: str) -> str:
     for defs in ("#/$defs/", "#/definitions/"):
         if ref.startswith(defs):
-            return "#/$defs/" + prefix + ref[len(defs):]
+            return "#/$defs/" + prefix + ref[len(defs) :]
     if ref == "#" or ref == "#/":
         return here
     if ref.startswith("#/"):
@@ -112,13 +120,13 @@ def _check_bounds(schema: Any, index: int, limits: GrammarLimits, seen: list[int
         if isinstance(node, dict):
             seen[0] += 1
             if seen[0] > limits.max_nodes:
-                raise SchemaNotSupported(index, f"the forced tools' schemas hold more than {limits.max_nodes} "
-                                                "objects")  # fmt: skip
+                raise SchemaNotSupported(index, f"the forced tools' schemas hold more than {limits.max_nodes} objects")
             for key in _BOUNDS:
                 value = node.get(key)
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limits.max_repeat:
-                    raise SchemaNotSupported(index, f"{key}={value} exceeds the limit of {limits.max_repeat} "
-                                                    "under tool_choice")  # fmt: skip
+                    raise SchemaNotSupported(
+                        index, f"{key}={value} exceeds the limit of {limits.max_repeat} under tool_choice"
+                    )
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
@@ -141,8 +149,9 @@ def tool_call_grammar(tools: list[dict[str, Any]], limits: GrammarLimits | None 
     parts = [call_schema(t, f"t{i}_") for i, t in enumerate(tools)]
     defs = {k: v for _, d in parts for k, v in d.items()}
     try:
-        return _bounded_grammar_text(json.dumps({"anyOf": [p for p, _ in parts], **({"$defs": defs} if defs else {})}),
-                                     limits)  # fmt: skip
+        return _bounded_grammar_text(
+            json.dumps({"anyOf": [p for p, _ in parts], **({"$defs": defs} if defs else {})}), limits
+        )
     except SchemaNotSupported as exc:
         failed = exc
     for i, tool in enumerate(tools):  # which tool? (the error path only)

@@ -1,12 +1,12 @@
 """transformers engine: the fallback and the logprob reference (fp32 by default).
 
-Concurrency model: requests queue up in `_pending`; a batching task takes every waiting request (up to
-`max_batch`, after a short gathering window) and runs them together, step by step, in a worker thread so
-the event loop is never blocked. Requests arriving during a batch start another batch (up to
-`hf_concurrent_batches` in flight) whose steps interleave with the running one. `_lock` guards the parameters: it is held
-for each forward step and by a weight swap, so a swap lands between two steps, never inside one. A row whose request
-ends — finished, or cancelled by its client — leaves the batch before the next forward step (its KV rows are
-dropped from the cache): nothing is computed for it after that step, whatever the other rows still have to do.
+Concurrency model: requests queue up in `_pending`; a batching task takes every waiting request (up to `max_batch`,
+after a short gathering window) and runs them together, step by step, in a worker thread so the event loop is never
+blocked. Requests arriving during a batch start another batch (up to `hf_concurrent_batches` in flight) whose steps
+interleave with the running one. `_lock` guards the parameters: it is held for each forward step and by a weight swap,
+so a swap lands between two steps, never inside one. A row whose request ends — finished, or cancelled by its client —
+leaves the batch before the next forward step (its KV rows are dropped from the cache): nothing is computed for it
+after that step, whatever the other rows still have to do.
 """
 
 from __future__ import annotations
@@ -201,7 +201,11 @@ class HFEngine(ServedModel):
         with self._lock:
             keep = {"logits_to_keep": 1} if self._last_logits_only else {}
             out = self.model(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
                 **keep,
             )
             return out.logits[:, -1, :].float(), self.version
@@ -304,7 +308,9 @@ class HFEngine(ServedModel):
             raise WeightLoadError(f"{path}: missing tensors {missing[:3]}{'...' if len(missing) > 3 else ''}")
         for name, tensor in state.items():
             if name in params and tuple(tensor.shape) != tuple(params[name].shape):
-                raise WeightLoadError(f"{path}: {name} has shape {tuple(tensor.shape)}, model {tuple(params[name].shape)}")
+                raise WeightLoadError(
+                    f"{path}: {name} has shape {tuple(tensor.shape)}, model {tuple(params[name].shape)}"
+                )
         try:
             return {n: state[n].to(device=p.device, dtype=p.dtype) for n, p in params.items() if n in state}
         except (RuntimeError, TypeError, AttributeError) as exc:  # e.g. out of memory while converting

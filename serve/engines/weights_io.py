@@ -70,8 +70,10 @@ def open_weight_dir(path: str, expected: WeightManifest | None = None) -> Weight
     if expected is not None:
         differs = manifest_mismatch(manifest, expected)
         if differs:
-            raise WeightLoadError(f"{path}: {MANIFEST_NAME} does not match the announced manifest "
-                                  f"(different {', '.join(differs)}); refused")  # fmt: skip
+            raise WeightLoadError(
+                f"{path}: {MANIFEST_NAME} does not match the announced manifest "
+                f"(different {', '.join(differs)}); refused"
+            )
         manifest = expected
     outside = [name for name in manifest.sha256 if not inside(root, root / name)]
     if outside:
@@ -88,8 +90,9 @@ def open_weight_dir(path: str, expected: WeightManifest | None = None) -> Weight
 
 def _mismatched(root: Path, digests: dict[str, str]) -> list[str]:
     """Listed files that are missing or whose content does not match (confinement is checked before)."""
-    return [name for name, digest in digests.items()
-            if not (root / name).is_file() or sha256_file(root / name) != digest]  # fmt: skip
+    return [
+        name for name, digest in digests.items() if not (root / name).is_file() or sha256_file(root / name) != digest
+    ]
 
 
 def check_weight_dir(path: str, expected: WeightManifest | None = None) -> Path:

@@ -106,10 +106,14 @@ def build_prompt(request: SimRequest, history_limit: int = 5) -> list[dict[str, 
         f"Response schema: {json.dumps(request.response_schema, ensure_ascii=False)}",
     ]
     for past in request.history[-history_limit:]:
-        lines.append(f"Earlier call: {past['name']}({json.dumps(past['arguments'], ensure_ascii=False)}) -> "
-                     f"{json.dumps(past['content'], ensure_ascii=False)[:600]}")  # fmt: skip
+        lines.append(
+            f"Earlier call: {past['name']}({json.dumps(past['arguments'], ensure_ascii=False)}) -> "
+            f"{json.dumps(past['content'], ensure_ascii=False)[:600]}"
+        )
     lines.append(f"Call: {spec.name}({json.dumps(request.arguments, ensure_ascii=False)})")
     lines.append("Respond with the JSON response body only.")
-    system = ("You are the server of a JSON API. Given a tool call, reply with a realistic JSON response that "
-              "follows the response schema exactly and agrees with earlier calls. Output only JSON.")  # fmt: skip
+    system = (
+        "You are the server of a JSON API. Given a tool call, reply with a realistic JSON response that "
+        "follows the response schema exactly and agrees with earlier calls. Output only JSON."
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]

@@ -63,8 +63,9 @@ class GrammarCache:
         import xgrammar as xgr
 
         key = json.dumps(bounded(schema), sort_keys=True)
-        compiled = self._compiled.get_or_make(key, lambda: self._compile(key),
-                                              lambda c: len(key) + (c.memory_size_bytes if c is not None else 0))  # fmt: skip
+        compiled = self._compiled.get_or_make(
+            key, lambda: self._compile(key), lambda c: len(key) + (c.memory_size_bytes if c is not None else 0)
+        )
         return xgr.GrammarMatcher(compiled) if compiled is not None else None
 
     def _compile(self, key: str):
@@ -84,8 +85,16 @@ def _has_xgrammar() -> bool:
     return True
 
 
-def generate(model, tokenizer, prompt_ids: list[int], max_new_tokens: int, temperature: float, seed: int,
-             matcher=None, stop_ids: set[int] | None = None) -> str:  # fmt: skip
+def generate(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    matcher=None,
+    stop_ids: set[int] | None = None,
+) -> str:
     """Sample a completion (constrained by `matcher` when given) and decode it."""
     import torch
 

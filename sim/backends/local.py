@@ -23,8 +23,10 @@ def model_dir(settings) -> Path:
     from slca.models.paths import resolve_model
 
     if settings.local_model in ("embedded", "tiny") and not settings.cache_dir:
-        raise ValueError(f"sim.local_model={settings.local_model!r} needs sim.cache_dir: build the settings with "
-                         "SimSettings.with_cache_of(common) (or set sim.local_model to a model directory)")  # fmt: skip
+        raise ValueError(
+            f"sim.local_model={settings.local_model!r} needs sim.cache_dir: build the settings with "
+            "SimSettings.with_cache_of(common) (or set sim.local_model to a model directory)"
+        )
     return resolve_model(settings.local_model, Path(settings.cache_dir or "."))
 
 
@@ -51,8 +53,12 @@ class LocalBackend:
         model.requires_grad_(False)
         self._model = model
         if self.settings.local_guided and _has_xgrammar():
-            self._grammars = GrammarCache(self._tokenizer, model.config.vocab_size, [self._tokenizer.eos_token_id],
-                                          self.settings.grammar_cache_bytes)  # fmt: skip
+            self._grammars = GrammarCache(
+                self._tokenizer,
+                model.config.vocab_size,
+                [self._tokenizer.eos_token_id],
+                self.settings.grammar_cache_bytes,
+            )
 
     def _generate(self, request: SimRequest, attempt: int) -> str:
         import torch
@@ -65,8 +71,15 @@ class LocalBackend:
         matcher = self._grammars.matcher(request.response_schema) if self._grammars else None
         temperature = self.settings.temperature if attempt else min(self.settings.temperature, 0.3)
         with torch.inference_mode():
-            return generate(self._model, tok, ids, self.settings.max_new_tokens, temperature,
-                            (request.seed + attempt) % (2**31), matcher)  # fmt: skip
+            return generate(
+                self._model,
+                tok,
+                ids,
+                self.settings.max_new_tokens,
+                temperature,
+                (request.seed + attempt) % (2**31),
+                matcher,
+            )
 
     async def _ask(self, request: SimRequest, attempt: int) -> str | None:
         async with self._lock:

@@ -23,8 +23,11 @@ def build_registry(settings) -> RealRegistry:
             raise ValueError(f"unknown real pack {name!r}; known: {', '.join(PACKS)}")
         registry.add_pack(PACKS[name](settings.real_timeout_s))
     if settings.http_tools:
-        registry.add_pack(http_pack(settings.http_tools, settings.http_allowlist, settings.real_timeout_s,
-                                    settings.http_max_response_bytes))  # fmt: skip
+        registry.add_pack(
+            http_pack(
+                settings.http_tools, settings.http_allowlist, settings.real_timeout_s, settings.http_max_response_bytes
+            )
+        )
     return registry
 
 

@@ -146,9 +146,15 @@ def tau2_pack(domain: str, timeout_s: float = 10.0) -> RealPack:
     for name, tool in sorted(probe.get_tools().items()):
         params = tool.params.model_json_schema()
         params.pop("title", None)
-        pack.add(RealTool(
-            name=name, description=tool._get_description(), parameters=params,
-            fn=_runner(name, probe.tool_type(name).value != "read"),
-            response_schema=response_schema(tool), kind=probe.tool_type(name).value, timeout_s=timeout_s,
-        ))  # fmt: skip
+        pack.add(
+            RealTool(
+                name=name,
+                description=tool._get_description(),
+                parameters=params,
+                fn=_runner(name, probe.tool_type(name).value != "read"),
+                response_schema=response_schema(tool),
+                kind=probe.tool_type(name).value,
+                timeout_s=timeout_s,
+            )
+        )
     return pack

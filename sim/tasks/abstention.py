@@ -24,9 +24,11 @@ UNSUPPORTED = "no_tool_unsupported"
 REMOVED = "no_tool_removed"
 OFFER_SIZES = (1, 1, 2, 2, 3)
 """Offered tools per abstention task: BFCL's irrelevance category mostly offers one function, some two or three."""
-REPLIES = ("Sorry, I can't do that: none of the available tools ({tools}) can handle this request.",
-           "I'm unable to help with that here. The tools I have ({tools}) don't support this request.",
-           "None of the tools available to me ({tools}) can do this, so I can't complete that request.")  # fmt: skip
+REPLIES = (
+    "Sorry, I can't do that: none of the available tools ({tools}) can handle this request.",
+    "I'm unable to help with that here. The tools I have ({tools}) don't support this request.",
+    "None of the tools available to me ({tools}) can do this, so I can't complete that request.",
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,9 @@ def offer_without(rng: random.Random, pool: Sequence[str], banned: set[str], fir
     return picked
 
 
-def unsupported_intent(requests: Sequence[Unsupported], always_banned: set[str], per_task: int,
-                       name: str = UNSUPPORTED) -> Intent:  # fmt: skip
+def unsupported_intent(
+    requests: Sequence[Unsupported], always_banned: set[str], per_task: int, name: str = UNSUPPORTED
+) -> Intent:
     """Requests no tool of the pack serves, each offered its near misses (`always_banned` is never offered:
     e.g. a web search, which could look up almost anything). `name`: the intent's (the novel split has its own)."""
     by_key = {r.key: r for r in requests}
@@ -80,12 +83,28 @@ def unsupported_intent(requests: Sequence[Unsupported], always_banned: set[str],
         request = by_key[slots["key"]]
         return offer_without(rng, pool, always_banned | set(request.cannot_offer), request.near)
 
-    return Intent(name, ["{q}"], sample, lambda s: [], lambda s, res: [], _answer, [], per_task,
-                  offer=offer, variant=lambda s: s["key"], refusal=True)  # fmt: skip
+    return Intent(
+        name,
+        ["{q}"],
+        sample,
+        lambda s: [],
+        lambda s, res: [],
+        _answer,
+        [],
+        per_task,
+        offer=offer,
+        variant=lambda s: s["key"],
+        refusal=True,
+    )
 
 
-def removed_intent(sources: Sequence[Intent], can_serve: Mapping[str, Sequence[str]], neighbours: Mapping[str, Sequence[str]],
-                   always_banned: set[str], per_task: int) -> Intent:  # fmt: skip
+def removed_intent(
+    sources: Sequence[Intent],
+    can_serve: Mapping[str, Sequence[str]],
+    neighbours: Mapping[str, Sequence[str]],
+    always_banned: set[str],
+    per_task: int,
+) -> Intent:
     """A source intent's request with every tool that could serve it withheld: its gold tools, the tools in
     `can_serve[source]` (a calculator can do a unit conversion) and `always_banned`. Offered: 1–3 of the
     source's `neighbours` first (same family, so they look related), then others."""
@@ -103,5 +122,16 @@ def removed_intent(sources: Sequence[Intent], can_serve: Mapping[str, Sequence[s
         banned = always_banned | set(source.tools) | set(can_serve[source.name])
         return offer_without(rng, pool, banned, neighbours.get(source.name, ()))
 
-    return Intent(REMOVED, ["{q}"], sample, lambda s: [], lambda s, res: [], _answer, [], per_task,
-                  offer=offer, variant=lambda s: s["source"], refusal=True)  # fmt: skip
+    return Intent(
+        REMOVED,
+        ["{q}"],
+        sample,
+        lambda s: [],
+        lambda s, res: [],
+        _answer,
+        [],
+        per_task,
+        offer=offer,
+        variant=lambda s: s["source"],
+        refusal=True,
+    )

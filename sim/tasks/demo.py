@@ -29,8 +29,13 @@ async def ademonstration(task: Task, provider: ToolProvider) -> list[dict[str, A
             for call in calls:
                 result = await episode.call(call["name"], call["arguments"])
                 results.append(result.for_model())
-                messages.append({"role": "tool", "name": call["name"],
-                                 "content": json.dumps(result.for_model(), ensure_ascii=False)})  # fmt: skip
+                messages.append(
+                    {
+                        "role": "tool",
+                        "name": call["name"],
+                        "content": json.dumps(result.for_model(), ensure_ascii=False),
+                    }
+                )
     finally:
         await episode.close()
     messages.append({"role": "assistant", "content": _final_answer(task, results)})

@@ -49,8 +49,14 @@ class PackSource:
 
 
 PACK_SOURCES: dict[str, PackSource] = {
-    "everyday": PackSource(everyday_intents, everyday_pack, lambda: None, [*SIMULATED_TOOLS, *NOVEL_SIMULATED_TOOLS],
-                           novel_intents, NOVEL_TOOLS),
+    "everyday": PackSource(
+        everyday_intents,
+        everyday_pack,
+        lambda: None,
+        [*SIMULATED_TOOLS, *NOVEL_SIMULATED_TOOLS],
+        novel_intents,
+        NOVEL_TOOLS,
+    ),
     "airline": PackSource(airline_intents, lambda: tau2_pack("airline"), lambda: EpisodeDatabase("airline"), []),
     "retail": PackSource(retail_intents, lambda: tau2_pack("retail"), lambda: EpisodeDatabase("retail"), []),
 }
@@ -124,7 +130,9 @@ async def _generate(pack: str, source: PackSource, real_pack: RealPack, defs) ->
     return tasks
 
 
-async def _draw(pack: str, intents: list[Intent], pool: list[str], real_pack: RealPack, defs, state, seen: set) -> list[Task]:
+async def _draw(
+    pack: str, intents: list[Intent], pool: list[str], real_pack: RealPack, defs, state, seen: set
+) -> list[Task]:
     tasks: list[Task] = []
     for intent in intents:
         rng = random.Random(seed_of(f"{POOL_SEED}:{pack}:{intent.name}"))
@@ -149,11 +157,16 @@ async def _draw(pack: str, intents: list[Intent], pool: list[str], real_pack: Re
             key = hashlib.sha256(f"{query}|{[c.model_dump() for c in calls]}".encode()).hexdigest()[:10]
             offered = intent.offer(rng, slots, pool) if intent.offer else _offer(rng, intent.tools, pool)
             name = f"{intent.name}:{intent.variant(slots)}" if intent.variant else intent.name
-            tasks.append(Task(
-                task_id=f"{pack}-{intent.name}-{key}", domain=pack, messages=[{"role": "user", "content": query}],
-                tools=[defs[n] for n in offered], intent=name,
-                ground_truth=GroundTruth(calls=calls, facts=facts, needs_tool=bool(calls), refusal=intent.refusal),
-            ))  # fmt: skip
+            tasks.append(
+                Task(
+                    task_id=f"{pack}-{intent.name}-{key}",
+                    domain=pack,
+                    messages=[{"role": "user", "content": query}],
+                    tools=[defs[n] for n in offered],
+                    intent=name,
+                    ground_truth=GroundTruth(calls=calls, facts=facts, needs_tool=bool(calls), refusal=intent.refusal),
+                )
+            )
             made += 1
     return tasks
 

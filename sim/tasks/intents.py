@@ -57,7 +57,9 @@ def fmt_number(value: Any) -> str:
 def summarise(result: Any) -> str:
     """Plain-language rendering of a simulated result's scalar fields (never raw JSON)."""
     if isinstance(result, dict):
-        parts = [f"{k.replace('_', ' ')}: {fmt_number(v)}" for k, v in result.items() if not isinstance(v, (dict, list))]
+        parts = [
+            f"{k.replace('_', ' ')}: {fmt_number(v)}" for k, v in result.items() if not isinstance(v, (dict, list))
+        ]
         lists = [k for k, v in result.items() if isinstance(v, list)]
         parts += [f"{len(result[k])} {k.replace('_', ' ')}" for k in lists]
         return "; ".join(parts) if parts else "the request went through"

@@ -53,10 +53,8 @@ def render_tools_system(tools: list[dict[str, Any]], system: str | None = None) 
 
 def render_tool_calls(calls: list[dict[str, Any]]) -> str:
     """Assistant text for calls `[{"name", "arguments"}]`: one block per call."""
-    return "\n".join(
-        f"{TOOL_CALL_OPEN}\n{json.dumps({'name': c['name'], 'arguments': c.get('arguments', {})}, ensure_ascii=False)}\n{TOOL_CALL_CLOSE}"
-        for c in calls
-    )
+    blocks = (json.dumps({"name": c["name"], "arguments": c.get("arguments", {})}, ensure_ascii=False) for c in calls)
+    return "\n".join(f"{TOOL_CALL_OPEN}\n{block}\n{TOOL_CALL_CLOSE}" for block in blocks)
 
 
 def render_tool_response(content: Any) -> str:

@@ -58,8 +58,9 @@ def to_template_messages(messages: list[dict[str, Any]], tools: list[dict[str, A
 def render_prompt(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
     """The whole prompt text, generation prompt included, as the API renders it (`to_template_messages` through
     the model's chat template): the one renderer of serve, eval, the warm start and local rollouts."""
-    return tokenizer.apply_chat_template(to_template_messages(messages, tools), tokenize=False,
-                                         add_generation_prompt=True)  # fmt: skip
+    return tokenizer.apply_chat_template(
+        to_template_messages(messages, tools), tokenize=False, add_generation_prompt=True
+    )
 
 
 def prompt_ids(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:

@@ -39,8 +39,10 @@ class _Parser(argparse.ArgumentParser):
             absent = "; ".join(f"{name} ({why})" for name, why in self.missing.items())
             message += f" — components not installed: {absent}"
         elif not self.missing and "invalid choice" in message and not entry_points(group=CLI_GROUP):
-            message += (f" — no component is registered ({CLI_GROUP} entry points): install the project "
-                        "(`pip install -e .`) so that its entry points are known")
+            message += (
+                f" — no component is registered ({CLI_GROUP} entry points): install the project "
+                "(`pip install -e .`) so that its entry points are known"
+            )
         super().error(message)
 
 

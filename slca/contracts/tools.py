@@ -20,7 +20,8 @@ class ToolResult:
     """HTTP-style status: 200, 400 (invalid arguments), 404, 429, 500, 503, 504 (timeout)..."""
     error: str | None = None
     fault: str | None = None
-    """Name of the injected fault, when SGLS injected one (rate_limit, timeout, server_error, malformed, missing_fields)."""
+    """Name of the injected fault, when SGLS injected one (rate_limit, timeout, server_error, malformed,
+    missing_fields)."""
     latency_s: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
 

@@ -70,7 +70,6 @@ class WeightManifest(Contract):
                 bad.append(name)
         return bad
 
-
     def canonical_bytes(self) -> bytes:
         """What the signature covers: every field but `signature`, as sorted, compact JSON."""
         body = self.model_dump(mode="json", exclude={"signature"})

@@ -26,12 +26,19 @@ def greedy_new_ids(model, tokenizer, prompts: list[list[int]], max_new_tokens: i
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     ids, mask = left_padded(prompts, pad_id)
     with torch.inference_mode():
-        out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                             max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_id)  # fmt: skip
+        out = model.generate(
+            input_ids=ids.to(model.device),
+            attention_mask=mask.to(model.device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=pad_id,
+        )
     return out[:, ids.shape[1] :].tolist()
 
 
 def greedy_texts(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
     """`greedy_new_ids` decoded, special tokens dropped."""
-    return [tokenizer.decode(row, skip_special_tokens=True) for row in greedy_new_ids(model, tokenizer, prompts,
-                                                                                       max_new_tokens)]  # fmt: skip
+    return [
+        tokenizer.decode(row, skip_special_tokens=True)
+        for row in greedy_new_ids(model, tokenizer, prompts, max_new_tokens)
+    ]

@@ -55,8 +55,9 @@ class Precision:
         return f"{what}: {self.dtype} ({self.reason})"
 
 
-def choose_precision(requested: str = "auto", *, cuda: bool | None = None,
-                     flags: frozenset[str] | None = None) -> Precision:  # fmt: skip
+def choose_precision(
+    requested: str = "auto", *, cuda: bool | None = None, flags: frozenset[str] | None = None
+) -> Precision:
     """Resolve 'auto' (or validate an explicit dtype)."""
     if requested not in DTYPES:
         raise ValueError(f"unknown dtype {requested!r}; expected one of {', '.join(DTYPES)}")

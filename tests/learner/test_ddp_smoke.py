@@ -34,8 +34,15 @@ def _model_dir(root: Path) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     path = root / "model"
     LlamaForCausalLM(config).save_pretrained(path)
     return path
@@ -61,13 +68,18 @@ def _one_step(model_dir: Path, groups) -> dict:
     trainer.optimizer.step = recording_step
     report = trainer.train_step(groups)
     params = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
-    return {"grads": seen, "grad_norm": report.metrics["grad_norm"], "params": params,
-            "distributed": policy.distributed}  # fmt: skip
+    return {
+        "grads": seen,
+        "grad_norm": report.metrics["grad_norm"],
+        "params": params,
+        "distributed": policy.distributed,
+    }
 
 
 def _rank(rank: int, world: int, port: int, model_dir: Path, out: Path) -> None:
-    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))  # fmt: skip
+    os.environ.update(
+        WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
     import torch.distributed as dist
 
     try:
@@ -103,8 +115,9 @@ def test_two_gloo_ranks_take_the_step_one_process_takes_on_both_groups(tmp_path,
 
 
 @pytest.mark.slow
-def test_slca_learn_under_torchrun_splits_groups_between_ranks_and_rank0_publishes(redis_server, tiny_model_dir,
-                                                                                   tmp_path):  # fmt: skip
+def test_slca_learn_under_torchrun_splits_groups_between_ranks_and_rank0_publishes(
+    redis_server, tiny_model_dir, tmp_path
+):
     import redis
 
     from slca.contracts import Streams, WeightManifest
@@ -115,12 +128,35 @@ def test_slca_learn_under_torchrun_splits_groups_between_ranks_and_rank0_publish
     groups = [synthetic_group(rng, 4, 32, 16, 49152, i) for i in range(4)]  # 2 ranks × 2 steps × 1 group
     for g in groups:
         client.xadd(Streams().groups, encode_entry(g, id=g.group_id))
-    env = {**{k: v for k, v in os.environ.items() if k not in DDP_ENV}, "SLCA_REDIS_URL": redis_server.url,
-           "SLCA_DATA_DIR": str(tmp_path), "SLCA_MODEL": str(tiny_model_dir), "OMP_NUM_THREADS": "1",
-           "SLCA_LEARNER__PRECISION": "fp32", "SLCA_LEARNER__BLOCK_MS": "100", "PYTHONPATH": str(REPO)}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "slca",
-                           "learn", "--max-steps", "2"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in DDP_ENV},
+        "SLCA_REDIS_URL": redis_server.url,
+        "SLCA_DATA_DIR": str(tmp_path),
+        "SLCA_MODEL": str(tiny_model_dir),
+        "OMP_NUM_THREADS": "1",
+        "SLCA_LEARNER__PRECISION": "fp32",
+        "SLCA_LEARNER__BLOCK_MS": "100",
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "slca",
+            "learn",
+            "--max-steps",
+            "2",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-3000:]
 
     states = []

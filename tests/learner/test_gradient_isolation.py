@@ -23,8 +23,10 @@ def grads(model, group, estimator):
 
 
 def perturbed(group, exec_delta=0.0, pref_delta=0.0):
-    rewards = [r.model_copy(update={"exec": r.exec + exec_delta * (i % 3 == 0), "pref": r.pref + pref_delta * (i % 2)})
-               for i, r in enumerate(group.rewards)]  # fmt: skip
+    rewards = [
+        r.model_copy(update={"exec": r.exec + exec_delta * (i % 3 == 0), "pref": r.pref + pref_delta * (i % 2)})
+        for i, r in enumerate(group.rewards)
+    ]
     return group.model_copy(update={"rewards": rewards})
 
 

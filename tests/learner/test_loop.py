@@ -25,8 +25,15 @@ def context(redis_client, redis_url, tmp_path, tiny_model_dir):
         settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
         common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
         (tmp_path / "learner").mkdir(exist_ok=True)
-        return LoopContext(settings, common, redis_client, tmp_path / "learner", tmp_path / "weights", tiny_model_dir,
-                           LearnerMetrics.create(CollectorRegistry()))  # fmt: skip
+        return LoopContext(
+            settings,
+            common,
+            redis_client,
+            tmp_path / "learner",
+            tmp_path / "weights",
+            tiny_model_dir,
+            LearnerMetrics.create(CollectorRegistry()),
+        )
 
     return make
 
@@ -50,7 +57,9 @@ def test_stale_groups_dropped_bad_entries_dead_lettered_versions_published(conte
     assert [x["groups"] for x in lines] == [["g0-v0"], ["g2-v1"]]
     assert ctx.metrics.stale_dropped._value.get() == 1
     dead = redis_client.xrange(streams.dead)
-    assert len(dead) == 1 and b"not msgpack" in dead[0][1][b"reason"] and dead[0][1][b"source"] == streams.groups.encode()
+    assert (
+        len(dead) == 1 and b"not msgpack" in dead[0][1][b"reason"] and dead[0][1][b"source"] == streams.groups.encode()
+    )
     assert redis_client.xpending(streams.groups, "learner")["pending"] == 0
 
     latest = load_json(WeightManifest, redis_client.get(streams.weights_latest))
@@ -75,8 +84,9 @@ def test_step_with_only_zero_advantage_groups_publishes_no_version(context, roll
     task = TwoToolTask(tokenizer, seed=3)
     ctx = context(max_steps=2)
     flat = task.group(model, 0, size=4, index=0)
-    flat = flat.model_copy(update={"rewards": [r.model_copy(update={"exec": 0.5, "pref": 0.5, "components": {}})
-                                               for r in flat.rewards]})  # fmt: skip
+    flat = flat.model_copy(
+        update={"rewards": [r.model_copy(update={"exec": 0.5, "pref": 0.5, "components": {}}) for r in flat.rewards]}
+    )
     redis_client.xadd(ctx.streams.groups, encode_entry(flat, id="flat"))
     redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 0, size=4, index=1), id="varied"))
     state = run_learner(ctx)

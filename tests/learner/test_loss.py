@@ -14,10 +14,15 @@ def inputs(logp, behaviour, adv, seq=None, kinds=None, ref=None, total_tokens=1,
     logp = torch.tensor(logp, requires_grad=True)
     n = logp.numel()
     return LossInputs(
-        logprobs=logp, behaviour=torch.tensor(behaviour), advantages=torch.tensor(adv),
-        seq=torch.tensor(seq if seq is not None else [0] * n), kinds=torch.tensor(kinds or [TOOL_CALL] * n),
-        ref_logprobs=None if ref is None else torch.tensor(ref), total_tokens=total_tokens, total_seqs=total_seqs,
-    )  # fmt: skip
+        logprobs=logp,
+        behaviour=torch.tensor(behaviour),
+        advantages=torch.tensor(adv),
+        seq=torch.tensor(seq if seq is not None else [0] * n),
+        kinds=torch.tensor(kinds or [TOOL_CALL] * n),
+        ref_logprobs=None if ref is None else torch.tensor(ref),
+        total_tokens=total_tokens,
+        total_seqs=total_seqs,
+    )
 
 
 def test_on_policy_gradient_is_minus_advantage_over_tokens():
@@ -85,8 +90,10 @@ def test_clip_tis_equals_clip_where_the_ratio_is_below_the_cap():
     torch.manual_seed(0)
     logp, beh, adv = -torch.rand(64) * 3, -torch.rand(64) * 3, torch.randn(64)
     keep = torch.exp(logp - beh) <= 2.0
-    a, b = (inputs(logp[keep].tolist(), beh[keep].tolist(), adv[keep].tolist(), total_tokens=int(keep.sum()))
-            for _ in range(2))  # fmt: skip
+    a, b = (
+        inputs(logp[keep].tolist(), beh[keep].tolist(), adv[keep].tolist(), total_tokens=int(keep.sum()))
+        for _ in range(2)
+    )
     config = LossSettings(tis_cap=2.0)
     assert float(get_loss("clip_tis")(a, config)[0]) == pytest.approx(float(get_loss("clip")(b, config)[0]))
 

@@ -42,8 +42,9 @@ def test_gradient_checkpointing_gives_the_same_gradients(rollout_model, tiny_mod
     grads = []
     for ckpt in (False, True):
         torch.manual_seed(0)
-        settings = LearnerSettings(gradient_checkpointing=ckpt, precision="fp32", max_grad_norm=0.0,
-                                   skip_zero_advantage_groups=False, lr=0.0)  # fmt: skip
+        settings = LearnerSettings(
+            gradient_checkpointing=ckpt, precision="fp32", max_grad_norm=0.0, skip_zero_advantage_groups=False, lr=0.0
+        )
         policy = load_policy(tiny_model_dir, settings)
         trainer = Trainer(policy, settings)
         trainer._apply = lambda: 0.0  # keep the gradients to compare them
@@ -63,7 +64,9 @@ def test_checkpoint_resume_is_exact(rollout_model, tiny_model_dir, tmp_path):
 
     first = Trainer(load_policy(tiny_model_dir, settings), settings)
     first.train_step([g1])
-    save_checkpoint(tmp_path, LearnerState(step=1, version=1, consumed=[g1.group_id]), first.policy.model, first.optimizer)
+    save_checkpoint(
+        tmp_path, LearnerState(step=1, version=1, consumed=[g1.group_id]), first.policy.model, first.optimizer
+    )
     resumed = Trainer(load_policy(tiny_model_dir, settings), settings)
     state = load_checkpoint(tmp_path, resumed.policy.model, resumed.optimizer)
     assert state.step == 1 and state.consumed == [g1.group_id]

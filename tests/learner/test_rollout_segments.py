@@ -22,12 +22,15 @@ def _ids(tok, text: str) -> list[int]:
     return tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
 
 
-@pytest.mark.parametrize("text, kinds", [
-    ("<think>which tool?</think>The answer is 4.", [R, S]),
-    ('<think>maybe <tool_call>{"name": "f"}</tool_call></think>No call.', [R, S]),
-    ('Let me check.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', [S, C]),
-    ('<think>a</think><tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', [R, C]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, kinds",
+    [
+        ("<think>which tool?</think>The answer is 4.", [R, S]),
+        ('<think>maybe <tool_call>{"name": "f"}</tool_call></think>No call.', [R, S]),
+        ('Let me check.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', [S, C]),
+        ('<think>a</think><tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', [R, C]),
+    ],
+)
 def test_rollout_segments_are_serves(tok, text, kinds):
     ids = _ids(tok, text)
     spans = segment_generated(tok, ids)

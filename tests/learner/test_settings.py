@@ -11,8 +11,10 @@ from slca.config import ConfigError, load_config
 
 def test_sub_models_from_file_environment_and_overrides(tmp_path, monkeypatch):
     path = tmp_path / "slca.toml"
-    path.write_text('[learner]\nestimator = "grpo"\n[learner.loss]\nname = "clip_tis"\neps_low = 0.1\n'
-                    '[learner.advantage]\nw_pref = 0.5\n')  # fmt: skip
+    path.write_text(
+        '[learner]\nestimator = "grpo"\n[learner.loss]\nname = "clip_tis"\neps_low = 0.1\n'
+        "[learner.advantage]\nw_pref = 0.5\n"
+    )
     monkeypatch.setenv("SLCA_LEARNER__LOSS__KL_BETA", "0.05")
     s = load_config(path, ["learner.advantage.turn_level=true", "learner.loss.tis_cap=3"]).get(LearnerSettings)
     # the environment and the overrides merge into the file's tables rather than replacing them
@@ -21,12 +23,15 @@ def test_sub_models_from_file_environment_and_overrides(tmp_path, monkeypatch):
     assert s.estimator == "grpo"
 
 
-@pytest.mark.parametrize("override, says", [
-    ("learner.kl_beta=0.1", "learner.kl_beta is now learner.loss.kl_beta"),
-    ("learner.adv_eps=1e-3", "learner.adv_eps is now learner.advantage.eps"),
-    ("learner.loss=clip_tis", "set learner.loss.name=clip_tis"),
-    ("learner.loss.eps=0.1", "learner.loss.eps"),  # unknown sub-field: named, not ignored
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("learner.kl_beta=0.1", "learner.kl_beta is now learner.loss.kl_beta"),
+        ("learner.adv_eps=1e-3", "learner.adv_eps is now learner.advantage.eps"),
+        ("learner.loss=clip_tis", "set learner.loss.name=clip_tis"),
+        ("learner.loss.eps=0.1", "learner.loss.eps"),  # unknown sub-field: named, not ignored
+    ],
+)
 def test_old_flat_keys_and_unknown_sub_fields_are_errors_naming_the_place(override, says, monkeypatch):
     monkeypatch.delenv("SLCA_CONFIG", raising=False)
     with pytest.raises(ConfigError, match=says.replace(".", r"\.")):

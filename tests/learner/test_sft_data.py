@@ -11,7 +11,7 @@ def test_sft_labels_cover_assistant_turns_only(rollout_model):
         {"role": "system", "content": "tools here"},
         {"role": "user", "content": "weather in Paris?"},
         {"role": "assistant", "content": '<tool_call>\n{"name": "w", "arguments": {}}\n</tool_call>'},
-        {"role": "tool", "content": "<tool_response>\n{\"t\": 20}\n</tool_response>"},
+        {"role": "tool", "content": '<tool_response>\n{"t": 20}\n</tool_response>'},
         {"role": "assistant", "content": "It is 20 degrees."},
     ]
     ex = encode_conversation(tokenizer, messages, 4096)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 
 from learner.advantages.batch import TOOL_CALL
 from learner.settings import LearnerSettings
@@ -11,8 +10,15 @@ from tests.learner.advantages.groups import K, reward, rollout_group
 from tests.support.trajectories import trajectory
 
 # turn 0: a call (forced by tool_choice in the constrained member), turn 1: another call, turn 2: the answer
-SPEC = [(K.SYSTEM, 2), (K.USER, 1), (K.TOOL_CALL, 3), (K.TOOL_RESULT, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1),
-        (K.SUMMARY, 2)]  # fmt: skip
+SPEC = [
+    (K.SYSTEM, 2),
+    (K.USER, 1),
+    (K.TOOL_CALL, 3),
+    (K.TOOL_RESULT, 1),
+    (K.TOOL_CALL, 2),
+    (K.TOOL_RESULT, 1),
+    (K.SUMMARY, 2),
+]
 TURN0 = [3, 4, 5]
 
 

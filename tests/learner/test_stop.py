@@ -27,8 +27,15 @@ def make_context(redis_client, redis_url, tmp_path, model_dir, **overrides) -> L
     settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
     common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
     (tmp_path / "learner").mkdir(exist_ok=True)
-    return LoopContext(settings, common, redis_client, tmp_path / "learner", tmp_path / "weights", model_dir,
-                       LearnerMetrics.create(CollectorRegistry()))  # fmt: skip
+    return LoopContext(
+        settings,
+        common,
+        redis_client,
+        tmp_path / "learner",
+        tmp_path / "weights",
+        model_dir,
+        LearnerMetrics.create(CollectorRegistry()),
+    )
 
 
 def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model):
@@ -52,8 +59,9 @@ def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout
     assert all(p.grad is None for p in policy.model.parameters())
 
 
-def test_a_stop_during_a_step_acknowledges_none_of_its_groups(redis_client, redis_url, tmp_path, tiny_model_dir,
-                                                             rollout_model, monkeypatch):  # fmt: skip
+def test_a_stop_during_a_step_acknowledges_none_of_its_groups(
+    redis_client, redis_url, tmp_path, tiny_model_dir, rollout_model, monkeypatch
+):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=6)
     ctx = make_context(redis_client, redis_url, tmp_path, tiny_model_dir, groups_per_step=2)
@@ -79,8 +87,14 @@ def test_slca_learn_exits_0_on_sigint_and_sigterm(learner_process, sig):
     learner = learner_process()
     learner.start()
     # the model is loaded, the loop is waiting
-    wait_for(lambda: "groups consumed so far" in learner.log_text(), 120, "the learner loop to wait for groups",
-             interval=0.2, alive=learner.alive, detail=learner.log_text)  # fmt: skip
+    wait_for(
+        lambda: "groups consumed so far" in learner.log_text(),
+        120,
+        "the learner loop to wait for groups",
+        interval=0.2,
+        alive=learner.alive,
+        detail=learner.log_text,
+    )
     t0 = time.monotonic()
     os.killpg(learner.proc.pid, sig)  # the whole group, as a terminal's Ctrl-C would
     rc = learner.proc.wait(timeout=10)

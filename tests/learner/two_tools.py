@@ -20,10 +20,16 @@ from learner.rollout_local import build_trajectory, prompt_ids, sample_group
 from slca.contracts import GoldCall, GroundTruth, Reward, RolloutGroup
 
 TOOLS = [
-    {"type": "function", "function": {"name": name, "description": desc,
-     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": desc,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
     for name, desc in (("get_weather", "Current weather in a city"), ("get_time", "Local time in a city"))
-]  # fmt: skip
+]
 QUESTION = "What is the weather like in Paris right now?"
 GOLD = "get_weather"
 
@@ -43,16 +49,31 @@ class TwoToolTask:
 
     def group(self, model, version: int, size: int = 8, index: int = 0) -> RolloutGroup:
         trajs, rewards = [], []
-        samples = sample_group(model, self.prompt, size, 64, self.tokenizer.eos_token_id, self.generator,
-                               candidates=self.candidates, free_tail=3)  # fmt: skip
+        samples = sample_group(
+            model,
+            self.prompt,
+            size,
+            64,
+            self.tokenizer.eos_token_id,
+            self.generator,
+            candidates=self.candidates,
+            free_tail=3,
+        )
         for s in samples:
-            traj = build_trajectory(self.tokenizer, "two-tools", self.prompt, s, TOOLS, version, self.messages,
-                                    self.truth)  # fmt: skip
+            traj = build_trajectory(
+                self.tokenizer, "two-tools", self.prompt, s, TOOLS, version, self.messages, self.truth
+            )
             called = traj.tool_calls[0].name if traj.tool_calls else None
             trajs.append(traj)
             rewards.append(Reward(trajectory_id=traj.id, exec=float(called == GOLD), pref=self.noise.random()))
-        return RolloutGroup(group_id=f"g{index}-v{version}", task_id="two-tools", policy_version_min=version,
-                            policy_version_max=version, trajectories=trajs, rewards=rewards)  # fmt: skip
+        return RolloutGroup(
+            group_id=f"g{index}-v{version}",
+            task_id="two-tools",
+            policy_version_min=version,
+            policy_version_max=version,
+            trajectories=trajs,
+            rewards=rewards,
+        )
 
 
 def exec_mean(group: RolloutGroup) -> float:

@@ -20,8 +20,12 @@ def serve_redis(tmp_path_factory):
 @pytest.fixture(scope="session")
 def hf_server(serve_redis, tiny_model_dir, tmp_path_factory):
     """One shared server for the read-mostly tests (its weight version never changes)."""
-    server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path_factory.mktemp("serve") / "server.log",
-                           "serve.subscribe_weights=false")  # fmt: skip
+    server = ServerProcess(
+        serve_redis.url,
+        tiny_model_dir,
+        tmp_path_factory.mktemp("serve") / "server.log",
+        "serve.subscribe_weights=false",
+    )
     try:
         yield server.wait_ready()
     finally:

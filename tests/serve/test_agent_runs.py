@@ -32,9 +32,20 @@ def group(hf_server, serve_redis):
     client = redis.Redis.from_url(serve_redis.url)
     streams = Streams("slca")
     before = client.xlen(streams.trajectories)
-    body = {"messages": [{"role": "user", "content": "Weather in Oslo, in celsius?"}], "tools": [WEATHER_TOOL],
-            "task_id": "task-weather-1", "n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 96,
-            "max_turns": 2, "seed": 42, "tool_choice": "required", "record": True, "return_trajectories": True}  # fmt: skip
+    body = {
+        "messages": [{"role": "user", "content": "Weather in Oslo, in celsius?"}],
+        "tools": [WEATHER_TOOL],
+        "task_id": "task-weather-1",
+        "n": 4,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "max_tokens": 96,
+        "max_turns": 2,
+        "seed": 42,
+        "tool_choice": "required",
+        "record": True,
+        "return_trajectories": True,
+    }
     response = post(hf_server.url + "/v1/agent/runs", body)
     entries = client.xrange(streams.trajectories)[before:]
     client.close()
@@ -73,8 +84,12 @@ def test_tokens_decode_to_the_returned_text(group, tiny_model_dir):
         traj = by_id[run["trajectory_id"]]
         assert run["trajectory"]["tokens"] == traj.tokens
         for turn, message in enumerate(m for m in traj.messages if m["role"] == "assistant"):
-            ids = [traj.tokens[i] for s in traj.segments if s.kind.generated and s.turn == turn
-                   for i in range(s.start, s.end)]  # fmt: skip
+            ids = [
+                traj.tokens[i]
+                for s in traj.segments
+                if s.kind.generated and s.turn == turn
+                for i in range(s.start, s.end)
+            ]
             if ids and ids[-1] == tok.eos_token_id:
                 ids = ids[:-1]
             assert tok.decode(ids, skip_special_tokens=False) == message.get("raw_content", message["content"])
@@ -88,8 +103,9 @@ def test_segments_cover_every_token_once_with_the_right_kinds(group, tiny_model_
     for traj in recorded:
         covered = sorted(i for s in traj.segments for i in range(s.start, s.end))
         assert covered == list(range(len(traj.tokens)))
-        call_tokens = [traj.tokens[i] for s in traj.segments if s.kind == SegmentKind.TOOL_CALL
-                       for i in range(s.start, s.end)]  # fmt: skip
+        call_tokens = [
+            traj.tokens[i] for s in traj.segments if s.kind == SegmentKind.TOOL_CALL for i in range(s.start, s.end)
+        ]
         text = tok.decode(call_tokens, skip_special_tokens=False)
         assert text.startswith("<tool_call>") and "</tool_call>" in text
         assert call_tokens[-1] == tok.eos_token_id  # the end-of-turn token belongs to the segment it closes
@@ -131,11 +147,20 @@ def test_the_prompt_is_rendered_once_per_request_whatever_n(tiny_model_dir, serv
 
     renders = []
     real = serve.prompting.message_texts
-    monkeypatch.setattr(serve.prompting, "message_texts",
-                        lambda tok, msgs: renders.append(len(msgs)) or real(tok, msgs))  # fmt: skip
-    body = {"messages": [{"role": "user", "content": "Weather in Oslo?"}], "tools": [WEATHER_TOOL], "n": 3,
-            "task_id": "t-once", "max_tokens": 24, "max_turns": 1, "seed": 1, "tool_choice": "required",
-            "return_trajectories": True}  # fmt: skip
+    monkeypatch.setattr(
+        serve.prompting, "message_texts", lambda tok, msgs: renders.append(len(msgs)) or real(tok, msgs)
+    )
+    body = {
+        "messages": [{"role": "user", "content": "Weather in Oslo?"}],
+        "tools": [WEATHER_TOOL],
+        "n": 3,
+        "task_id": "t-once",
+        "max_tokens": 24,
+        "max_turns": 1,
+        "seed": 1,
+        "tool_choice": "required",
+        "return_trajectories": True,
+    }
 
     async def scenario(client, app):
         response = await client.post("/v1/agent/runs", json=body)

@@ -16,8 +16,15 @@ from tests.support.serve import ADMIN_TOKEN, WEATHER_TOOL, run_in_app
 
 def test_agent_runs_stream_progress_events(tiny_model_dir, serve_redis):
     async def scenario(client, app):
-        body = {"messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL], "task_id": "s1", "n": 2,
-                "max_tokens": 8, "stream": True, "record": False}  # fmt: skip
+        body = {
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [WEATHER_TOOL],
+            "task_id": "s1",
+            "n": 2,
+            "max_tokens": 8,
+            "stream": True,
+            "record": False,
+        }
         r = await client.post("/v1/agent/runs", json=body)
         return r.status, r.headers["Content-Type"], await r.text()
 
@@ -29,17 +36,23 @@ def test_agent_runs_stream_progress_events(tiny_model_dir, serve_redis):
 
 
 def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, serve_redis, rclient):
-    settings = ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1,
-                             record_chat_share=1.0, record_chat_n=2)  # fmt: skip
+    settings = ServeSettings(
+        engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, record_chat_share=1.0, record_chat_n=2
+    )
 
     async def scenario(client, app):
-        r = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
-                                                            "max_tokens": 6, "n": 3},
-                              headers={"Authorization": "Bearer rk"})  # only 'record' keys' traffic is recorded
+        r = await client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "n": 3},
+            headers={"Authorization": "Bearer rk"},
+        )  # only 'record' keys' traffic is recorded
         return r.status, await r.json()
 
-    status, body = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, settings,
-                                          stream_prefix="chatrec", api_keys={"rk": ["record"]}))  # fmt: skip
+    status, body = asyncio.run(
+        run_in_app(
+            tiny_model_dir, serve_redis.url, scenario, settings, stream_prefix="chatrec", api_keys={"rk": ["record"]}
+        )
+    )
     assert status == 200 and len(body["choices"]) == 3
     recorded = [decode_entry(Trajectory, f) for _, f in rclient.xrange(Streams("chatrec").trajectories)]
     assert len(recorded) == 2 and len({t.task_id for t in recorded}) == 1  # one group of record_chat_n
@@ -50,7 +63,7 @@ def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, s
 def test_metrics_are_served(tiny_model_dir, serve_redis):
     async def scenario(client, app):
         await client.get("/healthz")
-        return (await (await client.get("/metrics")).text())
+        return await (await client.get("/metrics")).text()
 
     metrics = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
     assert 'slca_requests_total{endpoint="/healthz",status="200"} 1.0' in metrics
@@ -67,8 +80,9 @@ def test_slca_serve_mounts_the_plugged_dashboard(hf_server):
     with pytest.raises(urllib.error.HTTPError) as refused:  # the stats need one of serve's keys
         hf_server.get_json("/dashboard/api/stats?limit=5")
     assert refused.value.code == 401
-    req = urllib.request.Request(hf_server.url + "/dashboard/api/stats?limit=5",
-                                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
+    req = urllib.request.Request(
+        hf_server.url + "/dashboard/api/stats?limit=5", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         assert isinstance(json.loads(r.read()), dict)
 
@@ -87,16 +101,26 @@ def test_create_app_mounts_the_subapps_it_is_given(tiny_model_dir, serve_redis):
         return r.status, await r.text()
 
     assert asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, subapps={"/extra/": extra})) == (
-        200, "plugged")
+        200,
+        "plugged",
+    )
 
 
 def test_agent_tools_run_through_sim_when_installed(tiny_model_dir, serve_redis):
     pytest.importorskip("sim")
 
     async def scenario(client, app):
-        body = {"messages": [{"role": "user", "content": "Rome?"}], "tools": [WEATHER_TOOL], "task_id": "sim1",
-                "max_tokens": 96, "max_turns": 2, "seed": 1, "tool_choice": "required", "record": False,
-                "return_trajectories": True}  # fmt: skip
+        body = {
+            "messages": [{"role": "user", "content": "Rome?"}],
+            "tools": [WEATHER_TOOL],
+            "task_id": "sim1",
+            "max_tokens": 96,
+            "max_turns": 2,
+            "seed": 1,
+            "tool_choice": "required",
+            "record": False,
+            "return_trajectories": True,
+        }
         r = await client.post("/v1/agent/runs", json=body)
         return r.status, await r.json()
 

@@ -18,8 +18,15 @@ GROUND_TRUTH = {"calls": [{"name": "get_weather", "arguments": {"city": "Oslo", 
 
 
 def _body(task_id: str, **extra) -> dict:
-    return {"messages": [{"role": "user", "content": "hi"}], "task_id": task_id, "n": 2, "max_tokens": 4,
-            "seed": 3, "record": True, **extra}  # fmt: skip
+    return {
+        "messages": [{"role": "user", "content": "hi"}],
+        "task_id": task_id,
+        "n": 2,
+        "max_tokens": 4,
+        "seed": 3,
+        "record": True,
+        **extra,
+    }
 
 
 def _auth(key: str | None) -> dict:
@@ -52,17 +59,24 @@ def test_keys_load_from_the_environment_and_bad_scopes_never_echo_the_key(monkey
 def test_agent_runs_record_only_with_a_record_key(tiny_model_dir, serve_redis, rclient):
     async def scenario(client, app):
         out = {}
-        for name, key in [("none", None), ("wrong", "nope"), ("serve", SERVE_KEY), ("record", RECORD_KEY),
-                          ("admin", ADMIN)]:  # fmt: skip
-            r = await client.post("/v1/agent/runs", json=_body(f"auth-{name}", ground_truth=GROUND_TRUTH),
-                                  headers=_auth(key))  # fmt: skip
+        for name, key in [
+            ("none", None),
+            ("wrong", "nope"),
+            ("serve", SERVE_KEY),
+            ("record", RECORD_KEY),
+            ("admin", ADMIN),
+        ]:
+            r = await client.post(
+                "/v1/agent/runs", json=_body(f"auth-{name}", ground_truth=GROUND_TRUTH), headers=_auth(key)
+            )
             out[name] = (r.status, await r.json())
         r = await client.post("/v1/agent/runs", json=_body("auth-off", record=False))
         out["off"] = (r.status, await r.json())
         return out
 
-    out = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, stream_prefix="authrec", api_keys=KEYS,
-                                 admin_token=ADMIN))  # fmt: skip
+    out = asyncio.run(
+        run_in_app(tiny_model_dir, serve_redis.url, scenario, stream_prefix="authrec", api_keys=KEYS, admin_token=ADMIN)
+    )
     for name in ("none", "wrong", "serve"):  # served, not recorded, and the response says why
         status, body = out[name]
         assert status == 200 and len(body["runs"]) == 2, body
@@ -80,19 +94,24 @@ def test_agent_runs_record_only_with_a_record_key(tiny_model_dir, serve_redis, r
 
 
 def test_chat_traffic_is_recorded_only_with_a_record_key(tiny_model_dir, serve_redis, rclient):
-    settings = ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1,
-                             record_chat_share=1.0, record_chat_n=1)  # fmt: skip
+    settings = ServeSettings(
+        engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, record_chat_share=1.0, record_chat_n=1
+    )
 
     async def scenario(client, app):
         statuses = []
         for key in (None, SERVE_KEY, RECORD_KEY):
-            r = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
-                                                                "max_tokens": 3}, headers=_auth(key))  # fmt: skip
+            r = await client.post(
+                "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+                headers=_auth(key),
+            )
             statuses.append(r.status)
         return statuses
 
-    statuses = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, settings, stream_prefix="authchat",
-                                      api_keys=KEYS))  # fmt: skip
+    statuses = asyncio.run(
+        run_in_app(tiny_model_dir, serve_redis.url, scenario, settings, stream_prefix="authchat", api_keys=KEYS)
+    )
     assert statuses == [200, 200, 200]  # serving stays open
     recorded = _recorded(rclient, "authchat")
     assert len(recorded) == 1 and recorded[0].meta["source"] == "chat"
@@ -101,8 +120,13 @@ def test_chat_traffic_is_recorded_only_with_a_record_key(tiny_model_dir, serve_r
 def test_admin_endpoint_needs_an_admin_key(tiny_model_dir, serve_redis):
     async def scenario(client, app):
         out = {}
-        for name, key in [("none", None), ("wrong", "nope"), ("record", RECORD_KEY), ("serve", SERVE_KEY),
-                          ("admin", ADMIN)]:  # fmt: skip
+        for name, key in [
+            ("none", None),
+            ("wrong", "nope"),
+            ("record", RECORD_KEY),
+            ("serve", SERVE_KEY),
+            ("admin", ADMIN),
+        ]:
             r = await client.post("/admin/weights", json={"version": "x"}, headers=_auth(key))
             out[name] = (r.status, (await r.json())["error"]["type"])
         return out
@@ -124,7 +148,6 @@ def test_serve_scope_is_enforced_on_model_endpoints_only_when_required(tiny_mode
         out["openapi"] = (await client.get("/openapi.json")).status
         return out
 
-    out = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, api_keys=KEYS,
-                                 serve_requires_key=required))  # fmt: skip
+    out = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, api_keys=KEYS, serve_requires_key=required))
     assert out["serve"] == out["record"] == out["healthz"] == out["openapi"] == 200  # record ⊇ serve
     assert (out["none"], out["wrong"]) == ((401, 401) if required else (200, 200))

@@ -46,11 +46,14 @@ def test_recorder_never_raises_when_redis_is_down():
     assert asyncio.run(main()) == (False, 1)
 
 
-@pytest.mark.parametrize("args, ok, status", [
-    ({"city": "Rome", "unit": "c"}, True, 200),
-    ({"city": "Berlin", "unit": "c"}, False, 400),
-    ({"city": "Rome"}, False, 400),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, ok, status",
+    [
+        ({"city": "Rome", "unit": "c"}, True, 200),
+        ({"city": "Berlin", "unit": "c"}, False, 400),
+        ({"city": "Rome"}, False, 400),
+    ],
+)
 def test_agent_tools_validate_and_answer_by_schema_through_the_sim(args, ok, status):
     import jsonschema
 

@@ -12,8 +12,11 @@ async def _fire(url: str, count: int) -> list[tuple[int, dict]]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as session:
 
         async def one(i: int):
-            body = {"messages": [{"role": "user", "content": f"Say something about the number {i}."}],
-                    "max_tokens": 16, "seed": i}  # fmt: skip
+            body = {
+                "messages": [{"role": "user", "content": f"Say something about the number {i}."}],
+                "max_tokens": 16,
+                "seed": i,
+            }
             async with session.post(url + "/v1/chat/completions", json=body) as r:
                 return r.status, await r.json()
 

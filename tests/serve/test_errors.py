@@ -13,33 +13,69 @@ from tests.support.serve import WEATHER_TOOL, raw_post, run_in_app
 USER = [{"role": "user", "content": "hi"}]
 
 
-BAD_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": 7}}}}}
+BAD_TOOL = {
+    "type": "function",
+    "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": 7}}}},
+}
 
 CASES = {
     "malformed_json": ("/v1/chat/completions", b'{"messages": [', 400, "invalid_json"),
     "body_not_object": ("/v1/chat/completions", b"[1, 2]", 400, "invalid_request"),
     "unknown_model": ("/v1/chat/completions", {"model": "gpt-9", "messages": USER}, 404, "model_not_found"),
-    "invalid_tool_schema": ("/v1/chat/completions", {"messages": USER, "tools": [BAD_TOOL]}, 400, "invalid_tool_schema"),
-    "tool_without_name": ("/v1/chat/completions", {"messages": USER, "tools": [{"type": "function", "function": {}}]},
-                          400, "invalid_tool_schema"),
-    "oversized_body": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * 1_100_000}]}, 413,
-                       "payload_too_large"),
+    "invalid_tool_schema": (
+        "/v1/chat/completions",
+        {"messages": USER, "tools": [BAD_TOOL]},
+        400,
+        "invalid_tool_schema",
+    ),
+    "tool_without_name": (
+        "/v1/chat/completions",
+        {"messages": USER, "tools": [{"type": "function", "function": {}}]},
+        400,
+        "invalid_tool_schema",
+    ),
+    "oversized_body": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "x" * 1_100_000}]},
+        413,
+        "payload_too_large",
+    ),
     "too_many_tokens": ("/v1/chat/completions", {"messages": USER, "max_tokens": 5000}, 400, "context_length_exceeded"),
-    "prompt_too_long": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "word " * 1500}]}, 400,
-                        "context_length_exceeded"),
-    "unknown_role": ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, 400, "invalid_request"),
+    "prompt_too_long": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "word " * 1500}]},
+        400,
+        "context_length_exceeded",
+    ),
+    "unknown_role": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "wizard", "content": "hi"}]},
+        400,
+        "invalid_request",
+    ),
     "missing_messages": ("/v1/chat/completions", {"model": "tiny-smollm2"}, 400, "invalid_request"),
     "bad_temperature": ("/v1/chat/completions", {"messages": USER, "temperature": -1}, 400, "invalid_request"),
-    "tool_choice_unknown_function": ("/v1/chat/completions", {"messages": USER, "tools": [WEATHER_TOOL],
-                                     "tool_choice": {"type": "function", "function": {"name": "nope"}}}, 400,
-                                     "invalid_request"),
+    "tool_choice_unknown_function": (
+        "/v1/chat/completions",
+        {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+        400,
+        "invalid_request",
+    ),
     "n_too_large": ("/v1/chat/completions", {"messages": USER, "n": 1000}, 400, "invalid_request"),
     "agent_missing_task_id": ("/v1/agent/runs", {"messages": USER}, 400, "invalid_request"),
-    "agent_invalid_tool_schema": ("/v1/agent/runs", {"messages": USER, "task_id": "t", "tools": [BAD_TOOL]}, 400,
-                                  "invalid_tool_schema"),
-    "agent_too_many_tokens": ("/v1/agent/runs", {"messages": USER, "task_id": "t", "max_tokens": 4096}, 400,
-                              "context_length_exceeded"),
-}  # fmt: skip
+    "agent_invalid_tool_schema": (
+        "/v1/agent/runs",
+        {"messages": USER, "task_id": "t", "tools": [BAD_TOOL]},
+        400,
+        "invalid_tool_schema",
+    ),
+    "agent_too_many_tokens": (
+        "/v1/agent/runs",
+        {"messages": USER, "task_id": "t", "max_tokens": 4096},
+        400,
+        "context_length_exceeded",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

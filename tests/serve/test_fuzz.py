@@ -23,9 +23,16 @@ EXAMPLES_PER_OPERATION = 30
 
 @pytest.fixture(scope="module")
 def fuzz_server(serve_redis, tiny_model_dir, tmp_path_factory):
-    server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path_factory.mktemp("fuzz") / "server.log",
-                           "serve.subscribe_weights=false", "serve.max_tokens_limit=8", "serve.max_n=2",
-                           "serve.max_turns_limit=2", "serve.max_tokens_default=8")  # fmt: skip
+    server = ServerProcess(
+        serve_redis.url,
+        tiny_model_dir,
+        tmp_path_factory.mktemp("fuzz") / "server.log",
+        "serve.subscribe_weights=false",
+        "serve.max_tokens_limit=8",
+        "serve.max_n=2",
+        "serve.max_turns_limit=2",
+        "serve.max_tokens_default=8",
+    )
     try:
         yield server.wait_ready()
     finally:
@@ -39,8 +46,15 @@ def api_schema(fuzz_server):
     return schemathesis.openapi.from_dict(doc)
 
 
-OPERATIONS = [("POST", "/v1/chat/completions"), ("POST", "/v1/agent/runs"), ("GET", "/v1/models"),
-              ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("POST", "/admin/weights")]
+OPERATIONS = [
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/agent/runs"),
+    ("GET", "/v1/models"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("POST", "/admin/weights"),
+]
 
 
 def test_the_document_lists_every_operation(api_schema):
@@ -53,14 +67,20 @@ def test_no_operation_answers_5xx(api_schema, fuzz_server, method, path):
     operation = api_schema[path][method]
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"} if path == "/admin/weights" else None
 
-    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck),
-              database=None)  # fmt: skip
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
     @given(case=operation.as_strategy())
     def fuzz(case):
         response = case.call(base_url=fuzz_server.url, headers=headers, timeout=60)
         expected_503 = path == "/readyz" and response.status_code == 503
-        assert response.status_code < 500 or expected_503, (method, path, case.body, response.status_code,
-                                                               response.text[:500])  # fmt: skip
+        assert response.status_code < 500 or expected_503, (
+            method,
+            path,
+            case.body,
+            response.status_code,
+            response.text[:500],
+        )
         if response.status_code >= 400 and "json" in response.headers.get("Content-Type", ""):
             error = response.json().get("error")
             assert isinstance(error, dict) and error.get("message"), response.text[:500]

@@ -31,8 +31,15 @@ def test_depth_scan_of_escaped_quotes_in_history_arguments_is_fast():
     from serve.settings import ServeSettings
 
     args = escaped_quote_run(512 * 1024).decode()
-    body = {"messages": [USER[0], {"role": "assistant", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}]}]}  # fmt: skip
+    body = {
+        "messages": [
+            USER[0],
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}],
+            },
+        ]
+    }
     started = time.perf_counter()
     with pytest.raises(BadRequest) as info:
         parse_body(ChatRequest, body, ServeSettings())
@@ -40,11 +47,14 @@ def test_depth_scan_of_escaped_quotes_in_history_arguments_is_fast():
     assert info.value.param == "messages.1.tool_calls.0.function.arguments"
 
 
-@pytest.mark.parametrize("raw, deep", [
-    (b'{"a": "\\"[[[[[[", "b": 1}', False),
-    (b'{"a": "\\\\", "b": ' + b"[" * 70 + b"]" * 70 + b"}", True),  # an escaped backslash closes nothing
-    (b'{"k\\"ey": "x", "b": ' + b"[" * 70 + b"]" * 70 + b"}", True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw, deep",
+    [
+        (b'{"a": "\\"[[[[[[", "b": 1}', False),
+        (b'{"a": "\\\\", "b": ' + b"[" * 70 + b"]" * 70 + b"}", True),  # an escaped backslash closes nothing
+        (b'{"k\\"ey": "x", "b": ' + b"[" * 70 + b"]" * 70 + b"}", True),
+    ],
+)
 def test_depth_scan_still_sees_strings_and_escapes(raw, deep):
     from serve.errors import UnsafeJSON
     from serve.http_util import JSONLimits, loads_checked
@@ -88,18 +98,21 @@ def test_hostile_case_is_refused_fast(hf_server, case):
 
 
 # --- 11. browser-reachable requests --------------------------------------------------------------
-@pytest.mark.parametrize("origin, host, allowed, refused", [
-    (None, "127.0.0.1:8000", [], False),
-    ("http://127.0.0.1:8000", "127.0.0.1:8000", [], False),
-    ("http://localhost:8000", "localhost:8000", [], False),
-    ("http://[::1]:8000", "[::1]:8000", [], False),
-    ("https://evil.example", "127.0.0.1:8000", [], True),
-    ("http://rebound.example:8000", "rebound.example:8000", [], True),  # DNS rebinding: same origin, foreign name
-    ("https://app.example", "127.0.0.1:8000", ["https://app.example"], False),
-    ("null", "127.0.0.1:8000", [], True),
-    ("http://127.0.0.1:99999999", "127.0.0.1:99999999", [], False),
-    ("http://[bad", "127.0.0.1", [], True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "origin, host, allowed, refused",
+    [
+        (None, "127.0.0.1:8000", [], False),
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", [], False),
+        ("http://localhost:8000", "localhost:8000", [], False),
+        ("http://[::1]:8000", "[::1]:8000", [], False),
+        ("https://evil.example", "127.0.0.1:8000", [], True),
+        ("http://rebound.example:8000", "rebound.example:8000", [], True),  # DNS rebinding: same origin, foreign name
+        ("https://app.example", "127.0.0.1:8000", ["https://app.example"], False),
+        ("null", "127.0.0.1:8000", [], True),
+        ("http://127.0.0.1:99999999", "127.0.0.1:99999999", [], False),
+        ("http://[bad", "127.0.0.1", [], True),
+    ],
+)
 def test_origin_refusal(origin, host, allowed, refused):
     from serve.origin import origin_refusal
 
@@ -108,8 +121,16 @@ def test_origin_refusal(origin, host, allowed, refused):
 
 # --- 4. caller patterns are bounded and never compiled by the request check ----------------------
 def _pattern_tools(pattern: str, count: int = 1) -> list[dict]:
-    return [{"type": "function", "function": {"name": f"f{i}", "parameters": {"type": "object", "properties": {
-        "a": {"type": "string", "pattern": pattern}}}}} for i in range(count)]  # fmt: skip
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": f"f{i}",
+                "parameters": {"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}},
+            },
+        }
+        for i in range(count)
+    ]
 
 
 def test_a_costly_pattern_within_the_length_limit_is_checked_without_compiling():
@@ -123,13 +144,26 @@ def test_a_costly_pattern_within_the_length_limit_is_checked_without_compiling()
     assert time.perf_counter() - started < 0.5
 
 
-@pytest.mark.parametrize("tools, words", [
-    (_pattern_tools("a" * 1001), "1001 characters exceeds the limit of 1000"),
-    (_pattern_tools("a" * 1000, 17), "exceed 16000 characters together"),
-    (_pattern_tools("(", 1), "is not a 'regex'"),
-    ([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "patternProperties": {
-        "b" * 1001: {"type": "string"}}}}}], "exceeds the limit of 1000"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "tools, words",
+    [
+        (_pattern_tools("a" * 1001), "1001 characters exceeds the limit of 1000"),
+        (_pattern_tools("a" * 1000, 17), "exceed 16000 characters together"),
+        (_pattern_tools("(", 1), "is not a 'regex'"),
+        (
+            [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "f",
+                        "parameters": {"type": "object", "patternProperties": {"b" * 1001: {"type": "string"}}},
+                    },
+                }
+            ],
+            "exceeds the limit of 1000",
+        ),
+    ],
+)
 def test_patterns_over_the_limits_are_refused_with_a_clear_message(tools, words):
     from serve.errors import InvalidToolSchema
     from serve.requests import check_tools
@@ -141,11 +175,14 @@ def test_patterns_over_the_limits_are_refused_with_a_clear_message(tools, words)
 
 
 # --- 13. parsers, task ids, the streamed engine timeout ------------------------------------------
-@pytest.mark.parametrize("payload", [
-    '{"name": "f", "arguments": {"a": ' + "7" * 5000 + "}}",  # int() refuses > 4,300 digits: ValueError
-    '{"name": "f", "arguments": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}",  # RecursionError
-    '{"name": "f", "arguments": "{\\"a\\": ' + "7" * 5000 + '}"}',  # double-encoded arguments
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"name": "f", "arguments": {"a": ' + "7" * 5000 + "}}",  # int() refuses > 4,300 digits: ValueError
+        '{"name": "f", "arguments": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}",  # RecursionError
+        '{"name": "f", "arguments": "{\\"a\\": ' + "7" * 5000 + '}"}',  # double-encoded arguments
+    ],
+)
 def test_hermes_treats_unusable_json_as_a_malformed_call(payload):
     from slca.chat.hermes import parse_tool_calls
 
@@ -153,9 +190,19 @@ def test_hermes_treats_unusable_json_as_a_malformed_call(payload):
     assert len(calls) == 1 and not calls[0].valid
 
 
-@pytest.mark.parametrize("task_id, ok", [("builtin-weather-3", True), ("bfcl/simple_python:12", True),
-                                         ("t" * 200, True), ("t" * 201, False), ("a*b", False), ("a b", False),
-                                         ("x\r\nFLUSHALL", False), ("-x", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    "task_id, ok",
+    [
+        ("builtin-weather-3", True),
+        ("bfcl/simple_python:12", True),
+        ("t" * 200, True),
+        ("t" * 201, False),
+        ("a*b", False),
+        ("a b", False),
+        ("x\r\nFLUSHALL", False),
+        ("-x", False),
+    ],
+)
 def test_task_id_is_bounded(task_id, ok):
     from serve.errors import BadRequest
     from serve.requests import AgentRunRequest, parse_body
@@ -177,8 +224,12 @@ def _settings(**overrides):
     return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
 
 
-LONG = {"messages": [{"role": "user", "content": "Write a very long story about a dragon."}], "max_tokens": 400,
-        "temperature": 1.5, "seed": 1}  # fmt: skip
+LONG = {
+    "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
+    "max_tokens": 400,
+    "temperature": 1.5,
+    "seed": 1,
+}
 
 
 async def _hang_up_after_start(client, app, body: dict) -> float:
@@ -192,8 +243,11 @@ async def _hang_up_after_start(client, app, body: dict) -> float:
     assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2, "n": 2})).status == 200
     reader, writer = await asyncio.open_connection(client.host, client.port)
     data = json.dumps(body).encode()
-    writer.write(f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {len(data)}\r\n\r\n".encode() + data)  # fmt: skip
+    writer.write(
+        f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n".encode()
+        + data
+    )
     await writer.drain()
     deadline = time.monotonic() + 60
     while engine.in_flight < body.get("n", 1):  # every sequence is in a running batch
@@ -218,8 +272,12 @@ def test_a_hang_up_cancels_the_engine_work_within_a_second(tiny_model_dir, serve
             await asyncio.sleep(0.01)
         idle_after = time.monotonic() - hung_up
         await asyncio.sleep(0.1)  # the cancelled handler's bookkeeping
-        text = "\n".join(f"{s.labels} {s.value}" for m in app[METRICS].registry.collect() for s in m.samples
-                         if s.name == "slca_requests_total")  # fmt: skip
+        text = "\n".join(
+            f"{s.labels} {s.value}"
+            for m in app[METRICS].registry.collect()
+            for s in m.samples
+            if s.name == "slca_requests_total"
+        )
         return idle_after, text
 
     caplog.set_level(logging.INFO)
@@ -245,13 +303,15 @@ def test_over_the_admission_bound_is_429_with_retry_after(tiny_model_dir, serve_
         started = time.monotonic()
         refused = await client.post(CHAT, json={**LONG, "max_tokens": 2, "n": 3})  # 4 + 3 > 6
         body, elapsed = await refused.json(), time.monotonic() - started
-        agent = await client.post(AGENT, json={"task_id": "t", "messages": USER, "n": 3, "max_tokens": 2,
-                                               "record": False})  # fmt: skip
+        agent = await client.post(
+            AGENT, json={"task_id": "t", "messages": USER, "n": 3, "max_tokens": 2, "record": False}
+        )
         first.cancel()
         return refused.status, dict(refused.headers), body, elapsed, agent.status
 
-    status, headers, body, elapsed, agent_status = asyncio.run(run_in_app(
-        tiny_model_dir, serve_redis.url, scenario, _settings(max_inflight_sequences=6)))  # fmt: skip
+    status, headers, body, elapsed, agent_status = asyncio.run(
+        run_in_app(tiny_model_dir, serve_redis.url, scenario, _settings(max_inflight_sequences=6))
+    )
     assert status == 429 and int(headers["Retry-After"]) >= 1 and body["error"]["code"] == "server_busy"
     assert elapsed < 0.5 and agent_status == 429
 
@@ -278,6 +338,7 @@ def test_healthz_answers_within_100ms_while_16_long_outputs_decode(tiny_model_di
 
     async def scenario(client, app):
         assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2})).status == 200  # warm up
+
         async def whole_answer():
             response = await client.post(CHAT, json={**LONG, "n": 16, "stream": stream, "max_tokens": 300})
             await response.read()  # a stream: every event

@@ -39,65 +39,187 @@ def _nested_schema(depth: int) -> dict:
 
 LOOKBEHIND = _tool({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=x)y"}}, "required": ["a"]})
 FORCE_F = {"type": "function", "function": {"name": "f"}}
-HISTORY_CALL = [{"role": "user", "content": "hi"},
-                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": "x"}]}]  # fmt: skip
+HISTORY_CALL = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": "x"}]},
+]
 
 # name → (path, body: dict or raw bytes, status, the field the error must name)
 CASES = {
     "deep_nesting_100k": (CHAT, b'{"messages": ' + _deep(100_000).encode() + b"}", 400, "messages"),
-    "deep_nesting_in_unknown_field": (CHAT, f'{{"messages": [{{"role": "user", "content": "hi"}}], "x": {_deep(500)}}}'.encode(),
-                                      400, "x"),
+    "deep_nesting_in_unknown_field": (
+        CHAT,
+        f'{{"messages": [{{"role": "user", "content": "hi"}}], "x": {_deep(500)}}}'.encode(),
+        400,
+        "x",
+    ),
     "deep_tool_schema": (CHAT, {"messages": USER, "tools": [_tool(_nested_schema(40))]}, 400, "tools"),
-    "huge_int": (CHAT, b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": ' + b"7" * 5000 + b"}", 400,
-                 "max_tokens"),
-    "huge_int_seed": (CHAT, b'{"messages": [{"role": "user", "content": "hi"}], "seed": ' + b"9" * 5000 + b"}", 400, "seed"),
+    "huge_int": (
+        CHAT,
+        b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": ' + b"7" * 5000 + b"}",
+        400,
+        "max_tokens",
+    ),
+    "huge_int_seed": (
+        CHAT,
+        b'{"messages": [{"role": "user", "content": "hi"}], "seed": ' + b"9" * 5000 + b"}",
+        400,
+        "seed",
+    ),
     "seed_2_64": (CHAT, {"messages": USER, "seed": 2**64}, 400, "seed"),
     "seed_negative": (CHAT, {"messages": USER, "seed": -1}, 400, "seed"),
     "nan": (CHAT, b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', 400, "temperature"),
     "infinity": (CHAT, b'{"messages": [{"role": "user", "content": "hi"}], "top_p": -Infinity}', 400, "top_p"),
-    "float_overflow": (CHAT, b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}', 400, "temperature"),
+    "float_overflow": (
+        CHAT,
+        b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}',
+        400,
+        "temperature",
+    ),
     "lone_surrogate": (CHAT, b'{"messages": [{"role": "user", "content": "a\\ud800b"}]}', 400, "messages.0.content"),
-    "tool_function_string": (CHAT, {"messages": USER, "tools": [{"type": "function", "function": "x"}]}, 400, "tools.0"),
+    "tool_function_string": (
+        CHAT,
+        {"messages": USER, "tools": [{"type": "function", "function": "x"}]},
+        400,
+        "tools.0",
+    ),
     "tool_not_object": (CHAT, {"messages": USER, "tools": [7]}, 400, "tools.0"),
-    "tool_choice_function_string": (CHAT, {"messages": USER, "tools": [WEATHER_TOOL],
-                                           "tool_choice": {"type": "function", "function": "x"}}, 400, "tool_choice"),
-    "schema_dialect_int": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "$schema": 5})]}, 400, "tools.0"),
-    "schema_dialect_list": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "$schema": []})]}, 400, "tools.0"),
-    "schema_dialect_object": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "$schema": {"a": 1}})]}, 400,
-                              "tools.0"),
-    "remote_ref": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "properties": {
-        "a": {"$ref": "http://169.254.169.254/latest"}}})]}, 400, "tools.0"),
-    "dangling_ref": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "properties": {"a": {"$ref": "#/nope"}}})]},
-                     400, "tools.0"),
-    "content_part_text_null": (CHAT, {"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]}, 400,
-                               "messages.0.content"),
-    "content_part_text_int": (CHAT, {"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]}, 400,
-                              "messages.0.content"),
+    "tool_choice_function_string": (
+        CHAT,
+        {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": "x"}},
+        400,
+        "tool_choice",
+    ),
+    "schema_dialect_int": (
+        CHAT,
+        {"messages": USER, "tools": [_tool({"type": "object", "$schema": 5})]},
+        400,
+        "tools.0",
+    ),
+    "schema_dialect_list": (
+        CHAT,
+        {"messages": USER, "tools": [_tool({"type": "object", "$schema": []})]},
+        400,
+        "tools.0",
+    ),
+    "schema_dialect_object": (
+        CHAT,
+        {"messages": USER, "tools": [_tool({"type": "object", "$schema": {"a": 1}})]},
+        400,
+        "tools.0",
+    ),
+    "remote_ref": (
+        CHAT,
+        {
+            "messages": USER,
+            "tools": [_tool({"type": "object", "properties": {"a": {"$ref": "http://169.254.169.254/latest"}}})],
+        },
+        400,
+        "tools.0",
+    ),
+    "dangling_ref": (
+        CHAT,
+        {"messages": USER, "tools": [_tool({"type": "object", "properties": {"a": {"$ref": "#/nope"}}})]},
+        400,
+        "tools.0",
+    ),
+    "content_part_text_null": (
+        CHAT,
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]},
+        400,
+        "messages.0.content",
+    ),
+    "content_part_text_int": (
+        CHAT,
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]},
+        400,
+        "messages.0.content",
+    ),
     "content_part_not_object": (CHAT, {"messages": [{"role": "user", "content": ["hi"]}]}, 400, "messages.0.content"),
     "content_object": (CHAT, {"messages": [{"role": "user", "content": {"a": 1}}]}, 400, "messages.0.content"),
     "history_call_function_string": (CHAT, {"messages": HISTORY_CALL}, 400, "messages.1.tool_calls.0.function"),
-    "history_call_deep_arguments": (CHAT, {"messages": [USER[0], {"role": "assistant", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": _deep(100_000)}}]}]}, 400,
-        "messages.1.tool_calls.0.function.arguments"),
-    "history_call_huge_int_arguments": (CHAT, {"messages": [USER[0], {"role": "assistant", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "1" * 5000}}]}]}, 400,
-        "messages.1.tool_calls.0.function.arguments"),
+    "history_call_deep_arguments": (
+        CHAT,
+        {
+            "messages": [
+                USER[0],
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": _deep(100_000)}}
+                    ],
+                },
+            ]
+        },
+        400,
+        "messages.1.tool_calls.0.function.arguments",
+    ),
+    "history_call_huge_int_arguments": (
+        CHAT,
+        {
+            "messages": [
+                USER[0],
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "1" * 5000}}
+                    ],
+                },
+            ]
+        },
+        400,
+        "messages.1.tool_calls.0.function.arguments",
+    ),
     "lookbehind_forced": (CHAT, {"messages": USER, "tools": [LOOKBEHIND], "tool_choice": FORCE_F}, 400, "tools.0"),
-    "lookbehind_required": (CHAT, {"messages": USER, "tools": [WEATHER_TOOL, LOOKBEHIND], "tool_choice": "required"}, 400,
-                            "tools.1"),
-    "grammar_int_bound": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "properties": {
-        "a": {"type": "integer", "minimum": 10**30}}})], "tool_choice": FORCE_F}, 400, "tools.0"),
+    "lookbehind_required": (
+        CHAT,
+        {"messages": USER, "tools": [WEATHER_TOOL, LOOKBEHIND], "tool_choice": "required"},
+        400,
+        "tools.1",
+    ),
+    "grammar_int_bound": (
+        CHAT,
+        {
+            "messages": USER,
+            "tools": [_tool({"type": "object", "properties": {"a": {"type": "integer", "minimum": 10**30}}})],
+            "tool_choice": FORCE_F,
+        },
+        400,
+        "tools.0",
+    ),
     "stop_empty": (CHAT, {"messages": USER, "stop": [""]}, 400, "stop"),
     "stop_empty_string": (CHAT, {"messages": USER, "stop": ""}, 400, "stop"),
     "stop_too_many": (CHAT, {"messages": USER, "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
     "stop_too_long": (CHAT, {"messages": USER, "stop": ["x" * 1000]}, 400, "stop"),
     "too_many_messages": (CHAT, {"messages": [{"role": "user", "content": "x"}] * 5000}, 400, "messages"),
-    "too_many_parts": (CHAT, {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}] * 1000}]}, 400,
-                       "messages.0.content"),
-    "too_many_tools": (CHAT, {"messages": USER, "tools": [_tool({"type": "object"}, f"f{i}") for i in range(200)]}, 400,
-                       "tools"),
-    "tool_schema_too_big": (CHAT, {"messages": USER, "tools": [_tool({"type": "object", "properties": {
-        f"p{i}": {"type": "string", "description": "d" * 100} for i in range(400)}})]}, 400, "tools.0"),
+    "too_many_parts": (
+        CHAT,
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}] * 1000}]},
+        400,
+        "messages.0.content",
+    ),
+    "too_many_tools": (
+        CHAT,
+        {"messages": USER, "tools": [_tool({"type": "object"}, f"f{i}") for i in range(200)]},
+        400,
+        "tools",
+    ),
+    "tool_schema_too_big": (
+        CHAT,
+        {
+            "messages": USER,
+            "tools": [
+                _tool(
+                    {
+                        "type": "object",
+                        "properties": {f"p{i}": {"type": "string", "description": "d" * 100} for i in range(400)},
+                    }
+                )
+            ],
+        },
+        400,
+        "tools.0",
+    ),
     "max_tokens_too_large": (CHAT, {"messages": USER, "max_tokens": 10**12}, 400, "max_tokens"),
     "top_logprobs_too_many": (CHAT, {"messages": USER, "logprobs": True, "top_logprobs": 21}, 400, "top_logprobs"),
     "top_logprobs_without_logprobs": (CHAT, {"messages": USER, "top_logprobs": 2}, 400, "top_logprobs"),
@@ -105,19 +227,44 @@ CASES = {
     "body_string": (CHAT, b'"hi"', 400, None),
     "agent_deep_nesting": (AGENT, b'{"task_id": "t", "messages": ' + _deep(100_000).encode() + b"}", 400, "messages"),
     "agent_huge_seed": (AGENT, {"task_id": "t", "messages": USER, "seed": 2**64}, 400, "seed"),
-    "agent_tool_function_string": (AGENT, {"task_id": "t", "messages": USER, "tools": [{"type": "function", "function": "x"}]},
-                                   400, "tools.0"),
-    "agent_tool_choice_function_string": (AGENT, {"task_id": "t", "messages": USER, "tools": [WEATHER_TOOL],
-                                                  "tool_choice": {"type": "function", "function": "x"}}, 400, "tool_choice"),
-    "agent_lookbehind_forced": (AGENT, {"task_id": "t", "messages": USER, "tools": [LOOKBEHIND], "tool_choice": FORCE_F},
-                                400, "tools.0"),
-    "agent_history_call_function_string": (AGENT, {"task_id": "t", "messages": HISTORY_CALL}, 400,
-                                           "messages.1.tool_calls.0.function"),
-    "agent_too_many_messages": (AGENT, {"task_id": "t", "messages": [{"role": "user", "content": "x"}] * 5000}, 400,
-                                "messages"),
+    "agent_tool_function_string": (
+        AGENT,
+        {"task_id": "t", "messages": USER, "tools": [{"type": "function", "function": "x"}]},
+        400,
+        "tools.0",
+    ),
+    "agent_tool_choice_function_string": (
+        AGENT,
+        {
+            "task_id": "t",
+            "messages": USER,
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {"type": "function", "function": "x"},
+        },
+        400,
+        "tool_choice",
+    ),
+    "agent_lookbehind_forced": (
+        AGENT,
+        {"task_id": "t", "messages": USER, "tools": [LOOKBEHIND], "tool_choice": FORCE_F},
+        400,
+        "tools.0",
+    ),
+    "agent_history_call_function_string": (
+        AGENT,
+        {"task_id": "t", "messages": HISTORY_CALL},
+        400,
+        "messages.1.tool_calls.0.function",
+    ),
+    "agent_too_many_messages": (
+        AGENT,
+        {"task_id": "t", "messages": [{"role": "user", "content": "x"}] * 5000},
+        400,
+        "messages",
+    ),
     "agent_max_turns": (AGENT, {"task_id": "t", "messages": USER, "max_turns": 10_000}, 400, "max_turns"),
     "agent_max_tokens_too_large": (AGENT, {"task_id": "t", "messages": USER, "max_tokens": 10**12}, 400, "max_tokens"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -192,8 +339,15 @@ def test_logprobs_without_top_logprobs_lists_none(hf_server):
 
 @pytest.mark.parametrize("tools", [False, True])
 def test_streamed_logprobs_cover_every_token(hf_server, tools):
-    body = {"messages": USER, "max_tokens": 8, "logprobs": True, "top_logprobs": 3, "stream": True,
-            "stream_options": {"include_usage": True}, **({"tools": [WEATHER_TOOL]} if tools else {})}  # fmt: skip
+    body = {
+        "messages": USER,
+        "max_tokens": 8,
+        "logprobs": True,
+        "top_logprobs": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **({"tools": [WEATHER_TOOL]} if tools else {}),
+    }
     req = urllib.request.Request(hf_server.url + CHAT, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
         events = [json.loads(line[6:]) for line in r.read().decode().splitlines() if line.startswith("data: {")]
@@ -203,8 +357,15 @@ def test_streamed_logprobs_cover_every_token(hf_server, tools):
 
 
 def test_top_logprobs_under_a_grammar_list_only_allowed_tokens(hf_server):
-    body = {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": "required", "max_tokens": 40, "logprobs": True,
-            "top_logprobs": 5, "seed": 3}  # fmt: skip
+    body = {
+        "messages": USER,
+        "tools": [WEATHER_TOOL],
+        "tool_choice": "required",
+        "max_tokens": 40,
+        "logprobs": True,
+        "top_logprobs": 5,
+        "seed": 3,
+    }
     status, payload, _ = raw_post(hf_server.url + CHAT, json.dumps(body).encode())
     assert status == 200, payload
     content = payload["choices"][0]["logprobs"]["content"]
@@ -269,7 +430,9 @@ def test_healthz_answers_within_100ms_while_the_worst_inputs_are_processed(hf_se
     # p99 under 100 ms is the promise (README "Request limits"); one ping in hundreds may meet a collection pause
     # of the server's own (one 107 ms of 655 on a busy 2-core machine), but never a request's worth of work
     p99 = sorted(pings)[min(len(pings) - 1, int(0.99 * len(pings)))]
-    assert p99 < 0.1 and max(pings) < 0.25, f"slowest /healthz pings: {[round(p * 1000) for p in slow]} ms of {len(pings)}"
+    assert p99 < 0.1 and max(pings) < 0.25, (
+        f"slowest /healthz pings: {[round(p * 1000) for p in slow]} ms of {len(pings)}"
+    )
 
 
 # --- units ---------------------------------------------------------------------------------------
@@ -280,8 +443,13 @@ def test_tool_metric_labels_are_bounded():
     for i in range(10):
         name = f"tool{i}"
         metrics.tool_calls.labels(tool=ServeMetrics.known_tool(name, {name}), outcome="ok").inc()
-    text = "\n".join(f"{s.labels['tool']}" for m in metrics.registry.collect() if m.name == "slca_tool_calls"
-                     for s in m.samples if s.name == "slca_tool_calls_total")  # fmt: skip
+    text = "\n".join(
+        f"{s.labels['tool']}"
+        for m in metrics.registry.collect()
+        if m.name == "slca_tool_calls"
+        for s in m.samples
+        if s.name == "slca_tool_calls_total"
+    )
     assert set(text.split()) == {"tool0", "tool1", "tool2", "other"}
 
 
@@ -326,12 +494,15 @@ def test_schema_validators_never_retrieve_refs(monkeypatch):
     assert "fetched" not in str(info.value)
 
 
-@pytest.mark.parametrize("raw, param", [
-    (b'{"a": {"b": ' + b"[" * 70 + b"]" * 70 + b"}}", "a"),
-    (b'{"a": [1, 2, ' + b"1" * 400 + b"]}", "a.2"),
-    (b'{"a": {"b": NaN}}', "a.b"),
-    (b'{"a": "\\udc00"}', "a"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw, param",
+    [
+        (b'{"a": {"b": ' + b"[" * 70 + b"]" * 70 + b"}}", "a"),
+        (b'{"a": [1, 2, ' + b"1" * 400 + b"]}", "a.2"),
+        (b'{"a": {"b": NaN}}', "a.b"),
+        (b'{"a": "\\udc00"}', "a"),
+    ],
+)
 def test_safe_json_names_the_offending_field(raw, param):
     from serve.errors import InvalidJSON
     from serve.http_util import JSONLimits, loads_checked
@@ -344,6 +515,6 @@ def test_safe_json_names_the_offending_field(raw, param):
 def test_safe_json_accepts_ordinary_bodies():
     from serve.http_util import JSONLimits, loads_checked
 
-    body = {"messages": [{"role": "user", "content": "é [{\"]} \\ 😀"}], "x": [1.5, -2, 1e10, None, True]}
+    body = {"messages": [{"role": "user", "content": 'é [{"]} \\ 😀'}], "x": [1.5, -2, 1e10, None, True]}
     assert loads_checked(json.dumps(body).encode(), JSONLimits()) == body
     assert loads_checked(json.dumps(body, ensure_ascii=False).encode(), JSONLimits()) == body

@@ -25,9 +25,13 @@ def test_models_lists_the_served_model(client):
 
 def test_named_tool_choice_returns_an_openai_tool_call(client):
     out = client.chat.completions.create(
-        model="tiny-smollm2", messages=MESSAGES, tools=[WEATHER_TOOL], max_tokens=128, seed=3,
+        model="tiny-smollm2",
+        messages=MESSAGES,
+        tools=[WEATHER_TOOL],
+        max_tokens=128,
+        seed=3,
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
-    )  # fmt: skip
+    )
     choice = out.choices[0]
     assert choice.finish_reason == "tool_calls"
     (call,) = choice.message.tool_calls
@@ -38,10 +42,25 @@ def test_named_tool_choice_returns_an_openai_tool_call(client):
 
 
 def test_required_tool_choice_calls_an_offered_tool(client):
-    other = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {
-        "zone": {"type": "string", "enum": ["UTC", "CET"]}}, "required": ["zone"]}}}  # fmt: skip
-    out = client.chat.completions.create(model="tiny-smollm2", messages=MESSAGES, tools=[WEATHER_TOOL, other],
-                                         tool_choice="required", max_tokens=128, seed=5)  # fmt: skip
+    other = {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "parameters": {
+                "type": "object",
+                "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+                "required": ["zone"],
+            },
+        },
+    }
+    out = client.chat.completions.create(
+        model="tiny-smollm2",
+        messages=MESSAGES,
+        tools=[WEATHER_TOOL, other],
+        tool_choice="required",
+        max_tokens=128,
+        seed=5,
+    )
     (call,) = out.choices[0].message.tool_calls
     assert call.function.name in {"get_weather", "get_time"}
     assert isinstance(json.loads(call.function.arguments), dict)
@@ -65,8 +84,14 @@ def _reassemble(stream) -> dict:
 
 
 def test_streamed_tool_call_deltas_reassemble_into_the_same_message(client):
-    kwargs = dict(model="tiny-smollm2", messages=MESSAGES, tools=[WEATHER_TOOL], max_tokens=128, seed=11,
-                  tool_choice={"type": "function", "function": {"name": "get_weather"}})  # fmt: skip
+    kwargs = dict(
+        model="tiny-smollm2",
+        messages=MESSAGES,
+        tools=[WEATHER_TOOL],
+        max_tokens=128,
+        seed=11,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
     full = client.chat.completions.create(**kwargs).choices[0]
     streamed = _reassemble(client.chat.completions.create(stream=True, **kwargs))
     assert streamed["finish"] == full.finish_reason == "tool_calls"
@@ -88,8 +113,9 @@ def test_streamed_text_reassembles_and_reports_usage(client):
 
 
 def test_n_choices_and_logprobs(client):
-    out = client.chat.completions.create(model="tiny-smollm2", messages=MESSAGES, max_tokens=8, n=3, seed=1,
-                                         logprobs=True)  # fmt: skip
+    out = client.chat.completions.create(
+        model="tiny-smollm2", messages=MESSAGES, max_tokens=8, n=3, seed=1, logprobs=True
+    )
     assert [c.index for c in out.choices] == [0, 1, 2]
     for c in out.choices:
         assert len(c.logprobs.content) == 8 and all(t.logprob <= 0 for t in c.logprobs.content)

@@ -25,14 +25,17 @@ def kinds_by_text(tok, text: str, eos: bool = True):
     return ids, kinds, texts
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Just an answer.", {S}),
-    ('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', {C}),
-    ("<think>let me see</think>The answer is 4.", {R, S}),
-    ('Let me check.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>', {S, C}),
-    ('<think>maybe <tool_call>{"name": "f"}</tool_call></think>No call.', {R, S}),
-    ("<tool_call>\n{\"name\": \"f\", \"argu", {C}),  # unterminated: still the call it started
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Just an answer.", {S}),
+        ('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', {C}),
+        ("<think>let me see</think>The answer is 4.", {R, S}),
+        ('Let me check.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>', {S, C}),
+        ('<think>maybe <tool_call>{"name": "f"}</tool_call></think>No call.', {R, S}),
+        ('<tool_call>\n{"name": "f", "argu', {C}),  # unterminated: still the call it started
+    ],
+)
 def test_kinds_follow_the_text_spans(tok, text, expected):
     ids, kinds, texts = kinds_by_text(tok, text)
     assert len(kinds) == len(ids) and set(kinds) == expected
@@ -51,7 +54,9 @@ def test_end_of_turn_token_belongs_to_the_segment_it_closes(tok):
 
 
 def test_delimiters_are_part_of_the_call(tok):
-    ids, kinds, texts = kinds_by_text(tok, 'Sure.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', eos=False)
+    ids, kinds, texts = kinds_by_text(
+        tok, 'Sure.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', eos=False
+    )
     first_call = kinds.index(C)
     assert "".join(texts[first_call:]).lstrip().startswith("<tool_call>")
     assert all(k == S for k in kinds[:first_call])
@@ -87,9 +92,17 @@ def test_continuation_after_a_sampled_turn(tok, closed):
 
 
 def test_assistant_tool_calls_render_as_hermes_blocks():
-    msgs = to_template_messages([{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'}], None)  # fmt: skip
+    msgs = to_template_messages(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'},
+        ],
+        None,
+    )
     assert msgs[0]["content"] == '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
     assert msgs[1] == {"role": "tool", "content": '<tool_response>\n{"ok": true}\n</tool_response>'}
 
@@ -100,8 +113,12 @@ def test_builder_merges_runs_and_flags_mixed_versions():
     b.add_environment([3], SegmentKind.USER, 0)
     b.add_generated([4, 5, 6], [-0.1, -0.2, -0.3], [C, C, S], 0, [0, 0, 1])
     traj = b.build(task_id="t", tools=[], messages=[], tool_calls=[], ground_truth=None, meta={}, fallback_version=0)
-    assert [(s.start, s.end, s.kind) for s in traj.segments] == [(0, 2, SegmentKind.SYSTEM), (2, 3, SegmentKind.USER),
-                                                                 (3, 5, C), (5, 6, S)]  # fmt: skip
+    assert [(s.start, s.end, s.kind) for s in traj.segments] == [
+        (0, 2, SegmentKind.SYSTEM),
+        (2, 3, SegmentKind.USER),
+        (3, 5, C),
+        (5, 6, S),
+    ]
     assert traj.mixed_version and traj.policy_version == 1
 
 

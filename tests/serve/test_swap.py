@@ -30,8 +30,13 @@ from tests.support.weights import WEIGHTS_KEY, publish_version
 
 @pytest.fixture(scope="module")
 def swap_server(serve_redis, tiny_model_dir, tmp_path_factory):
-    server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path_factory.mktemp("swap") / "server.log",
-                           "common.stream_prefix=swaptest", f"common.weights_key={WEIGHTS_KEY}")  # fmt: skip
+    server = ServerProcess(
+        serve_redis.url,
+        tiny_model_dir,
+        tmp_path_factory.mktemp("swap") / "server.log",
+        "common.stream_prefix=swaptest",
+        f"common.weights_key={WEIGHTS_KEY}",
+    )
     try:
         yield server.wait_ready()
     finally:
@@ -60,16 +65,26 @@ class SteadyLoad(threading.Thread):
     def run(self) -> None:
         i = 0
         while not self.stop.is_set():
-            body = {"messages": [{"role": "user", "content": "hello"}], "task_id": f"steady-{i}", "n": 2,
-                    "max_tokens": 24, "seed": i, "record": True}  # fmt: skip
+            body = {
+                "messages": [{"role": "user", "content": "hello"}],
+                "task_id": f"steady-{i}",
+                "n": 2,
+                "max_tokens": 24,
+                "seed": i,
+                "record": True,
+            }
             # the admin token holds the 'record' scope too: without a record key nothing would be recorded
             self.statuses.append(request(self.url + "/v1/agent/runs", body, ADMIN_TOKEN)[0])
             i += 1
 
 
 def wait_version(server: ServerProcess, version: int, timeout: float = 60.0) -> None:
-    wait_for(lambda: server.get_json("/v1/models")["data"][0]["policy_version"] == version, timeout,
-             f"the server to serve version {version}", interval=0.2)  # fmt: skip
+    wait_for(
+        lambda: server.get_json("/v1/models")["data"][0]["policy_version"] == version,
+        timeout,
+        f"the server to serve version {version}",
+        interval=0.2,
+    )
 
 
 def wait_runs(load: SteadyLoad, count: int) -> None:
@@ -112,8 +127,9 @@ def test_swap_under_load_by_admin_and_by_channel(swap_server, serve_redis, tiny_
 
 def test_failed_load_keeps_the_old_version_and_says_why(swap_server, tmp_path):
     before = swap_server.get_json("/v1/models")["data"][0]["policy_version"]
-    status, body = request(swap_server.url + "/admin/weights", {"version": 9, "path": str(tmp_path / "nope")},
-                           ADMIN_TOKEN)  # fmt: skip
+    status, body = request(
+        swap_server.url + "/admin/weights", {"version": 9, "path": str(tmp_path / "nope")}, ADMIN_TOKEN
+    )
     assert status == 422 and "not a directory" in body["error"]["message"]
     bad = tmp_path / "corrupt"
     bad.mkdir()
@@ -121,8 +137,12 @@ def test_failed_load_keeps_the_old_version_and_says_why(swap_server, tmp_path):
     status, body = request(swap_server.url + "/admin/weights", {"version": 9, "path": str(bad)}, ADMIN_TOKEN)
     assert status == 422 and body["error"]["code"] == "weights_rejected"
     assert swap_server.get_json("/v1/models")["data"][0]["policy_version"] == before
-    assert request(swap_server.url + "/v1/chat/completions",
-                   {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})[0] == 200  # fmt: skip
+    assert (
+        request(
+            swap_server.url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        )[0]
+        == 200
+    )
     assert re.search(r'^slca_swaps_total\{outcome="failed"\} 2\.0$', swap_server.metrics(), re.M)
 
 
@@ -176,11 +196,18 @@ def _tampered(v, tmp_path):
         fh.write(b"\x00\x01\x02\x03")
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (_no_manifest, "no manifest.json"), (_dotdot_name, "bad manifest"), (_absolute_name, "bad manifest"),
-    (_symlink_out, "outside the version directory"), (_unlisted_weights, "not listed in the manifest: extra"),
-    (_tampered, "checksum mismatch for model.safetensors"),
-], ids=["no_manifest", "dotdot_name", "absolute_name", "symlink_out", "unlisted_weights", "tampered"])  # fmt: skip
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (_no_manifest, "no manifest.json"),
+        (_dotdot_name, "bad manifest"),
+        (_absolute_name, "bad manifest"),
+        (_symlink_out, "outside the version directory"),
+        (_unlisted_weights, "not listed in the manifest: extra"),
+        (_tampered, "checksum mismatch for model.safetensors"),
+    ],
+    ids=["no_manifest", "dotdot_name", "absolute_name", "symlink_out", "unlisted_weights", "tampered"],
+)
 def test_only_a_fully_listed_and_verified_version_loads(tiny_model_dir, tmp_path, damage, reason):
     v = Path(publish_version(tiny_model_dir, tmp_path / "weights", 1, 1.01).path)
     assert check_weight_dir(str(v)) == v and load_state_dict(str(v))  # intact: loads
@@ -377,8 +404,9 @@ class _FakeEngine:
 def _manifest(version: int):
     from slca.contracts import WeightManifest
 
-    return WeightManifest(version=version, path=f"/w/v{version}", sha256={"model.safetensors": "0" * 64},
-                          base_model="tiny")  # fmt: skip
+    return WeightManifest(
+        version=version, path=f"/w/v{version}", sha256={"model.safetensors": "0" * 64}, base_model="tiny"
+    )
 
 
 def _notification(version: int, key: str | None = WEIGHTS_KEY) -> str:
@@ -456,11 +484,13 @@ def test_the_subscriber_survives_any_error():
         # v1 fails with an engine bug (not a WeightLoadError), the listener dies of a TypeError, v2 then swaps
         engine = _FakeEngine({1: RuntimeError("engine bug"), 2: None}, reached)
         client = _FakeRedis([[_notification(1), TypeError("listener bug")], [_notification(2)]], done)
-        swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), retry_s=0,
-                                policy=ManifestPolicy(WEIGHTS_KEY))  # fmt: skip
+        swapper = WeightSwapper(
+            engine, ServeMetrics(CollectorRegistry()), retry_s=0, policy=ManifestPolicy(WEIGHTS_KEY)
+        )
         follow = asyncio.create_task(swapper.follow(client, Streams("t")))
-        finished, _ = await asyncio.wait({follow, asyncio.create_task(reached.wait())}, timeout=10,
-                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        finished, _ = await asyncio.wait(
+            {follow, asyncio.create_task(reached.wait())}, timeout=10, return_when=asyncio.FIRST_COMPLETED
+        )
         alive = not follow.done()
         done.set()
         follow.cancel()
@@ -487,8 +517,9 @@ def _announce_all(policy, notifications: list[str], start_version: int = 0):
             await swapper.swap_manifest(raw)
 
     asyncio.run(main())
-    refused = re.search(r'^slca_swaps_total\{outcome="refused"\} (\S+)$', generate_latest(metrics.registry).decode(),
-                        re.M)  # fmt: skip
+    refused = re.search(
+        r'^slca_swaps_total\{outcome="refused"\} (\S+)$', generate_latest(metrics.registry).decode(), re.M
+    )
     return engine.loaded, int(float(refused.group(1))) if refused else 0
 
 
@@ -554,8 +585,9 @@ def _unsigned(v, tmp_path, tiny_model_dir):
     _rewrite_manifest(v, signature=None)
 
 
-@pytest.mark.parametrize("damage, differs", [(_other_files, "sha256"), (_other_version, "version"),
-                                             (_unsigned, "signature")])  # fmt: skip
+@pytest.mark.parametrize(
+    "damage, differs", [(_other_files, "sha256"), (_other_version, "version"), (_unsigned, "signature")]
+)
 def test_the_directory_manifest_must_match_the_announced_one(tiny_model_dir, tmp_path, damage, differs):
     from serve.engines.vllm_worker_ext import PublishedWeightsLoader
 
@@ -569,8 +601,11 @@ def test_the_directory_manifest_must_match_the_announced_one(tiny_model_dir, tmp
         def reload_weights(self, weights_iterator):
             raise AssertionError("loaded despite the mismatch")
 
-    loads = [lambda: load_state_dict(str(v), announced), lambda: check_weight_dir(str(v), announced),
-             lambda: Worker().slca_load_published(str(v), announced.model_dump_json())]  # fmt: skip
+    loads = [
+        lambda: load_state_dict(str(v), announced),
+        lambda: check_weight_dir(str(v), announced),
+        lambda: Worker().slca_load_published(str(v), announced.model_dump_json()),
+    ]
     for load in loads:
         with pytest.raises(WeightLoadError, match=f"does not match the announced manifest .different {differs}"):
             load()
@@ -595,8 +630,11 @@ def test_an_announced_version_whose_files_were_swapped_is_not_loaded(tiny_model_
             before = {n: p.detach().clone() for n, p in engine.model.named_parameters()}
             swapper = WeightSwapper(engine, ServeMetrics(CollectorRegistry()), policy=ManifestPolicy(WEIGHTS_KEY))
             await swapper.swap_manifest(v1.model_dump_json())  # signed, but the files on disk are others
-            refused = (engine.version, swapper.last_error,
-                       all(torch.equal(p, before[n]) for n, p in engine.model.named_parameters()))  # fmt: skip
+            refused = (
+                engine.version,
+                swapper.last_error,
+                all(torch.equal(p, before[n]) for n, p in engine.model.named_parameters()),
+            )
             await swapper.swap_manifest(v2.model_dump_json())  # an intact one still loads
             return refused, engine.version
         finally:

@@ -17,6 +17,7 @@ def metrics_registry() -> CollectorRegistry:
 @pytest.fixture
 def make_sim(redis_url, metrics_registry):
     """Build providers with settings overrides; closes them at teardown."""
+
     def build(redis: bool = True, **overrides):
         overrides.setdefault("real_packs", ["everyday"])
         return make_provider(SimSettings(**overrides), redis_url if redis else None, metrics_registry)

@@ -44,8 +44,15 @@ def make_llm_app(model_dir: str, mode: str) -> web.Application:
         fmt = body.get("response_format") or {}
         matcher = grammars.matcher(fmt["json_schema"]["schema"]) if fmt.get("type") == "json_schema" else None
         with torch.inference_mode():
-            return generate(model, tokenizer, ids, int(body.get("max_tokens", 32)), float(body.get("temperature", 1.0)),
-                            int(body.get("seed", 0)), matcher)  # fmt: skip
+            return generate(
+                model,
+                tokenizer,
+                ids,
+                int(body.get("max_tokens", 32)),
+                float(body.get("temperature", 1.0)),
+                int(body.get("seed", 0)),
+                matcher,
+            )
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
@@ -57,9 +64,14 @@ def make_llm_app(model_dir: str, mode: str) -> web.Application:
             return web.json_response({"error": {"message": "response_format is not supported"}}, status=400)
         async with state["lock"]:
             text = await asyncio.to_thread(complete, body)
-        return web.json_response({"id": "cmpl-test", "object": "chat.completion", "model": body.get("model"),
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": text}}]})  # fmt: skip
+        return web.json_response(
+            {
+                "id": "cmpl-test",
+                "object": "chat.completion",
+                "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            }
+        )
 
     app.router.add_post("/v1/chat/completions", chat)
     return app

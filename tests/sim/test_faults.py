@@ -60,8 +60,9 @@ def test_fault_shapes(make_sim):
 
 
 def test_global_rate_is_spread_over_kinds_and_per_tool_rates_override(make_sim):
-    provider = make_sim(redis=False, fault_rate=0.25, tool_fault_rates={"get_stock_price": {"rate_limit": 0.5}},
-                        fault_seed=5)  # fmt: skip
+    provider = make_sim(
+        redis=False, fault_rate=0.25, tool_fault_rates={"get_stock_price": {"rate_limit": 0.5}}, fault_seed=5
+    )
     weather = Counter(r.fault for r in _run(provider, "get_weather", {"city": "Oslo"}))
     for kind in FAULT_KINDS:
         assert abs(weather[kind] - 0.05 * N) <= _tolerance(0.05), (kind, weather[kind])

@@ -9,7 +9,10 @@ from slca.cli import main as slca_main
 
 def test_fidelity_smoke(tmp_path, capsys):
     out = tmp_path / "fid.json"
-    assert slca_main(["sim", "fidelity", "--domain", "retail", "--backend", "schema", "--limit", "2", "--json", str(out)]) == 0
+    assert (
+        slca_main(["sim", "fidelity", "--domain", "retail", "--backend", "schema", "--limit", "2", "--json", str(out)])
+        == 0
+    )
     table = capsys.readouterr().out
     assert "SGLS fidelity" in table and "key-field agreement" in table
     summary = json.loads(out.read_text())

@@ -109,8 +109,11 @@ def test_refs_are_never_fetched_and_give_a_structured_error(listener, tmp_path):
 
 
 def test_a_ref_to_a_resource_embedded_in_the_schema_still_resolves():
-    schema = {"$defs": {"n": {"$id": "https://example.com/n.json", "type": "integer"}},
-              "type": "object", "properties": {"a": {"$ref": "https://example.com/n.json"}}}  # fmt: skip
+    schema = {
+        "$defs": {"n": {"$id": "https://example.com/n.json", "type": "integer"}},
+        "type": "object",
+        "properties": {"a": {"$ref": "https://example.com/n.json"}},
+    }
     tool_spec(_tool("embedded", schema))
     assert validation_error(schema, {"a": 1}) is None
     assert "not of type 'integer'" in validation_error(schema, {"a": "x"})
@@ -146,22 +149,38 @@ def test_patterns_too_large_to_compile_are_refused_with_a_message(pattern):
 
 
 def _recursive(width: int) -> dict:
-    node = {"type": "object", "properties": {f"p{i}": {"$ref": "#/$defs/n"} for i in range(width)},
-            "required": [f"p{i}" for i in range(width)]}  # fmt: skip
+    node = {
+        "type": "object",
+        "properties": {f"p{i}": {"$ref": "#/$defs/n"} for i in range(width)},
+        "required": [f"p{i}" for i in range(width)],
+    }
     return {"$defs": {"n": node}, "$ref": "#/$defs/n"}
 
 
 HUGE = {
     "min_items": {"type": "array", "minItems": 1_000_000, "items": {"type": "string"}},
-    "min_length": {"type": "object", "properties": {"s": {"type": "string", "minLength": 10_000_000}}, "required": ["s"]},
+    "min_length": {
+        "type": "object",
+        "properties": {"s": {"type": "string", "minLength": 10_000_000}},
+        "required": ["s"],
+    },
     "exponential_refs": _recursive(3),
-    "wide": {"type": "object", "required": [f"k{i}" for i in range(2000)],
-             "properties": {f"k{i}": {"type": "string"} for i in range(2000)}},
-    "long_strings": {"type": "object", "required": [f"k{i}" for i in range(200)],
-                     "properties": {f"k{i}": {"type": "string", "minLength": 2000} for i in range(200)}},
-    "nested_arrays": {"type": "array", "minItems": 50, "items": {"type": "array", "minItems": 50,
-                                                                 "items": {"type": "array", "minItems": 50}}},
-}  # fmt: skip
+    "wide": {
+        "type": "object",
+        "required": [f"k{i}" for i in range(2000)],
+        "properties": {f"k{i}": {"type": "string"} for i in range(2000)},
+    },
+    "long_strings": {
+        "type": "object",
+        "required": [f"k{i}" for i in range(200)],
+        "properties": {f"k{i}": {"type": "string", "minLength": 2000} for i in range(200)},
+    },
+    "nested_arrays": {
+        "type": "array",
+        "minItems": 50,
+        "items": {"type": "array", "minItems": 50, "items": {"type": "array", "minItems": 50}},
+    },
+}
 
 
 @pytest.mark.timeout(60)
@@ -195,8 +214,11 @@ def test_unique_items_over_many_objects_is_not_quadratic():
 def test_the_event_loop_keeps_running_while_a_call_works_on_a_slow_schema():
     width = 20  # every overlaid field hits a pattern timeout: ~1 s of work in all
     params = {"type": "object", "properties": {f"c{i}": {"type": "string"} for i in range(width)}}
-    response = {"type": "object", "required": [f"c{i}" for i in range(width)],
-                "properties": {f"c{i}": {"type": "string", "pattern": EVIL} for i in range(width)}}  # fmt: skip
+    response = {
+        "type": "object",
+        "required": [f"c{i}" for i in range(width)],
+        "properties": {f"c{i}": {"type": "string", "pattern": EVIL} for i in range(width)},
+    }
     arguments = {f"c{i}": EVIL_TEXT for i in range(width)}
 
     async def run():
@@ -240,9 +262,14 @@ def test_patterns_generate_matching_strings_and_give_up_on_what_they_do_not_mode
 
 
 def test_response_schema_with_patterns_gets_matching_values():
-    response = {"type": "object", "required": ["sku", "flight"],
-                "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}[0-9]{3}$"},
-                               "flight": {"type": "string", "pattern": "^[A-Z]{2}\\d{3,4}$", "maxLength": 6}}}  # fmt: skip
+    response = {
+        "type": "object",
+        "required": ["sku", "flight"],
+        "properties": {
+            "sku": {"type": "string", "pattern": "^[A-Z]{3}[0-9]{3}$"},
+            "flight": {"type": "string", "pattern": "^[A-Z]{2}\\d{3,4}$", "maxLength": 6},
+        },
+    }
     for seed in range(20):
         value = synthesise(response, seed)
         assert is_valid(response, value), value
@@ -281,9 +308,11 @@ def test_grammar_cache_is_bounded_in_bytes(tiny_model_dir):
     cache = GrammarCache(tok, len(tok), [tok.eos_token_id], max_bytes=400_000)
     assert cache.compiler.cache_limit_bytes == 400_000  # xgrammar's own cache is bounded too
     for i in range(12):
-        schema = {"type": "object", "required": [f"f{j}" for j in range(8)],
-                  "properties": {f"f{j}": {"type": "string", "enum": [f"v{i}-{j}-{k}" for k in range(20)]}
-                                 for j in range(8)}}  # fmt: skip
+        schema = {
+            "type": "object",
+            "required": [f"f{j}" for j in range(8)],
+            "properties": {f"f{j}": {"type": "string", "enum": [f"v{i}-{j}-{k}" for k in range(20)]} for j in range(8)},
+        }
         assert cache.matcher(schema) is not None
     assert 0 < cache._compiled.bytes <= 400_000 and len(cache._compiled) < 12
     # a pattern too large for a grammar is left to validate-and-retry

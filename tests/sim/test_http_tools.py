@@ -40,11 +40,19 @@ async def _app_site():
 def test_http_tools_allowlist_size_and_timeout():
     async def run():
         runner, base = await _app_site()
-        tools = {name: {"url": f"{base}/{path}", "parameters": PARAMS}
-                 for name, path in [("weather_api", "weather"), ("huge_api", "huge"), ("slow_api", "slow")]}  # fmt: skip
+        tools = {
+            name: {"url": f"{base}/{path}", "parameters": PARAMS}
+            for name, path in [("weather_api", "weather"), ("huge_api", "huge"), ("slow_api", "slow")]
+        }
         tools["elsewhere_api"] = {"url": "http://example.com/x", "parameters": PARAMS}
-        settings = SimSettings(real_packs=[], http_tools=tools, http_allowlist=["127.0.0.1"], real_timeout_s=0.5,
-                               http_max_response_bytes=1000, cache=False)  # fmt: skip
+        settings = SimSettings(
+            real_packs=[],
+            http_tools=tools,
+            http_allowlist=["127.0.0.1"],
+            real_timeout_s=0.5,
+            http_max_response_bytes=1000,
+            cache=False,
+        )
         provider = make_provider(settings, None, CollectorRegistry())
         offered = [{"type": "function", "function": {"name": n, "parameters": PARAMS, "x-mode": "real"}} for n in tools]
         episode = await provider.new_episode(offered)

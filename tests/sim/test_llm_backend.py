@@ -15,12 +15,21 @@ from sim.settings import SimSettings
 from slca.redis_server import free_port
 from tests.sim.llm_server import STATE, make_llm_app
 
-HEALTH = {"type": "object", "properties": {"ok": {"type": "boolean"}, "state": {"type": "string", "enum": ["up", "down"]}},
-          "required": ["ok", "state"], "additionalProperties": False}  # fmt: skip
-TOOL = {"type": "function", "function": {"name": "check_service", "description": "Health of a service.",
-                                         "parameters": {"type": "object", "properties": {"service": {"type": "string"}},
-                                                        "required": ["service"]},
-                                         "x-response-schema": HEALTH}}  # fmt: skip
+HEALTH = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}, "state": {"type": "string", "enum": ["up", "down"]}},
+    "required": ["ok", "state"],
+    "additionalProperties": False,
+}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "check_service",
+        "description": "Health of a service.",
+        "parameters": {"type": "object", "properties": {"service": {"type": "string"}}, "required": ["service"]},
+        "x-response-schema": HEALTH,
+    },
+}
 
 
 async def _serve_and_call(model_dir, mode: str, calls: int = 1, **overrides):
@@ -29,8 +38,15 @@ async def _serve_and_call(model_dir, mode: str, calls: int = 1, **overrides):
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    settings = SimSettings(backend="llm", llm_base_url=f"http://127.0.0.1:{port}/v1", cache=False, real_packs=[],
-                           max_new_tokens=24, max_retries=2, **overrides)  # fmt: skip
+    settings = SimSettings(
+        backend="llm",
+        llm_base_url=f"http://127.0.0.1:{port}/v1",
+        cache=False,
+        real_packs=[],
+        max_new_tokens=24,
+        max_retries=2,
+        **overrides,
+    )
     provider = make_provider(settings, None, CollectorRegistry())
     try:
         episode = await provider.new_episode([TOOL])

@@ -25,7 +25,9 @@ def _run(settings: SimSettings, calls: int = 2):
 
 @pytest.mark.slow
 def test_local_guided_answers_validate_and_the_model_stays_frozen(tiny_model_dir):
-    settings = SimSettings(backend="local", local_model=str(tiny_model_dir), cache=False, real_packs=[], max_new_tokens=24)
+    settings = SimSettings(
+        backend="local", local_model=str(tiny_model_dir), cache=False, real_packs=[], max_new_tokens=24
+    )
     results, backend = _run(settings)
     for result in results:
         assert result.ok and is_valid(HEALTH, result.content)
@@ -36,8 +38,15 @@ def test_local_guided_answers_validate_and_the_model_stays_frozen(tiny_model_dir
 
 @pytest.mark.slow
 def test_local_unguided_falls_back_after_bounded_retries(tiny_model_dir):
-    settings = SimSettings(backend="local", local_model=str(tiny_model_dir), local_guided=False, cache=False,
-                           real_packs=[], max_new_tokens=16, max_retries=1)  # fmt: skip
+    settings = SimSettings(
+        backend="local",
+        local_model=str(tiny_model_dir),
+        local_guided=False,
+        cache=False,
+        real_packs=[],
+        max_new_tokens=16,
+        max_retries=1,
+    )
     results, _ = _run(settings, calls=1)
     assert results[0].ok and is_valid(HEALTH, results[0].content)
     assert results[0].meta["source"] == "fallback" and results[0].meta["attempts"] == 2
@@ -45,8 +54,9 @@ def test_local_unguided_falls_back_after_bounded_retries(tiny_model_dir):
 
 def test_missing_local_model_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no model at"):
-        make_provider(SimSettings(backend="local", local_model=str(tmp_path / "none"), real_packs=[]), None,
-                      CollectorRegistry())  # fmt: skip
+        make_provider(
+            SimSettings(backend="local", local_model=str(tmp_path / "none"), real_packs=[]), None, CollectorRegistry()
+        )
 
 
 def test_a_cached_model_name_needs_the_cache_the_caller_configured(tiny_model_dir, monkeypatch):

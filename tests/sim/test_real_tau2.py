@@ -56,7 +56,14 @@ def test_write_is_visible_in_the_same_episode_and_absent_from_a_new_one(provider
 
 def test_retail_write_then_read_and_domain_errors(provider):
     uid = next(iter(db_json("retail")["users"]))
-    address = {"address1": "1 Test Way", "address2": "", "city": "Testville", "state": "TX", "country": "USA", "zip": "73301"}
+    address = {
+        "address1": "1 Test Way",
+        "address2": "",
+        "city": "Testville",
+        "state": "TX",
+        "country": "USA",
+        "zip": "73301",
+    }
 
     async def run():
         tools = _tools(provider, "retail")
@@ -76,8 +83,10 @@ def test_retail_write_then_read_and_domain_errors(provider):
 
 def test_shared_names_need_the_pack(provider):
     """`get_user_details` exists in both domains: a definition without x-pack is refused as ambiguous."""
-    tool = {"type": "function", "function": {"name": "get_user_details", "x-mode": "real",
-                                             "parameters": {"type": "object"}}}  # fmt: skip
+    tool = {
+        "type": "function",
+        "function": {"name": "get_user_details", "x-mode": "real", "parameters": {"type": "object"}},
+    }
 
     async def run():
         return await (await provider.new_episode([tool])).call("get_user_details", {"user_id": "x"})

@@ -31,7 +31,9 @@ ALL_TOOLS = _all_tools()
 PROVIDER = make_provider(SimSettings(cache=False, real_packs=[]), None, CollectorRegistry())
 
 
-@pytest.mark.parametrize("tool", ALL_TOOLS, ids=[f"{t['function'].get('x-pack', 'catalog')}.{t['function']['name']}" for t in ALL_TOOLS])
+@pytest.mark.parametrize(
+    "tool", ALL_TOOLS, ids=[f"{t['function'].get('x-pack', 'catalog')}.{t['function']['name']}" for t in ALL_TOOLS]
+)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**40))
 def test_schema_output_validates_against_response_schema(tool, seed):
@@ -50,7 +52,10 @@ def test_schema_output_validates_against_response_schema(tool, seed):
 
 
 def test_tool_without_response_schema_gets_a_generic_object():
-    tool = {"type": "function", "function": {"name": "ping_host", "parameters": {"type": "object", "properties": {"host": {"type": "string"}}}}}
+    tool = {
+        "type": "function",
+        "function": {"name": "ping_host", "parameters": {"type": "object", "properties": {"host": {"type": "string"}}}},
+    }
 
     async def run():
         return await (await PROVIDER.new_episode([tool])).call("ping_host", {"host": "db1"})
@@ -77,11 +82,26 @@ def test_same_call_same_answer_within_and_across_episodes_and_providers():
 
 
 NOTES = [
-    {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": props, "required": req},
-                                      "x-response-schema": NOTE}}  # fmt: skip
-    for NOTE in [{"type": "object", "required": ["note_id", "title", "body", "status"], "properties": {
-        "note_id": {"type": "string"}, "title": {"type": "string"}, "body": {"type": "string"},
-        "status": {"type": "string", "enum": ["active", "archived", "cancelled"]}}}]
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "parameters": {"type": "object", "properties": props, "required": req},
+            "x-response-schema": NOTE,
+        },
+    }
+    for NOTE in [
+        {
+            "type": "object",
+            "required": ["note_id", "title", "body", "status"],
+            "properties": {
+                "note_id": {"type": "string"},
+                "title": {"type": "string"},
+                "body": {"type": "string"},
+                "status": {"type": "string", "enum": ["active", "archived", "cancelled"]},
+            },
+        }
+    ]
     for name, props, req in [
         ("create_note", {"title": {"type": "string"}, "body": {"type": "string"}}, ["title", "body"]),
         ("get_note", {"note_id": {"type": "string"}}, ["note_id"]),
@@ -143,8 +163,14 @@ BOUND = st.one_of(st.none(), st.integers(-500, 500))
 
 
 @settings(max_examples=150, deadline=None)
-@given(name=NAMES, kind=st.sampled_from(["number", "integer"]), low=BOUND, high=BOUND,
-       exclusive=st.booleans(), seed=st.integers(0, 2**32))  # fmt: skip
+@given(
+    name=NAMES,
+    kind=st.sampled_from(["number", "integer"]),
+    low=BOUND,
+    high=BOUND,
+    exclusive=st.booleans(),
+    seed=st.integers(0, 2**32),
+)
 def test_numbers_respect_schema_bounds_whatever_the_field_name(name, kind, low, high, exclusive, seed):
     if low is not None and high is not None and high - low < 3:
         high = low + 3

@@ -18,9 +18,13 @@ from workers.scoring.extract import Observed, TurnCalls
 from workers.scoring.match import match_calls, schema_defaults
 from workers.settings import WorkerSettings
 
-OPTIONAL = {"get_weather": ("unit", "celsius"), "create_calendar_event": ("duration_minutes", 60),
-            "search_web": ("max_results", 5), "convert_units": ("precision", 6),
-            "split_bill": ("tip_percent", 0)}  # fmt: skip
+OPTIONAL = {
+    "get_weather": ("unit", "celsius"),
+    "create_calendar_event": ("duration_minutes", 60),
+    "search_web": ("max_results", 5),
+    "convert_units": ("precision", 6),
+    "split_bill": ("tip_percent", 0),
+}
 
 
 def _schemas(task) -> dict[str, dict]:
@@ -46,17 +50,24 @@ def test_the_real_tools_apply_the_declared_default_when_it_is_omitted():
     async def both(name, args, arg, default):
         return (await tools[name].fn(dict(args), None), await tools[name].fn({**args, arg: default}, None))
 
-    omitted, passed = asyncio.run(both("convert_units", {"value": 1, "from_unit": "mi", "to_unit": "km"}, "precision", 6))
+    omitted, passed = asyncio.run(
+        both("convert_units", {"value": 1, "from_unit": "mi", "to_unit": "km"}, "precision", 6)
+    )
     assert omitted == passed
     omitted, passed = asyncio.run(both("split_bill", {"amount": 90, "people": 3}, "tip_percent", 0))
     assert omitted == passed and omitted["per_person"] == 30
 
 
-@pytest.mark.parametrize(("intent", "tool", "arg"), [("weather", "get_weather", "unit"),
-                                                     ("create_event", "create_calendar_event", "duration_minutes"),
-                                                     ("convert", "convert_units", "precision"),
-                                                     ("split_bill_even", "split_bill", "tip_percent"),
-                                                     ("split_bill_tip_only", "split_bill", "people")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("intent", "tool", "arg"),
+    [
+        ("weather", "get_weather", "unit"),
+        ("create_event", "create_calendar_event", "duration_minutes"),
+        ("convert", "convert_units", "precision"),
+        ("split_bill_even", "split_bill", "tip_percent"),
+        ("split_bill_tip_only", "split_bill", "people"),
+    ],
+)
 def test_gold_calls_pass_an_optional_argument_only_when_the_request_names_it(intent, tool, arg):
     tasks = [t for t in load_tasks("everyday", "all") if t.intent == intent]
     calls = [c for t in tasks for c in t.ground_truth.calls if c.name == tool]
@@ -76,12 +87,22 @@ def _observed(task, calls: list[dict]) -> Observed:
 
 
 def _task_with_omitted(intent: str, arg: str):
-    return next(t for t in load_tasks("everyday", "train") if t.intent == intent
-                and arg not in t.ground_truth.calls[0].arguments)  # fmt: skip
+    return next(
+        t
+        for t in load_tasks("everyday", "train")
+        if t.intent == intent and arg not in t.ground_truth.calls[0].arguments
+    )
 
 
-@pytest.mark.parametrize(("intent", "arg"), [("weather", "unit"), ("create_event", "duration_minutes"),
-                                             ("convert", "precision"), ("split_bill_even", "tip_percent")])
+@pytest.mark.parametrize(
+    ("intent", "arg"),
+    [
+        ("weather", "unit"),
+        ("create_event", "duration_minutes"),
+        ("convert", "precision"),
+        ("split_bill_even", "tip_percent"),
+    ],
+)
 def test_a_gold_call_omitting_an_optional_argument_matches_a_call_passing_its_default(intent, arg):
     task = _task_with_omitted(intent, arg)
     gold = task.ground_truth.calls[0]

@@ -38,9 +38,13 @@ def demos(splits):
 
 def test_the_pool_and_split_are_the_same_whatever_the_seed():
     for seed in (1, 7):
-        assert [t.model_dump() for t in generate_pool("everyday", seed)] == [t.model_dump() for t in generate_pool("everyday", 0)]
+        assert [t.model_dump() for t in generate_pool("everyday", seed)] == [
+            t.model_dump() for t in generate_pool("everyday", 0)
+        ]
         for split in ("train", "test", "novel"):
-            assert [t.task_id for t in load_tasks("everyday", split, seed)] == [t.task_id for t in load_tasks("everyday", split)]
+            assert [t.task_id for t in load_tasks("everyday", split, seed)] == [
+                t.task_id for t in load_tasks("everyday", split)
+            ]
 
 
 def test_test_covers_every_intent_and_novel_has_its_own(splits):
@@ -53,7 +57,12 @@ def test_test_covers_every_intent_and_novel_has_its_own(splits):
 
 
 def test_novel_tools_are_never_offered_outside_the_novel_split(splits):
-    assert NOVEL_TOOLS <= set(everyday_pack().tools) | {"get_air_quality", "get_flight_status", "add_todo", "lookup_definition"}
+    assert NOVEL_TOOLS <= set(everyday_pack().tools) | {
+        "get_air_quality",
+        "get_flight_status",
+        "add_todo",
+        "lookup_definition",
+    }
     for task in splits["train"] + splits["test"]:
         assert not _offered(task) & NOVEL_TOOLS, (task.task_id, _offered(task) & NOVEL_TOOLS)
     novel_calls = [t for t in splits["novel"] if t.ground_truth.calls]
@@ -64,7 +73,9 @@ def test_novel_tools_are_never_offered_outside_the_novel_split(splits):
     assert any(s[0] >= 2 for s in steps), "some novel task has parallel calls"
     refusing = [t for t in splits["novel"] if t.ground_truth.refusal]
     assert refusing and all(_offered(t) & NOVEL_TOOLS for t in refusing)  # new near misses
-    assert any(not t.ground_truth.calls and not t.ground_truth.refusal and t.ground_truth.facts for t in splits["novel"])
+    assert any(
+        not t.ground_truth.calls and not t.ground_truth.refusal and t.ground_truth.facts for t in splits["novel"]
+    )
 
 
 def test_no_held_out_task_repeats_a_train_request(splits):
@@ -74,8 +85,14 @@ def test_no_held_out_task_repeats_a_train_request(splits):
         assert task.messages[0]["content"] not in train_queries, task.task_id
         assert not task.ground_truth.calls or gold_signature(task.ground_truth.calls) not in train_calls, task.task_id
     # a knowledge question is the same question with any lead-in: each is asked in one split only
-    questions = {s: {t.messages[0]["content"].split(": ")[-1].split("! ")[-1].removeprefix("Hey, ")
-                     for t in splits[s] if base_intent(t) in ("no_tool", "novel_knowledge")} for s in splits}  # fmt: skip
+    questions = {
+        s: {
+            t.messages[0]["content"].split(": ")[-1].split("! ")[-1].removeprefix("Hey, ")
+            for t in splits[s]
+            if base_intent(t) in ("no_tool", "novel_knowledge")
+        }
+        for s in splits
+    }
     assert not questions["train"] & questions["test"] and not questions["train"] & questions["novel"]
 
 
@@ -129,16 +146,29 @@ def test_novel_is_everyday_only_and_the_cli_writes_it(tmp_path):
     assert [t.split for t in read_jsonl(out)] == ["novel"] * len(load_tasks("everyday", "novel"))
 
 
-@pytest.mark.parametrize(("name", "args", "expected"), [
-    ("roman_numeral", {"number": 1987}, {"number": 1987, "roman": "MCMLXXXVII"}),
-    ("iso_week", {"date": "2021-01-03"}, {"date": "2021-01-03", "iso_year": 2020, "week": 53}),
-    ("loan_payment", {"principal": 1200, "annual_rate_percent": 0, "years": 1},
-     {"monthly_payment": 100.0, "total_paid": 1200.0, "total_interest": 0.0}),
-    ("compound_interest", {"principal": 1000, "rate_percent": 10, "years": 2},
-     {"amount": 1210.0, "interest": 210.0, "compounds_per_year": 1}),
-    ("text_stats", {"text": "Red fox."}, {"words": 2, "characters": 8, "letters": 6}),
-    ("number_stats", {"numbers": [1, 2, 4], "decimals": 1}, {"count": 3, "mean": 2.3, "median": 2, "min": 1, "max": 4}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "args", "expected"),
+    [
+        ("roman_numeral", {"number": 1987}, {"number": 1987, "roman": "MCMLXXXVII"}),
+        ("iso_week", {"date": "2021-01-03"}, {"date": "2021-01-03", "iso_year": 2020, "week": 53}),
+        (
+            "loan_payment",
+            {"principal": 1200, "annual_rate_percent": 0, "years": 1},
+            {"monthly_payment": 100.0, "total_paid": 1200.0, "total_interest": 0.0},
+        ),
+        (
+            "compound_interest",
+            {"principal": 1000, "rate_percent": 10, "years": 2},
+            {"amount": 1210.0, "interest": 210.0, "compounds_per_year": 1},
+        ),
+        ("text_stats", {"text": "Red fox."}, {"words": 2, "characters": 8, "letters": 6}),
+        (
+            "number_stats",
+            {"numbers": [1, 2, 4], "decimals": 1},
+            {"count": 3, "mean": 2.3, "median": 2, "min": 1, "max": 4},
+        ),
+    ],
+)
 def test_novel_real_tools_are_exact(name, args, expected):
     import asyncio
 

@@ -54,8 +54,14 @@ def test_intents_have_phrasings_parallel_sequence_and_no_tool_tasks(pack):
         if not intent.startswith("no_tool"):  # no-tool requests are free text (abstention ones per source request)
             firsts = {t.messages[0]["content"].split()[0] for t in tasks if t.intent == intent}
             assert len(firsts) >= 2, f"{intent}: several phrasings"
-    real_tool_tasks = [t for t in tasks if t.ground_truth.calls and all(tool_spec(x).mode == "real" for x in t.tools
-                                                                            if tool_spec(x).name in {c.name for c in t.ground_truth.calls})]  # fmt: skip
+    real_tool_tasks = [
+        t
+        for t in tasks
+        if t.ground_truth.calls
+        and all(
+            tool_spec(x).mode == "real" for x in t.tools if tool_spec(x).name in {c.name for c in t.ground_truth.calls}
+        )
+    ]
     assert real_tool_tasks and all(t.ground_truth.facts for t in real_tool_tasks)
 
 

@@ -9,11 +9,30 @@ import pytest
 from sim.tasks.catalog import SIMULATED_TOOLS
 from tests.support.metrics import metric
 
-NESTED = {"type": "function", "function": {"name": "create_order", "description": "Create an order.", "parameters": {
-    "type": "object", "additionalProperties": False, "required": ["customer", "items"],
-    "properties": {"customer": {"type": "object", "required": ["email"], "properties": {"email": {"type": "string"}}},
-                   "items": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["sku", "qty"],
-                             "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}}}}}}}}  # fmt: skip
+NESTED = {
+    "type": "function",
+    "function": {
+        "name": "create_order",
+        "description": "Create an order.",
+        "parameters": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["customer", "items"],
+            "properties": {
+                "customer": {"type": "object", "required": ["email"], "properties": {"email": {"type": "string"}}},
+                "items": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["sku", "qty"],
+                        "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
+                    },
+                },
+            },
+        },
+    },
+}
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,14 @@ def trajectories(draw, task_id: str | None = None):
         tokens += draw(st.lists(st.integers(0, 49151), min_size=length, max_size=length))
         lp = st.floats(-30.0, 0.0, allow_nan=False) if kind.generated else st.none()
         logprobs += draw(st.lists(lp, min_size=length, max_size=length))
-    return trajectory(spec, tokens=tokens, logprobs=logprobs, task_id=task_id or draw(st.text(min_size=1, max_size=8)),
-                      policy_version=draw(st.integers(0, 100)), meta={"engine": "hf"})  # fmt: skip
+    return trajectory(
+        spec,
+        tokens=tokens,
+        logprobs=logprobs,
+        task_id=task_id or draw(st.text(min_size=1, max_size=8)),
+        policy_version=draw(st.integers(0, 100)),
+        meta={"engine": "hf"},
+    )
 
 
 @given(trajectories())
@@ -48,8 +54,14 @@ def test_trajectory_round_trips(traj):
 def test_group_round_trips(members, partial):
     rewards = [Reward(trajectory_id=t.id, exec=0.5, pref=0.25, components={"name": 1.0}) for t in members]
     versions = [t.policy_version for t in members]
-    group = RolloutGroup(task_id="t1", policy_version_min=min(versions), policy_version_max=max(versions),
-                         trajectories=members, rewards=rewards, partial=partial)  # fmt: skip
+    group = RolloutGroup(
+        task_id="t1",
+        policy_version_min=min(versions),
+        policy_version_max=max(versions),
+        trajectories=members,
+        rewards=rewards,
+        partial=partial,
+    )
     assert load_msgpack(RolloutGroup, dump_msgpack(group)) == group
     assert load_json(RolloutGroup, dump_json(group)) == group
 
@@ -107,8 +119,9 @@ def test_group_members_must_share_task_id():
     a = Trajectory.model_validate({**_valid(), "task_id": "a"})
     b = Trajectory.model_validate({**_valid(), "task_id": "b"})
     rewards = [Reward(trajectory_id=t.id, exec=0, pref=0) for t in (a, b)]
-    raw = RolloutGroup.model_construct(task_id="a", policy_version_min=0, policy_version_max=0,
-                                       trajectories=[a, b], rewards=rewards).model_dump(mode="json")  # fmt: skip
+    raw = RolloutGroup.model_construct(
+        task_id="a", policy_version_min=0, policy_version_max=0, trajectories=[a, b], rewards=rewards
+    ).model_dump(mode="json")
     with pytest.raises(ContractError, match=r"trajectories\.1\.task_id"):
         load_msgpack(RolloutGroup, __import__("msgpack").packb(raw))
 

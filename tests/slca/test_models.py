@@ -34,10 +34,16 @@ def _vllm(model_dir, prompt_ids: list[int], dtype: str) -> tuple[list[int], list
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.run(
         [sys.executable, "-c", VLLM_SCRIPT, str(model_dir), json.dumps(prompt_ids), str(N_TOKENS), dtype],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    found = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
-             if line.startswith(("RESULT ", "FORCED "))}  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    found = {
+        line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
+        for line in proc.stdout.splitlines()
+        if line.startswith(("RESULT ", "FORCED "))
+    }
     assert proc.returncode == 0 and len(found) == 2, proc.stderr[-3000:]
     return found["RESULT"], found["FORCED"]
 
@@ -46,7 +52,9 @@ def _prompt_ids(model_dir) -> list[int]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    return list(tok.apply_chat_template(PROMPT, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+    return list(
+        tok.apply_chat_template(PROMPT, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+    )
 
 
 def _hf_greedy(model_dir, prompt_ids: list[int]) -> list[int]:
@@ -107,6 +115,8 @@ def test_vllm_served_precision_matches_transformers_teacher_forced(embedded_mode
         logp = torch.log_softmax(model(torch.tensor([tokens])).logits[0].float(), -1)
     gaps = [abs(float(logp[i - 1, tokens[i]]) - lp) for i, lp in enumerate(vllm_lps[: len(tokens)]) if lp is not None]
     mean = sum(gaps) / len(gaps)
-    print(f"vLLM {dtype} vs transformers fp32, teacher-forced over {len(gaps)} tokens: mean |gap| {mean:.4f}, "
-          f"max {max(gaps):.4f}")  # fmt: skip
+    print(
+        f"vLLM {dtype} vs transformers fp32, teacher-forced over {len(gaps)} tokens: mean |gap| {mean:.4f}, "
+        f"max {max(gaps):.4f}"
+    )
     assert mean < (0.15 if dtype == "bfloat16" else 0.01), (mean, max(gaps))

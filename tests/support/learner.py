@@ -27,14 +27,27 @@ class LearnerProcess:
         self.starts = 0
 
     def start(self, max_steps: int | None = None) -> None:
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_REDIS_URL": self.redis_url, "SLCA_DATA_DIR": str(self.data_dir),
-               "SLCA_MODEL": str(self.model_dir), "OMP_NUM_THREADS": "1", "SLCA_LOG_LEVEL": "INFO"}  # fmt: skip
-        env.update({f"SLCA_LEARNER__{k.upper()}": json.dumps(v) if not isinstance(v, str) else v for k, v in self.settings.items()})
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "SLCA_REDIS_URL": self.redis_url,
+            "SLCA_DATA_DIR": str(self.data_dir),
+            "SLCA_MODEL": str(self.model_dir),
+            "OMP_NUM_THREADS": "1",
+            "SLCA_LOG_LEVEL": "INFO",
+        }
+        env.update(
+            {
+                f"SLCA_LEARNER__{k.upper()}": json.dumps(v) if not isinstance(v, str) else v
+                for k, v in self.settings.items()
+            }
+        )
         cmd = [sys.executable, "-m", "slca", "learn"] + (["--max-steps", str(max_steps)] if max_steps else [])
         log = open(self.data_dir / f"learner-{self.starts}.log", "wb")
         self.starts += 1
-        self.proc = subprocess.Popen(cmd, env=env, cwd=self.data_dir, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            cmd, env=env, cwd=self.data_dir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -48,8 +61,9 @@ class LearnerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-def wait_for_version(client, streams: Streams, above: int, learner: LearnerProcess,
-                     timeout: float = 300) -> WeightManifest:  # fmt: skip
+def wait_for_version(
+    client, streams: Streams, above: int, learner: LearnerProcess, timeout: float = 300
+) -> WeightManifest:
     """The manifest `slca:weights:latest` names once its version is > `above` (the learner process may be slow;
     fails at once with its log when it exits)."""
 

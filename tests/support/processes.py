@@ -21,11 +21,34 @@ class CeleryWorkers:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, app: str, queues: str | None = None, concurrency: int = 1, env: dict | None = None,
-              timeout: float = 60.0, name: str | None = None) -> subprocess.Popen:  # fmt: skip
+    def start(
+        self,
+        app: str,
+        queues: str | None = None,
+        concurrency: int = 1,
+        env: dict | None = None,
+        timeout: float = 60.0,
+        name: str | None = None,
+    ) -> subprocess.Popen:
         name = name or f"w{len(self.procs)}"
-        cmd = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", "prefork", "-c", str(concurrency),
-               "--without-gossip", "--without-mingle", "--loglevel", "INFO", "-n", f"{name}@%h"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            app,
+            "worker",
+            "--pool",
+            "prefork",
+            "-c",
+            str(concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"{name}@%h",
+        ]
         if queues:
             cmd += ["-Q", queues]
         full_env = {**os.environ, "SLCA_REDIS_URL": self.redis_url, "PYTHONPATH": str(REPO), **(env or {})}

@@ -19,11 +19,17 @@ from tests.support.wait import wait_for
 ADMIN_TOKEN = "test-admin-token"
 
 # the hostile cases' forced tool (ops/bench/hostile.py), with a declared response schema for the simulator
-WEATHER_TOOL = {**WEATHER, "function": {
-    **WEATHER["function"],
-    "x-response-schema": {"type": "object", "properties": {"temp": {"type": "number"}, "sky": {"type": "string"}},
-                          "required": ["temp", "sky"]},
-}}  # fmt: skip
+WEATHER_TOOL = {
+    **WEATHER,
+    "function": {
+        **WEATHER["function"],
+        "x-response-schema": {
+            "type": "object",
+            "properties": {"temp": {"type": "number"}, "sky": {"type": "string"}},
+            "required": ["temp", "sky"],
+        },
+    },
+}
 
 
 class ServerProcess:
@@ -33,9 +39,16 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        sets = ["common.model=" + str(model_dir), f"common.redis_url={redis_url}", "serve.engine=hf",
-                f"serve.port={self.port}", "serve.torch_threads=1", f"common.admin_token={ADMIN_TOKEN}", "serve.max_model_len=1024",
-                *overrides]  # fmt: skip
+        sets = [
+            "common.model=" + str(model_dir),
+            f"common.redis_url={redis_url}",
+            "serve.engine=hf",
+            f"serve.port={self.port}",
+            "serve.torch_threads=1",
+            f"common.admin_token={ADMIN_TOKEN}",
+            "serve.max_model_len=1024",
+            *overrides,
+        ]
         cmd = [sys.executable, "-m", "slca"] + [a for s in sets for a in ("--set", s)] + ["serve"]
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         self.log = open(log_path, "wb")
@@ -49,8 +62,14 @@ class ServerProcess:
             return False
 
     def wait_ready(self, timeout: float = 120.0) -> "ServerProcess":
-        wait_for(self._ready, timeout, "the server's /readyz", interval=0.3, alive=lambda: self.proc.poll() is None,
-                 detail=lambda: self.log_path.read_text()[-3000:])  # fmt: skip
+        wait_for(
+            self._ready,
+            timeout,
+            "the server's /readyz",
+            interval=0.3,
+            alive=lambda: self.proc.poll() is None,
+            detail=lambda: self.log_path.read_text()[-3000:],
+        )
         return self
 
     def get_json(self, path: str):
@@ -91,6 +110,8 @@ async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps
     from slca.config import CommonSettings
 
     settings = settings or ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1)
-    app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common), subapps=subapps)
+    app = create_app(
+        settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common), subapps=subapps
+    )
     async with TestClient(TestServer(app)) as client:
         return await scenario(client, app)

@@ -27,27 +27,60 @@ from slca.contracts import GoldCall, GroundTruth, Segment, SegmentKind, ToolCall
 K = SegmentKind
 QUESTION = "What is the weather in Paris?"
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather now",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
-                    "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Local time",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_forecast", "description": "Forecast",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
-                                                      "metric": {"type": "boolean"}}, "required": ["city"]}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather now",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_forecast",
+            "description": "Forecast",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}},
+                "required": ["city"],
+            },
+        },
+    },
+]
 _LAYOUT = ((K.USER, 1), (K.SUMMARY, 1))
 
 
 def call(name: str, **arguments: Any) -> str:
     """The Hermes text of one tool call."""
-    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
-def trajectory(parts: Sequence = _LAYOUT, results: Sequence[Any] | None = None,
-               ground_truth: GroundTruth | None = None, *, tokenizer=None, question: str = QUESTION,
-               tool_calls: Sequence[ToolCallRecord] | None = None, template: Trajectory | None = None,
-               member: int | None = None, logprob: float = -0.5, **fields: Any) -> Trajectory:  # fmt: skip
+def trajectory(
+    parts: Sequence = _LAYOUT,
+    results: Sequence[Any] | None = None,
+    ground_truth: GroundTruth | None = None,
+    *,
+    tokenizer=None,
+    question: str = QUESTION,
+    tool_calls: Sequence[ToolCallRecord] | None = None,
+    template: Trajectory | None = None,
+    member: int | None = None,
+    logprob: float = -0.5,
+    **fields: Any,
+) -> Trajectory:
     """A contract-valid `Trajectory`: from a layout, from chat turns (with `tokenizer`), or from a `template`.
 
     `results` (one tool result per turn boundary, `{"ok": true}` when missing) and `question` apply to chat
@@ -56,8 +89,11 @@ def trajectory(parts: Sequence = _LAYOUT, results: Sequence[Any] | None = None,
         fields.setdefault("id", f"{fields.get('task_id') or (template.task_id if template else 'task')}-r{member}")
     if template is not None:
         assert parts is _LAYOUT and results is None, "a template is copied, not laid out again"
-        update = {**fields, **({"ground_truth": ground_truth} if ground_truth is not None else {}),
-                  **({"tool_calls": list(tool_calls)} if tool_calls is not None else {})}  # fmt: skip
+        update = {
+            **fields,
+            **({"ground_truth": ground_truth} if ground_truth is not None else {}),
+            **({"tool_calls": list(tool_calls)} if tool_calls is not None else {}),
+        }
         return template.model_copy(update=update)
     if tokenizer is not None:
         built = _chat(tokenizer, parts, results or [], question)
@@ -72,8 +108,16 @@ def trajectory(parts: Sequence = _LAYOUT, results: Sequence[Any] | None = None,
     logprobs = [logprob if seg.kind.generated else None for seg in segments for _ in range(seg.end - seg.start)]
     if tool_calls is not None:
         computed["tool_calls"] = list(tool_calls)
-    values = {"task_id": "task", "policy_version": 0, "tokens": tokens, "logprobs": logprobs, "segments": segments,
-              "ground_truth": ground_truth, **computed, **fields}  # fmt: skip
+    values = {
+        "task_id": "task",
+        "policy_version": 0,
+        "tokens": tokens,
+        "logprobs": logprobs,
+        "segments": segments,
+        "ground_truth": ground_truth,
+        **computed,
+        **fields,
+    }
     return Trajectory(**values)
 
 
@@ -104,13 +148,18 @@ def _chat(tokenizer, turns, results, question) -> tuple[list, dict]:
         for i, (kind, text) in enumerate(parts):
             add(kind, text + ("<|im_end|>" if i == len(parts) - 1 else ""), turn)
         messages.append({"role": "assistant", "content": "".join(t for _, t in parts)})
-        records += [ToolCallRecord(turn=turn, block=c.block, name=c.name, arguments=c.arguments, valid=c.valid,
-                                   raw=c.raw) for c in parse_tool_calls(messages[-1]["content"], offered)]  # fmt: skip
+        records += [
+            ToolCallRecord(turn=turn, block=c.block, name=c.name, arguments=c.arguments, valid=c.valid, raw=c.raw)
+            for c in parse_tool_calls(messages[-1]["content"], offered)
+        ]
         if turn < len(turns) - 1:
             body = results[turn] if turn < len(results) else {"ok": True}
             text = json.dumps(body) if not isinstance(body, str) else body
-            add("tool_result", f"\n<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n"
-                               "<|im_start|>assistant\n", turn)  # fmt: skip
+            add(
+                "tool_result",
+                f"\n<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+                turn,
+            )
             messages.append({"role": "tool", "content": text})
     return spans, {"task_id": "task-0", "tools": TOOLS, "messages": messages, "tool_calls": records}
 
@@ -122,8 +171,13 @@ class TrajectoryBuilder:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
 
-    def build(self, turns: list[list[tuple[str, str]]], results: Sequence[Any] | None = None,
-              ground_truth: GroundTruth | None = None, **kwargs: Any) -> Trajectory:  # fmt: skip
+    def build(
+        self,
+        turns: list[list[tuple[str, str]]],
+        results: Sequence[Any] | None = None,
+        ground_truth: GroundTruth | None = None,
+        **kwargs: Any,
+    ) -> Trajectory:
         return trajectory(turns, results, ground_truth, tokenizer=self.tokenizer, **kwargs)
 
 
@@ -133,12 +187,19 @@ def episodes(builder: TrajectoryBuilder) -> dict[str, Trajectory]:
     gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
     return {
         "none": builder.build([[("summary", "I think it is sunny.")]], [], gt),
-        "wrong": builder.build([[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]],
-                               [{"temp": 20}], gt),
-        "good": builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]],
-                              [{"temp": 18}], gt),
-        "two": builder.build([[("tool_call", call("get_weather", city="Paris"))],
-                              [("tool_call", call("get_time", city="Paris"))],
-                              [("summary", "It is 18 degrees in Paris.")]],
-                             [{"temp": 18}, {"time": "14:00"}], gt),
-    }  # fmt: skip
+        "wrong": builder.build(
+            [[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]], [{"temp": 20}], gt
+        ),
+        "good": builder.build(
+            [[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]], [{"temp": 18}], gt
+        ),
+        "two": builder.build(
+            [
+                [("tool_call", call("get_weather", city="Paris"))],
+                [("tool_call", call("get_time", city="Paris"))],
+                [("summary", "It is 18 degrees in Paris.")],
+            ],
+            [{"temp": 18}, {"time": "14:00"}],
+            gt,
+        ),
+    }

@@ -9,8 +9,15 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str | None = None, *, interval: float = 0.05,
-             alive: Callable[[], bool] | None = None, detail: Callable[[], str] | None = None) -> T:  # fmt: skip
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 20.0,
+    what: str | None = None,
+    *,
+    interval: float = 0.05,
+    alive: Callable[[], bool] | None = None,
+    detail: Callable[[], str] | None = None,
+) -> T:
     """Poll `predicate()` until it returns something truthy, and return that value.
 
     Fails with an `AssertionError` that names what it waited for (`what`, else the predicate's name or source)
@@ -23,11 +30,15 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str | None
         if value:
             return value
         if alive is not None and not alive():
-            raise AssertionError(_message(f"gave up waiting for {_name(predicate, what)}: the process under test "
-                                          "exited", detail))  # fmt: skip
+            raise AssertionError(
+                _message(f"gave up waiting for {_name(predicate, what)}: the process under test exited", detail)
+            )
         if time.monotonic() >= deadline:
-            raise AssertionError(_message(f"timed out after {timeout:g}s waiting for {_name(predicate, what)} "
-                                          f"(last value: {value!r})", detail))  # fmt: skip
+            raise AssertionError(
+                _message(
+                    f"timed out after {timeout:g}s waiting for {_name(predicate, what)} (last value: {value!r})", detail
+                )
+            )
         time.sleep(interval)
 
 

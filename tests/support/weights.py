@@ -16,8 +16,9 @@ WEIGHTS_KEY = "test-weights-key"
 """The announcement key of the test servers that follow the weight channel (`common.weights_key`)."""
 
 
-def publish_version(model_dir: Path, root: Path, version: int, scale: float,
-                    key: str | None = WEIGHTS_KEY) -> WeightManifest:  # fmt: skip
+def publish_version(
+    model_dir: Path, root: Path, version: int, scale: float, key: str | None = WEIGHTS_KEY
+) -> WeightManifest:
     """v{version}: the model's tensors scaled by `scale` (a real, different set of weights), signed with `key`."""
     final = root / f"v{version}"
     tmp = root / f".tmp-v{version}"
@@ -33,4 +34,3 @@ def publish_version(model_dir: Path, root: Path, version: int, scale: float,
     (tmp / MANIFEST_NAME).write_text(manifest.model_dump_json())
     os.rename(tmp, final)
     return manifest
-

@@ -14,8 +14,9 @@ class ScoringWorkers(CeleryWorkers):
     """Real scoring workers started as `slca worker` (the shipped entry point: it builds the Celery app from the
     configuration it loads, here the `SLCA_*` environment), killed at teardown."""
 
-    def start_scoring(self, settings: WorkerSettings, concurrency: int = 1, name: str | None = None,
-                      timeout: float = 60.0) -> subprocess.Popen:  # fmt: skip
+    def start_scoring(
+        self, settings: WorkerSettings, concurrency: int = 1, name: str | None = None, timeout: float = 60.0
+    ) -> subprocess.Popen:
         name = name or f"w{len(self.procs)}"
         config = {f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}
         env = {**os.environ, "SLCA_REDIS_URL": self.redis_url, "PYTHONPATH": str(REPO), **config}

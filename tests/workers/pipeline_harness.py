@@ -11,9 +11,18 @@ from slca.contracts import RolloutGroup, Streams, Trajectory, decode_entry, enco
 from tests.support.trajectories import TrajectoryBuilder, episodes
 from workers.settings import WorkerSettings
 
-FAST = {"group_size": 4, "visibility_timeout_s": 4.0, "restore_interval_s": 1, "group_timeout_s": 30.0, "claim_idle_ms": 3000,
-        "claim_stale_s": 3.0, "sweep_interval_s": 0.2, "read_block_ms": 100, "retry_backoff_s": 0.2,
-        "retry_backoff_max_s": 1.0}  # fmt: skip
+FAST = {
+    "group_size": 4,
+    "visibility_timeout_s": 4.0,
+    "restore_interval_s": 1,
+    "group_timeout_s": 30.0,
+    "claim_idle_ms": 3000,
+    "claim_stale_s": 3.0,
+    "sweep_interval_s": 0.2,
+    "read_block_ms": 100,
+    "retry_backoff_s": 0.2,
+    "retry_backoff_max_s": 1.0,
+}
 
 
 class RunningAssembler:
@@ -23,8 +32,9 @@ class RunningAssembler:
 
         self.stop = threading.Event()
         app = make_celery_app(settings, redis_url)
-        self.thread = threading.Thread(target=run_assembler, args=(settings, redis_url, "slca", app, self.stop),
-                                       daemon=True)  # fmt: skip
+        self.thread = threading.Thread(
+            target=run_assembler, args=(settings, redis_url, "slca", app, self.stop), daemon=True
+        )
         self.thread.start()
 
     def close(self) -> None:

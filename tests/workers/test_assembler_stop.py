@@ -77,8 +77,14 @@ def test_slca_assembler_exits_0_on_sigint_and_sigterm(redis_url, redis_client, t
     settings = WorkerSettings()
     env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_REDIS_URL": redis_url, "SLCA_WORKERS__METRICS_PORT": "0"}
     log = tmp_path / "assembler.log"
-    proc = subprocess.Popen([sys.executable, "-m", "slca", "assembler"], env=env, cwd=tmp_path,
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slca", "assembler"],
+        env=env,
+        cwd=tmp_path,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: group_ready(redis_client, settings) or proc.poll() is not None, 60)
         assert proc.poll() is None, log.read_text()

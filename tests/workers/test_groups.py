@@ -1,4 +1,5 @@
-"""Group assembly scripts against a real Redis, without Celery: late members, lone members, re-feeding, back-pressure."""
+"""Group assembly scripts against a real Redis, without Celery: late members, lone members, re-feeding,
+back-pressure."""
 
 from slca.contracts import RolloutGroup, Streams, decode_entry, encode_entry
 from tests.support.trajectories import trajectory
@@ -16,7 +17,14 @@ def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_d
     assert isinstance(group, RolloutGroup) and group.size == 4 and not group.partial
     assert [r.trajectory_id for r in group.rewards] == [t.id for t in group.trajectories]
     stats = client.xrange(Streams().stats("stats:rewards"))
-    assert len(stats) == 4 and set(stats[0][1]) == {b"exec", b"pref", b"tool_turns", b"policy_version", b"task_id", b"ts"}
+    assert len(stats) == 4 and set(stats[0][1]) == {
+        b"exec",
+        b"pref",
+        b"tool_turns",
+        b"policy_version",
+        b"task_id",
+        b"ts",
+    }
 
 
 def test_partial_group_after_timeout_then_late_members_are_dead_lettered(client, builder, tiny_model_dir):
@@ -85,7 +93,8 @@ def test_a_trajectory_the_scorer_chokes_on_is_dead_lettered_alone(client, builde
     p = make_pipeline(client, tiny_model_dir)
     good = trajectory(template=templates(builder)[0], task_id="task-f", member=0)
     poison = trajectory(template=templates(builder)[0], task_id="task-f", member=1).model_copy(
-        update={"ground_truth": GroundTruth(needs_tool=True, completion_check={"required_tools": 5})})
+        update={"ground_truth": GroundTruth(needs_tool=True, completion_check={"required_tools": 5})}
+    )
     assert p.process(fed(client, [poison, good])) == ["dead", "pending"]
     assert read_dead(client)[poison.id].startswith("scoring_error: TypeError")
 
@@ -95,13 +104,14 @@ def test_backlog_counts_what_a_consumer_group_owes_and_consumed_groups_are_trimm
     stream = Streams().groups
     client.xgroup_create(stream, "learner", id="0", mkstream=True)
     tpl = templates(builder)[2]
-    p.process(fed(client, [trajectory(template=tpl, task_id=f"task-{t}", member=i)
-                           for t in range(3) for i in range(4)]))  # fmt: skip
+    p.process(
+        fed(client, [trajectory(template=tpl, task_id=f"task-{t}", member=i) for t in range(3) for i in range(4)])
+    )
     assert client.xlen(stream) == 1 and client.zcard(p.keys.claims) == 2
     sweeper, received = Sweeper(p, p.settings), []
     for _ in range(4):
         reply = client.xreadgroup("learner", "l1", {stream: ">"}, count=10)
-        for entry_id, fields in (reply[0][1] if reply else []):
+        for entry_id, fields in reply[0][1] if reply else []:
             received.append(decode_entry(RolloutGroup, fields).task_id)
             client.xack(stream, "learner", entry_id)
         sweeper.sweep()  # acknowledged entries no longer count, and are trimmed
@@ -122,14 +132,18 @@ def test_rollouts_of_one_run_group_together_across_a_weight_swap(client, builder
     def in_run(traj, run_id):
         return traj.model_copy(update={"group_key": run_id})
 
-    run_a = [in_run(trajectory(template=tpl, task_id="task-r", member=i, policy_version=i % 2), "run-a")
-             for i in range(4)]  # fmt: skip
-    run_b = [in_run(trajectory(template=tpl, task_id="task-r", member=4 + i, policy_version=1), "run-b")
-             for i in range(4)]  # fmt: skip
+    run_a = [
+        in_run(trajectory(template=tpl, task_id="task-r", member=i, policy_version=i % 2), "run-a") for i in range(4)
+    ]
+    run_b = [
+        in_run(trajectory(template=tpl, task_id="task-r", member=4 + i, policy_version=1), "run-b") for i in range(4)
+    ]
     p.process(fed(client, run_a + run_b))
     groups = read_groups(client)
     assert sorted(sorted(t.id for t in g.trajectories) for g in groups) == [
-        sorted(t.id for t in run_a), sorted(t.id for t in run_b)]  # fmt: skip
+        sorted(t.id for t in run_a),
+        sorted(t.id for t in run_b),
+    ]
     assert {(g.policy_version_min, g.policy_version_max) for g in groups} == {(0, 1), (1, 1)}
     assert not any(g.partial for g in groups) and client.xlen(Streams().dead) == 0
 
@@ -153,4 +167,5 @@ def test_groups_are_the_contract_with_the_servers_call_records(client, builder, 
     (group,) = read_groups(client)
     assert group.task_id == "task-h" and group.size == 4
     assert [[(c.turn, c.block, c.name) for c in t.tool_calls] for t in group.trajectories] == [
-        [(0, 0, "get_weather")]] * 4  # fmt: skip
+        [(0, 0, "get_weather")]
+    ] * 4

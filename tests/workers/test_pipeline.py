@@ -10,8 +10,15 @@ from tests.support.trajectories import trajectory
 from tests.support.wait import wait_for
 from tests.workers.judge_endpoint import Endpoint
 from tests.workers.pipeline_harness import (
-    FAST, RunningAssembler, assert_every_trajectory_once, drained, feed, read_dead, read_groups, templates,
-)  # fmt: skip
+    FAST,
+    RunningAssembler,
+    assert_every_trajectory_once,
+    drained,
+    feed,
+    read_dead,
+    read_groups,
+    templates,
+)
 from workers.settings import WorkerSettings
 
 # real worker processes: 1000 entries into 250 groups, a worker killed mid-task, Redis killed mid-run (up to 150 s each)
@@ -42,20 +49,29 @@ def thousand(builder):
     trajs = [trajectory(template=tpl[(t + i) % 3], task_id=f"full-{t}", member=i) for t in range(240) for i in range(4)]
     trajs += [trajectory(template=tpl[i], task_id=f"part-{t}", member=i) for t in range(10) for i in range(3)]
     trajs += [trajectory(template=tpl[0], task_id=f"lone-{t}", member=0) for t in range(5)]
-    bad = [{b"id": b"bad-0", b"data": b"\xc1not msgpack"}, {b"id": b"bad-1"}, {b"data": b"x"},
-           {b"id": b"bad-3", b"data": b"\x80"}, {b"id": b"bad-4", b"data": b"\x91\x01"}]  # fmt: skip
+    bad = [
+        {b"id": b"bad-0", b"data": b"\xc1not msgpack"},
+        {b"id": b"bad-1"},
+        {b"data": b"x"},
+        {b"id": b"bad-3", b"data": b"\x80"},
+        {b"id": b"bad-4", b"data": b"\x91\x01"},
+    ]
     return trajs, bad
 
 
-def test_thousand_trajectories_make_exactly_the_expected_groups(builder, settings, redis_url, redis_client,
-                                                                scoring_workers, start_assembler):  # fmt: skip
+def test_thousand_trajectories_make_exactly_the_expected_groups(
+    builder, settings, redis_url, redis_client, scoring_workers, start_assembler
+):
     start_assembler(redis_url, group_timeout_s=2.0)  # short, so that the test sees partial groups
     scoring_workers.start_scoring(settings, concurrency=2)
     trajs, bad = thousand(builder)
     feed(redis_client, trajs + bad)
     started = time.monotonic()
-    wait_for(lambda: len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10, 150,
-               "250 groups and 10 dead letters")  # fmt: skip
+    wait_for(
+        lambda: len(read_groups(redis_client)) == 250 and len(read_dead(redis_client)) == 10,
+        150,
+        "250 groups and 10 dead letters",
+    )
     print(f"1000 entries → 250 groups in {time.monotonic() - started:.1f}s (2 worker processes, 2 shared cores)")
     groups, dead = read_groups(redis_client), read_dead(redis_client)
     assert_every_trajectory_once(groups, dead, {t.id for t in trajs})
@@ -75,12 +91,14 @@ def test_thousand_trajectories_make_exactly_the_expected_groups(builder, setting
 
 def four_per_task(builder, tasks: int, prefix: str):
     tpl = templates(builder)
-    return [trajectory(template=tpl[(t + i) % 3], task_id=f"{prefix}-{t}", member=i)
-            for t in range(tasks) for i in range(4)]  # fmt: skip
+    return [
+        trajectory(template=tpl[(t + i) % 3], task_id=f"{prefix}-{t}", member=i) for t in range(tasks) for i in range(4)
+    ]
 
 
-def test_worker_killed_mid_task_work_is_redelivered(builder, settings, redis_url, redis_client, scoring_workers,
-                                                    start_assembler):  # fmt: skip
+def test_worker_killed_mid_task_work_is_redelivered(
+    builder, settings, redis_url, redis_client, scoring_workers, start_assembler
+):
     """The judge hangs until the worker is killed, so the kill provably lands mid-task."""
     judge = Endpoint()
     judge.hold.clear()
@@ -105,9 +123,9 @@ def test_worker_killed_mid_task_work_is_redelivered(builder, settings, redis_url
     assert all(r.judge == "openai" and r.pref == 0.75 for g in groups for r in g.rewards if not r.omission_penalized)
 
 
-def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(builder, settings, durable_redis_server,
-                                                                       durable_redis_client, durable_scoring_workers,
-                                                                       start_assembler):  # fmt: skip
+def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(
+    builder, settings, durable_redis_server, durable_redis_client, durable_scoring_workers, start_assembler
+):
     """AOF with appendfsync always (`durable_redis_server`): every acknowledged write survives a SIGKILL of Redis."""
     start_assembler(durable_redis_server.url)
     durable_scoring_workers.start_scoring(settings)

@@ -73,14 +73,25 @@ def test_recorder_rate_measures_the_real_recorder(redis_url, episode):
 
 
 def _figures(producer: float, raw: float) -> ProducerFigures:
-    return ProducerFigures(payload_bytes=11000, tokens=1000, rounds=3, redis_benchmark_c1_per_s=raw,
-                           redis_benchmark_c4_per_s=2 * raw, encode_entry_per_s=5000, recorder_encode_per_s=20000,
-                           transport_per_s=raw * 0.9, recorder_serial_per_s=raw / 10, recorder_per_s=producer,
-                           producer_cpu_us=80, rounds_detail={"ratio": [0.4, producer / raw, 0.7]})  # fmt: skip
+    return ProducerFigures(
+        payload_bytes=11000,
+        tokens=1000,
+        rounds=3,
+        redis_benchmark_c1_per_s=raw,
+        redis_benchmark_c4_per_s=2 * raw,
+        encode_entry_per_s=5000,
+        recorder_encode_per_s=20000,
+        transport_per_s=raw * 0.9,
+        recorder_serial_per_s=raw / 10,
+        recorder_per_s=producer,
+        producer_cpu_us=80,
+        rounds_detail={"ratio": [0.4, producer / raw, 0.7]},
+    )
 
 
-@pytest.mark.parametrize("producer, raw, verdict", [(12000, 20000, "met"), (9000, 20000, "NOT met"),
-                                                    (10000, 20000, "met")])  # fmt: skip
+@pytest.mark.parametrize(
+    "producer, raw, verdict", [(12000, 20000, "met"), (9000, 20000, "NOT met"), (10000, 20000, "met")]
+)
 def test_ratio_is_producer_over_raw_at_the_same_concurrency(producer, raw, verdict):
     f = _figures(producer, raw)  # rounds' ratios 0.4, producer / raw, 0.7: the median is producer / raw
     assert f.ratio == pytest.approx(producer / raw)
@@ -123,8 +134,9 @@ def test_a_record_right_after_a_finished_flush_is_not_left_waiting(redis_url, ep
 
     async def main():
         client = aioredis.Redis.from_url(redis_url)
-        recorder = TrajectoryRecorder(client, Streams("once"), max_len=100, metrics=ServeMetrics(),
-                                      max_bytes=10**12, max_in_flight=1)  # fmt: skip
+        recorder = TrajectoryRecorder(
+            client, Streams("once"), max_len=100, metrics=ServeMetrics(), max_bytes=10**12, max_in_flight=1
+        )
         try:
             first = await recorder.record(episode.model_copy(update={"id": "a"}))
             second = await asyncio.wait_for(recorder.record(episode.model_copy(update={"id": "b"})), timeout=10)

@@ -83,8 +83,13 @@ def exec_gold(obs: Observed, gt: GroundTruth, s: WorkerSettings) -> ExecResult:
         "value": _mean_over_gold(matches, "value", obs),
         "parallel": parallel_match(obs, gt),
     }
-    value = (s.w_format * comps["format"] + s.w_name * comps["name"] + s.w_key * comps["key"]
-             + s.w_value * comps["value"] + s.w_parallel * comps["parallel"])  # fmt: skip
+    value = (
+        s.w_format * comps["format"]
+        + s.w_name * comps["name"]
+        + s.w_key * comps["key"]
+        + s.w_value * comps["value"]
+        + s.w_parallel * comps["parallel"]
+    )
     return ExecResult(value, "gold", comps, _per_call_gold(obs, matches), matches)
 
 

@@ -91,7 +91,8 @@ def _calls_per_turn(traj: Trajectory, offered: set[str]) -> list[TurnCalls]:
         valid = rec.valid and isinstance(rec.name, str) and rec.name in offered and isinstance(rec.arguments, dict)
         raw = rec.raw if rec.raw is not None else json.dumps({"name": rec.name, "arguments": rec.arguments})
         turns.setdefault(rec.turn, []).append(
-            ParsedCall(rec.name, rec.arguments, valid, raw, rec.block, None if valid else rec.error or "invalid call"))
+            ParsedCall(rec.name, rec.arguments, valid, raw, rec.block, None if valid else rec.error or "invalid call")
+        )
     return [TurnCalls(t, c) for t, c in sorted(turns.items())]
 
 

@@ -33,9 +33,16 @@ def score_trajectory(traj: Trajectory, s: WorkerSettings) -> Reward:
         **baselines,
         "rltr_plan": rltr_plan(baselines["completeness"], obs, s),
     }
-    return Reward(trajectory_id=traj.id, exec=exec_result.value, pref=pref, components=components,
-                  per_call=exec_result.per_call, omission_penalized=penalized, scorer_version=s.scorer_version,
-                  judge=s.judge)  # fmt: skip
+    return Reward(
+        trajectory_id=traj.id,
+        exec=exec_result.value,
+        pref=pref,
+        components=components,
+        per_call=exec_result.per_call,
+        omission_penalized=penalized,
+        scorer_version=s.scorer_version,
+        judge=s.judge,
+    )
 
 
 def _execution(obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> ExecResult:

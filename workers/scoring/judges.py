@@ -107,16 +107,21 @@ def openai_judge(obs: Observed, gt: GroundTruth | None, s: WorkerSettings, messa
 
     if not s.judge_url:
         raise ValueError("workers.judge = 'openai' needs workers.judge_url")
-    client = openai.OpenAI(base_url=s.judge_url, api_key=os.environ.get(s.judge_api_key_env) or "none",
-                           timeout=s.judge_timeout_s, max_retries=0)  # fmt: skip
-    prompt = JUDGE_PROMPT.format(question=_question(messages)[:4000],
-                                 results=_results_text(obs.tool_results)[:4000],
-                                 reply=obs.reply[:4000])  # fmt: skip
+    client = openai.OpenAI(
+        base_url=s.judge_url,
+        api_key=os.environ.get(s.judge_api_key_env) or "none",
+        timeout=s.judge_timeout_s,
+        max_retries=0,
+    )
+    prompt = JUDGE_PROMPT.format(
+        question=_question(messages)[:4000], results=_results_text(obs.tool_results)[:4000], reply=obs.reply[:4000]
+    )
     transient = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
     for attempt in range(s.judge_retries + 1):
         try:
-            out = client.chat.completions.create(model=s.judge_model, temperature=0.0, max_tokens=4,
-                                                 messages=[{"role": "user", "content": prompt}])  # fmt: skip
+            out = client.chat.completions.create(
+                model=s.judge_model, temperature=0.0, max_tokens=4, messages=[{"role": "user", "content": prompt}]
+            )
             break
         except transient as exc:
             if attempt == s.judge_retries:

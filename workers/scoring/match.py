@@ -129,12 +129,18 @@ def _values_match(gold_args: dict, pred_args: dict, defaults: dict) -> bool:
 
 
 def _invented(gold_args: dict, pred_args: dict, defaults: dict) -> tuple[str, ...]:
-    return tuple(sorted(k for k, v in pred_args.items()
-                        if k not in gold_args and not (k in defaults and loose_equal(defaults[k], v))))  # fmt: skip
+    return tuple(
+        sorted(
+            k
+            for k, v in pred_args.items()
+            if k not in gold_args and not (k in defaults and loose_equal(defaults[k], v))
+        )
+    )
 
 
-def match_calls(gold: list[GoldCall], preds: list[tuple[str, dict]],
-                schemas: dict[str, Any] | None = None) -> list[CallMatch]:  # fmt: skip
+def match_calls(
+    gold: list[GoldCall], preds: list[tuple[str, dict]], schemas: dict[str, Any] | None = None
+) -> list[CallMatch]:
     """Greedy best match, gold calls with more arguments first (they are the most constrained); `preds` are the
     valid predicted calls (name, object arguments). `schemas` (tool name → parameters schema) only decide
     exactness (their defaults, see the module docstring); `key` and `value` never read them."""
@@ -153,7 +159,14 @@ def match_calls(gold: list[GoldCall], preds: list[tuple[str, dict]],
             continue
         used.add(best)
         args, defaults = preds[best][1], schema_defaults((schemas or {}).get(g.name))
-        matches.append(CallMatch(g, best, key=best_score[1], value=best_score[0],
-                                 values_match=_values_match(g.arguments, args, defaults),
-                                 invented=_invented(g.arguments, args, defaults)))  # fmt: skip
+        matches.append(
+            CallMatch(
+                g,
+                best,
+                key=best_score[1],
+                value=best_score[0],
+                values_match=_values_match(g.arguments, args, defaults),
+                invented=_invented(g.arguments, args, defaults),
+            )
+        )
     return matches

@@ -27,5 +27,4 @@ def task_success(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> bool:
     gold = gt.calls if gt else []
     if not gold:
         return not obs.calls
-    return (len(obs.valid_calls) == len(gold) and not invalid_format(obs)
-            and all(m.exact for m in ex.matches))  # fmt: skip
+    return len(obs.valid_calls) == len(gold) and not invalid_format(obs) and all(m.exact for m in ex.matches)

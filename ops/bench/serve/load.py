@@ -17,7 +17,7 @@ PROMPTS = [
     "Tell me about the history of the bicycle.", "How do tides work?", "Write a short poem about autumn.",
     "Explain what a hash table is.", "What should I pack for a weekend hike?", "Describe how bread rises.",
     "Give three tips for learning a language.", "Why is the sky blue?",
-]  # fmt: skip
+]
 
 CHAT = "chat"
 AGENT = "agent"
@@ -33,9 +33,9 @@ class Sample:
 
 
 def request_body(api: str, i: int, max_tokens: int, model: str | None, stream: bool = True,
-                 record: bool = True) -> dict:  # fmt: skip
+                 record: bool = True) -> dict:
     body: dict = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": max_tokens,
-                  "seed": i, "temperature": 1.0}  # fmt: skip
+                  "seed": i, "temperature": 1.0}
     if model:
         body["model"] = model
     if api == CHAT:
@@ -88,7 +88,7 @@ async def _agent(session, url: str, body: dict) -> Sample:
 
 
 async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None,
-                   stream: bool = True, first: int = 0) -> tuple[list[Sample], float]:  # fmt: skip
+                   stream: bool = True, first: int = 0) -> tuple[list[Sample], float]:
     """Every request's sample, and the wall time from the first request sent to the last answer."""
     import aiohttp
 
@@ -110,6 +110,6 @@ async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: 
 
 
 def measure(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None,
-            stream: bool = True, first: int = 0):  # fmt: skip
+            stream: bool = True, first: int = 0):
     """Samples and wall seconds of requests first … first + requests − 1."""
     return asyncio.run(run_load(url, api, clients, requests, max_tokens, model, stream, first))

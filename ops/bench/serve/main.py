@@ -26,7 +26,7 @@ from ops.bench.common import bench_command, model_name
 from ops.bench.serve import load
 from ops.bench.serve.report import BASELINE, COMPARISONS, Comparison, HEADER, summarise, table_row, write
 from ops.bench.servers import (BENCH_MODEL, ServerFailed, port, project_engine_kwargs, running, slca_serve_cmd,
-                               vllm_server_cmd, vllm_server_env)  # fmt: skip
+                               vllm_server_cmd, vllm_server_env)
 
 SLCA_TARGETS: dict[str, dict[str, object]] = {
     "slca-vllm-core": {"serve.engine": "vllm", "serve.vllm_engine_core_process": "true"},
@@ -37,7 +37,7 @@ SLCA_TARGETS: dict[str, dict[str, object]] = {
 TARGETS = (BASELINE, *SLCA_TARGETS)
 SIDE_API = {"chat-stream": ((load.CHAT, True), (load.CHAT, True)),
             "chat-whole": ((load.CHAT, False), (load.CHAT, False)),
-            "agent": ((load.CHAT, False), (load.AGENT, False))}  # fmt: skip
+            "agent": ((load.CHAT, False), (load.AGENT, False))}
 """Per comparison: (baseline's api, streamed), (target's api, streamed)."""
 
 
@@ -57,15 +57,15 @@ def run_serve_bench(settings, common, args) -> int:
         "hf_clients": args.hf_clients, "pairs": args.pairs, "order": args.order, "seed": args.seed,
         "window": {"min_waves": rule.min_waves, "min_seconds": rule.min_seconds, "wave": "one request per client"},
         "machine_start": ab.machine_now(),
-    }  # fmt: skip
+    }
     notes = ["chat-stream: streamed on both sides (TTFT = first content chunk); chat-whole: non-streamed on both; "
              "agent: POST /v1/agent/runs, one turn, record=true (to the Redis stream, as in production), against "
              "the baseline's non-streamed chat",
              "ratio: target ÷ baseline tokens/s per pair of alternated windows; request i carries prompt i and seed i "
              "on every server; both servers run side by side, measured one at a time",
-             "baseline vLLM server: slca's engine arguments as flags (serve/engines/vllm_common.py engine_kwargs)"]  # fmt: skip
+             "baseline vLLM server: slca's engine arguments as flags (serve/engines/vllm_common.py engine_kwargs)"]
     print(f"slca bench serve — model={header['model']} dtype={dtype} baseline={baseline} clients={args.clients} "
-          f"pairs={args.pairs} load={header['machine_start']['load_average']}", flush=True)  # fmt: skip
+          f"pairs={args.pairs} load={header['machine_start']['load_average']}", flush=True)
     print(HEADER, flush=True)
     rows: list[Comparison] = []
     with tempfile.TemporaryDirectory(prefix="slca-bench-serve-") as tmp:
@@ -99,7 +99,7 @@ def run_serve_bench(settings, common, args) -> int:
 
 
 def compare(target: str, comparison: str, clients: int, base_url: str, url: str, args, rule: ab.WindowRule,
-            measure: Callable = load.measure) -> Comparison:  # fmt: skip
+            measure: Callable = load.measure) -> Comparison:
     """One comparison at one concurrency: alternated windows of the baseline (A) and the target (B)."""
     (api_a, stream_a), (api_b, stream_b) = SIDE_API[comparison]
     sides, samples = {}, {"A": [], "B": []}
@@ -107,7 +107,7 @@ def compare(target: str, comparison: str, clients: int, base_url: str, url: str,
 
         def wave(server_url=server_url, api=api, stream=stream, label=label) -> ab.Wave:
             got, seconds = measure(server_url, api, clients, _requests(clients, args), args.max_tokens, BENCH_MODEL,
-                                   stream)  # fmt: skip
+                                   stream)
             samples[label].append((got, seconds))
             ok = [s for s in got if s.error is None]
             return ab.Wave(sum(s.tokens for s in ok), seconds, {"requests": len(got), "failed": len(got) - len(ok)})
@@ -116,10 +116,10 @@ def compare(target: str, comparison: str, clients: int, base_url: str, url: str,
             measure(server_url, api, 2, 2, 8, BENCH_MODEL, stream)
 
         sides[label] = ab.Side(f"{args.baseline} {api}" if label == "A" else f"{target} {api}", ab.waves(wave, rule),
-                               warm)  # fmt: skip
+                               warm)
     result = ab.alternate(sides["A"], sides["B"], pairs=args.pairs, order=args.order, seed=args.seed, warmup=1)
     figures = {k: summarise(sides[k].name, api, clients, [s for got, _ in v for s in got], sum(t for _, t in v))
-               for k, v, api in (("A", samples["A"], api_a), ("B", samples["B"], api_b))}  # fmt: skip
+               for k, v, api in (("A", samples["A"], api_a), ("B", samples["B"], api_b))}
     return Comparison(target, comparison, clients, figures["A"], figures["B"], result)
 
 
@@ -143,13 +143,13 @@ def _server(target: str, settings, model_dir: Path, redis_url: str, tmp: Path):
         if target == BASELINE:
             cmd = vllm_server_cmd(p, project_engine_kwargs(model_dir, settings))
             ctx = running(cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log",
-                          vllm_server_env(settings.kv_cache_gib))  # fmt: skip
+                          vllm_server_env(settings.kv_cache_gib))
         else:
             overrides = {"serve.dtype": settings.dtype, "serve.max_model_len": settings.max_model_len,
                          "serve.max_batch": settings.max_batch, "serve.kv_cache_gib": settings.kv_cache_gib,
-                         **SLCA_TARGETS[target]}  # fmt: skip
+                         **SLCA_TARGETS[target]}
             ctx = running(slca_serve_cmd(model_dir, redis_url, p, overrides), f"http://127.0.0.1:{p}/readyz",
-                          tmp / f"{target}-{p}.log")  # fmt: skip
+                          tmp / f"{target}-{p}.log")
         with ctx as seconds:
             print(f"# {target} ready in {seconds:.0f}s", flush=True)
             yield f"http://127.0.0.1:{p}"

@@ -43,7 +43,7 @@ def summarise(target: str, api: str, clients: int, samples: list[Sample], second
     return Figures(target, api, clients, len(samples), len(errors), tokens, seconds,
                    tokens / seconds if seconds else 0.0, len(ok) / seconds if seconds else 0.0,
                    percentile(ttfts, 50), percentile(ttfts, 95), percentile(latencies, 50), percentile(latencies, 95),
-                   errors[0] if errors else None)  # fmt: skip
+                   errors[0] if errors else None)
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"target": self.target, "comparison": self.comparison, "clients": self.clients,
-                "baseline": asdict(self.a), "measured": asdict(self.b), **self.result.to_dict()}  # fmt: skip
+                "baseline": asdict(self.a), "measured": asdict(self.b), **self.result.to_dict()}
 
 
 def _ms(v: float | None) -> str:
@@ -72,22 +72,22 @@ def _x(v: float | None) -> str:
 
 
 HEADER = ("| target | comparison | clients | pairs | baseline tok/s | target tok/s | ÷ baseline (median) | interval "
-          "| min–max | failed | TTFT p50 ms base / target | latency p50 ms base / target |\n|" + "---|" * 12)  # fmt: skip
+          "| min–max | failed | TTFT p50 ms base / target | latency p50 ms base / target |\n|" + "---|" * 12)
 
 
 def table_row(row: Comparison) -> str:
     s = row.result.summary()
     interval = (f"{s['interval'][0]:.2f}–{s['interval'][1]:.2f} ({s['interval_coverage']:.0%})" if s["interval"]
-                else "—")  # fmt: skip
+                else "—")
     spread = f"{s['min_ratio']:.2f}–{s['max_ratio']:.2f}" if s["min_ratio"] is not None else "—"
     return (f"| {row.target} | {row.comparison} | {row.clients} | {row.result.pairs} | {s['median_a']:.1f} | "
             f"{s['median_b']:.1f} | {_x(s['median_ratio'])} | {interval} | {spread} | {row.a.failed} / {row.b.failed} | "
             f"{_ms(row.a.ttft_p50_s)} / {_ms(row.b.ttft_p50_s)} | {_ms(row.a.latency_p50_s)} / "
-            f"{_ms(row.b.latency_p50_s)} |")  # fmt: skip
+            f"{_ms(row.b.latency_p50_s)} |")
 
 
 def write(out: Path, rows: list[Comparison], header: dict, notes: list[str]) -> None:
     """`table.md` and `results.json` (refused, nothing written, if any machine path is in them)."""
     lines = [*(f"- {k}: {v}" for k, v in header.items() if k != "command"), "", HEADER,
-             *(table_row(r) for r in rows), "", *(f"- {n}" for n in notes)]  # fmt: skip
+             *(table_row(r) for r in rows), "", *(f"- {n}" for n in notes)]
     write_checked(out, {**header, "notes": notes, "rows": [r.to_dict() for r in rows]}, lines, "slca bench serve")

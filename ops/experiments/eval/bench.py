@@ -51,17 +51,34 @@ def run_bench_eval(args, config: Config) -> int:
             records = asyncio.run(run_items(server.url, server.admin_token, items, plan))
             seconds = time.monotonic() - t0
             s = summarize(records)[suite]
-            rows[suite] = {"n": len(items), "seconds": round(seconds, 2), "items_per_s": round(len(items) / seconds, 3),
-                           "success": round(s["success"], 3), "errors": s["errors"]}  # fmt: skip
-            print(f"{suite:<24}{len(items):>5} items  {seconds:7.1f} s  {len(items) / seconds:7.2f} items/s"
-                  f"  success {s['success']:.3f}  errors {s['errors']}", flush=True)  # fmt: skip
+            rows[suite] = {
+                "n": len(items),
+                "seconds": round(seconds, 2),
+                "items_per_s": round(len(items) / seconds, 3),
+                "success": round(s["success"], 3),
+                "errors": s["errors"],
+            }
+            print(
+                f"{suite:<24}{len(items):>5} items  {seconds:7.1f} s  {len(items) / seconds:7.2f} items/s"
+                f"  success {s['success']:.3f}  errors {s['errors']}",
+                flush=True,
+            )
     total = time.monotonic() - started
     n = sum(r["n"] for r in rows.values())
-    print(f"{'total':<24}{n:>5} items  {total:7.1f} s (server start {ready:.1f} s; target ≤ {TARGET_S:.0f} s on the "
-          f"135M model)")  # fmt: skip
+    print(
+        f"{'total':<24}{n:>5} items  {total:7.1f} s (server start {ready:.1f} s; target ≤ {TARGET_S:.0f} s on the "
+        f"135M model)"
+    )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        result = {"model": model_dir.name, "engine": args.engine, "concurrency": plan.concurrency,
-                  "server_start_s": round(ready, 1), "total_s": round(total, 1), "items": n, "suites": rows}  # fmt: skip
+        result = {
+            "model": model_dir.name,
+            "engine": args.engine,
+            "concurrency": plan.concurrency,
+            "server_start_s": round(ready, 1),
+            "total_s": round(total, 1),
+            "items": n,
+            "suites": rows,
+        }
         (args.out / "results.json").write_text(json.dumps(result, indent=1))
     return 0

@@ -33,8 +33,10 @@ class BfclCase:
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        return [{"type": "function", "function": {**f, "parameters": to_json_schema(f.get("parameters", {}))}}
-                for f in self.functions]  # fmt: skip
+        return [
+            {"type": "function", "function": {**f, "parameters": to_json_schema(f.get("parameters", {}))}}
+            for f in self.functions
+        ]
 
 
 def to_json_schema(schema: Any) -> Any:
@@ -69,7 +71,9 @@ def load_category(category: str, limit: int | None = None) -> list[BfclCase]:
     entries = _jsonl(_data_file(f"BFCL_v4_{category}.json"))[:limit]
     answers: dict[str, list] = {}
     if category != "irrelevance":
-        answers = {a["id"]: a["ground_truth"] for a in _jsonl(_data_file("possible_answer", f"BFCL_v4_{category}.json"))}
+        answers = {
+            a["id"]: a["ground_truth"] for a in _jsonl(_data_file("possible_answer", f"BFCL_v4_{category}.json"))
+        }
     return [BfclCase(e["id"], category, e["question"][0], e["function"], answers.get(e["id"])) for e in entries]
 
 
@@ -116,5 +120,8 @@ def verdict(case: BfclCase, calls: list[tuple[str, Any]], malformed: list[str]) 
 def score(case: BfclCase, completion: str) -> dict[str, Any]:
     """`verdict` of a completion's text (every block parsed against the case's own function names)."""
     parsed = parse_tool_calls(completion, {f["name"] for f in case.functions})
-    return verdict(case, [(c.name, c.arguments) for c in parsed if c.valid],
-                   [c.error or "malformed" for c in parsed if not c.valid])  # fmt: skip
+    return verdict(
+        case,
+        [(c.name, c.arguments) for c in parsed if c.valid],
+        [c.error or "malformed" for c in parsed if not c.valid],
+    )

@@ -20,13 +20,21 @@ engine): serve's default batch bound (`serve.max_batch`). Measured with `slca be
 def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--splits", default=",".join(_PLAN.splits), help="held-out splits of the task pack (every task)")
     p.add_argument("--pack", default=_PLAN.pack, help="task pack")
-    p.add_argument("--bfcl-categories", default=",".join(_PLAN.bfcl_categories),
-                   help=f"BFCL categories ('' for none; known: {','.join(CATEGORIES)})")  # fmt: skip
-    p.add_argument("--bfcl-per-category", type=int, default=_PLAN.bfcl_per_category,
-                   help="a seeded random sample of N items per category (default: every item)")  # fmt: skip
+    p.add_argument(
+        "--bfcl-categories",
+        default=",".join(_PLAN.bfcl_categories),
+        help=f"BFCL categories ('' for none; known: {','.join(CATEGORIES)})",
+    )
+    p.add_argument(
+        "--bfcl-per-category",
+        type=int,
+        default=_PLAN.bfcl_per_category,
+        help="a seeded random sample of N items per category (default: every item)",
+    )
     p.add_argument("--bfcl-seed", type=int, default=_PLAN.bfcl_seed)
-    p.add_argument("--mode", choices=MODES, default=_PLAN.mode,
-                   help="greedy, or sampled (temperature 1, a seed per item)")  # fmt: skip
+    p.add_argument(
+        "--mode", choices=MODES, default=_PLAN.mode, help="greedy, or sampled (temperature 1, a seed per item)"
+    )
     p.add_argument("--max-tokens", type=int, default=_PLAN.max_tokens, help="per model turn")
     p.add_argument("--max-turns", type=int, default=_PLAN.max_turns, help="model turns per task")
     p.add_argument("--concurrency", type=int, default=OFFLINE_CONCURRENCY, help="requests in flight")

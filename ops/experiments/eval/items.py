@@ -34,18 +34,34 @@ def task_request(item: EvalItem, plan: EvalPlan) -> dict[str, Any]:
     """One rollout, not recorded (a held-out task is never training data), its trajectory returned; the gold
     calls travel with it so the trajectory carries what it is scored against."""
     task = item.task
-    return {"task_id": task.task_id, "messages": task.messages, "tools": task.tools, "n": 1,
-            "max_tokens": plan.max_tokens, "max_turns": plan.max_turns, "record": False,
-            "return_trajectories": True, "ground_truth": task.ground_truth.model_dump(mode="json"),
-            **sampling(item, plan)}  # fmt: skip
+    return {
+        "task_id": task.task_id,
+        "messages": task.messages,
+        "tools": task.tools,
+        "n": 1,
+        "max_tokens": plan.max_tokens,
+        "max_turns": plan.max_turns,
+        "record": False,
+        "return_trajectories": True,
+        "ground_truth": task.ground_truth.model_dump(mode="json"),
+        **sampling(item, plan),
+    }
 
 
 def bfcl_request(item: EvalItem, plan: EvalPlan) -> dict[str, Any]:
-    return {"messages": item.case.messages, "tools": item.case.tools, "tool_choice": "auto",
-            "max_tokens": plan.max_tokens, "logprobs": True, **sampling(item, plan)}  # fmt: skip
+    return {
+        "messages": item.case.messages,
+        "tools": item.case.tools,
+        "tool_choice": "auto",
+        "max_tokens": plan.max_tokens,
+        "logprobs": True,
+        **sampling(item, plan),
+    }
 
 
-async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+async def _post(
+    http: aiohttp.ClientSession, url: str, body: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
     """(response body, None) on a 200, else (None, why)."""
     try:
         async with http.post(url, json=body) as r:
@@ -86,9 +102,17 @@ async def run_task_item(http: aiohttp.ClientSession, base_url: str, item: EvalIt
     components = dict(reward.components)
     success = components["success"] >= 0.5 if "success" in components else reward.exec >= 1.0
     calls = [{"turn": c.turn, "name": c.name, "arguments": c.arguments, "valid": c.valid} for c in traj.tool_calls]
-    return ItemRecord(item.suite, item.item_id, success=bool(success), exec=reward.exec, pref=reward.pref,
-                      components=components, calls=calls, reply=_text(run.get("message")),
-                      policy_version=run.get("policy_version"))  # fmt: skip
+    return ItemRecord(
+        item.suite,
+        item.item_id,
+        success=bool(success),
+        exec=reward.exec,
+        pref=reward.pref,
+        components=components,
+        calls=calls,
+        reply=_text(run.get("message")),
+        policy_version=run.get("policy_version"),
+    )
 
 
 def _text(message: dict[str, Any] | None) -> str:
@@ -115,14 +139,22 @@ async def run_bfcl_item(http: aiohttp.ClientSession, base_url: str, item: EvalIt
     written = parse_tool_calls(sampled_text(choice), offered)
     # the values of the calls that parsed come from the message (exact text; a token's text may split a character)
     parsed = [_call(c) for c in message.get("tool_calls") or []]
-    malformed = [{"name": c.name, "arguments": c.arguments, "valid": False, "error": c.error}
-                 for c in written if not c.valid]  # fmt: skip
+    malformed = [
+        {"name": c.name, "arguments": c.arguments, "valid": False, "error": c.error} for c in written if not c.valid
+    ]
     result = verdict(item.case, [(c["name"], c["arguments"]) for c in parsed], [c["error"] for c in malformed])
-    return ItemRecord(item.suite, item.item_id, success=bool(result["valid"]), exec=None, pref=None,
-                      components={"calls": float(len(parsed)), "malformed": float(len(malformed))},
-                      calls=[{**c, "valid": True} for c in parsed] + malformed, reply=_text(message),
-                      policy_version=payload.get("policy_version"),
-                      detail=None if result["valid"] else "; ".join(map(str, result.get("error") or [])) or None)  # fmt: skip
+    return ItemRecord(
+        item.suite,
+        item.item_id,
+        success=bool(result["valid"]),
+        exec=None,
+        pref=None,
+        components={"calls": float(len(parsed)), "malformed": float(len(malformed))},
+        calls=[{**c, "valid": True} for c in parsed] + malformed,
+        reply=_text(message),
+        policy_version=payload.get("policy_version"),
+        detail=None if result["valid"] else "; ".join(map(str, result.get("error") or [])) or None,
+    )
 
 
 def _call(tool_call: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ops.experiments.eval.suite import (EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize,
-                                        write_jsonl)
+from ops.experiments.eval.suite import (
+    EvalItem,
+    EvalPlan,
+    ItemRecord,
+    plan_items,
+    read_jsonl,
+    run_items,
+    summarize,
+    write_jsonl,
+)
 from slca.cli import CliError
 from slca.config import Config
 from slca.models.paths import resolve_model
@@ -33,9 +41,15 @@ class EvalRun:
     seconds: float
 
     def summary_json(self) -> dict[str, Any]:
-        return {"model": self.model, "engine": self.engine, "plan": asdict(self.plan), "seconds": round(self.seconds, 1),
-                "items": len(self.records), "items_per_s": round(len(self.records) / max(self.seconds, 1e-9), 3),
-                "summary": summarize(self.records)}  # fmt: skip
+        return {
+            "model": self.model,
+            "engine": self.engine,
+            "plan": asdict(self.plan),
+            "seconds": round(self.seconds, 1),
+            "items": len(self.records),
+            "items_per_s": round(len(self.records) / max(self.seconds, 1e-9), 3),
+            "summary": summarize(self.records),
+        }
 
 
 def model_dir_of(name: str, config: Config) -> Path:
@@ -45,8 +59,15 @@ def model_dir_of(name: str, config: Config) -> Path:
     return model_dir
 
 
-def evaluate_model(config: Config, model_dir: Path, plan: EvalPlan, engine: str = "vllm", threads: int | None = None,
-                   items: list[EvalItem] | None = None, progress: bool = True) -> EvalRun:  # fmt: skip
+def evaluate_model(
+    config: Config,
+    model_dir: Path,
+    plan: EvalPlan,
+    engine: str = "vllm",
+    threads: int | None = None,
+    items: list[EvalItem] | None = None,
+    progress: bool = True,
+) -> EvalRun:
     """The plan's items (or `items`) against an in-process server on `model_dir`, all in one concurrent run."""
     from ops.experiments.eval.server import eval_server
 
@@ -79,9 +100,17 @@ def plan_of(args) -> EvalPlan:
         raise CliError(f"unknown BFCL categories {unknown}; known: {', '.join(CATEGORIES)}")
     splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
     try:
-        return EvalPlan(splits=splits, pack=args.pack, bfcl_categories=cats, bfcl_per_category=args.bfcl_per_category,
-                        bfcl_seed=args.bfcl_seed, mode=args.mode, max_tokens=args.max_tokens,
-                        max_turns=args.max_turns, concurrency=args.concurrency)  # fmt: skip
+        return EvalPlan(
+            splits=splits,
+            pack=args.pack,
+            bfcl_categories=cats,
+            bfcl_per_category=args.bfcl_per_category,
+            bfcl_seed=args.bfcl_seed,
+            mode=args.mode,
+            max_tokens=args.max_tokens,
+            max_turns=args.max_turns,
+            concurrency=args.concurrency,
+        )
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -99,8 +128,9 @@ def run_eval(args, config: Config) -> int:
     if args.url:
         run = evaluate_url(args.url, _api_key(args, config), plan, items)
     else:
-        run = evaluate_model(config, model_dir_of(args.model, config), plan, engine=args.engine, threads=args.threads,
-                             items=items)  # fmt: skip
+        run = evaluate_model(
+            config, model_dir_of(args.model, config), plan, engine=args.engine, threads=args.threads, items=items
+        )
     out = args.out or Path(config.common.data_dir) / "eval" / f"{run.model}-{time.strftime('%Y%m%d-%H%M%S')}"
     write_run(run, out)
     print(format_summary(run.summary_json()))
@@ -129,12 +159,16 @@ def _pct(v: float | None) -> str:
 
 
 def format_summary(summary: dict[str, Any]) -> str:
-    lines = [f"model: {summary['model']} ({summary['engine']}, {summary['plan']['mode']})   "
-             f"{summary['items']} items in {summary['seconds']} s ({summary['items_per_s']} items/s)",
-             f"{'suite':<24}{'n':>5}  {'success':>7}  {'95% interval':<15}  {'exec':>5}  {'pref':>5}  errors"]  # fmt: skip
+    lines = [
+        f"model: {summary['model']} ({summary['engine']}, {summary['plan']['mode']})   "
+        f"{summary['items']} items in {summary['seconds']} s ({summary['items_per_s']} items/s)",
+        f"{'suite':<24}{'n':>5}  {'success':>7}  {'95% interval':<15}  {'exec':>5}  {'pref':>5}  errors",
+    ]
     for name, s in summary["summary"].items():
-        lines.append(f"{name:<24}{s['n']:>5}  {s['success']:7.3f}  [{s['ci_low']:.3f}, {s['ci_high']:.3f}]   "
-                     f"{_pct(s['exec'])}  {_pct(s['pref'])}  {s['errors']}")  # fmt: skip
+        lines.append(
+            f"{name:<24}{s['n']:>5}  {s['success']:7.3f}  [{s['ci_low']:.3f}, {s['ci_high']:.3f}]   "
+            f"{_pct(s['exec'])}  {_pct(s['pref'])}  {s['errors']}"
+        )
     return "\n".join(lines)
 
 
@@ -161,11 +195,15 @@ def run_compare(args) -> int:
 
 
 def format_compare(result: dict[str, dict], a: str, b: str) -> str:
-    lines = [f"A = {a}   B = {b}   (paired on items both ran; interval: bootstrap 95% of B − A; p: exact McNemar)",
-             f"{'suite':<24}{'n':>5}  {'A':>6}  {'B':>6}  {'B − A':>7}  {'95% interval':<17}  {'B only':>6}  "
-             f"{'A only':>6}  {'p':>7}"]  # fmt: skip
+    lines = [
+        f"A = {a}   B = {b}   (paired on items both ran; interval: bootstrap 95% of B − A; p: exact McNemar)",
+        f"{'suite':<24}{'n':>5}  {'A':>6}  {'B':>6}  {'B − A':>7}  {'95% interval':<17}  {'B only':>6}  "
+        f"{'A only':>6}  {'p':>7}",
+    ]
     for name, r in result.items():
-        lines.append(f"{name:<24}{r['n']:>5}  {r['a']:6.3f}  {r['b']:6.3f}  {r['diff']:+7.3f}  "
-                     f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]  {r['b_only']:>6}  {r['a_only']:>6}  "
-                     f"{r['mcnemar_p']:7.4f}")  # fmt: skip
+        lines.append(
+            f"{name:<24}{r['n']:>5}  {r['a']:6.3f}  {r['b']:6.3f}  {r['diff']:+7.3f}  "
+            f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]  {r['b_only']:>6}  {r['a_only']:>6}  "
+            f"{r['mcnemar_p']:7.4f}"
+        )
     return "\n".join(lines)

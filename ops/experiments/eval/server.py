@@ -39,8 +39,9 @@ def eval_config(config: Config, model_dir: Path, engine: str, threads: int | Non
 
 
 @contextmanager
-def eval_server(config: Config, model_dir: Path, engine: str = "vllm",
-                threads: int | None = None) -> Iterator[InProcessServer]:  # fmt: skip
+def eval_server(
+    config: Config, model_dir: Path, engine: str = "vllm", threads: int | None = None
+) -> Iterator[InProcessServer]:
     """A started in-process server on `model_dir`, stopped on exit (its engine and model freed)."""
     from sim.settings import SimSettings
 
@@ -49,8 +50,9 @@ def eval_server(config: Config, model_dir: Path, engine: str = "vllm",
     # this server writes or reads can meet a running deployment's. The simulator's response cache is off: it
     # would only tie the eval to a Redis, and the schema backend answers a call the same way every time anyway.
     sim = cfg.get(SimSettings).with_cache_of(cfg.common).model_copy(update={"cache": False})
-    server = InProcessServer(cfg, f"{cfg.common.stream_prefix}:eval:{uuid.uuid4().hex[:12]}", follow_weights=False,
-                             sim_settings=sim)  # fmt: skip
+    server = InProcessServer(
+        cfg, f"{cfg.common.stream_prefix}:eval:{uuid.uuid4().hex[:12]}", follow_weights=False, sim_settings=sim
+    )
     try:
         server.start()
         yield server

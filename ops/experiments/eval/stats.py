@@ -39,8 +39,9 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def bootstrap_diff(a: Sequence[float], b: Sequence[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
-                   level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+def bootstrap_diff(
+    a: Sequence[float], b: Sequence[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(b) − mean(a) over paired items (items resampled with replacement,
     both runs' outcomes of an item kept together), seeded."""
     import numpy as np
@@ -83,9 +84,15 @@ def summarize(records) -> dict[str, dict]:
     for name, rs in _groups(records).items():
         k = sum(1 for r in rs if r.success)
         low, high = wilson(k, len(rs))
-        out[name] = {"n": len(rs), "success": k / len(rs), "ci_low": low, "ci_high": high,
-                     "exec": _mean(r.exec for r in rs), "pref": _mean(r.pref for r in rs),
-                     "errors": sum(1 for r in rs if r.error)}  # fmt: skip
+        out[name] = {
+            "n": len(rs),
+            "success": k / len(rs),
+            "ci_low": low,
+            "ci_high": high,
+            "exec": _mean(r.exec for r in rs),
+            "pref": _mean(r.pref for r in rs),
+            "errors": sum(1 for r in rs if r.error),
+        }
     return out
 
 
@@ -102,8 +109,17 @@ def paired(a: list, b: list, seed: int = 0) -> dict:
     n = len(pairs)
     low, high = bootstrap_diff(xa, xb, seed)
     ra, rb = (sum(xa) / n, sum(xb) / n) if n else (0.0, 0.0)
-    return {"n": n, "a": ra, "b": rb, "diff": rb - ra, "ci_low": low, "ci_high": high, "b_only": b_only,
-            "a_only": a_only, "mcnemar_p": mcnemar_exact(b_only, a_only)}  # fmt: skip
+    return {
+        "n": n,
+        "a": ra,
+        "b": rb,
+        "diff": rb - ra,
+        "ci_low": low,
+        "ci_high": high,
+        "b_only": b_only,
+        "a_only": a_only,
+        "mcnemar_p": mcnemar_exact(b_only, a_only),
+    }
 
 
 def compare(a: list, b: list, seed: int = 0) -> dict[str, dict]:

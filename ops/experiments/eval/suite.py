@@ -18,14 +18,24 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ops.experiments.eval.bfcl import BfclCase
 from ops.experiments.eval.stats import compare, paired, summarize
 from slca.contracts import Task
 
-__all__ = ["EvalItem", "EvalPlan", "ItemRecord", "compare", "paired", "plan_items", "read_jsonl", "run_items",
-           "summarize", "write_jsonl"]  # fmt: skip
+__all__ = [
+    "EvalItem",
+    "EvalPlan",
+    "ItemRecord",
+    "compare",
+    "paired",
+    "plan_items",
+    "read_jsonl",
+    "run_items",
+    "summarize",
+    "write_jsonl",
+]
 
 MODES = ("greedy", "sampled")
 
@@ -118,8 +128,13 @@ def plan_items(plan: EvalPlan) -> list[EvalItem]:
     return items
 
 
-async def run_items(base_url: str, api_key: str | None, items: list[EvalItem], plan: EvalPlan,
-                    on_done: Callable[[], None] = lambda: None) -> list[ItemRecord]:  # fmt: skip
+async def run_items(
+    base_url: str,
+    api_key: str | None,
+    items: list[EvalItem],
+    plan: EvalPlan,
+    on_done: Callable[[], None] = lambda: None,
+) -> list[ItemRecord]:
     """Every item against the slca server at `base_url`, `plan.concurrency` in flight; records in item order."""
     import aiohttp
 

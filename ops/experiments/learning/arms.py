@@ -50,5 +50,7 @@ def resolve_arm(name: str) -> Arm:
         return ARMS[name]
     if name in ESTIMATORS:
         return Arm(name, name)
-    raise CliError(f"unknown arm {name!r}; known: {', '.join(ARMS)} (and any registered estimator: "
-                   f"{', '.join(sorted(ESTIMATORS))})")  # fmt: skip
+    raise CliError(
+        f"unknown arm {name!r}; known: {', '.join(ARMS)} (and any registered estimator: "
+        f"{', '.join(sorted(ESTIMATORS))})"
+    )

@@ -32,11 +32,13 @@ def calibrate(ctx: TrainContext, out, eval_s: float, curve_eval_s: float) -> tup
     run_dir.mkdir(parents=True)
     key = ctx.plan.runs[0]
     print(f"calibrating: `slca train` {CALIBRATION_STEPS} steps of {key.name} (then deleted) …", flush=True)
-    outcome = train(replace(ctx, plan=replace(ctx.plan, steps=CALIBRATION_STEPS)), key, CALIBRATION_STEPS, run_dir,
-                    keep=set())  # fmt: skip
+    outcome = train(
+        replace(ctx, plan=replace(ctx.plan, steps=CALIBRATION_STEPS)), key, CALIBRATION_STEPS, run_dir, keep=set()
+    )
     steps = [step_seconds(x) for x in outcome.lines]
-    cal = Calibration(startup_s=max(0.0, outcome.seconds - sum(steps)), step_s=fmean(steps), eval_s=eval_s,
-                      curve_eval_s=curve_eval_s)  # fmt: skip
+    cal = Calibration(
+        startup_s=max(0.0, outcome.seconds - sum(steps)), step_s=fmean(steps), eval_s=eval_s, curve_eval_s=curve_eval_s
+    )
     write_json(path, {"calibration": asdict(cal), "seconds": round(outcome.seconds, 1), "steps": CALIBRATION_STEPS})
     shutil.rmtree(run_dir)
     return cal, outcome.seconds

@@ -18,29 +18,60 @@ def add_arguments(p) -> None:
         "p-values, Holm at α = 0.05. Resumable: rerun the same command. Full run (GPU machine): slca bench "
         "learning --steps 200 --eval-engine vllm --out bench/learning/<run>"
     )
-    p.add_argument("--model", help="warm start: 'embedded', 'tiny', a cached model's name or a directory "
-                   "(default: ops.warm_model_name, the model `slca sft` writes)")  # fmt: skip
-    p.add_argument("--arms", "--estimators", dest="arms", default=DEFAULT_ARMS,
-                   help="comma-separated arms: an estimator and its advantage knobs (slca_decision = slca with "
-                        "learner.advantage.decision_token=true), or any registered estimator")  # fmt: skip
+    p.add_argument(
+        "--model",
+        help="warm start: 'embedded', 'tiny', a cached model's name or a directory "
+        "(default: ops.warm_model_name, the model `slca sft` writes)",
+    )
+    p.add_argument(
+        "--arms",
+        "--estimators",
+        dest="arms",
+        default=DEFAULT_ARMS,
+        help="comma-separated arms: an estimator and its advantage knobs (slca_decision = slca with "
+        "learner.advantage.decision_token=true), or any registered estimator",
+    )
     p.add_argument("--seeds", default="0,1,2", help="comma-separated; ≥ 3 (the seed resampling needs them)")
-    p.add_argument("--steps", type=int, default=0,
-                   help="steps (= rollout groups) per run; 0: as many as fit in --minutes (measured calibration)")
-    p.add_argument("--minutes", type=float, default=110.0,
-                   help="time budget for the whole comparison; a plan estimated above it is refused (0: no limit)")
-    p.add_argument("--pack", default="everyday",
-                   help="task pack: its train split trains, its held-out splits (test, novel) evaluate; the same "
-                        "pool and split for every run (the seed changes only training order and sampling)")  # fmt: skip
-    p.add_argument("--eval-items", type=int, default=0,
-                   help="held-out items per evaluation: 0 = every item of test + novel (the real run, ≥ 200); N = a "
-                        "fixed seeded sample (smoke tests only)")  # fmt: skip
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="steps (= rollout groups) per run; 0: as many as fit in --minutes (measured calibration)",
+    )
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=110.0,
+        help="time budget for the whole comparison; a plan estimated above it is refused (0: no limit)",
+    )
+    p.add_argument(
+        "--pack",
+        default="everyday",
+        help="task pack: its train split trains, its held-out splits (test, novel) evaluate; the same "
+        "pool and split for every run (the seed changes only training order and sampling)",
+    )
+    p.add_argument(
+        "--eval-items",
+        type=int,
+        default=0,
+        help="held-out items per evaluation: 0 = every item of test + novel (the real run, ≥ 200); N = a "
+        "fixed seeded sample (smoke tests only)",
+    )
     p.add_argument("--eval-max-tokens", type=int, default=256, help="generated tokens per turn in evaluation")
-    p.add_argument("--eval-engine", choices=["hf", "vllm"], default="hf",
-                   help="engine of the in-process evaluation server (vllm on a GPU machine)")
-    p.add_argument("--curve", choices=["eval", "reward"], default="eval",
-                   help="learning curve: the primary metric on --curve-items fixed held-out items every "
-                        "--curve-every steps, the warm start's outcome on the same items at step 0 (eval), or the "
-                        "per-step training reward (reward: no extra evaluation time)")  # fmt: skip
+    p.add_argument(
+        "--eval-engine",
+        choices=["hf", "vllm"],
+        default="hf",
+        help="engine of the in-process evaluation server (vllm on a GPU machine)",
+    )
+    p.add_argument(
+        "--curve",
+        choices=["eval", "reward"],
+        default="eval",
+        help="learning curve: the primary metric on --curve-items fixed held-out items every "
+        "--curve-every steps, the warm start's outcome on the same items at step 0 (eval), or the "
+        "per-step training reward (reward: no extra evaluation time)",
+    )
     p.add_argument("--curve-every", type=int, default=0, help="steps between curve points (0: about 4 per run)")
     p.add_argument("--curve-items", type=int, default=60, help="held-out items of a curve point (a fixed subset)")
     p.add_argument("--out", type=Path, default=Path("bench/learning/estimators"))

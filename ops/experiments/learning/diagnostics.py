@@ -66,8 +66,9 @@ def run_diagnostics(lines: list[dict], no_tool_tasks: set[str] = frozenset()) ->
     whose gold has no call (their steps give the spurious-call diagnostic)."""
     zero_adv = [float("all/tokens" not in x or float(x.get("all/adv_abs_mean", 0.0)) == 0.0) for x in lines]
     per_channel = {f"diag/zero_variance/{c}": _mean(f) for c, f in sorted(_zero_variance_flags(lines).items())}
-    no_tool = [float(x["tool_turns_mean"]) for x in lines
-               if x.get("task_id") in no_tool_tasks and "tool_turns_mean" in x]  # fmt: skip
+    no_tool = [
+        float(x["tool_turns_mean"]) for x in lines if x.get("task_id") in no_tool_tasks and "tool_turns_mean" in x
+    ]
     return {
         **per_channel,
         "diag/no_tool_task_tool_turns": _mean(no_tool),

@@ -41,8 +41,9 @@ class EvalSpec:
     def plan(self):
         from ops.experiments.eval.suite import EvalPlan
 
-        return EvalPlan(splits=("test", "novel"), pack=self.pack, bfcl_categories=(), mode="greedy",
-                        max_tokens=self.max_tokens)  # fmt: skip
+        return EvalPlan(
+            splits=("test", "novel"), pack=self.pack, bfcl_categories=(), mode="greedy", max_tokens=self.max_tokens
+        )
 
 
 def item_key(suite: str, item_id: str) -> str:
@@ -114,8 +115,11 @@ def flat_metrics(records, no_tool: set[str]) -> dict[str, float]:
 
 def no_tool_keys(spec: EvalSpec) -> set[str]:
     """Keys of the evaluation items whose task's gold has no call."""
-    return {item_key(i.suite, i.item_id) for i in eval_items(spec)
-            if i.task is not None and not i.task.ground_truth.tool_needed}  # fmt: skip
+    return {
+        item_key(i.suite, i.item_id)
+        for i in eval_items(spec)
+        if i.task is not None and not i.task.ground_truth.tool_needed
+    }
 
 
 WARM_ITEMS = "warm_start.items.jsonl"
@@ -137,8 +141,13 @@ def evaluate_warm_start(config: Config, model_dir: Path, spec: EvalSpec, out: Pa
     write_jsonl(records, items_path)
     n = len(records)
     curve_s = eval_s * min(spec.curve_items, n) / n if n else 0.0
-    record = {"model": model_dir.name, "metrics": flat_metrics(records, no_tool_keys(spec)),
-              "curve0": rate(records, curve_keys(spec)), "eval_s": round(eval_s, 1), "curve_eval_s": round(curve_s, 1),
-              "n_items": n}  # fmt: skip
+    record = {
+        "model": model_dir.name,
+        "metrics": flat_metrics(records, no_tool_keys(spec)),
+        "curve0": rate(records, curve_keys(spec)),
+        "eval_s": round(eval_s, 1),
+        "curve_eval_s": round(curve_s, 1),
+        "n_items": n,
+    }
     write_json(path, record)  # written last: its presence means the items file is complete
     return record | {"records": records}

@@ -38,8 +38,10 @@ class PathScrubber:
     def __init__(self, cwd: Path, models_dir: Path, home: Path | None = None):
         home = home or Path.home()
         # longest prefix first: the cache usually lives under the home folder
-        self.prefixes = sorted([(str(models_dir.resolve()), ""), (str(cwd.resolve()), ""),
-                                (str(home.resolve()), "~/")], key=lambda p: -len(p[0]))  # fmt: skip
+        self.prefixes = sorted(
+            [(str(models_dir.resolve()), ""), (str(cwd.resolve()), ""), (str(home.resolve()), "~/")],
+            key=lambda p: -len(p[0]),
+        )
 
     def path(self, value: str | Path) -> str:
         text = str(value)

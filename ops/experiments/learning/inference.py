@@ -43,9 +43,9 @@ RULE = (
     "the per-item outcomes averaged over seeds and items (the same items for every model: paired). 95% interval: "
     f"two-level bootstrap (resample items, and each arm's seeds within the arm; {BOOTSTRAP_REPS} resamples). "
     f"p-value: paired sign-flip permutation test on the per-item differences ({PERMUTATIONS} flips). "
-    "Verdict: \"A better\" or "
-    "\"B better\" when the Holm-adjusted p < α and the 95% interval excludes 0; otherwise \"no difference "
-    "detected\"."
+    'Verdict: "A better" or '
+    '"B better" when the Holm-adjusted p < α and the 95% interval excludes 0; otherwise "no difference '
+    'detected".'
 )
 
 
@@ -129,8 +129,14 @@ def verdict(a: str, b: str, p_holm: float, low: float, high: float, alpha: float
     return NO_DIFFERENCE
 
 
-def compare_family(outcomes: dict[str, np.ndarray], comparisons: list[tuple[str, str]], reps: int = BOOTSTRAP_REPS,
-                   perms: int = PERMUTATIONS, seed: int = 0, alpha: float = ALPHA) -> list[Effect]:  # fmt: skip
+def compare_family(
+    outcomes: dict[str, np.ndarray],
+    comparisons: list[tuple[str, str]],
+    reps: int = BOOTSTRAP_REPS,
+    perms: int = PERMUTATIONS,
+    seed: int = 0,
+    alpha: float = ALPHA,
+) -> list[Effect]:
     """Every comparison of the family, Holm-corrected together. `outcomes[f]`: (S_f, N) 0/1 array."""
     if not comparisons:
         return []
@@ -146,9 +152,23 @@ def compare_family(outcomes: dict[str, np.ndarray], comparisons: list[tuple[str,
     effects = []
     for k, (a, b) in enumerate(comparisons):
         low, high, ra, rb = float(lows[k]), float(highs[k]), float(outcomes[a].mean()), float(outcomes[b].mean())
-        effects.append(Effect(a, b, 100 * (ra - rb), low, high, float(p[k]), float(p_holm[k]),
-                              verdict(a, b, float(p_holm[k]), low, high, alpha), ra, rb, outcomes[a].shape[1],
-                              outcomes[a].shape[0], outcomes[b].shape[0]))  # fmt: skip
+        effects.append(
+            Effect(
+                a,
+                b,
+                100 * (ra - rb),
+                low,
+                high,
+                float(p[k]),
+                float(p_holm[k]),
+                verdict(a, b, float(p_holm[k]), low, high, alpha),
+                ra,
+                rb,
+                outcomes[a].shape[1],
+                outcomes[a].shape[0],
+                outcomes[b].shape[0],
+            )
+        )
     return effects
 
 
@@ -159,6 +179,8 @@ def outcome_arrays(per_run: dict[str, dict[int, dict[str, bool]]]) -> tuple[dict
     if not runs:
         return {}, []
     common = sorted(set.intersection(*(set(r) for r in runs)))
-    arrays = {name: np.array([[float(seeds[s][k]) for k in common] for s in sorted(seeds)]).reshape(len(seeds), -1)
-              for name, seeds in per_run.items()}  # fmt: skip
+    arrays = {
+        name: np.array([[float(seeds[s][k]) for k in common] for s in sorted(seeds)]).reshape(len(seeds), -1)
+        for name, seeds in per_run.items()
+    }
     return arrays, common

@@ -38,8 +38,12 @@ def run_bench_learning(args, config: Config) -> int:
     print(f"bench learning → {args.out}: warm start {model_dir.name} (evaluated once)", flush=True)
     warm = evaluate_warm_start(config, model_dir, ctx.spec, out)
     if warm["n_items"] < MIN_ITEMS:
-        log.warning("%d held-out items (< %d): a 10-point difference will mostly go undetected; the real run "
-                    "evaluates every item of test + novel (--eval-items 0)", warm["n_items"], MIN_ITEMS)
+        log.warning(
+            "%d held-out items (< %d): a 10-point difference will mostly go undetected; the real run "
+            "evaluates every item of test + novel (--eval-items 0)",
+            warm["n_items"],
+            MIN_ITEMS,
+        )
     cal, cal_s = None, 0.0
     if recorded is None and (args.minutes > 0 or args.steps <= 0):
         cal, cal_s = calibrate(ctx, out, warm["eval_s"], warm["curve_eval_s"])
@@ -80,12 +84,25 @@ def make_plan(args, config: Config, model_name: str, steps: int) -> Plan:
         raise CliError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     check_choices(arms, seeds, args)
     s = config.get(LearnerSettings)
-    return Plan(model=model_name, arms=arms, seeds=seeds, steps=steps, group_size=s.train_group_size,
-                temperature=s.train_temperature, max_tokens=s.train_max_tokens, lr=s.lr, lr_schedule=LR_SCHEDULE,
-                pack=args.pack, eval_items=args.eval_items, eval_max_tokens=args.eval_max_tokens,
-                eval_engine=args.eval_engine, curve=args.curve,
-                curve_every=args.curve_every or (auto_curve_every(steps) if steps else 0),
-                curve_items=args.curve_items, train_args=tuple(args.train_arg))  # fmt: skip
+    return Plan(
+        model=model_name,
+        arms=arms,
+        seeds=seeds,
+        steps=steps,
+        group_size=s.train_group_size,
+        temperature=s.train_temperature,
+        max_tokens=s.train_max_tokens,
+        lr=s.lr,
+        lr_schedule=LR_SCHEDULE,
+        pack=args.pack,
+        eval_items=args.eval_items,
+        eval_max_tokens=args.eval_max_tokens,
+        eval_engine=args.eval_engine,
+        curve=args.curve,
+        curve_every=args.curve_every or (auto_curve_every(steps) if steps else 0),
+        curve_items=args.curve_items,
+        train_args=tuple(args.train_arg),
+    )
 
 
 def check_choices(arms: tuple[str, ...], seeds: tuple[int, ...], args) -> None:
@@ -117,8 +134,10 @@ def recorded_plan(out: Path, draft: Plan, args) -> Plan | None:
     compare = Plan.from_json(draft.to_json() | sized)
     diffs = plan.differences(compare)
     if diffs:
-        raise CliError(f"{out / 'plan.json'} records another plan ({'; '.join(diffs)}): resume with the same "
-                       "arguments and settings, or start over in another --out (or after deleting that one)")
+        raise CliError(
+            f"{out / 'plan.json'} records another plan ({'; '.join(diffs)}): resume with the same "
+            "arguments and settings, or start over in another --out (or after deleting that one)"
+        )
     print(f"resuming the plan recorded in {out / 'plan.json'}", flush=True)
     return plan
 
@@ -131,9 +150,11 @@ def size(args, config: Config, draft: Plan, cal: Calibration | None, cal_s: floa
     steps = steps_for_minutes(cal, args.minutes, n_runs, args.curve_every, draft.curve, cal_s)
     if steps == 0:
         need = (cal_s + plan_seconds(cal, n_runs, 1, args.curve_every, draft.curve)) / 60
-        raise CliError(f"even 1 step per run needs ≈ {need:.0f} min for {n_runs} runs (measured: startup "
-                       f"{cal.startup_s:.0f} s, {cal.step_s:.0f} s/step, evaluation {cal.eval_s:.0f} s) > "
-                       f"--minutes {args.minutes:g}: raise --minutes, or lower the seeds or arms")
+        raise CliError(
+            f"even 1 step per run needs ≈ {need:.0f} min for {n_runs} runs (measured: startup "
+            f"{cal.startup_s:.0f} s, {cal.step_s:.0f} s/step, evaluation {cal.eval_s:.0f} s) > "
+            f"--minutes {args.minutes:g}: raise --minutes, or lower the seeds or arms"
+        )
     return make_plan(args, config, model_name, steps)
 
 
@@ -142,14 +163,24 @@ def check_budget(plan: Plan, cal: Calibration | None, cal_s: float, minutes: flo
         return
     total = (cal_s + plan_seconds(cal, len(plan.runs), plan.steps, plan.curve_every, plan.curve)) / 60
     if total > minutes:
-        raise CliError(f"the plan needs ≈ {total:.0f} min > --minutes {minutes:g} ({len(plan.runs)} runs × "
-                       f"{plan.steps} steps at {cal.step_s:.0f} s/step, {cal.eval_s:.0f} s per evaluation, "
-                       f"{len(plan.curve_steps)} curve points per run): lower --steps, --eval-limit or --seeds, "
-                       "use --curve reward, or raise --minutes")  # fmt: skip
+        raise CliError(
+            f"the plan needs ≈ {total:.0f} min > --minutes {minutes:g} ({len(plan.runs)} runs × "
+            f"{plan.steps} steps at {cal.step_s:.0f} s/step, {cal.eval_s:.0f} s per evaluation, "
+            f"{len(plan.curve_steps)} curve points per run): lower --steps, --eval-limit or --seeds, "
+            "use --curve reward, or raise --minutes"
+        )
 
 
-def write_outputs(args, plan: Plan, warm: dict, records: list[dict], cal: Calibration | None, cal_s: float,
-                  out: Path, scrub: PathScrubber) -> None:  # fmt: skip
+def write_outputs(
+    args,
+    plan: Plan,
+    warm: dict,
+    records: list[dict],
+    cal: Calibration | None,
+    cal_s: float,
+    out: Path,
+    scrub: PathScrubber,
+) -> None:
     from ops.experiments.eval.suite import read_jsonl
     from ops.experiments.learning.evaluation import outcomes
     from ops.experiments.learning.plot import plot_curves
@@ -159,15 +190,24 @@ def write_outputs(args, plan: Plan, warm: dict, records: list[dict], cal: Calibr
 
     runs: dict[str, dict[int, dict[str, bool]]] = {}
     for r in records:
-        runs.setdefault(r["arm"], {})[r["seed"]] = outcomes(read_jsonl(out / "runs" / f"{r['arm']}-s{r['seed']}" /
-                                                                      "items.jsonl"))  # fmt: skip
+        runs.setdefault(r["arm"], {})[r["seed"]] = outcomes(
+            read_jsonl(out / "runs" / f"{r['arm']}-s{r['seed']}" / "items.jsonl")
+        )
     verdict = judge(outcomes(warm["records"]), runs, list(plan.arms))
     out_text = scrub.path(out)
-    comparison = Comparison(plan, {k: v for k, v in warm.items() if k != "records"}, records,
-                            budget(plan, records, cal, cal_s, args.minutes, warm),
-                            command_line(args, plan, out_text, scrub), verdict)  # fmt: skip
+    comparison = Comparison(
+        plan,
+        {k: v for k, v in warm.items() if k != "records"},
+        records,
+        budget(plan, records, cal, cal_s, args.minutes, warm),
+        command_line(args, plan, out_text, scrub),
+        verdict,
+    )
     write_results(comparison, out)
-    plot_curves(curves_json(comparison), out / "learning.png",
-                f"{plan.model}: {len(plan.seeds)} seeds × {plan.steps} steps × group {plan.group_size}")  # fmt: skip
+    plot_curves(
+        curves_json(comparison),
+        out / "learning.png",
+        f"{plan.model}: {len(plan.seeds)} seeds × {plan.steps} steps × group {plan.group_size}",
+    )
     print(verdict.markdown())
     print(f"results: {out_text}/results.md, results.json, curves.json, learning.png")

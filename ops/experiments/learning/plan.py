@@ -87,8 +87,16 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
-        return cls(**(data | {"arms": tuple(data["arms"]), "seeds": tuple(data["seeds"]),
-                              "train_args": tuple(data.get("train_args", ()))}))  # fmt: skip
+        return cls(
+            **(
+                data
+                | {
+                    "arms": tuple(data["arms"]),
+                    "seeds": tuple(data["seeds"]),
+                    "train_args": tuple(data.get("train_args", ())),
+                }
+            )
+        )
 
     def differences(self, other: Plan) -> list[str]:
         """Fields where `other` differs (a resumed command must reproduce the recorded plan)."""
@@ -120,8 +128,9 @@ def plan_seconds(cal: Calibration, n_runs: int, steps: int, curve_every: int, cu
     return cal.eval_s + n_runs * run_seconds(cal, steps, curve_every, curve)
 
 
-def steps_for_minutes(cal: Calibration, minutes: float, n_runs: int, curve_every: int, curve: CurveSource,
-                      spent_s: float = 0.0) -> int:  # fmt: skip
+def steps_for_minutes(
+    cal: Calibration, minutes: float, n_runs: int, curve_every: int, curve: CurveSource, spent_s: float = 0.0
+) -> int:
     """The most steps per run whose plan fits in `minutes` after `spent_s` already spent (0: not even one).
     `plan_seconds` grows with steps, so a bisection finds it."""
     budget = minutes * 60.0 - spent_s
@@ -138,18 +147,25 @@ def steps_for_minutes(cal: Calibration, minutes: float, n_runs: int, curve_every
 def describe(plan: Plan, cal: Calibration | None, spent_s: float = 0.0) -> str:
     """The plan as printed before starting: runs × steps × group size, and the estimate when measured."""
     n = len(plan.runs)
-    curve = (f"curve: {plan.curve_items} fixed held-out items at steps 0, {plan.curve_steps}" if plan.curve == "eval"
-             else "curve: per-step training execution reward (no curve evaluations)")  # fmt: skip
+    curve = (
+        f"curve: {plan.curve_items} fixed held-out items at steps 0, {plan.curve_steps}"
+        if plan.curve == "eval"
+        else "curve: per-step training execution reward (no curve evaluations)"
+    )
     items = "every held-out item" if plan.eval_items == 0 else f"{plan.eval_items} held-out items"
-    lines = [f"plan: {n} runs ({len(plan.arms)} arms {','.join(plan.arms)} × "
-             f"{len(plan.seeds)} seeds {','.join(map(str, plan.seeds))}) × {plan.steps} steps × group "
-             f"{plan.group_size} = {n * plan.steps * plan.group_size} episodes, from {plan.model}",
-             f"      temperature {plan.temperature}, lr {plan.lr:g} ({plan.lr_schedule}), pack {plan.pack}; "
-             f"final eval: {items} (test + novel), greedy, {plan.eval_engine}; {curve}"]  # fmt: skip
+    lines = [
+        f"plan: {n} runs ({len(plan.arms)} arms {','.join(plan.arms)} × "
+        f"{len(plan.seeds)} seeds {','.join(map(str, plan.seeds))}) × {plan.steps} steps × group "
+        f"{plan.group_size} = {n * plan.steps * plan.group_size} episodes, from {plan.model}",
+        f"      temperature {plan.temperature}, lr {plan.lr:g} ({plan.lr_schedule}), pack {plan.pack}; "
+        f"final eval: {items} (test + novel), greedy, {plan.eval_engine}; {curve}",
+    ]
     if cal is not None:
         total = spent_s + plan_seconds(cal, n, plan.steps, plan.curve_every, plan.curve)
-        lines.append(f"      estimate: {total / 60:.0f} min ({spent_s / 60:.1f} spent calibrating; per run "
-                     f"{run_seconds(cal, plan.steps, plan.curve_every, plan.curve) / 60:.1f} min: startup "
-                     f"{cal.startup_s:.0f} s, {cal.step_s:.1f} s/step, eval {cal.eval_s:.0f} s, curve point "
-                     f"{cal.curve_eval_s:.0f} s)")  # fmt: skip
+        lines.append(
+            f"      estimate: {total / 60:.0f} min ({spent_s / 60:.1f} spent calibrating; per run "
+            f"{run_seconds(cal, plan.steps, plan.curve_every, plan.curve) / 60:.1f} min: startup "
+            f"{cal.startup_s:.0f} s, {cal.step_s:.1f} s/step, eval {cal.eval_s:.0f} s, curve point "
+            f"{cal.curve_eval_s:.0f} s)"
+        )
     return "\n".join(lines)

@@ -16,8 +16,12 @@ def band(curves: list[list[list[float]]]) -> tuple[list[float], list[float], lis
         for step, value in curve:
             by_step[step].append(value)
     steps = sorted(by_step)
-    return (steps, [fmean(by_step[s]) for s in steps], [min(by_step[s]) for s in steps],
-            [max(by_step[s]) for s in steps])  # fmt: skip
+    return (
+        steps,
+        [fmean(by_step[s]) for s in steps],
+        [min(by_step[s]) for s in steps],
+        [max(by_step[s]) for s in steps],
+    )
 
 
 def plot_curves(curves: dict, path: Path, title: str) -> None:
@@ -32,13 +36,16 @@ def plot_curves(curves: dict, path: Path, title: str) -> None:
     warm = curves.get("warm_start")
     series: dict[str, dict[str, list]] = defaultdict(lambda: {"primary": [], "tool_turns": []})
     for run in curves["runs"]:
-        primary = ([[0, warm], *run["curve"]] if warm is not None else run["curve"]) if evaluated else \
-            run["exec_reward"]  # fmt: skip
+        primary = (
+            ([[0, warm], *run["curve"]] if warm is not None else run["curve"]) if evaluated else run["exec_reward"]
+        )
         series[run["arm"]]["primary"].append(primary)
         series[run["arm"]]["tool_turns"].append(run["tool_turns"])
     fig, axes = plt.subplots(1, 3, figsize=(18, 4.8))
-    panels = [("primary", f"{curves['metric']} ({'fixed held-out items' if evaluated else 'training exec reward'})"),
-              ("tool_turns", "tool turns per training episode")]  # fmt: skip
+    panels = [
+        ("primary", f"{curves['metric']} ({'fixed held-out items' if evaluated else 'training exec reward'})"),
+        ("tool_turns", "tool turns per training episode"),
+    ]
     effects_panel(axes[2], curves.get("comparisons", []))
     for ax, (key, label) in zip(axes, panels):
         for estimator, data in series.items():
@@ -72,8 +79,15 @@ def effects_panel(ax, comparisons: list[dict]) -> None:
     ys = list(range(len(comparisons)))[::-1]
     for y, c in zip(ys, comparisons):
         detected = not c["verdict"].startswith("no difference")
-        ax.errorbar([c["effect"]], [y], xerr=[[c["effect"] - c["ci_low"]], [c["ci_high"] - c["effect"]]], fmt="o",
-                    color="tab:red" if detected else "tab:blue", mfc=None if detected else "white", capsize=3)
+        ax.errorbar(
+            [c["effect"]],
+            [y],
+            xerr=[[c["effect"] - c["ci_low"]], [c["ci_high"] - c["effect"]]],
+            fmt="o",
+            color="tab:red" if detected else "tab:blue",
+            mfc=None if detected else "white",
+            capsize=3,
+        )
     ax.axvline(0, color="grey", linestyle=":", linewidth=1)
     ax.set_yticks(ys, [f"{c['a']} vs {c['b']}" for c in comparisons], fontsize=8)
     ax.set_xlabel("effect A − B, points of success (95% interval)")

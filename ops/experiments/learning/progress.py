@@ -12,8 +12,11 @@ from typing import TextIO
 
 def fmt_minutes(seconds: float) -> str:
     seconds = max(0.0, seconds)
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m" if seconds >= 3600 else \
-        f"{int(seconds // 60)}m{int(seconds % 60):02d}s"  # fmt: skip
+    return (
+        f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+        if seconds >= 3600
+        else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    )
 
 
 class Progress:
@@ -58,8 +61,10 @@ class Progress:
     def line(self) -> str:
         with self._lock:
             done = len(self.durations)
-            parts = [f"bench learning: runs {done}/{self.total} done" + (f" ({self.skipped} from before)"
-                                                                          if self.skipped else "")]  # fmt: skip
+            parts = [
+                f"bench learning: runs {done}/{self.total} done"
+                + (f" ({self.skipped} from before)" if self.skipped else "")
+            ]
             if self.current:
                 parts.append(f"now {self.current}: {self.phase}")
             parts.append(f"elapsed {fmt_minutes(time.monotonic() - self.started)}")

@@ -20,13 +20,36 @@ def command_line(args, plan: Plan, out: str, scrub: PathScrubber) -> str:
     faster or slower machine trains the same budget."""
     parts = ["slca", *(["--config", scrub.path(args.config)] if args.config else [])]
     parts += [a for s in args.set for a in ("--set", scrub.text(s))]
-    parts += ["bench", "learning", *(["--model", scrub.path(args.model)] if args.model else []),
-              "--arms", ",".join(plan.arms), "--seeds", ",".join(map(str, plan.seeds)),
-              "--steps", str(plan.steps), "--minutes", f"{args.minutes:g}", "--pack", plan.pack,
-              "--eval-items", str(plan.eval_items), "--eval-max-tokens", str(plan.eval_max_tokens),
-              "--eval-engine", plan.eval_engine, "--curve", plan.curve, "--curve-every", str(plan.curve_every),
-              "--curve-items", str(plan.curve_items),
-              *[a for t in plan.train_args for a in ("--train-arg", scrub.text(t))], "--out", out]  # fmt: skip
+    parts += [
+        "bench",
+        "learning",
+        *(["--model", scrub.path(args.model)] if args.model else []),
+        "--arms",
+        ",".join(plan.arms),
+        "--seeds",
+        ",".join(map(str, plan.seeds)),
+        "--steps",
+        str(plan.steps),
+        "--minutes",
+        f"{args.minutes:g}",
+        "--pack",
+        plan.pack,
+        "--eval-items",
+        str(plan.eval_items),
+        "--eval-max-tokens",
+        str(plan.eval_max_tokens),
+        "--eval-engine",
+        plan.eval_engine,
+        "--curve",
+        plan.curve,
+        "--curve-every",
+        str(plan.curve_every),
+        "--curve-items",
+        str(plan.curve_items),
+        *[a for t in plan.train_args for a in ("--train-arg", scrub.text(t))],
+        "--out",
+        out,
+    ]
     return shlex.join(parts)
 
 
@@ -47,31 +70,49 @@ def machine() -> dict:
         gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     except ImportError:
         pass
-    return {"cpu": info.get("model name") or platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "cpu_flags": [f for f in CPU_FLAGS if f in flags], "gpu": gpu}  # fmt: skip
+    return {
+        "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "cpu_flags": [f for f in CPU_FLAGS if f in flags],
+        "gpu": gpu,
+    }
 
 
-def budget(plan: Plan, records: list[dict], cal: Calibration | None, calibration_s: float, minutes: float,
-           warm: dict) -> dict:  # fmt: skip
+def budget(
+    plan: Plan, records: list[dict], cal: Calibration | None, calibration_s: float, minutes: float, warm: dict
+) -> dict:
     """The equal budget every run got, and the time it took (estimated before, measured after)."""
     run_minutes = [r["seconds"] / 60 for r in records]
-    estimate = (calibration_s + plan_seconds(cal, len(plan.runs), plan.steps, plan.curve_every, plan.curve)) / 60 \
-        if cal else None  # fmt: skip
+    estimate = (
+        (calibration_s + plan_seconds(cal, len(plan.runs), plan.steps, plan.curve_every, plan.curve)) / 60
+        if cal
+        else None
+    )
     return {
-        "model": plan.model, "arms": list(plan.arms), "seeds": list(plan.seeds),
-        "steps_per_run": plan.steps, "rollout_groups_per_run": plan.steps, "group_size": plan.group_size,
-        "episodes_per_run": plan.steps * plan.group_size, "temperature": plan.temperature,
-        "max_tokens_per_turn": plan.max_tokens, "lr": plan.lr, "lr_schedule": plan.lr_schedule,
+        "model": plan.model,
+        "arms": list(plan.arms),
+        "seeds": list(plan.seeds),
+        "steps_per_run": plan.steps,
+        "rollout_groups_per_run": plan.steps,
+        "group_size": plan.group_size,
+        "episodes_per_run": plan.steps * plan.group_size,
+        "temperature": plan.temperature,
+        "max_tokens_per_turn": plan.max_tokens,
+        "lr": plan.lr,
+        "lr_schedule": plan.lr_schedule,
         "train_tasks": f"{plan.pack} train split (one pool for every run), order and sampling by seed",
         "eval": f"{plan.pack} held-out splits test + novel, {warm.get('n_items', '?')} items"
-                f"{'' if plan.eval_items == 0 else ' (a fixed sample)'}; greedy; the workers' scorer's success; "
-                f"max {plan.eval_max_tokens} tokens per turn; engine {plan.eval_engine}",
-        "curve": (f"eval: {plan.curve_items} fixed held-out items at steps 0, {plan.curve_steps}"
-                  if plan.curve == "eval"
-                  else "reward: per-step training execution reward"),
-        "minutes_limit": minutes, "estimate_minutes": None if estimate is None else round(estimate, 1),
+        f"{'' if plan.eval_items == 0 else ' (a fixed sample)'}; greedy; the workers' scorer's success; "
+        f"max {plan.eval_max_tokens} tokens per turn; engine {plan.eval_engine}",
+        "curve": (
+            f"eval: {plan.curve_items} fixed held-out items at steps 0, {plan.curve_steps}"
+            if plan.curve == "eval"
+            else "reward: per-step training execution reward"
+        ),
+        "minutes_limit": minutes,
+        "estimate_minutes": None if estimate is None else round(estimate, 1),
         "calibration": None if cal is None else {k: round(v, 1) for k, v in vars(cal).items()},
         "measured_minutes": round((calibration_s + warm.get("eval_s", 0)) / 60 + sum(run_minutes), 1),
         "run_minutes_mean": round(sum(run_minutes) / len(run_minutes), 1) if run_minutes else None,
         "machine": machine(),
-    }  # fmt: skip
+    }

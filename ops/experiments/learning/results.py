@@ -63,19 +63,41 @@ class Comparison:
 
 
 def results_json(c: Comparison) -> dict:
-    runs = [{"arm": r["arm"], "estimator": r["estimator"], "advantage": r.get("advantage", {}), "seed": r["seed"],
-             **r["metrics"], **r["diagnostics"]} for r in c.records]  # fmt: skip
-    return {"primary_metric": PRIMARY_METRIC, "verdict": c.verdict.to_json(), "warm_start": dict(c.warm["metrics"]),
-            "runs": runs, "budget": c.budget, "command": c.command}  # fmt: skip
+    runs = [
+        {
+            "arm": r["arm"],
+            "estimator": r["estimator"],
+            "advantage": r.get("advantage", {}),
+            "seed": r["seed"],
+            **r["metrics"],
+            **r["diagnostics"],
+        }
+        for r in c.records
+    ]
+    return {
+        "primary_metric": PRIMARY_METRIC,
+        "verdict": c.verdict.to_json(),
+        "warm_start": dict(c.warm["metrics"]),
+        "runs": runs,
+        "budget": c.budget,
+        "command": c.command,
+    }
 
 
 def curves_json(c: Comparison) -> dict:
-    source = (f"eval: {PRIMARY_METRIC} on {c.plan.curve_items} fixed held-out items (step 0: the warm start on "
-              "the same items)" if c.plan.curve == "eval" else
-              "reward: the per-step training execution reward")  # fmt: skip
-    return {"metric": PRIMARY_METRIC, "source": source, "warm_start": c.warm.get("curve0"),
-            "comparisons": c.verdict.to_json()["comparisons"],
-            "runs": [{k: r[k] for k in ("arm", "seed", "curve", "exec_reward", "tool_turns")} for r in c.records]}
+    source = (
+        f"eval: {PRIMARY_METRIC} on {c.plan.curve_items} fixed held-out items (step 0: the warm start on "
+        "the same items)"
+        if c.plan.curve == "eval"
+        else "reward: the per-step training execution reward"
+    )
+    return {
+        "metric": PRIMARY_METRIC,
+        "source": source,
+        "warm_start": c.warm.get("curve0"),
+        "comparisons": c.verdict.to_json()["comparisons"],
+        "runs": [{k: r[k] for k in ("arm", "seed", "curve", "exec_reward", "tool_turns")} for r in c.records],
+    }
 
 
 def _cell(values: list[float]) -> str:
@@ -89,10 +111,17 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def results_md(c: Comparison) -> str:
     p, metrics = c.plan, c.metric_names
     n_seeds = len(p.seeds)
-    lines = [f"# Estimator comparison: {' vs '.join(p.arms)}", "",
-             f"From `{p.model}`, {n_seeds} seeds ({', '.join(map(str, p.seeds))}), {p.steps} rollout groups of "
-             f"{p.group_size} per run; primary metric `{PRIMARY_METRIC}`.", "",
-             "## Verdict", "", c.verdict.markdown(), ""]  # fmt: skip
+    lines = [
+        f"# Estimator comparison: {' vs '.join(p.arms)}",
+        "",
+        f"From `{p.model}`, {n_seeds} seeds ({', '.join(map(str, p.seeds))}), {p.steps} rollout groups of "
+        f"{p.group_size} per run; primary metric `{PRIMARY_METRIC}`.",
+        "",
+        "## Verdict",
+        "",
+        c.verdict.markdown(),
+        "",
+    ]
     if n_seeds < 3:
         lines += [f"Only {n_seeds} seeds: the seed-level spread behind the intervals is poorly known.", ""]
     lines += ["## Primary metric", "", PRIMARY_WHY, ""]
@@ -101,25 +130,54 @@ def results_md(c: Comparison) -> str:
     rows += [[a, *[_cell(c.values(a, m)) for m in metrics]] for a in p.arms]
     lines += [*_table(["model", *metrics], rows), ""]
     diag = sorted({k for r in c.records for k in r["diagnostics"]}) or list(DIAGNOSTICS)
-    lines += ["## Diagnostics of the training rollouts (mean ± sd over seeds)", "",
-              *[f"- `{k}`: {v}" for k, v in DIAGNOSTICS.items()], ""]  # fmt: skip
+    lines += [
+        "## Diagnostics of the training rollouts (mean ± sd over seeds)",
+        "",
+        *[f"- `{k}`: {v}" for k, v in DIAGNOSTICS.items()],
+        "",
+    ]
     lines += [*_table(["arm", *diag], [[a, *[_cell(c.values(a, m)) for m in diag]] for a in p.arms]), ""]
     lines += ["## Per seed", ""]
-    per_seed = [[r["arm"], str(r["seed"]), *[_fmt(r["metrics"].get(m)) for m in metrics],
-                 f"{r['seconds'] / 60:.1f}"] for r in c.records]  # fmt: skip
-    lines += [*_table(["arm", "seed", *metrics, "minutes"], per_seed), "",
-              "(per-item records: `runs/<arm>-s<seed>/items.jsonl`, `warm_start.items.jsonl`)", ""]  # fmt: skip
+    per_seed = [
+        [r["arm"], str(r["seed"]), *[_fmt(r["metrics"].get(m)) for m in metrics], f"{r['seconds'] / 60:.1f}"]
+        for r in c.records
+    ]
+    lines += [
+        *_table(["arm", "seed", *metrics, "minutes"], per_seed),
+        "",
+        "(per-item records: `runs/<arm>-s<seed>/items.jsonl`, `warm_start.items.jsonl`)",
+        "",
+    ]
     slopes = curve_slopes(c.curves(), c.warm.get("curve0"))
     slope_text = ", ".join(f"{a} {v:+.1f}" for a, v in slopes.items() if v is not None) or "n/a"
-    curve = (f"`{PRIMARY_METRIC}` on {p.curve_items} fixed held-out items at steps 0 (the warm start), "
-             f"{p.curve_steps}: the same items at every point" if p.curve == "eval" else
-             "the per-step training execution reward (no curve evaluations; `--curve reward`)")  # fmt: skip
-    lines += ["## Learning curves", "", f"`learning.png`, data in `curves.json`: {curve}; band: min–max over seeds. "
-              "Right panel: the comparisons' effects with their 95% intervals.", "",
-              f"Least-squares slopes of the seed-mean curves (points per 100 steps; descriptive, not tested): "
-              f"{slope_text}.", ""]  # fmt: skip
-    lines += ["## Budget", "", "```", *[f"{k}: {v}" for k, v in c.budget.items()], "```", "",
-              "## Command", "", "```", c.command, "```"]  # fmt: skip
+    curve = (
+        f"`{PRIMARY_METRIC}` on {p.curve_items} fixed held-out items at steps 0 (the warm start), "
+        f"{p.curve_steps}: the same items at every point"
+        if p.curve == "eval"
+        else "the per-step training execution reward (no curve evaluations; `--curve reward`)"
+    )
+    lines += [
+        "## Learning curves",
+        "",
+        f"`learning.png`, data in `curves.json`: {curve}; band: min–max over seeds. "
+        "Right panel: the comparisons' effects with their 95% intervals.",
+        "",
+        f"Least-squares slopes of the seed-mean curves (points per 100 steps; descriptive, not tested): {slope_text}.",
+        "",
+    ]
+    lines += [
+        "## Budget",
+        "",
+        "```",
+        *[f"{k}: {v}" for k, v in c.budget.items()],
+        "```",
+        "",
+        "## Command",
+        "",
+        "```",
+        c.command,
+        "```",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -41,8 +41,13 @@ class TrainContext:
     @property
     def spec(self) -> EvalSpec:
         p = self.plan
-        return EvalSpec(pack=p.pack, max_tokens=p.eval_max_tokens, items=p.eval_items, curve_items=p.curve_items,
-                        engine=p.eval_engine)  # fmt: skip
+        return EvalSpec(
+            pack=p.pack,
+            max_tokens=p.eval_max_tokens,
+            items=p.eval_items,
+            curve_items=p.curve_items,
+            engine=p.eval_engine,
+        )
 
 
 @dataclass(frozen=True)
@@ -56,22 +61,47 @@ def train_argv(ctx: TrainContext, key: RunKey, steps: int, work: Path, log: Path
     """The budget is pinned on the command line, not left to whatever config each run would read; the arm adds
     its estimator and its advantage knobs, nothing else."""
     p, model, arm = ctx.plan, ctx.model_dir, resolve_arm(key.arm)
-    pinned = {"learner.init_model": model, "common.model": model,  # the rollout server serves the same model
-              "learner.run_dir": work, "learner.keep_versions": 0,  # the watcher below decides what to keep
-              "learner.train_group_size": p.group_size, "learner.train_temperature": p.temperature,
-              "learner.train_max_tokens": p.max_tokens, "learner.lr": p.lr}  # fmt: skip
+    pinned = {
+        "learner.init_model": model,
+        "common.model": model,  # the rollout server serves the same model
+        "learner.run_dir": work,
+        "learner.keep_versions": 0,  # the watcher below decides what to keep
+        "learner.train_group_size": p.group_size,
+        "learner.train_temperature": p.temperature,
+        "learner.train_max_tokens": p.max_tokens,
+        "learner.lr": p.lr,
+    }
     sets = [a for k, v in pinned.items() for a in ("--set", f"{k}={v}")] + arm.set_args()
-    return [sys.executable, "-m", "slca", *ctx.config_args, *sets, "train", "--estimator", arm.estimator,
-            "--seed", str(key.seed), "--steps", str(steps), "--pack", p.pack, "--log", str(log),
-            *p.train_args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "slca",
+        *ctx.config_args,
+        *sets,
+        "train",
+        "--estimator",
+        arm.estimator,
+        "--seed",
+        str(key.seed),
+        "--steps",
+        str(steps),
+        "--pack",
+        p.pack,
+        "--log",
+        str(log),
+        *p.train_args,
+    ]
 
 
 def _versions(weights_dir: Path) -> list[int]:
     """Complete published versions (a version folder is renamed into place with its manifest in it)."""
     if not weights_dir.is_dir():
         return []
-    return sorted(int(p.name[1:]) for p in weights_dir.iterdir()
-                  if p.name[:1] == "v" and p.name[1:].isdigit() and (p / "manifest.json").is_file())  # fmt: skip
+    return sorted(
+        int(p.name[1:])
+        for p in weights_dir.iterdir()
+        if p.name[:1] == "v" and p.name[1:].isdigit() and (p / "manifest.json").is_file()
+    )
 
 
 def prune(weights_dir: Path, keep: set[int]) -> None:
@@ -83,8 +113,14 @@ def prune(weights_dir: Path, keep: set[int]) -> None:
             shutil.rmtree(weights_dir / f"v{v}", ignore_errors=True)
 
 
-def train(ctx: TrainContext, key: RunKey, steps: int, run_dir: Path, keep: set[int],
-          on_step: Callable[[int], None] = lambda s: None) -> TrainOutcome:  # fmt: skip
+def train(
+    ctx: TrainContext,
+    key: RunKey,
+    steps: int,
+    run_dir: Path,
+    keep: set[int],
+    on_step: Callable[[int], None] = lambda s: None,
+) -> TrainOutcome:
     """Run `slca train` to the end; meanwhile prune unneeded versions and report each finished step."""
     work, log = run_dir / "work", run_dir / "train.jsonl"
     weights_dir = work / f"train-{resolve_arm(key.arm).estimator}-{key.seed}" / "weights"
@@ -103,8 +139,10 @@ def train(ctx: TrainContext, key: RunKey, steps: int, run_dir: Path, keep: set[i
     seconds = time.monotonic() - t0
     if proc.returncode != 0:
         tail = (run_dir / "train.log").read_text(errors="replace").splitlines()[-15:]
-        raise CliError(f"slca train (arm {key.arm}) --seed {key.seed} failed (status "
-                       f"{proc.returncode}); last lines of {run_dir / 'train.log'}:\n" + "\n".join(tail))  # fmt: skip
+        raise CliError(
+            f"slca train (arm {key.arm}) --seed {key.seed} failed (status "
+            f"{proc.returncode}); last lines of {run_dir / 'train.log'}:\n" + "\n".join(tail)
+        )
     prune(weights_dir, keep)
     lines = read_jsonl(log)
     if len(lines) != steps:
@@ -130,8 +168,9 @@ def run_one(ctx: TrainContext, key: RunKey, out: Path, phase: Callable[[str], No
     run_dir.mkdir(parents=True)
     t0 = time.monotonic()
     steps, spec = ctx.plan.steps, ctx.spec
-    outcome = train(ctx, key, steps, run_dir, set(ctx.plan.curve_steps) | {steps},
-                    on_step=lambda n: phase(f"step {n}/{steps}"))  # fmt: skip
+    outcome = train(
+        ctx, key, steps, run_dir, set(ctx.plan.curve_steps) | {steps}, on_step=lambda n: phase(f"step {n}/{steps}")
+    )
     keys = curve_keys(spec)
     curve = []
     for step in ctx.plan.curve_steps:
@@ -148,12 +187,21 @@ def run_one(ctx: TrainContext, key: RunKey, out: Path, phase: Callable[[str], No
         curve.append([steps, rate(records, keys)])
     shutil.rmtree(run_dir / "work")  # weights are large and not part of the result
     arm = resolve_arm(key.arm)
-    record = {"arm": key.arm, "estimator": arm.estimator, "advantage": dict(arm.advantage), "seed": key.seed,
-              "steps": steps, "seconds": round(time.monotonic() - t0, 1), "train_seconds": round(outcome.seconds, 1),
-              "eval_seconds": round(eval_s, 1), "metrics": flat_metrics(records, no_tool_keys(spec)),
-              "diagnostics": run_diagnostics(outcome.lines, train_no_tool(ctx.plan.pack)), "curve": curve,
-              "exec_reward": step_series(outcome.lines, "exec_mean"),
-              "tool_turns": step_series(outcome.lines, "tool_turns_mean")}  # fmt: skip
+    record = {
+        "arm": key.arm,
+        "estimator": arm.estimator,
+        "advantage": dict(arm.advantage),
+        "seed": key.seed,
+        "steps": steps,
+        "seconds": round(time.monotonic() - t0, 1),
+        "train_seconds": round(outcome.seconds, 1),
+        "eval_seconds": round(eval_s, 1),
+        "metrics": flat_metrics(records, no_tool_keys(spec)),
+        "diagnostics": run_diagnostics(outcome.lines, train_no_tool(ctx.plan.pack)),
+        "curve": curve,
+        "exec_reward": step_series(outcome.lines, "exec_mean"),
+        "tool_turns": step_series(outcome.lines, "tool_turns_mean"),
+    }
     write_json(run_dir / "done.json", record)
     return record
 

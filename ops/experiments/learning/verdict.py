@@ -26,33 +26,57 @@ class Verdict:
     note: str = ""
 
     def lines(self) -> list[str]:
-        return [f"{e.a} vs {e.b}: {e.verdict} — {e.effect:+.1f} points [{e.ci_low:+.1f}, {e.ci_high:+.1f}], "
-                f"p = {e.p:.4f}, Holm p = {e.p_holm:.4f}" for e in self.effects]  # fmt: skip
+        return [
+            f"{e.a} vs {e.b}: {e.verdict} — {e.effect:+.1f} points [{e.ci_low:+.1f}, {e.ci_high:+.1f}], "
+            f"p = {e.p:.4f}, Holm p = {e.p_holm:.4f}"
+            for e in self.effects
+        ]
 
     def markdown(self) -> str:
-        head = [RULE, "", f"α = {ALPHA}. Family: {len(self.effects)} comparisons, on {self.n_items} held-out items "
-                f"answered by every model" + (f" ({self.dropped} items missing from some run left out)"
-                                              if self.dropped else "") + ".", ""]  # fmt: skip
+        head = [
+            RULE,
+            "",
+            f"α = {ALPHA}. Family: {len(self.effects)} comparisons, on {self.n_items} held-out items "
+            f"answered by every model"
+            + (f" ({self.dropped} items missing from some run left out)" if self.dropped else "")
+            + ".",
+            "",
+        ]
         if self.note:
             head += [self.note, ""]
-        rows = ["| comparison | A | B | effect A − B (points) | 95% interval | p | Holm p | verdict |",
-                "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        rows += [f"| {e.a} vs {e.b} | {100 * e.a_rate:.1f}% ({e.seeds_a} seeds) | {100 * e.b_rate:.1f}% "
-                 f"({e.seeds_b} seeds) | {e.effect:+.1f} | [{e.ci_low:+.1f}, {e.ci_high:+.1f}] | {e.p:.4f} | "
-                 f"{e.p_holm:.4f} | **{e.verdict}** |" for e in self.effects]  # fmt: skip
+        rows = [
+            "| comparison | A | B | effect A − B (points) | 95% interval | p | Holm p | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        rows += [
+            f"| {e.a} vs {e.b} | {100 * e.a_rate:.1f}% ({e.seeds_a} seeds) | {100 * e.b_rate:.1f}% "
+            f"({e.seeds_b} seeds) | {e.effect:+.1f} | [{e.ci_low:+.1f}, {e.ci_high:+.1f}] | {e.p:.4f} | "
+            f"{e.p_holm:.4f} | **{e.verdict}** |"
+            for e in self.effects
+        ]
         return "\n".join(head + rows)
 
     def to_json(self) -> dict:
-        return {"alpha": ALPHA, "rule": RULE, "n_items": self.n_items, "dropped_items": self.dropped,
-                "comparisons": [e.to_json() for e in self.effects]}  # fmt: skip
+        return {
+            "alpha": ALPHA,
+            "rule": RULE,
+            "n_items": self.n_items,
+            "dropped_items": self.dropped,
+            "comparisons": [e.to_json() for e in self.effects],
+        }
 
     @property
     def detected(self) -> list[Effect]:
         return [e for e in self.effects if e.verdict != NO_DIFFERENCE]
 
 
-def judge(warm: dict[str, bool], runs: dict[str, dict[int, dict[str, bool]]], arms: list[str],
-          reps: int = BOOTSTRAP_REPS, perms: int = PERMUTATIONS) -> Verdict:  # fmt: skip
+def judge(
+    warm: dict[str, bool],
+    runs: dict[str, dict[int, dict[str, bool]]],
+    arms: list[str],
+    reps: int = BOOTSTRAP_REPS,
+    perms: int = PERMUTATIONS,
+) -> Verdict:
     """`warm`: the warm start's `{item key: success}`; `runs`: `{arm: {seed: {item key: success}}}` of the
     finished runs. Arms without a finished run are left out of the family (and said so)."""
     present = [a for a in arms if runs.get(a)]

@@ -10,7 +10,9 @@ def register(commands, bench) -> None:
     train.add_argument("--steps", type=int, default=20)
     train.add_argument("--api", default=None, help="base URL of a running `slca serve` (default: start one in-process)")
     train.add_argument("--pack", default="everyday", help="task pack")
-    train.add_argument("--log", default=None, help="JSON-lines metrics file (default <run_dir>/train-<estimator>-<seed>.jsonl)")
+    train.add_argument(
+        "--log", default=None, help="JSON-lines metrics file (default <run_dir>/train-<estimator>-<seed>.jsonl)"
+    )
     train.set_defaults(func=_train)
 
 

@@ -64,8 +64,10 @@ def wait_served(api: str, version: int, timeout_s: float = SWAP_TIMEOUT_S) -> fl
         if served is not None and served >= version:
             return time.perf_counter() - t0
         time.sleep(0.05)
-    raise CliError(f"{api} still serves v{served} {timeout_s:.0f}s after v{version} was announced: does it follow "
-                   "the weights channel on this Redis (serve.subscribe_weights), and did the load fail (its log)?")
+    raise CliError(
+        f"{api} still serves v{served} {timeout_s:.0f}s after v{version} was announced: does it follow "
+        "the weights channel on this Redis (serve.subscribe_weights), and did the load fail (its log)?"
+    )
 
 
 def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring):
@@ -74,16 +76,32 @@ def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring
     from slca.contracts.wire import validate
     from workers.scoring import score_trajectory
 
-    body = {"messages": task.messages, "tools": task.tools, "task_id": task.task_id,
-            "ground_truth": task.ground_truth.model_dump(mode="json"), "n": settings.train_group_size,
-            "temperature": settings.train_temperature, "top_p": 1.0, "max_tokens": settings.train_max_tokens,
-            "max_turns": 3, "seed": seed, "record": False, "return_trajectories": True, "stream": False}  # fmt: skip
+    body = {
+        "messages": task.messages,
+        "tools": task.tools,
+        "task_id": task.task_id,
+        "ground_truth": task.ground_truth.model_dump(mode="json"),
+        "n": settings.train_group_size,
+        "temperature": settings.train_temperature,
+        "top_p": 1.0,
+        "max_tokens": settings.train_max_tokens,
+        "max_turns": 3,
+        "seed": seed,
+        "record": False,
+        "return_trajectories": True,
+        "stream": False,
+    }
     reply = post_json(f"{api}/v1/agent/runs", body)
     trajs = [validate(Trajectory, run["trajectory"]) for run in reply["runs"]]
     rewards = [score_trajectory(t, scoring) for t in trajs]
     versions = [t.policy_version for t in trajs]
-    return RolloutGroup(task_id=task.task_id, policy_version_min=min(versions), policy_version_max=max(versions),
-                        trajectories=trajs, rewards=rewards)  # fmt: skip
+    return RolloutGroup(
+        task_id=task.task_id,
+        policy_version_min=min(versions),
+        policy_version_max=max(versions),
+        trajectories=trajs,
+        rewards=rewards,
+    )
 
 
 def run_train_cli(args, config) -> int:
@@ -117,8 +135,10 @@ def run_train_cli(args, config) -> int:
     try:
         client.ping()  # before any work: every version is announced there
     except redis.ConnectionError as exc:
-        raise CliError(f"cannot reach Redis at {common.redis_or_default()} (weights are announced there; set "
-                       f"common.redis_url): {exc}") from None  # fmt: skip
+        raise CliError(
+            f"cannot reach Redis at {common.redis_or_default()} (weights are announced there; set "
+            f"common.redis_url): {exc}"
+        ) from None
     server, api, streams = open_server(config, args.api)
     weights_key = server.common.weights_key if server is not None else common.weights_key
     random.seed(args.seed)
@@ -135,15 +155,36 @@ def run_train_cli(args, config) -> int:
                 group = generate_group(api, task, settings, rng.randrange(2**31), scoring)
                 gen_s = time.perf_counter() - t0
                 report = trainer.train_step([group])
-                manifest, publish_s = publish(policy.model, model_dir, run_dir / "weights", version, step,
-                                              str(model_dir), client, streams, settings.keep_versions,
-                                              weights_key=weights_key)  # fmt: skip
+                manifest, publish_s = publish(
+                    policy.model,
+                    model_dir,
+                    run_dir / "weights",
+                    version,
+                    step,
+                    str(model_dir),
+                    client,
+                    streams,
+                    settings.keep_versions,
+                    weights_key=weights_key,
+                )
                 swap_s = wait_served(api, manifest.version)
                 version = manifest.version
-                line = {"step": step, "estimator": args.estimator, "seed": args.seed, "task_id": task.task_id,
-                        "version": version, **group_means(group), "loss": report.loss,
-                        "scorer_version": scoring.scorer_version, "tokens": report.tokens, "generate_s": gen_s,
-                        "step_s": report.seconds, "publish_s": publish_s, "swap_s": swap_s, **report.metrics}  # fmt: skip
+                line = {
+                    "step": step,
+                    "estimator": args.estimator,
+                    "seed": args.seed,
+                    "task_id": task.task_id,
+                    "version": version,
+                    **group_means(group),
+                    "loss": report.loss,
+                    "scorer_version": scoring.scorer_version,
+                    "tokens": report.tokens,
+                    "generate_s": gen_s,
+                    "step_s": report.seconds,
+                    "publish_s": publish_s,
+                    "swap_s": swap_s,
+                    **report.metrics,
+                }
                 log.write(json.dumps(line) + "\n")
                 log.flush()
                 bar.update(1)
@@ -176,6 +217,9 @@ def tool_turns(traj: Trajectory) -> int:
 
 def group_means(group) -> dict[str, float]:
     n = group.size
-    return {"exec_mean": sum(r.exec for r in group.rewards) / n, "pref_mean": sum(r.pref for r in group.rewards) / n,
-            "tool_turns_mean": sum(tool_turns(t) for t in group.trajectories) / n,
-            "omission_rate": sum(r.omission_penalized for r in group.rewards) / n}  # fmt: skip
+    return {
+        "exec_mean": sum(r.exec for r in group.rewards) / n,
+        "pref_mean": sum(r.pref for r in group.rewards) / n,
+        "tool_turns_mean": sum(tool_turns(t) for t in group.trajectories) / n,
+        "omission_rate": sum(r.omission_penalized for r in group.rewards) / n,
+    }

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 def register(commands, bench) -> None:
     sft = commands.add_parser("sft", help="warm start on task-pack demonstrations (loss on assistant tokens)")
-    sft.add_argument("--minutes", type=float, default=None,
-                     help="time budget (default ops.warm_start_minutes, what `slca up` spends)")
+    sft.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="time budget (default ops.warm_start_minutes, what `slca up` spends)",
+    )
     sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes)")
     sft.add_argument("--out", default=None, help="output dir (default <cache>/models/<model>-sft)")
     sft.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
     sft.add_argument("--pack", default="everyday", help="task pack for demonstrations")
     sft.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks for the before/after check (0: skip)")
     sft.add_argument("--seed", type=int, default=0)
-    sft.add_argument("--batch-tokens", type=int, default=0,
-                     help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)")
+    sft.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=0,
+        help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)",
+    )
     sft.set_defaults(func=_sft)
 
 

@@ -40,9 +40,11 @@ def resolve_warm_start(name: str | None, config: Config) -> Path:
     if (model / "config.json").is_file():
         return model.resolve()
     if name is None:
-        raise CliError(f"no warm-started model {default!r} in the model cache ({models_dir(cache)}): make it with "
-                       "`slca sft` (≈ 10 min; `slca up` also runs it first when it is missing), or choose the "
-                       "starting model with --model (embedded, tiny, a cached model's name or a directory)")
+        raise CliError(
+            f"no warm-started model {default!r} in the model cache ({models_dir(cache)}): make it with "
+            "`slca sft` (≈ 10 min; `slca up` also runs it first when it is missing), or choose the "
+            "starting model with --model (embedded, tiny, a cached model's name or a directory)"
+        )
     raise CliError(f"no model {name!r} (neither a model in {models_dir(cache)} nor a directory with config.json)")
 
 
@@ -65,10 +67,24 @@ def ensure_warm_start(config: Config, global_argv: list[str], env: dict[str, str
         return (warm_model_dir(config) / "config.json").is_file()
     ops = config.get(OpsSettings)
     out = warm_model_dir(config)
-    print(f"slca up: no warm-started model yet ({out}); warm start first: `slca sft` for "
-          f"{ops.warm_start_minutes:g} min (first run only; set ops.warm_start_minutes=0 to skip)", flush=True)  # fmt: skip
-    argv = [sys.executable, "-m", "slca", *global_argv, "sft", "--minutes", str(ops.warm_start_minutes),
-            "--eval-tasks", str(ops.warm_start_eval_tasks), "--out", str(out)]  # fmt: skip
+    print(
+        f"slca up: no warm-started model yet ({out}); warm start first: `slca sft` for "
+        f"{ops.warm_start_minutes:g} min (first run only; set ops.warm_start_minutes=0 to skip)",
+        flush=True,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "slca",
+        *global_argv,
+        "sft",
+        "--minutes",
+        str(ops.warm_start_minutes),
+        "--eval-tasks",
+        str(ops.warm_start_eval_tasks),
+        "--out",
+        str(out),
+    ]
     try:
         code = subprocess.call(argv, env={**os.environ, **(env or {})})
     except KeyboardInterrupt:

@@ -87,9 +87,14 @@ def _body(snapshot) -> bytes:
 
 async def stats(request: web.Request) -> web.Response:
     if not _authorised(request):
-        return web.json_response({"error": "stats need a key: Authorization: Bearer <admin token or API key> "
-                                  "(the page: open /dashboard/#token=<key>)"}, status=401,
-                                 headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+        return web.json_response(
+            {
+                "error": "stats need a key: Authorization: Bearer <admin token or API key> "
+                "(the page: open /dashboard/#token=<key>)"
+            },
+            status=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     try:
         limit = min(MAX_ROWS, max(1, int(request.query.get("limit", "500"))))
     except ValueError:

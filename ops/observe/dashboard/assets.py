@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-CONTENT_TYPES = {".html": ("text/html", "utf-8"), ".js": ("text/javascript", "utf-8"), ".css": ("text/css", "utf-8"),
-                 ".png": ("image/png", None), ".svg": ("image/svg+xml", "utf-8")}  # fmt: skip
+CONTENT_TYPES = {
+    ".html": ("text/html", "utf-8"),
+    ".js": ("text/javascript", "utf-8"),
+    ".css": ("text/css", "utf-8"),
+    ".png": ("image/png", None),
+    ".svg": ("image/svg+xml", "utf-8"),
+}
 """Only these suffixes are served; LICENSE and VERSION notes ship in the package but are not web files."""
 VENDOR_CACHE = "public, max-age=86400"
 OWN_CACHE = "no-cache"

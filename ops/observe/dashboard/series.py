@@ -74,18 +74,25 @@ def _timed(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 
 def reward_by_version(rewards: list[dict[str, Any]]) -> Series:
     stats = by_version(rewards)
-    return Series([float(s.version) for s in stats],
-                  {"execution": [s.exec_mean for s in stats], "preference": [s.pref_mean for s in stats]},
-                  {"n": [s.n for s in stats], "tool_turns": [s.tool_turns_mean for s in stats]})  # fmt: skip
+    return Series(
+        [float(s.version) for s in stats],
+        {"execution": [s.exec_mean for s in stats], "preference": [s.pref_mean for s in stats]},
+        {"n": [s.n for s in stats], "tool_turns": [s.tool_turns_mean for s in stats]},
+    )
 
 
 def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-PROBE_LINES = {"held-out success": ("held_out", "success"), "95% high": ("held_out", "ci_high"),
-               "95% low": ("held_out", "ci_low"), "BFCL success": ("bfcl", "success"), "exec": ("held_out", "exec"),
-               "pref": ("held_out", "pref")}  # fmt: skip
+PROBE_LINES = {
+    "held-out success": ("held_out", "success"),
+    "95% high": ("held_out", "ci_high"),
+    "95% low": ("held_out", "ci_low"),
+    "BFCL success": ("bfcl", "success"),
+    "exec": ("held_out", "exec"),
+    "pref": ("held_out", "pref"),
+}
 """Probe chart line label → (suite, field) of `ProbeRound.suites`; the page fills the band between the two
 interval lines."""
 PROBE_EXTRA = ("n", "version_min", "version_max", "diff", "diff_low", "diff_high", "mcnemar_p")
@@ -100,19 +107,30 @@ def probe(entries: list[dict[str, Any]]) -> Series:
     probe restarted) keep their time order."""
     rounds = sorted(rounds_of(entries), key=lambda r: r.version)  # stable: equal versions stay oldest first
     xs = [float(r.version) for r in rounds]
-    ys = {label: [_value(r.suites.get(suite, {}).get(key)) for r in rounds]
-          for label, (suite, key) in PROBE_LINES.items()}  # fmt: skip
+    ys = {
+        label: [_value(r.suites.get(suite, {}).get(key)) for r in rounds] for label, (suite, key) in PROBE_LINES.items()
+    }
     paired = [r.vs_v0.get(HEADLINE, {}) for r in rounds]
-    extra = {"n": [r.headline.get("n") for r in rounds], "version_min": [r.version_min for r in rounds],
-             "version_max": [r.version_max for r in rounds], "diff": [d.get("diff") for d in paired],
-             "diff_low": [d.get("ci_low") for d in paired], "diff_high": [d.get("ci_high") for d in paired],
-             "mcnemar_p": [d.get("mcnemar_p") for d in paired]}  # fmt: skip
+    extra = {
+        "n": [r.headline.get("n") for r in rounds],
+        "version_min": [r.version_min for r in rounds],
+        "version_max": [r.version_max for r in rounds],
+        "diff": [d.get("diff") for d in paired],
+        "diff_low": [d.get("ci_low") for d in paired],
+        "diff_high": [d.get("ci_high") for d in paired],
+        "mcnemar_p": [d.get("mcnemar_p") for d in paired],
+    }
     meta: dict[str, Any] = {}
     if rounds:
         last = rounds[-1]
         paired_v0 = {name: last.vs_v0[name] for name in PAIRED_SUITES if name in last.vs_v0}
-        meta = {"version": last.version, "baseline_version": last.baseline_version, "mode": last.mode,
-                "items": last.items, "vs_v0": paired_v0}  # fmt: skip
+        meta = {
+            "version": last.version,
+            "baseline_version": last.baseline_version,
+            "mode": last.mode,
+            "items": last.items,
+            "vs_v0": paired_v0,
+        }
     return Series(xs, ys, extra, meta)
 
 
@@ -175,6 +193,13 @@ def learner_series(learner: list[dict[str, Any]]) -> Series:
 
 def build_charts(snapshot: Snapshot) -> Charts:
     rewards, learner = snapshot.rewards, snapshot.learner
-    return Charts(reward_by_version(rewards), probe(snapshot.probe), tool_turns(rewards), zero_variance(learner),
-                  staleness(rewards, learner), versions(rewards, learner), throughput(rewards),
-                  learner_series(learner))  # fmt: skip
+    return Charts(
+        reward_by_version(rewards),
+        probe(snapshot.probe),
+        tool_turns(rewards),
+        zero_variance(learner),
+        staleness(rewards, learner),
+        versions(rewards, learner),
+        throughput(rewards),
+        learner_series(learner),
+    )

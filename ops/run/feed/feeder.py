@@ -76,18 +76,32 @@ def task_cycle(tasks: list[Task], seed: int) -> Iterator[Task]:
 
 def request_body(task: Task, plan: FeedPlan) -> dict:
     return {
-        "messages": task.messages, "tools": task.tools, "task_id": task.task_id,
-        "ground_truth": task.ground_truth.model_dump(mode="json"), "n": plan.group_size,
-        "temperature": plan.temperature, "top_p": plan.top_p, "max_tokens": plan.max_tokens,
-        "max_turns": plan.max_turns, "record": True, "return_trajectories": False, "stream": False,
-    }  # fmt: skip
+        "messages": task.messages,
+        "tools": task.tools,
+        "task_id": task.task_id,
+        "ground_truth": task.ground_truth.model_dump(mode="json"),
+        "n": plan.group_size,
+        "temperature": plan.temperature,
+        "top_p": plan.top_p,
+        "max_tokens": plan.max_tokens,
+        "max_turns": plan.max_turns,
+        "record": True,
+        "return_trajectories": False,
+        "stream": False,
+    }
 
 
 class Feeder:
-    def __init__(self, plan: FeedPlan, tasks: list[Task], metrics: FeedMetrics,
-                 on_ids: Callable[[list[str]], None] = lambda ids: None,
-                 on_done: Callable[[], None] = lambda: None, backlog=None,
-                 hold: asyncio.Event | None = None):  # fmt: skip
+    def __init__(
+        self,
+        plan: FeedPlan,
+        tasks: list[Task],
+        metrics: FeedMetrics,
+        on_ids: Callable[[list[str]], None] = lambda ids: None,
+        on_done: Callable[[], None] = lambda: None,
+        backlog=None,
+        hold: asyncio.Event | None = None,
+    ):
         self.plan = plan
         self.tasks = task_cycle(tasks, plan.seed)
         self.metrics = metrics

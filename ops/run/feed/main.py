@@ -32,13 +32,20 @@ def group_size(config: Config, ops: OpsSettings) -> int:
 def make_plan(args, config: Config) -> FeedPlan:
     ops = config.get(OpsSettings)
     return FeedPlan(
-        url=args.url or ops.feed_url or serve_url(config), group_size=group_size(config, ops),
-        concurrency=args.concurrency or ops.feed_concurrency, max_tokens=ops.feed_max_tokens,
-        max_turns=ops.feed_max_turns, temperature=ops.feed_temperature, top_p=ops.feed_top_p,
-        retry_initial_s=ops.feed_retry_initial_s, retry_max_s=ops.feed_retry_max_s,
+        url=args.url or ops.feed_url or serve_url(config),
+        group_size=group_size(config, ops),
+        concurrency=args.concurrency or ops.feed_concurrency,
+        max_tokens=ops.feed_max_tokens,
+        max_turns=ops.feed_max_turns,
+        temperature=ops.feed_temperature,
+        top_p=ops.feed_top_p,
+        retry_initial_s=ops.feed_retry_initial_s,
+        retry_max_s=ops.feed_retry_max_s,
         requests=ops.feed_requests if args.requests is None else args.requests,
-        seed=ops.feed_seed, api_key=config.common.record_key, max_group_backlog=ops.feed_max_group_backlog,
-    )  # fmt: skip
+        seed=ops.feed_seed,
+        api_key=config.common.record_key,
+        max_group_backlog=ops.feed_max_group_backlog,
+    )
 
 
 def run_feed(args, config: Config) -> int:
@@ -51,12 +58,21 @@ def run_feed(args, config: Config) -> int:
         start_http_server(port)
     ids_path = args.ids_out or Path(config.common.data_dir) / "feed-trajectory-ids.log"
     ids_path.parent.mkdir(parents=True, exist_ok=True)
-    log.info("feeding %s with %d %s tasks, n=%d, concurrency %d; trajectory ids → %s",
-             plan.url, len(tasks), args.pack or ops.feed_pack, plan.group_size, plan.concurrency, ids_path)  # fmt: skip
+    log.info(
+        "feeding %s with %d %s tasks, n=%d, concurrency %d; trajectory ids → %s",
+        plan.url,
+        len(tasks),
+        args.pack or ops.feed_pack,
+        plan.group_size,
+        plan.concurrency,
+        ids_path,
+    )
     report = asyncio.run(_feed(plan, tasks, ids_path, config))
-    print(f"feed: {report.sent} requests sent, {report.ok} ok, {report.failed} failed, {report.retries} retries, "
-          f"{report.abandoned} abandoned at stop, "
-          f"{len(report.trajectory_ids)} trajectories recorded")  # fmt: skip
+    print(
+        f"feed: {report.sent} requests sent, {report.ok} ok, {report.failed} failed, {report.retries} retries, "
+        f"{report.abandoned} abandoned at stop, "
+        f"{len(report.trajectory_ids)} trajectories recorded"
+    )
     return 0 if report.failed == 0 or report.ok else 1
 
 
@@ -74,14 +90,18 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
         def record(ids: list[str]) -> None:
             ids_log.write("".join(i + "\n" for i in ids))
 
-        backlog = GroupBacklog(config.common.redis_or_default(), Streams(config.common.stream_prefix).groups) \
-            if plan.max_group_backlog > 0 else None  # fmt: skip
+        backlog = (
+            GroupBacklog(config.common.redis_or_default(), Streams(config.common.stream_prefix).groups)
+            if plan.max_group_backlog > 0
+            else None
+        )
         prober = make_prober(plan, config)
         probing = asyncio.create_task(prober.run(stop)) if prober is not None else None
         hold = prober.feed_open if prober is not None else None
         try:
-            report = await Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update,
-                                  backlog=backlog, hold=hold).run(stop)  # fmt: skip
+            report = await Feeder(
+                plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog, hold=hold
+            ).run(stop)
         finally:
             stop.set()  # the feed is done (request budget spent or stopped): so is the probe
             if probing is not None:
@@ -103,8 +123,13 @@ def probe_eval_plan(ops: OpsSettings):
 
     per_category = ops.probe_bfcl_per_category
     bfcl = {"bfcl_per_category": per_category} if per_category else {"bfcl_categories": ()}
-    return EvalPlan(splits=tuple(ops.probe_splits), pack=ops.feed_pack, mode=ops.probe_mode,
-                    concurrency=ops.probe_concurrency, **bfcl)  # fmt: skip
+    return EvalPlan(
+        splits=tuple(ops.probe_splits),
+        pack=ops.feed_pack,
+        mode=ops.probe_mode,
+        concurrency=ops.probe_concurrency,
+        **bfcl,
+    )
 
 
 def make_prober(plan: FeedPlan, config: Config):
@@ -128,11 +153,23 @@ def make_prober(plan: FeedPlan, config: Config):
     except (ValueError, ImportError, OSError) as exc:
         log.error("probe off: its items cannot be planned: %s", exc)
         return None
-    probe_plan = ProbePlan(url=plan.url, eval=eval_plan, data_dir=Path(config.common.data_dir),
-                           every_versions=ops.probe_every_versions, api_key=config.common.record_key,
-                           holds_feed=ops.probe_holds_feed)  # fmt: skip
+    probe_plan = ProbePlan(
+        url=plan.url,
+        eval=eval_plan,
+        data_dir=Path(config.common.data_dir),
+        every_versions=ops.probe_every_versions,
+        api_key=config.common.record_key,
+        holds_feed=ops.probe_holds_feed,
+    )
     stream = Streams(config.common.stream_prefix).stats(PROBE_SUFFIX)
-    log.info("probe: %d items (%s, BFCL %d per category), %s, every %d versions → %s and %s/probe/", len(items),
-             "+".join(eval_plan.splits), ops.probe_bfcl_per_category, eval_plan.mode, probe_plan.every_versions,
-             stream, config.common.data_dir)  # fmt: skip
+    log.info(
+        "probe: %d items (%s, BFCL %d per category), %s, every %d versions → %s and %s/probe/",
+        len(items),
+        "+".join(eval_plan.splits),
+        ops.probe_bfcl_per_category,
+        eval_plan.mode,
+        probe_plan.every_versions,
+        stream,
+        config.common.data_dir,
+    )
     return Prober(probe_plan, items, redis_publisher(config.common.redis_or_default(), stream))

@@ -73,8 +73,13 @@ class Prober:
     """Runs a round at the first served version it sees and whenever the served version has advanced
     `every_versions` since the last round; the first round is the baseline every later one is paired with."""
 
-    def __init__(self, plan: ProbePlan, items: list[EvalItem], publish: Callable[[dict], Awaitable[None]],
-                 run_items: RunItems | None = None):  # fmt: skip
+    def __init__(
+        self,
+        plan: ProbePlan,
+        items: list[EvalItem],
+        publish: Callable[[dict], Awaitable[None]],
+        run_items: RunItems | None = None,
+    ):
         self.plan = plan
         self.items = items
         """Planned once: every round asks the same items (the rounds are paired)."""
@@ -127,10 +132,19 @@ class Prober:
         self.rounds += 1
         await self.publish(result.to_json())
         head, diff = result.headline, result.vs_v0.get("held_out", {})
-        log.info("probe v%d: held-out success %.3f [%.3f, %.3f] (n=%d), vs v%d %+.3f [%+.3f, %+.3f]; %.0fs",
-                 result.version, head.get("success", 0.0), head.get("ci_low", 0.0), head.get("ci_high", 0.0),
-                 head.get("n", 0), result.baseline_version, diff.get("diff", 0.0), diff.get("ci_low", 0.0),
-                 diff.get("ci_high", 0.0), result.seconds)  # fmt: skip
+        log.info(
+            "probe v%d: held-out success %.3f [%.3f, %.3f] (n=%d), vs v%d %+.3f [%+.3f, %+.3f]; %.0fs",
+            result.version,
+            head.get("success", 0.0),
+            head.get("ci_low", 0.0),
+            head.get("ci_high", 0.0),
+            head.get("n", 0),
+            result.baseline_version,
+            diff.get("diff", 0.0),
+            diff.get("ci_low", 0.0),
+            diff.get("ci_high", 0.0),
+            result.seconds,
+        )
         return result
 
     def due(self, version: int) -> bool:

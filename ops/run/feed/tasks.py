@@ -15,8 +15,9 @@ def load_pack(pack: str, split: str, seed: int = 0) -> list[Task]:
     except ImportError:
         from ops.run.feed.builtin_tasks import builtin_tasks
 
-        log.warning("sim.tasks is not available: using the built-in %s pack (%s)", split,
-                    "ops/run/feed/builtin_tasks.py")
+        log.warning(
+            "sim.tasks is not available: using the built-in %s pack (%s)", split, "ops/run/feed/builtin_tasks.py"
+        )
         return builtin_tasks(split)
     tasks = load_tasks(pack, split, seed=seed)
     if not tasks:

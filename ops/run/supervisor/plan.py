@@ -70,8 +70,9 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
     return {f"SLCA_{kind.section.upper()}__METRICS_PORT": str(port)}
 
 
-def build_specs(config: Config, global_argv: list[str], base_env: dict[str, str], log_dir: Path,
-                available: set[str] | None = None) -> tuple[list[ProcessSpec], list[str]]:  # fmt: skip
+def build_specs(
+    config: Config, global_argv: list[str], base_env: dict[str, str], log_dir: Path, available: set[str] | None = None
+) -> tuple[list[ProcessSpec], list[str]]:
     """Process specs for every configured process whose command exists; returns (specs, skipped names)."""
     ops = config.get(OpsSettings)
     available = registered_commands() if available is None else available
@@ -91,8 +92,19 @@ def build_specs(config: Config, global_argv: list[str], base_env: dict[str, str]
             url = f"http://127.0.0.1:{port}/metrics" if port else None
         argv = [sys.executable, "-m", "slca", *global_argv, kind.command]
         ready_url = url + "/readyz" if kind.metrics_on_api else None
-        specs.append(ProcessSpec(name, argv, log_dir / f"{name}.log", env, url, ready_url, stop_group=kind.stop_group,
-                                 log_max_bytes=ops.log_max_bytes, log_backups=ops.log_backups))  # fmt: skip
+        specs.append(
+            ProcessSpec(
+                name,
+                argv,
+                log_dir / f"{name}.log",
+                env,
+                url,
+                ready_url,
+                stop_group=kind.stop_group,
+                log_max_bytes=ops.log_max_bytes,
+                log_backups=ops.log_backups,
+            )
+        )
     return specs, skipped
 
 

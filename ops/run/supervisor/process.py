@@ -127,9 +127,13 @@ class ManagedProcess:
         read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                self.spec.argv, env={**os.environ, **self.spec.env}, stdout=write_fd, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                self.spec.argv,
+                env={**os.environ, **self.spec.env},
+                stdout=write_fd,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except BaseException:
             os.close(read_fd)
             raise

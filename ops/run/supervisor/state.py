@@ -48,10 +48,19 @@ def describe(supervisor, extra: dict[str, Any]) -> dict[str, Any]:
         "supervisor_pid": os.getpid(),
         "updated_at": time.time(),
         "processes": [
-            {"name": p.spec.name, "pid": p.pid, "state": p.state.value, "restarts": p.restarts,
-             "uptime_s": round(p.uptime(), 1), "last_exit": p.last_exit, "killed": p.killed,
-             "stop_s": None if p.stop_seconds is None else round(p.stop_seconds, 2), "log": str(p.spec.log_path),
-             "url": p.spec.url, "ready": supervisor.is_ready(p.spec.name)}  # fmt: skip
+            {
+                "name": p.spec.name,
+                "pid": p.pid,
+                "state": p.state.value,
+                "restarts": p.restarts,
+                "uptime_s": round(p.uptime(), 1),
+                "last_exit": p.last_exit,
+                "killed": p.killed,
+                "stop_s": None if p.stop_seconds is None else round(p.stop_seconds, 2),
+                "log": str(p.spec.log_path),
+                "url": p.spec.url,
+                "ready": supervisor.is_ready(p.spec.name),
+            }
             for p in supervisor.processes
         ],
     }

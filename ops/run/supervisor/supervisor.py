@@ -14,12 +14,19 @@ log = logging.getLogger("slca.up")
 
 
 class Supervisor:
-    def __init__(self, specs: Sequence[ProcessSpec], backoff: Backoff, grace_s: float = 20.0,
-                 poll_interval_s: float = 0.2, readiness: ReadinessPolicy | None = None):  # fmt: skip
+    def __init__(
+        self,
+        specs: Sequence[ProcessSpec],
+        backoff: Backoff,
+        grace_s: float = 20.0,
+        poll_interval_s: float = 0.2,
+        readiness: ReadinessPolicy | None = None,
+    ):
         self.processes = [ManagedProcess(spec, backoff) for spec in specs]
         policy = readiness or ReadinessPolicy()
-        self.watches = {p.spec.name: ReadinessWatch(p.spec.ready_url, policy) for p in self.processes
-                        if p.spec.ready_url}  # fmt: skip
+        self.watches = {
+            p.spec.name: ReadinessWatch(p.spec.ready_url, policy) for p in self.processes if p.spec.ready_url
+        }
         self.grace_s = grace_s
         self.poll_interval_s = poll_interval_s
         self.stop_event = threading.Event()
@@ -40,8 +47,13 @@ class Supervisor:
                 if proc.state == ProcessState.EXITED:
                     log.info("%s finished (exit 0); not restarted", proc.spec.name)
                 else:
-                    log.warning("%s exited with status %s; restarting in %.1fs (see %s)", proc.spec.name,
-                                proc.last_exit, proc.restart_at - proc.clock(), proc.spec.log_path)  # fmt: skip
+                    log.warning(
+                        "%s exited with status %s; restarting in %.1fs (see %s)",
+                        proc.spec.name,
+                        proc.last_exit,
+                        proc.restart_at - proc.clock(),
+                        proc.spec.log_path,
+                    )
             self._check_ready(proc)
             if proc.due():
                 proc.restart()
@@ -95,8 +107,14 @@ class Supervisor:
             proc.finish_stop(deadline)
             if was_stopping:
                 level = logging.WARNING if proc.killed or proc.last_exit else logging.INFO
-                log.log(level, "stopped %s (exit %s, %.1fs%s)", proc.spec.name, proc.last_exit,
-                        proc.stop_seconds or 0.0, ", SIGKILLed" if proc.killed else "")  # fmt: skip
+                log.log(
+                    level,
+                    "stopped %s (exit %s, %.1fs%s)",
+                    proc.spec.name,
+                    proc.last_exit,
+                    proc.stop_seconds or 0.0,
+                    ", SIGKILLed" if proc.killed else "",
+                )
             proc.log.close()
 
     def clean_stop(self) -> bool:

@@ -49,15 +49,29 @@ def run_up(args, config: Config) -> int:
         specs, skipped = build_specs(config, global_argv(args), env, data_dir / "logs")
         for name in skipped:
             log.warning("skipping %s: the `slca %s` command is not registered (component not built yet)", name, name)
-        supervisor = Supervisor(specs, Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s,
-                                               ops.restart_reset_after_s), grace_s=ops.shutdown_grace_s,
-                                readiness=ReadinessPolicy(ops.ready_probe_interval_s, ops.ready_start_grace_s,
-                                                          ops.unready_grace_s))  # fmt: skip
+        supervisor = Supervisor(
+            specs,
+            Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s, ops.restart_reset_after_s),
+            grace_s=ops.shutdown_grace_s,
+            readiness=ReadinessPolicy(ops.ready_probe_interval_s, ops.ready_start_grace_s, ops.unready_grace_s),
+        )
         install_stop_handlers(supervisor)
-        print_banner(supervisor, redact_url(redis_url), owned_redis, model_note, data_dir, "SLCA_ADMIN_TOKEN" in env,
-                     "SLCA_RECORD_KEY" in env)  # fmt: skip
-        reporter = StatusReporter(redis_url, common.stream_prefix, state_path(data_dir), ops.status_interval_s,
-                                  extra={"redis_url": redact_url(redis_url), "data_dir": str(data_dir)})  # fmt: skip
+        print_banner(
+            supervisor,
+            redact_url(redis_url),
+            owned_redis,
+            model_note,
+            data_dir,
+            "SLCA_ADMIN_TOKEN" in env,
+            "SLCA_RECORD_KEY" in env,
+        )
+        reporter = StatusReporter(
+            redis_url,
+            common.stream_prefix,
+            state_path(data_dir),
+            ops.status_interval_s,
+            extra={"redis_url": redact_url(redis_url), "data_dir": str(data_dir)},
+        )
         if getattr(args, "duration", None):
             stop_after(supervisor, args.duration)
         supervisor.run(on_tick=reporter, tick_every_s=1.0)
@@ -74,8 +88,13 @@ def start_owned_redis(ops: OpsSettings, data_dir: Path) -> RedisServer:
     """The owned redis-server: AOF, a password, a memory bound that evicts only expiring keys (OpsSettings). Its URL
     (password included) goes to an owner-only file for `slca status`; the state file and banner show it redacted."""
     password = ops.redis_password or secrets.token_urlsafe(24)
-    server = RedisServer(data_dir / "redis", appendonly=True, password=password, maxmemory=ops.redis_maxmemory,
-                         maxmemory_policy=ops.redis_maxmemory_policy).start()  # fmt: skip
+    server = RedisServer(
+        data_dir / "redis",
+        appendonly=True,
+        password=password,
+        maxmemory=ops.redis_maxmemory,
+        maxmemory_policy=ops.redis_maxmemory_policy,
+    ).start()
     write_secret(owned_redis_url_path(data_dir), server.url)
     return server
 
@@ -156,8 +175,15 @@ def stop_after(supervisor: Supervisor, seconds: float) -> None:
     timer.start()
 
 
-def print_banner(supervisor: Supervisor, redis_url: str, owned_redis, model_note: str, data_dir: Path,
-                 generated_token: bool, generated_record_key: bool = False) -> None:  # fmt: skip
+def print_banner(
+    supervisor: Supervisor,
+    redis_url: str,
+    owned_redis,
+    model_note: str,
+    data_dir: Path,
+    generated_token: bool,
+    generated_record_key: bool = False,
+) -> None:
     where = f"owned redis-server, data {owned_redis.data_dir}" if owned_redis else "configured"
     lines = [f"slca up: redis {redis_url} ({where})", f"model: {model_note}", f"logs: {data_dir / 'logs'}/"]
     for spec in supervisor.processes:

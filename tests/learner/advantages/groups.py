@@ -28,8 +28,9 @@ def reward(i: int, exec: float, pref: float, **kw) -> Reward:
 
 
 def batch(specs, rewards, tool_needed: bool | None = None) -> AdvantageBatch:
-    return AdvantageBatch([layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)],
-                          tool_needed=tool_needed)  # fmt: skip
+    return AdvantageBatch(
+        [layout(s) for s in specs], [reward(i, e, p) for i, (e, p) in enumerate(rewards)], tool_needed=tool_needed
+    )
 
 
 GEN_KINDS = [K.TOOL_CALL, K.SUMMARY, K.REASONING]
@@ -52,15 +53,19 @@ def groups(draw, max_g: int = 6):
     rewards = []
     for i, spec in enumerate(specs):
         layouts.append(layout(spec))
-        per_call = [CallScore(turn=t, score=draw(st.floats(0, 1))) for t in draw(st.sets(st.integers(0, 2), max_size=2))]
+        per_call = [
+            CallScore(turn=t, score=draw(st.floats(0, 1))) for t in draw(st.sets(st.integers(0, 2), max_size=2))
+        ]
         components = {} if draw(st.booleans()) else {"rltr_plan": draw(st.sampled_from([-1.0, 0.0, 0.7]))}
-        rewards.append(Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call,
-                              components=components))  # fmt: skip
+        rewards.append(
+            Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call, components=components)
+        )
     needed = draw(st.sampled_from([None, True, False]))
     return AdvantageBatch(layouts, rewards, tool_needed=needed)
 
 
 def rollout_group(trajectories: list[Trajectory], rewards: list[Reward]) -> RolloutGroup:
     rewards = [r.model_copy(update={"trajectory_id": t.id}) for t, r in zip(trajectories, rewards)]
-    return RolloutGroup(task_id="task", policy_version_min=0, policy_version_max=0, trajectories=trajectories,
-                        rewards=rewards)  # fmt: skip
+    return RolloutGroup(
+        task_id="task", policy_version_min=0, policy_version_max=0, trajectories=trajectories, rewards=rewards
+    )

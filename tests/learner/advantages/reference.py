@@ -128,8 +128,10 @@ def ref_toolpo(batch, cfg):
 
 
 def ref_rltr(batch, cfg):
-    R = [r.components["rltr_plan"] if "rltr_plan" in r.components else r.components.get("completeness", r.exec)
-         for r in batch.rewards]  # fmt: skip
+    R = [
+        r.components["rltr_plan"] if "rltr_plan" in r.components else r.components.get("completeness", r.exec)
+        for r in batch.rewards
+    ]
     a = norm(R, [has(m, TOOL_CALL) for m in batch.members], cfg.eps)
     return [
         [a[i] if k == TOOL_CALL else 0.0 for k in route(m.kinds.tolist(), cfg.reasoning_route)]

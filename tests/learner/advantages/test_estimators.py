@@ -146,8 +146,10 @@ def test_random_groups_match_reference(b, name, cfg):
 
 
 def _with_rewards(b: AdvantageBatch, exec_shift: float, pref_shift: float) -> AdvantageBatch:
-    rewards = [r.model_copy(update={"exec": r.exec + exec_shift * (i + 1) ** 2, "pref": r.pref - pref_shift * (i % 3)})
-               for i, r in enumerate(b.rewards)]  # fmt: skip
+    rewards = [
+        r.model_copy(update={"exec": r.exec + exec_shift * (i + 1) ** 2, "pref": r.pref - pref_shift * (i % 3)})
+        for i, r in enumerate(b.rewards)
+    ]
     return dataclasses.replace(b, rewards=rewards)  # the group's other data (tool_needed) kept
 
 

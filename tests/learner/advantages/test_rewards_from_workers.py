@@ -21,9 +21,11 @@ VALID = ToolCallRecord(turn=0, block=0, name="get_weather", arguments={})
 
 def test_pref_is_the_workers_after_its_omission_guard__no_second_rule_or_penalty_in_the_learner():
     # the first: no valid call by the server, which the scorer does not count as an omission
-    trajs = [trajectory(SPEC, tool_calls=[UNKNOWN], ground_truth=TRUTH),
-             trajectory(SPEC, tool_calls=[], ground_truth=TRUTH),  # penalised by the scorer, with its configured −1.0
-             trajectory(SPEC, tool_calls=[VALID], ground_truth=TRUTH)]  # fmt: skip
+    trajs = [
+        trajectory(SPEC, tool_calls=[UNKNOWN], ground_truth=TRUTH),
+        trajectory(SPEC, tool_calls=[], ground_truth=TRUTH),  # penalised by the scorer, with its configured −1.0
+        trajectory(SPEC, tool_calls=[VALID], ground_truth=TRUTH),
+    ]
     rewards = [reward(0, 0.2, 1.0), reward(1, 0.0, -1.0, omission_penalized=True), reward(2, 0.9, 0.5)]
     config = LearnerSettings().advantage
     adv, _ = get_estimator("slca")(batch_of(rollout_group(trajs, rewards)), config)

@@ -51,7 +51,7 @@ def test_failed_swaps_and_mixed_runs_per_swap_are_counted():
     responses = [Response("agent", 12.0, True, 1, mixed=True), Response("agent", 15.0, True, 1, mixed=True),
                  Response("agent", 25.0, True, 1, mixed=False), Response("agent", 31.0, True, 1, mixed=True),
                  Response("agent", 9.0, True, 0, mixed=True),  # before any swap: no swap's
-                 Response("agent", 32.0, False, error="HTTP 500")]  # fmt: skip
+                 Response("agent", 32.0, False, error="HTTP 500")]
     assert mixed_per_swap(published, responses) == [2, 0, 1]
     s = summarise(published, responses, {"ok": 1, "failed": 2, "rollbacks": 2})
     assert s.swaps_seen == 1 and s.failed_swaps == 2 and s.failed == 1

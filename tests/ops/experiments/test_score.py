@@ -32,15 +32,21 @@ def score(monkeypatch, capsys, request: dict | str) -> tuple[int, dict | None, s
 def test_convert_with_wrong_or_missing_arguments_is_not_a_success(monkeypatch, capsys, test_tasks):
     task = next(t for t in test_tasks if base_intent(t) == "convert" and len(t.ground_truth.calls[0].arguments) == 3)
     gold = task.ground_truth.calls[0]
-    right = {"task_id": task.task_id, "calls": [gold.model_dump(include={"name", "arguments"})],
-             "reply": f"That is {task.ground_truth.facts[0]}."}  # fmt: skip
+    right = {
+        "task_id": task.task_id,
+        "calls": [gold.model_dump(include={"name", "arguments"})],
+        "reply": f"That is {task.ground_truth.facts[0]}.",
+    }
     rc, out, _ = score(monkeypatch, capsys, right)
     assert rc == 0 and out["success"] == 1.0 and out["exec"] == pytest.approx(1.0) and out["pref"] == 1.0
     assert out["gold"]["calls"][0]["arguments"] == gold.arguments and out["gold"]["facts"] == task.ground_truth.facts
     assert {"format", "name", "key", "value", "parallel", "pref_grounded", "pref_answers"} <= set(out["components"])
 
-    wrong = {"value": gold.arguments["value"] + 1, "from_unit": gold.arguments["to_unit"],
-             "to_unit": gold.arguments["from_unit"]}  # fmt: skip
+    wrong = {
+        "value": gold.arguments["value"] + 1,
+        "from_unit": gold.arguments["to_unit"],
+        "to_unit": gold.arguments["from_unit"],
+    }
     rc, out, _ = score(monkeypatch, capsys, {**right, "calls": [{"name": gold.name, "arguments": wrong}]})
     assert out["exec"] == pytest.approx(0.80) and out["exec"] < 0.85 and out["success"] == 0.0
     assert out["components"]["value"] == 0.0
@@ -61,16 +67,22 @@ def test_claiming_success_on_an_abstention_task_is_not_a_refusal(monkeypatch, ca
     assert out["success"] == 0.0 and out["calls"][0]["valid"] is False
 
 
-@pytest.mark.parametrize("request_text, message", [
-    ("not json", "not JSON"),
-    ("[1, 2]", "one JSON object"),
-    (json.dumps({"task_id": "everyday-nope"}), "no task 'everyday-nope'"),
-    (json.dumps({"task_id": 3}), "'task_id' must be a string"),
-    (json.dumps({"task_id": "x", "calls": {"name": "a"}}), "'calls' must be a list"),
-    (json.dumps({"task_id": "x", "calls": [{"name": "a", "arguments": [1]}]}), "calls[0].arguments must be an object"),
-    (json.dumps({"task_id": "x", "pack": "nope"}), "unknown task pack"),
-    (json.dumps({"task_id": "x", "answer": "hi"}), "unknown field(s) answer"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "request_text, message",
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "one JSON object"),
+        (json.dumps({"task_id": "everyday-nope"}), "no task 'everyday-nope'"),
+        (json.dumps({"task_id": 3}), "'task_id' must be a string"),
+        (json.dumps({"task_id": "x", "calls": {"name": "a"}}), "'calls' must be a list"),
+        (
+            json.dumps({"task_id": "x", "calls": [{"name": "a", "arguments": [1]}]}),
+            "calls[0].arguments must be an object",
+        ),
+        (json.dumps({"task_id": "x", "pack": "nope"}), "unknown task pack"),
+        (json.dumps({"task_id": "x", "answer": "hi"}), "unknown field(s) answer"),
+    ],
+)
 def test_bad_input_is_one_line_error(monkeypatch, capsys, request_text, message):
     rc, _, err = score(monkeypatch, capsys, request_text)
     assert rc == 2 and message in err and "Traceback" not in err and err.count("\n") == 1

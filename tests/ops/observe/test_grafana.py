@@ -43,13 +43,18 @@ slca_queue_depth{stream="slca:groups"} 3.0
 
 def test_parser_expands_families_into_series():
     series = exposed_series(PAGE)
-    assert {"slca_scored_total", "slca_score_seconds_bucket", "slca_score_seconds_sum", "slca_score_seconds_count",
-            "slca_queue_depth"} <= series  # fmt: skip
+    assert {
+        "slca_scored_total",
+        "slca_score_seconds_bucket",
+        "slca_score_seconds_sum",
+        "slca_score_seconds_count",
+        "slca_queue_depth",
+    } <= series
     assert "slca_scored" not in series and "slca_score_seconds" not in series
 
 
 def test_queried_names_are_found_in_exprs():
-    dash = {"panels": [{"targets": [{"expr": "sum(rate(slca_a_total[1m])) / max by (stream) (slca_b{x=\"slca_c\"})"}]}]}
+    dash = {"panels": [{"targets": [{"expr": 'sum(rate(slca_a_total[1m])) / max by (stream) (slca_b{x="slca_c"})'}]}]}
     assert queried_metrics(dash) == {"slca_a_total", "slca_b", "slca_c"}
     assert missing_metrics(dash, ["# TYPE slca_a_total counter\n# TYPE slca_b gauge\n"]) == {"slca_c"}
 
@@ -86,9 +91,22 @@ def test_prometheus_config_scrapes_the_default_ports():
 def test_feed_metrics_live(tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_DATA_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "slca", "--set", f'ops.metrics_ports={{"feed": {port}}}', "feed",
-                             "--url", f"http://127.0.0.1:{free_port()}"], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slca",
+            "--set",
+            f'ops.metrics_ports={{"feed": {port}}}',
+            "feed",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         import time
 

@@ -10,8 +10,10 @@ from ops.observe.reward_curve import binned, by_version, status_lines, write_cur
 def _rows():
     rows = []
     for version, execs in [(0, [0.2, 0.4]), (1, [0.5]), (3, [0.6, 0.8, 0.7])]:
-        rows += [{"exec": e, "pref": 0.5, "tool_turns": 1.0, "policy_version": float(version), "ts": 100.0 + version}
-                 for e in execs]  # fmt: skip
+        rows += [
+            {"exec": e, "pref": 0.5, "tool_turns": 1.0, "policy_version": float(version), "ts": 100.0 + version}
+            for e in execs
+        ]
     rows.append({"exec": None, "pref": None, "tool_turns": None, "policy_version": 2.0, "ts": 1.0})  # unparsed row
     return rows
 
@@ -51,10 +53,18 @@ def synthetic_rounds(data_dir):
         for suite, n, k in (("test", 20, solved[0]), ("novel", 10, solved[1]), ("bfcl:simple_python", 10, solved[2])):
             for i in range(n):
                 bfcl = suite.startswith("bfcl")
-                out.append(ItemRecord(suite, f"{suite}-{i}", success=i < k, exec=None if bfcl else float(i < k),
-                                      pref=None if bfcl else 0.25, policy_version=version + (i % 2 if version else 0),
-                                      calls=[{"name": "f", "arguments": {}, "valid": True, "turn": 0}],
-                                      error="HTTP 503" if (suite, i) in failed else None))  # fmt: skip
+                out.append(
+                    ItemRecord(
+                        suite,
+                        f"{suite}-{i}",
+                        success=i < k,
+                        exec=None if bfcl else float(i < k),
+                        pref=None if bfcl else 0.25,
+                        policy_version=version + (i % 2 if version else 0),
+                        calls=[{"name": "f", "arguments": {}, "valid": True, "turn": 0}],
+                        error="HTTP 503" if (suite, i) in failed else None,
+                    )
+                )
         return out
 
     files, entries, base = RoundFiles(data_dir), [], None
@@ -75,10 +85,15 @@ def test_status_lines_lead_with_the_paired_difference_from_v0(tmp_path):
     lines = text.splitlines()
     assert lines[0].startswith("held-out probe (greedy, 40 items;")
     # the headline: the latest round (v60–v61, median v60) paired with v0 per suite, the failed item left out
-    assert lines[1].startswith("  v0 → v60: held-out +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29) | test +0.368 ["), lines[1]
+    assert lines[1].startswith(
+        "  v0 → v60: held-out +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29) | test +0.368 ["
+    ), lines[1]
     assert "| novel +0.200 [" in lines[1] and "| BFCL +0.100 [" in lines[1]
-    assert lines[2] == "  v0 | held-out 0.367 [0.219, 0.545] n=30 | BFCL 0.400 [0.168, 0.687] n=10 | exec 0.367 pref 0.250 turns 1.00"
-    assert lines[3].startswith("  v30 (v30–v31) | held-out 0.533 [0.361, 0.698] n=30 |") and "vs v0 +0.167 [" in lines[3]
+    first = "  v0 | held-out 0.367 [0.219, 0.545] n=30 | BFCL 0.400 [0.168, 0.687] n=10 | exec 0.367 pref 0.250"
+    assert lines[2] == first + " turns 1.00"
+    assert (
+        lines[3].startswith("  v30 (v30–v31) | held-out 0.533 [0.361, 0.698] n=30 |") and "vs v0 +0.167 [" in lines[3]
+    )
     assert lines[4].endswith("(+9/−0 of 29) | 1 failed requests left out")
     assert probe_lines([]) == "held-out probe: no round yet"
 
@@ -97,31 +112,41 @@ def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(t
     assert list(summary["paired"])[:4] == ["held_out", "test", "novel", "bfcl"]
     held = summary["paired"]["held_out"]  # the failed item is left out of both sides
     assert held["n"] == 29 and held["b_only"] == 9 and held["a_only"] == 0 and held["mcnemar_p"] < 0.01
-    assert held["ci_low"] > 0 and summary["latest"]["held_out"]["n"] == 29 and summary["baseline"]["held_out"]["n"] == 30
+    assert (
+        held["ci_low"] > 0 and summary["latest"]["held_out"]["n"] == 29 and summary["baseline"]["held_out"]["n"] == 30
+    )
     md = (out / "results.md").read_text()
     assert "| v0 | v0–v0 | 0.367 [0.219, 0.545] |" in md and "baseline |" in md and "- novel: +0.200 [" in md
     assert "- held-out: +0.310 [+0.138, +0.483] p=0.00391 (+9/−0 of 29)" in md
     assert str(tmp_path) not in md and str(tmp_path) not in (out / "probe_summary.json").read_text()
     assert [r["version"] for r in json.loads((out / "results.json").read_text())["probe"]] == [0, 30, 60]
     # the verdict comes first, computed by the stated rule: +0.310 with its interval above 0, BFCL not below
-    assert md.splitlines()[2].startswith("**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): "
-                                         "held-out success rose v0 → v60: +0.310 [+0.138, +0.483]"), md
+    assert md.splitlines()[2].startswith(
+        "**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): "
+        "held-out success rose v0 → v60: +0.310 [+0.138, +0.483]"
+    ), md
     assert result["verdict"].endswith("target (≥ +0.05 with the interval above 0, BFCL not worse) met")
 
 
+def _row(diff, lo, hi):
+    return {"diff": diff, "ci_low": lo, "ci_high": hi, "n": 100, "mcnemar_p": 0.5, "a_only": 1, "b_only": 1}
+
+
 def _paired(diff, lo, hi, bfcl=(0.0, -0.1, 0.1)):
-    row = lambda d, a, b: {"diff": d, "ci_low": a, "ci_high": b, "n": 100, "mcnemar_p": 0.5, "a_only": 1, "b_only": 1}
-    return {"rounds": 2, "baseline_version": 0, "latest_version": 40, "paired": {"held_out": row(diff, lo, hi),
-            "bfcl": row(*bfcl)}}  # fmt: skip
+    paired = {"held_out": _row(diff, lo, hi), "bfcl": _row(*bfcl)}
+    return {"rounds": 2, "baseline_version": 0, "latest_version": 40, "paired": paired}
 
 
-@pytest.mark.parametrize("summary, expected", [
-    (None, "not judged"),
-    ({"rounds": 1, "baseline_version": 0, "latest_version": 0}, "not judged"),
-    (_paired(0.03, -0.01, 0.07), "did not measurably change v0 → v40"),
-    (_paired(0.03, 0.01, 0.05), "rose v0 → v40"),
-    (_paired(-0.06, -0.1, -0.02), "fell v0 → v40"),
-])
+@pytest.mark.parametrize(
+    "summary, expected",
+    [
+        (None, "not judged"),
+        ({"rounds": 1, "baseline_version": 0, "latest_version": 0}, "not judged"),
+        (_paired(0.03, -0.01, 0.07), "did not measurably change v0 → v40"),
+        (_paired(0.03, 0.01, 0.05), "rose v0 → v40"),
+        (_paired(-0.06, -0.1, -0.02), "fell v0 → v40"),
+    ],
+)
 def test_verdict_follows_the_stated_rule(summary, expected):
     from ops.observe.probe_report import verdict
 
@@ -132,7 +157,9 @@ def test_verdict_follows_the_stated_rule(summary, expected):
 def test_verdict_target_needs_five_points_and_bfcl_not_worse():
     from ops.observe.probe_report import verdict
 
-    assert verdict(_paired(0.08, 0.03, 0.13)).endswith(" met") and not verdict(_paired(0.08, 0.03, 0.13)).endswith("not met")
+    assert verdict(_paired(0.08, 0.03, 0.13)).endswith(" met") and not verdict(_paired(0.08, 0.03, 0.13)).endswith(
+        "not met"
+    )
     worse = verdict(_paired(0.08, 0.03, 0.13, bfcl=(-0.2, -0.3, -0.1)))
     assert "(fell)" in worse and worse.endswith("not met")
 

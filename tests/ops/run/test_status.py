@@ -20,8 +20,10 @@ def run_in_redis(redis_url, tmp_path):
     write_probe_rounds(redis_url, [SimpleNamespace(to_json=lambda e=e: e) for e in entries])
     client = redis.Redis.from_url(redis_url)
     for i in range(6):
-        client.xadd(Streams().stats(STATS_REWARDS), {"exec": 0.5 + 0.05 * i, "pref": 0.5, "tool_turns": 1,
-                                                      "policy_version": 10 * i, "ts": 1000.0 + 60 * i})  # fmt: skip
+        client.xadd(
+            Streams().stats(STATS_REWARDS),
+            {"exec": 0.5 + 0.05 * i, "pref": 0.5, "tool_turns": 1, "policy_version": 10 * i, "ts": 1000.0 + 60 * i},
+        )
     config = load_config(None, [f"common.redis_url={redis_url}", f"common.data_dir={data_dir}"])
     return config, entries
 

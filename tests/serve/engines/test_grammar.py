@@ -7,11 +7,21 @@ import time
 
 import pytest
 
-PYDANTIC_STYLE = {"type": "function", "function": {"name": "convert", "parameters": {
-    "$defs": {"Unit": {"enum": ["kelvinish", "celsiusish"], "type": "string"},
-              "Reading": {"type": "object", "properties": {"unit": {"$ref": "#/$defs/Unit"}}, "required": ["unit"]}},
-    "type": "object", "properties": {"reading": {"$ref": "#/$defs/Reading"}, "again": {"$ref": "#/properties/reading"}},
-    "required": ["reading"]}}}  # fmt: skip
+PYDANTIC_STYLE = {
+    "type": "function",
+    "function": {
+        "name": "convert",
+        "parameters": {
+            "$defs": {
+                "Unit": {"enum": ["kelvinish", "celsiusish"], "type": "string"},
+                "Reading": {"type": "object", "properties": {"unit": {"$ref": "#/$defs/Unit"}}, "required": ["unit"]},
+            },
+            "type": "object",
+            "properties": {"reading": {"$ref": "#/$defs/Reading"}, "again": {"$ref": "#/properties/reading"}},
+            "required": ["reading"],
+        },
+    },
+}
 
 
 @pytest.mark.parametrize("others", [0, 1])
@@ -23,15 +33,24 @@ def test_forced_tool_with_local_defs_gets_a_grammar_that_resolves_them(others):
     assert "kelvinish" in grammar and "celsiusish" in grammar
 
 
-@pytest.mark.parametrize("schema, words", [
-    ({"type": "string", "maxLength": 5000}, "maxLength=5000 exceeds the limit of 256"),
-    ({"type": "array", "items": {"type": "integer"}, "minItems": 1000}, "minItems=1000"),
-    ({"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(3000)}}, "more than 2048 objects"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "schema, words",
+    [
+        ({"type": "string", "maxLength": 5000}, "maxLength=5000 exceeds the limit of 256"),
+        ({"type": "array", "items": {"type": "integer"}, "minItems": 1000}, "minItems=1000"),
+        (
+            {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(3000)}},
+            "more than 2048 objects",
+        ),
+    ],
+)
 def test_schemas_past_the_grammar_limits_are_refused_before_compiling(schema, words):
     from serve.engines.grammar import SchemaNotSupported, tool_call_grammar
 
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": schema}}}}
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": schema}}},
+    }
     started = time.perf_counter()
     with pytest.raises(SchemaNotSupported) as info:
         tool_call_grammar([tool])

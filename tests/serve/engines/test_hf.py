@@ -39,8 +39,10 @@ def test_a_cancelled_row_leaves_the_hf_batch_within_one_step_and_the_others_fini
 
     engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50))
     prompts = {"a": [1, 2, 3, 4], "b": [5, 6, 7], "c": [8, 9, 10, 11, 12]}
-    params = {k: SamplingParams(temperature=1.0, max_tokens=40 if k == "a" else n, seed=i)
-              for i, (k, n) in enumerate([("a", 0), ("b", 24), ("c", 12)])}  # fmt: skip
+    params = {
+        k: SamplingParams(temperature=1.0, max_tokens=40 if k == "a" else n, seed=i)
+        for i, (k, n) in enumerate([("a", 0), ("b", 24), ("c", 12)])
+    }
 
     async def main():
         await engine.start()
@@ -71,7 +73,7 @@ def test_a_cancelled_row_leaves_the_hf_batch_within_one_step_and_the_others_fini
     alone, together, widths, cancelled_at, in_flight = asyncio.run(main())
     assert widths[0] == 3 and cancelled_at < 20, widths  # one batch, cancelled early in it
     # a leaves within one step; c (12 tokens) leaves when it ends, b (24) runs alone after it
-    assert set(widths[cancelled_at + 1:]) <= {2, 1} and widths[-1] == 1, widths
+    assert set(widths[cancelled_at + 1 :]) <= {2, 1} and widths[-1] == 1, widths
     for k in ("b", "c"):
         assert together[k].token_ids == alone[k].token_ids and together[k].finish_reason == alone[k].finish_reason
         assert together[k].logprobs == pytest.approx(alone[k].logprobs, abs=1e-4)

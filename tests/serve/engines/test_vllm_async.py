@@ -22,13 +22,28 @@ from tests.support.weights import publish_version
 
 pytestmark = pytest.mark.slow
 
-RUN = {"messages": [{"role": "user", "content": "Say something."}], "task_id": "async-1", "n": 2, "max_tokens": 12,
-       "max_turns": 1, "seed": 7, "temperature": 1.0, "record": False, "return_trajectories": True}  # fmt: skip
+RUN = {
+    "messages": [{"role": "user", "content": "Say something."}],
+    "task_id": "async-1",
+    "n": 2,
+    "max_tokens": 12,
+    "max_turns": 1,
+    "seed": 7,
+    "temperature": 1.0,
+    "record": False,
+    "return_trajectories": True,
+}
 
 
 def _app(tiny_model_dir, redis_url: str, **overrides):
-    settings = ServeSettings(engine="vllm", vllm_engine_core_process=True, max_model_len=1024, subscribe_weights=False,
-                             kv_cache_gib=1, **overrides)  # fmt: skip
+    settings = ServeSettings(
+        engine="vllm",
+        vllm_engine_core_process=True,
+        max_model_len=1024,
+        subscribe_weights=False,
+        kv_cache_gib=1,
+        **overrides,
+    )
     common = CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, admin_token="t")
     return create_app(settings, common)
 
@@ -67,8 +82,9 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a
             again = await (await client.post("/v1/agent/runs", json=RUN)).json()
             top = await (await client.post("/v1/chat/completions", json=chat)).json()
             manifest = publish_version(tiny_model_dir, tmp_path, 1, 1.5)
-            swap = await client.post("/admin/weights", json={"version": 1, "path": manifest.path},
-                                     headers={"Authorization": "Bearer t"})  # fmt: skip
+            swap = await client.post(
+                "/admin/weights", json={"version": 1, "path": manifest.path}, headers={"Authorization": "Bearer t"}
+            )
             swapped = await (await client.post("/v1/agent/runs", json=RUN)).json()
             pid = engine.core_pid
             in_flight = asyncio.create_task(client.post("/v1/chat/completions", json={**chat, "max_tokens": 400}))
@@ -78,10 +94,24 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a
             failed_body, retry_after = await failed.json(), failed.headers.get("Retry-After")
             ready = await _wait_ready(client)
             rebuilt = await (await client.post("/v1/agent/runs", json=RUN)).json()
-            return (first, again, top, swap.status, swapped, failed.status, failed_body, retry_after, ready, rebuilt,
-                    engine, pid)  # fmt: skip
+            return (
+                first,
+                again,
+                top,
+                swap.status,
+                swapped,
+                failed.status,
+                failed_body,
+                retry_after,
+                ready,
+                rebuilt,
+                engine,
+                pid,
+            )
 
-    first, again, top, swap, swapped, status, failed_body, retry_after, ready, rebuilt, engine, pid = asyncio.run(main())
+    first, again, top, swap, swapped, status, failed_body, retry_after, ready, rebuilt, engine, pid = asyncio.run(
+        main()
+    )
     assert type(engine).__name__ == "VLLMAsyncEngine" and pid != os.getpid()
     # exact tokens + behaviour logprobs recorded; the same seed samples the same tokens with the same logprobs
     assert _sampled(first) == _sampled(again) and all(v == 0 for _, _, v in _sampled(first))

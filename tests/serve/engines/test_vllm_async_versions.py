@@ -33,7 +33,9 @@ def test_a_running_request_reads_its_label_starts_and_a_finished_one_its_spans()
 def test_a_delta_straddling_a_swap_becomes_one_step_per_version_and_the_finish_goes_last():
     steps = _split_by_version([5, 6, 7], [-0.1, -0.2, -0.3], None, [1, 1, 2], "stop", current=2)
     assert [(s.token_ids, s.logprobs, s.version, s.finish_reason) for s in steps] == [
-        ([5, 6], [-0.1, -0.2], 1, None), ([7], [-0.3], 2, "stop")]  # fmt: skip
+        ([5, 6], [-0.1, -0.2], 1, None),
+        ([7], [-0.3], 2, "stop"),
+    ]
     tops = [[(5, -0.1)], [(9, -0.5)]]
     steps = _split_by_version([5, 6], [-0.1, -0.2], tops, [3, 3], None, current=3)
     assert len(steps) == 1 and steps[0].top_logprobs == tops and steps[0].finish_reason is None

@@ -27,26 +27,48 @@ transformers fp32). Grammar-constrained turns are excluded: both engines report 
 
 
 async def _scenario(client, weights_root, tiny_model_dir):
-    body = {"messages": [{"role": "user", "content": "Weather in Rome?"}], "tools": [WEATHER_TOOL], "n": 4,
-            "task_id": "vllm-1", "max_tokens": 96, "max_turns": 2, "seed": 5, "tool_choice": "required",
-            "record": False, "return_trajectories": True}  # fmt: skip
+    body = {
+        "messages": [{"role": "user", "content": "Weather in Rome?"}],
+        "tools": [WEATHER_TOOL],
+        "n": 4,
+        "task_id": "vllm-1",
+        "max_tokens": 96,
+        "max_turns": 2,
+        "seed": 5,
+        "tool_choice": "required",
+        "record": False,
+        "return_trajectories": True,
+    }
     r = await client.post("/v1/agent/runs", json=body)
     runs = (await r.json())["runs"]
-    chat = await client.post("/v1/chat/completions", json={
-        "messages": body["messages"], "tools": [WEATHER_TOOL], "max_tokens": 96, "seed": 1,
-        "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})  # fmt: skip
+    chat = await client.post(
+        "/v1/chat/completions",
+        json={
+            "messages": body["messages"],
+            "tools": [WEATHER_TOOL],
+            "max_tokens": 96,
+            "seed": 1,
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        },
+    )
     chat_body = await chat.json()
     manifest = publish_version(tiny_model_dir, weights_root, 1, 1.01)
-    swap = await client.post("/admin/weights", json={"version": 1, "path": manifest.path},
-                             headers={"Authorization": "Bearer t"})  # fmt: skip
+    swap = await client.post(
+        "/admin/weights", json={"version": 1, "path": manifest.path}, headers={"Authorization": "Bearer t"}
+    )
     after = await client.post("/v1/chat/completions", json={"messages": body["messages"], "max_tokens": 4})
     return r.status, runs, chat.status, chat_body, swap.status, await swap.json(), (await after.json())
 
 
 @pytest.mark.parametrize("core_process", [False, True], ids=["in-process", "engine-core-process"])
 def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir, serve_redis, tmp_path, core_process):
-    settings = ServeSettings(engine="vllm", max_model_len=1024, subscribe_weights=False, kv_cache_gib=1,
-                             vllm_engine_core_process=core_process)
+    settings = ServeSettings(
+        engine="vllm",
+        max_model_len=1024,
+        subscribe_weights=False,
+        kv_cache_gib=1,
+        vllm_engine_core_process=core_process,
+    )
     app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=serve_redis.url, admin_token="t"))
 
     async def main():

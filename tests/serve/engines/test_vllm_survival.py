@@ -27,9 +27,17 @@ def _app(tiny_model_dir, redis_url: str, **overrides):
 
 def _long_run(k: int, seed: int) -> dict:
     words = " ".join(f"w{(k * 7919 + i) % 997}" for i in range(LONG_WORDS))
-    return {"messages": [{"role": "user", "content": f"Summarise: {words}"}], "task_id": f"long-{k}", "n": 2,
-            "max_tokens": 12, "max_turns": 1, "seed": seed, "temperature": 1.0, "record": False,
-            "return_trajectories": True}  # fmt: skip
+    return {
+        "messages": [{"role": "user", "content": f"Summarise: {words}"}],
+        "task_id": f"long-{k}",
+        "n": 2,
+        "max_tokens": 12,
+        "max_turns": 1,
+        "seed": seed,
+        "temperature": 1.0,
+        "record": False,
+        "return_trajectories": True,
+    }
 
 
 @pytest.mark.parametrize("core_process", [False, True], ids=["in-process", "engine-core-process"])
@@ -43,8 +51,9 @@ def test_concurrent_seeded_long_prompts_all_succeed_and_reproduce(tiny_model_dir
         async with TestClient(TestServer(app)) as client:
             rounds = []
             for _ in range(2):
-                responses = await asyncio.gather(*(client.post("/v1/agent/runs", json=_long_run(k, 100 + k))
-                                                   for k in range(3)))  # fmt: skip
+                responses = await asyncio.gather(
+                    *(client.post("/v1/agent/runs", json=_long_run(k, 100 + k)) for k in range(3))
+                )
                 rounds.append([(r.status, await r.json()) for r in responses])
             ready = await client.get("/readyz")
             return rounds, ready.status
@@ -116,8 +125,9 @@ def test_engine_failing_beyond_its_rebuild_budget_is_fatal(tiny_model_dir, serve
             engine = app[ENGINE]
             engine.on_fatal = fatal.set
             _StepFailsOnce(engine.engine)
-            r = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}],
-                                                                "max_tokens": 4})  # fmt: skip
+            r = await client.post(
+                "/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+            )
             await asyncio.get_running_loop().run_in_executor(None, fatal.wait, 60)
             ready = await client.get("/readyz")
             return r.status, ready.status, engine.fatal

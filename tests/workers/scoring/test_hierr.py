@@ -23,17 +23,38 @@ def exec_parts(r):
 
 
 def test_perfect_single_call_loose_values(builder, settings):
-    traj = builder.build([[("tool_call", call("get_weather", city=" paris ", unit="CELSIUS"))],
-                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))  # fmt: skip
+    traj = builder.build(
+        [[("tool_call", call("get_weather", city=" paris ", unit="CELSIUS"))], [("summary", GOOD_REPLY)]],
+        [RESULT],
+        gt(PARIS),
+    )
     r = score_trajectory(traj, settings)
     assert exec_parts(r) == {"format": 1.0, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 1.0}
     assert r.exec == pytest.approx(1.0)
     assert r.pref == 1.0 and not r.omission_penalized
     assert r.components["success"] == 1.0 and r.components["action"] == 1.0
     assert [(c.turn, c.score, c.name) for c in r.per_call] == [(0, 1.0, "get_weather")]
-    assert {"format", "name", "key", "value", "parallel", "pref_grounded", "pref_answers", "pref_no_raw_json",
-            "pref_length", "pref_raw", "success", "action", "call_accuracy", "completeness", "repeated_calls",
-            "failed_calls", "invalid_format", "num_calls", "tool_turns"} <= set(r.components)  # fmt: skip
+    assert {
+        "format",
+        "name",
+        "key",
+        "value",
+        "parallel",
+        "pref_grounded",
+        "pref_answers",
+        "pref_no_raw_json",
+        "pref_length",
+        "pref_raw",
+        "success",
+        "action",
+        "call_accuracy",
+        "completeness",
+        "repeated_calls",
+        "failed_calls",
+        "invalid_format",
+        "num_calls",
+        "tool_turns",
+    } <= set(r.components)
 
 
 def test_parallel_calls_in_one_turn_vs_sequential(builder, settings):
@@ -41,9 +62,15 @@ def test_parallel_calls_in_one_turn_vs_sequential(builder, settings):
     parallel = builder.build([[("tool_call", both)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS, ROME))
     r = score_trajectory(parallel, settings)
     assert r.components["parallel"] == 1.0 and r.exec == pytest.approx(1.0)
-    sequential = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
-                                [("tool_call", call("get_weather", city="Rome", unit="celsius"))],
-                                [("summary", GOOD_REPLY)]], [RESULT, RESULT], gt(PARIS, ROME))  # fmt: skip
+    sequential = builder.build(
+        [
+            [("tool_call", call("get_weather", city="Paris", unit="celsius"))],
+            [("tool_call", call("get_weather", city="Rome", unit="celsius"))],
+            [("summary", GOOD_REPLY)],
+        ],
+        [RESULT, RESULT],
+        gt(PARIS, ROME),
+    )
     r = score_trajectory(sequential, settings)
     assert exec_parts(r) == {"format": 1.0, "name": 1.0, "key": 1.0, "value": 1.0, "parallel": 0.0}
     assert r.exec == pytest.approx(0.70)
@@ -51,8 +78,11 @@ def test_parallel_calls_in_one_turn_vs_sequential(builder, settings):
 
 
 def test_missing_call(builder, settings):
-    traj = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
-                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS, TOKYO_TIME))  # fmt: skip
+    traj = builder.build(
+        [[("tool_call", call("get_weather", city="Paris", unit="celsius"))], [("summary", GOOD_REPLY)]],
+        [RESULT],
+        gt(PARIS, TOKYO_TIME),
+    )
     r = score_trajectory(traj, settings)
     # name F1: precision 1, recall 1/2 → 2/3; key/value: one of two gold calls matched → 1/2; parallel 1 vs 2 → 0
     assert r.components["name"] == pytest.approx(2 / 3)
@@ -74,8 +104,11 @@ def test_extra_call(builder, settings):
 
 def test_wrong_argument_types(builder, settings):
     gold = GoldCall(name="get_forecast", arguments={"city": "Paris", "days": 3, "metric": True})
-    traj = builder.build([[("tool_call", call("get_forecast", city="paris", days="3", metric="true"))],
-                          [("summary", GOOD_REPLY)]], [RESULT], gt(gold))  # fmt: skip
+    traj = builder.build(
+        [[("tool_call", call("get_forecast", city="paris", days="3", metric="true"))], [("summary", GOOD_REPLY)]],
+        [RESULT],
+        gt(gold),
+    )
     r = score_trajectory(traj, settings)
     # "3" is not 3 (type error); "true" loosely equals True; "paris" equals "Paris"
     assert r.components["value"] == pytest.approx(2 / 3) and r.components["key"] == 1.0
@@ -121,8 +154,12 @@ def test_no_tool_needed(builder, settings):
     traj = builder.build([[("summary", "Hello! How can I help you today?")]], [], chat, question="Hi there")
     r = score_trajectory(traj, settings)
     assert r.exec == 1.0 and r.pref == 1.0 and not r.omission_penalized and r.components["success"] == 1.0
-    called = builder.build([[("tool_call", call("get_time", city="Paris"))], [("summary", "It is noon in Paris.")]],
-                           [{"time": "12:00"}], chat, question="Hi there")  # fmt: skip
+    called = builder.build(
+        [[("tool_call", call("get_time", city="Paris"))], [("summary", "It is noon in Paris.")]],
+        [{"time": "12:00"}],
+        chat,
+        question="Hi there",
+    )
     r = score_trajectory(called, settings)
     # format 1, name F1 0 (gold empty), key/value 0 (a call where none expected), parallel 0
     assert r.exec == pytest.approx(0.10)
@@ -160,24 +197,40 @@ def test_rule_judge_levels(builder, settings, reply, level):
 
 def test_exec_outcome_without_gold_calls(builder, settings):
     needs = GroundTruth(needs_tool=True)
-    ok = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", GOOD_REPLY)]], [RESULT],
-                       needs, tool_calls=[ToolCallRecord(turn=0, block=0, name="get_weather",
-                                                         arguments={"city": "Paris"}, result=RESULT)])  # fmt: skip
+    ok = builder.build(
+        [[("tool_call", call("get_weather", city="Paris"))], [("summary", GOOD_REPLY)]],
+        [RESULT],
+        needs,
+        tool_calls=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Paris"}, result=RESULT)],
+    )
     r = score_trajectory(ok, settings)
     assert r.components["exec_outcome_mode"] == 1.0 and r.exec == 1.0
-    bad = builder.build([[("tool_call", call("get_weather", city=5))], [("summary", GOOD_REPLY)]], [RESULT], needs,
-                        tool_calls=[ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": 5},
-                                                   error="400: city must be a string")])  # fmt: skip
+    bad = builder.build(
+        [[("tool_call", call("get_weather", city=5))], [("summary", GOOD_REPLY)]],
+        [RESULT],
+        needs,
+        tool_calls=[
+            ToolCallRecord(
+                turn=0, block=0, name="get_weather", arguments={"city": 5}, error="400: city must be a string"
+            )
+        ],
+    )
     r = score_trajectory(bad, settings)
     assert (r.components["outcome_valid"], r.components["outcome_executed"], r.components["outcome_complete"]) == (
-        0.0, 0.0, 0.0)  # fmt: skip
+        0.0,
+        0.0,
+        0.0,
+    )
     assert r.exec == 0.0 and r.components["failed_calls"] == 1.0
 
 
 def test_repeated_calls_counted(builder, settings):
     same = call("get_time", city="Tokyo")
-    traj = builder.build([[("tool_call", same)], [("tool_call", same)], [("summary", "It is 9:00 in Tokyo.")]],
-                         [{"time": "9:00"}] * 2, gt(TOKYO_TIME, facts=("9:00",)))  # fmt: skip
+    traj = builder.build(
+        [[("tool_call", same)], [("tool_call", same)], [("summary", "It is 9:00 in Tokyo.")]],
+        [{"time": "9:00"}] * 2,
+        gt(TOKYO_TIME, facts=("9:00",)),
+    )
     r = score_trajectory(traj, settings)
     assert r.components["repeated_calls"] == 1.0 and r.components["name"] == pytest.approx(2 / 3)
 
@@ -185,8 +238,11 @@ def test_repeated_calls_counted(builder, settings):
 def test_deterministic_and_scored_from_the_servers_records_not_the_tokens(builder, settings):
     """One parse, in the server: the scorer reads `Trajectory.tool_calls` (schema 2) and decodes no token. A
     trajectory whose records say Rome while its tokens say Paris scores as Rome."""
-    traj = builder.build([[("tool_call", call("get_weather", city="Paris", unit="celsius"))],
-                          [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS))  # fmt: skip
+    traj = builder.build(
+        [[("tool_call", call("get_weather", city="Paris", unit="celsius"))], [("summary", GOOD_REPLY)]],
+        [RESULT],
+        gt(PARIS),
+    )
     a, b = score_trajectory(traj, settings), score_trajectory(traj, settings)
     assert a == b and a.exec == pytest.approx(1.0)
     rome = [ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Rome", "unit": "celsius"})]
@@ -217,6 +273,7 @@ def test_invented_tool_counts_in_name_f1_and_breaks_parallel(builder, settings):
     assert exec_parts(r) == {"format": 0.5, "name": pytest.approx(2 / 3), "key": 1.0, "value": 1.0, "parallel": 0.0}
     assert r.exec == pytest.approx(0.05 + 0.25 * 2 / 3 + 0.15 + 0.20)
     extra_real = call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris")
-    real = score_trajectory(builder.build([[("tool_call", extra_real)], [("summary", GOOD_REPLY)]], [RESULT],
-                                          gt(PARIS)), settings)  # fmt: skip
+    real = score_trajectory(
+        builder.build([[("tool_call", extra_real)], [("summary", GOOD_REPLY)]], [RESULT], gt(PARIS)), settings
+    )
     assert r.exec < real.exec  # an invented tool never costs less than an extra real call

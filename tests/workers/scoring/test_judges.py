@@ -19,8 +19,9 @@ def endpoint():
 @pytest.fixture
 def traj(builder):
     gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
-    return builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]],
-                         [{"temp": 18}], gt)  # fmt: skip
+    return builder.build(
+        [[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]], [{"temp": 18}], gt
+    )
 
 
 def test_registry_knows_both_judges_and_rejects_unknown():

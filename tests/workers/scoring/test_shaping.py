@@ -35,14 +35,17 @@ def test_rltr_invalid_format_is_any_block_not_naming_an_offered_tool_with_object
 
 
 def test_rltr_plan_is_completeness_minus_repeat_and_failure_penalties_from_worker_settings(builder, settings):
-    records = [ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Paris"}, error="503: unavailable"),
-               ToolCallRecord(turn=0, block=1, name="get_weather", arguments={"city": "Paris"}, result={"temp": 18})]  # fmt: skip
+    records = [
+        ToolCallRecord(turn=0, block=0, name="get_weather", arguments={"city": "Paris"}, error="503: unavailable"),
+        ToolCallRecord(turn=0, block=1, name="get_weather", arguments={"city": "Paris"}, result={"temp": 18}),
+    ]
     traj = build(builder, GOOD + GOOD, records)
     r = score_trajectory(traj, settings)
     assert (r.components["completeness"], r.components["repeated_calls"], r.components["failed_calls"]) == (1, 1, 1)
     assert r.components["rltr_plan"] == pytest.approx(1.0 - 0.2 - 0.1)
-    custom = settings.model_copy(update={"rltr_repeat_penalty": 0.5, "rltr_fail_penalty": 0.25,
-                                         "rltr_format_penalty": -2.0})  # fmt: skip
+    custom = settings.model_copy(
+        update={"rltr_repeat_penalty": 0.5, "rltr_fail_penalty": 0.25, "rltr_format_penalty": -2.0}
+    )
     assert score_trajectory(traj, custom).components["rltr_plan"] == pytest.approx(0.25)
     bad = build(builder, INVALID_BLOCKS["unknown_tool"])
     assert score_trajectory(bad, custom).components["rltr_plan"] == -2.0

@@ -10,7 +10,7 @@ def gold_completion(case) -> str:
     """The first possible value of every argument (skipping optional ones marked with '')."""
     calls = []
     for call in case.answer:
-        (name, params), = call.items()
+        ((name, params),) = call.items()
         args = {k: v[0] for k, v in params.items() if v and v[0] != ""}
         calls.append({"name": name, "arguments": args})
     return render_tool_calls(calls)
@@ -28,7 +28,7 @@ def test_gold_answers_pass_the_official_checker(category):
 def test_wrong_or_missing_calls_fail(category):
     case = load_category(category, limit=1)[0]
     assert not score(case, "I think the answer is 42.")["valid"]
-    assert not score(case, "<tool_call>\n{\"name\": \"nonexistent\", \"arguments\": {}}\n</tool_call>")["valid"]
+    assert not score(case, '<tool_call>\n{"name": "nonexistent", "arguments": {}}\n</tool_call>')["valid"]
 
 
 def test_irrelevance_rewards_not_calling():
@@ -40,8 +40,13 @@ def test_irrelevance_rewards_not_calling():
 
 
 def test_bfcl_types_become_json_schema():
-    schema = {"type": "dict", "properties": {"x": {"type": "float"}, "xs": {"type": "tuple", "items": {"type": "dict",
-              "properties": {"y": {"type": "any"}}}}}}  # fmt: skip
+    schema = {
+        "type": "dict",
+        "properties": {
+            "x": {"type": "float"},
+            "xs": {"type": "tuple", "items": {"type": "dict", "properties": {"y": {"type": "any"}}}},
+        },
+    }
     out = to_json_schema(schema)
     assert out["type"] == "object" and out["properties"]["x"]["type"] == "number"
     assert out["properties"]["xs"]["type"] == "array" and out["properties"]["xs"]["items"]["type"] == "object"

@@ -12,16 +12,21 @@ from pathlib import Path
 import pytest
 
 from ops.experiments.eval.server import eval_server
-from ops.experiments.eval.suite import (EvalItem, EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize,
-                                        write_jsonl)
+from ops.experiments.eval.suite import EvalPlan, ItemRecord, plan_items, read_jsonl, run_items, summarize, write_jsonl
 from slca.config import Config
 
 REPO = Path(__file__).resolve().parents[4]
 
 
 def slca(*argv, cwd, timeout=300):
-    return subprocess.run([sys.executable, "-m", "slca", *argv], cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "slca", *argv],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +74,24 @@ def test_a_refused_request_is_a_failed_record_not_an_exception(tiny_model_dir, t
 
 def test_slca_eval_writes_items_and_a_summary_without_machine_paths(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
-    proc = slca("eval", "--model", str(tiny_model_dir), "--splits", "", "--bfcl-categories", "irrelevance,multiple",
-                "--bfcl-per-category", "2", "--max-tokens", "8", "--engine", "hf", "--out", str(out), cwd=tmp_path)  # fmt: skip
+    proc = slca(
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--splits",
+        "",
+        "--bfcl-categories",
+        "irrelevance,multiple",
+        "--bfcl-per-category",
+        "2",
+        "--max-tokens",
+        "8",
+        "--engine",
+        "hf",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_jsonl(out / "items.jsonl")
     assert [r.suite for r in records] == ["bfcl:irrelevance"] * 2 + ["bfcl:multiple"] * 2

@@ -9,12 +9,15 @@ from ops.experiments.eval.stats import bootstrap_diff, compare, mcnemar_exact, p
 from ops.experiments.eval.suite import ItemRecord
 
 
-@pytest.mark.parametrize("k,n,low,high", [
-    (5, 10, 0.2366, 0.7634),
-    (0, 20, 0.0, 0.1611),       # the Wald interval would be [0, 0]
-    (20, 20, 0.8389, 1.0),
-    (81, 263, 0.2553, 0.3662),  # Wikipedia's worked example (binomial proportion confidence interval)
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "k,n,low,high",
+    [
+        (5, 10, 0.2366, 0.7634),
+        (0, 20, 0.0, 0.1611),  # the Wald interval would be [0, 0]
+        (20, 20, 0.8389, 1.0),
+        (81, 263, 0.2553, 0.3662),  # Wikipedia's worked example (binomial proportion confidence interval)
+    ],
+)
 def test_wilson_interval(k, n, low, high):
     lo, hi = wilson(k, n)
     assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
@@ -24,13 +27,16 @@ def test_wilson_of_nothing_is_the_whole_range():
     assert wilson(0, 0) == (0.0, 1.0)
 
 
-@pytest.mark.parametrize("b,c,p", [
-    (10, 2, 2 * (1 + 12 + 66) / 4096),  # 0.0386: sum_{k<=2} C(12,k) / 2^12, doubled
-    (2, 10, 2 * (1 + 12 + 66) / 4096),  # symmetric
-    (5, 5, 1.0),                        # capped at 1
-    (0, 0, 1.0),                        # no discordant pair: no evidence
-    (6, 0, 2 / 64),                     # 0.03125
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "b,c,p",
+    [
+        (10, 2, 2 * (1 + 12 + 66) / 4096),  # 0.0386: sum_{k<=2} C(12,k) / 2^12, doubled
+        (2, 10, 2 * (1 + 12 + 66) / 4096),  # symmetric
+        (5, 5, 1.0),  # capped at 1
+        (0, 0, 1.0),  # no discordant pair: no evidence
+        (6, 0, 2 / 64),  # 0.03125
+    ],
+)
 def test_mcnemar_exact(b, c, p):
     assert mcnemar_exact(b, c) == pytest.approx(p)
 
@@ -61,8 +67,13 @@ def rec(suite, item, success, exec_=None, error=None):
 
 
 def test_summarize_per_suite_and_pooled():
-    records = [rec("test", "t1", True, 1.0), rec("test", "t2", False, 0.4), rec("novel", "n1", False, 0.2,
-               error="HTTP 500: boom"), rec("bfcl:irrelevance", "b1", True), rec("bfcl:simple_python", "b2", False)]  # fmt: skip
+    records = [
+        rec("test", "t1", True, 1.0),
+        rec("test", "t2", False, 0.4),
+        rec("novel", "n1", False, 0.2, error="HTTP 500: boom"),
+        rec("bfcl:irrelevance", "b1", True),
+        rec("bfcl:simple_python", "b2", False),
+    ]
     s = summarize(records)
     assert list(s) == ["test", "novel", "bfcl:irrelevance", "bfcl:simple_python", "held_out", "bfcl"]
     assert s["test"]["n"] == 2 and s["test"]["success"] == 0.5 and s["test"]["exec"] == pytest.approx(0.7)

@@ -11,8 +11,16 @@ from aiohttp.test_utils import TestServer
 
 import sim.tasks
 from ops.experiments.eval.bfcl import load_category, score
-from ops.experiments.eval.suite import (EvalItem, EvalPlan, ItemRecord, bfcl_sample, plan_items, read_jsonl, run_items,
-                                        write_jsonl)
+from ops.experiments.eval.suite import (
+    EvalItem,
+    EvalPlan,
+    ItemRecord,
+    bfcl_sample,
+    plan_items,
+    read_jsonl,
+    run_items,
+    write_jsonl,
+)
 from slca.chat.hermes import render_tool_calls
 
 SPLITS = [s for s in ("test", "novel") if s in sim.tasks.SPLITS]
@@ -62,15 +70,26 @@ def test_a_malformed_block_fails_an_irrelevance_item():
 
 def test_a_malformed_block_beside_a_right_call_fails():
     case = load_category("simple_python", limit=1)[0]
-    (name, params), = case.answer[0].items()
+    ((name, params),) = case.answer[0].items()
     right = render_tool_calls([{"name": name, "arguments": {k: v[0] for k, v in params.items() if v and v[0] != ""}}])
     assert score(case, right)["valid"]
     assert not score(case, right + "\n<tool_call>\nnot json\n</tool_call>")["valid"]
 
 
 def test_records_round_trip_through_jsonl(tmp_path):
-    r = ItemRecord("bfcl:multiple", "multiple_3", False, None, None, {"calls": 1.0}, [{"name": "f", "arguments": {},
-                   "valid": True}], "hi ✓", 2, None, "wrong value")  # fmt: skip
+    r = ItemRecord(
+        "bfcl:multiple",
+        "multiple_3",
+        False,
+        None,
+        None,
+        {"calls": 1.0},
+        [{"name": "f", "arguments": {}, "valid": True}],
+        "hi ✓",
+        2,
+        None,
+        "wrong value",
+    )
     write_jsonl([r, r], tmp_path / "items.jsonl")
     assert read_jsonl(tmp_path / "items.jsonl") == [r, r]
 
@@ -80,11 +99,19 @@ def chat_response(text: str, calls: list[dict]) -> dict:
     """What serve/chat.py answers: the parsed valid calls in the message, the sampled tokens in logprobs."""
     message = {"role": "assistant", "content": None if calls else text}
     if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": c["name"],
-                                  "arguments": json.dumps(c["arguments"])}} for i, c in enumerate(calls)]  # fmt: skip
+        message["tool_calls"] = [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
+            for i, c in enumerate(calls)
+        ]
     tokens = [{"token": text[i : i + 3], "logprob": -0.1} for i in range(0, len(text), 3)]
-    return {"choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": {"content": tokens}}],
-            "policy_version": 7}  # fmt: skip
+    return {
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": {"content": tokens}}],
+        "policy_version": 7,
+    }
 
 
 def run_against(replies: dict[str, web.Response], items, plan=EvalPlan(concurrency=2)):
@@ -107,15 +134,23 @@ def run_against(replies: dict[str, web.Response], items, plan=EvalPlan(concurren
 def test_bfcl_items_through_the_chat_api():
     simple = load_category("simple_python", limit=1)[0]
     irrelevant = load_category("irrelevance", limit=1)[0]
-    (name, params), = simple.answer[0].items()
+    ((name, params),) = simple.answer[0].items()
     args = {k: v[0] for k, v in params.items() if v and v[0] != ""}
     right = render_tool_calls([{"name": name, "arguments": args}])
-    items = [EvalItem("bfcl:simple_python", simple.id, case=simple), EvalItem("bfcl:irrelevance", irrelevant.id,
-             case=irrelevant), EvalItem("bfcl:simple_python", "again", case=simple)]  # fmt: skip
+    items = [
+        EvalItem("bfcl:simple_python", simple.id, case=simple),
+        EvalItem("bfcl:irrelevance", irrelevant.id, case=irrelevant),
+        EvalItem("bfcl:simple_python", "again", case=simple),
+    ]
     # the same question twice: first answered right, then right plus a malformed block the message cannot show
-    answers = iter([web.json_response(chat_response(right, [{"name": name, "arguments": args}])),
-                    web.json_response(chat_response(right + "<tool_call>{oops</tool_call>",
-                                                    [{"name": name, "arguments": args}]))])  # fmt: skip
+    answers = iter(
+        [
+            web.json_response(chat_response(right, [{"name": name, "arguments": args}])),
+            web.json_response(
+                chat_response(right + "<tool_call>{oops</tool_call>", [{"name": name, "arguments": args}])
+            ),
+        ]
+    )
 
     class Replies(dict):
         def __getitem__(self, key):
@@ -166,9 +201,22 @@ def test_slca_eval_url_evaluates_a_running_server_and_sends_its_key(tmp_path):
     thread.start()
     assert ready.wait(10)
     try:
-        args = SimpleNamespace(eval_command=None, model=None, url=box["url"], api_key="sk-eval", splits="",
-                               pack="everyday", bfcl_categories="irrelevance", bfcl_per_category=3, bfcl_seed=0,
-                               mode="greedy", max_tokens=16, max_turns=1, concurrency=2, out=tmp_path / "run")  # fmt: skip
+        args = SimpleNamespace(
+            eval_command=None,
+            model=None,
+            url=box["url"],
+            api_key="sk-eval",
+            splits="",
+            pack="everyday",
+            bfcl_categories="irrelevance",
+            bfcl_per_category=3,
+            bfcl_seed=0,
+            mode="greedy",
+            max_tokens=16,
+            max_turns=1,
+            concurrency=2,
+            out=tmp_path / "run",
+        )
         assert run_eval(args, load_config(None, [])) == 0
     finally:
         box["loop"].call_soon_threadsafe(box["loop"].stop)

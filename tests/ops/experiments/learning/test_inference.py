@@ -51,10 +51,14 @@ def test_a_ten_point_gain_of_one_arm_is_detected_most_of_the_time():
     rng = np.random.default_rng(2)
     detected, wrong_way = 0, 0
     for k in range(50):
-        effects = {(e.a, e.b): e for e in compare_family(experiment(rng, {"slca": 0.10}), FAMILY, reps=REPS, perms=PERMS, seed=k)}
+        effects = {
+            (e.a, e.b): e
+            for e in compare_family(experiment(rng, {"slca": 0.10}), FAMILY, reps=REPS, perms=PERMS, seed=k)
+        }
         detected += effects[("slca", "grpo")].verdict == "slca better"
-        wrong_way += any(e.verdict.startswith(("grpo", "toolpo", "rltr", "slca_decision")) for e in effects.values()
-                         if e.b == "warm")  # fmt: skip
+        wrong_way += any(
+            e.verdict.startswith(("grpo", "toolpo", "rltr", "slca_decision")) for e in effects.values() if e.b == "warm"
+        )
         assert effects[("slca", "warm")].verdict in ("slca better", NO_DIFFERENCE)
     assert detected / 50 >= 0.6  # measured: 36–39 of 50 (a realised 9 ± 3 points against a Holm threshold of α/9)
     assert wrong_way <= 3
@@ -93,7 +97,11 @@ def test_family_names_every_comparison_before_the_run():
 
 
 def test_outcome_arrays_pair_runs_on_their_common_items():
-    arrays, items = outcome_arrays({"warm": {0: {"t/1": True, "t/2": False, "n/3": True}},
-                                    "slca": {0: {"t/1": False, "t/2": True}, 1: {"t/1": True, "t/2": True}}})  # fmt: skip
+    arrays, items = outcome_arrays(
+        {
+            "warm": {0: {"t/1": True, "t/2": False, "n/3": True}},
+            "slca": {0: {"t/1": False, "t/2": True}, 1: {"t/1": True, "t/2": True}},
+        }
+    )
     assert items == ["t/1", "t/2"]
     assert arrays["warm"].tolist() == [[1.0, 0.0]] and arrays["slca"].tolist() == [[0.0, 1.0], [1.0, 1.0]]

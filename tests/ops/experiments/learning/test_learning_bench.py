@@ -20,23 +20,58 @@ def test_bench_learning_smoke_on_tiny_then_resume(tmp_path, monkeypatch, tiny_mo
     from ops.experiments.eval.suite import read_jsonl
 
     monkeypatch.chdir(tmp_path)  # `--out` relative to the working directory, as from the repo root
-    argv = ["--set", f"common.redis_url={redis_url}", "--set", f"common.data_dir={tmp_path / 'var'}",
-            "--set", "serve.engine=hf", "--set", "serve.torch_threads=1", "--set", "learner.train_group_size=2",
-            "--set", "learner.train_max_tokens=8",
-            "bench", "learning", "--model", str(tiny_model_dir), "--arms", "slca,slca_decision", "--seeds", "0,1",
-            "--steps", "1", "--minutes", "0", "--eval-items", "4", "--eval-max-tokens", "8", "--curve-items", "2",
-            "--out", "out"]  # fmt: skip
+    argv = [
+        "--set",
+        f"common.redis_url={redis_url}",
+        "--set",
+        f"common.data_dir={tmp_path / 'var'}",
+        "--set",
+        "serve.engine=hf",
+        "--set",
+        "serve.torch_threads=1",
+        "--set",
+        "learner.train_group_size=2",
+        "--set",
+        "learner.train_max_tokens=8",
+        "bench",
+        "learning",
+        "--model",
+        str(tiny_model_dir),
+        "--arms",
+        "slca,slca_decision",
+        "--seeds",
+        "0,1",
+        "--steps",
+        "1",
+        "--minutes",
+        "0",
+        "--eval-items",
+        "4",
+        "--eval-max-tokens",
+        "8",
+        "--curve-items",
+        "2",
+        "--out",
+        "out",
+    ]
     assert main(argv) == 0
     out = tmp_path / "out"
     data = json.loads((out / "results.json").read_text())
     assert list(data) == ["primary_metric", "verdict", "warm_start", "runs", "budget", "command"]
     assert sorted((r["arm"], r["estimator"], r["seed"]) for r in data["runs"]) == [
-        ("slca", "slca", 0), ("slca", "slca", 1), ("slca_decision", "slca", 0), ("slca_decision", "slca", 1)]
+        ("slca", "slca", 0),
+        ("slca", "slca", 1),
+        ("slca_decision", "slca", 0),
+        ("slca_decision", "slca", 1),
+    ]
     assert [r["advantage"] for r in data["runs"] if r["arm"] == "slca_decision"] == [{"decision_token": True}] * 2
     for entry in [data["warm_start"], *data["runs"]]:
         assert 0.0 <= entry["held_out/success"] <= 1.0
     assert data["verdict"]["n_items"] == 4 and [(c["a"], c["b"]) for c in data["verdict"]["comparisons"]] == [
-        ("slca", "slca_decision"), ("slca", "warm_start"), ("slca_decision", "warm_start")]
+        ("slca", "slca_decision"),
+        ("slca", "warm_start"),
+        ("slca_decision", "warm_start"),
+    ]
     assert all(r["diag/omission_rate"] is not None and r["diag/tool_turns"] is not None for r in data["runs"])
     assert data["budget"]["model"] == "tiny-smollm2" and data["budget"]["group_size"] == 2
     text = (out / "results.json").read_text()
@@ -54,8 +89,9 @@ def test_bench_learning_smoke_on_tiny_then_resume(tmp_path, monkeypatch, tiny_mo
     assert [p.name for p in runs] == ["slca-s0", "slca-s1", "slca_decision-s0", "slca_decision-s1"]
     for p in runs:  # weights deleted, the per-item records kept, on the warm start's items
         assert (p / "done.json").is_file() and not (p / "work").exists()
-        assert [(r.suite, r.item_id) for r in read_jsonl(p / "items.jsonl")] == [(r.suite, r.item_id)
-                                                                                 for r in warm_items]  # fmt: skip
+        assert [(r.suite, r.item_id) for r in read_jsonl(p / "items.jsonl")] == [
+            (r.suite, r.item_id) for r in warm_items
+        ]
     stamps = {p.name: (p / "done.json").stat().st_mtime_ns for p in runs}
     capsys.readouterr()
 

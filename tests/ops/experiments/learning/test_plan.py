@@ -6,8 +6,15 @@ import argparse
 import pytest
 
 from ops.experiments.learning.main import check_budget, make_plan, size
-from ops.experiments.learning.plan import (Calibration, Plan, curve_steps, describe, plan_seconds, run_seconds,
-                                           steps_for_minutes)
+from ops.experiments.learning.plan import (
+    Calibration,
+    Plan,
+    curve_steps,
+    describe,
+    plan_seconds,
+    run_seconds,
+    steps_for_minutes,
+)
 from slca.cli import CliError
 from slca.config import load_config
 
@@ -15,8 +22,20 @@ CAL = Calibration(startup_s=60.0, step_s=30.0, eval_s=120.0, curve_eval_s=10.0)
 
 
 def args(**kw) -> argparse.Namespace:
-    base = dict(arms="slca,grpo,toolpo,rltr", seeds="0,1,2", steps=0, minutes=110.0, pack="everyday", eval_items=0,
-                eval_max_tokens=256, eval_engine="hf", curve="eval", curve_every=0, curve_items=60, train_arg=[])  # fmt: skip
+    base = dict(
+        arms="slca,grpo,toolpo,rltr",
+        seeds="0,1,2",
+        steps=0,
+        minutes=110.0,
+        pack="everyday",
+        eval_items=0,
+        eval_max_tokens=256,
+        eval_engine="hf",
+        curve="eval",
+        curve_every=0,
+        curve_items=60,
+        train_arg=[],
+    )
     return argparse.Namespace(**(base | kw))
 
 
@@ -77,10 +96,15 @@ def test_a_resumed_command_must_reproduce_the_recorded_plan():
 
 @pytest.mark.parametrize(
     ("kw", "message"),
-    [({"arms": "slca,nope"}, "unknown arm 'nope'"), ({"seeds": "0,x"}, "--seeds"),
-     ({"seeds": "1,1"}, "without repeats"), ({"curve_items": 0}, "--curve-items"), ({"eval_items": -1}, "≥ 0"),
-     ({"steps": -1}, "≥ 0")],
-)  # fmt: skip
+    [
+        ({"arms": "slca,nope"}, "unknown arm 'nope'"),
+        ({"seeds": "0,x"}, "--seeds"),
+        ({"seeds": "1,1"}, "without repeats"),
+        ({"curve_items": 0}, "--curve-items"),
+        ({"eval_items": -1}, "≥ 0"),
+        ({"steps": -1}, "≥ 0"),
+    ],
+)
 def test_bad_arguments_are_clear_errors(kw, message):
     with pytest.raises(CliError, match=message):
         make_plan(args(**kw), load_config(), "m", 0)

@@ -18,9 +18,24 @@ from ops.experiments.learning.results import Comparison, curves_json, results_js
 from ops.experiments.learning.verdict import judge
 from slca.cli import CliError
 
-PLAN = Plan(model="SmolLM2-135M-Instruct-sft", arms=("slca", "grpo"), seeds=(0, 1, 2), steps=4, group_size=8,
-            temperature=1.0, max_tokens=128, lr=5e-6, lr_schedule="constant", pack="everyday", eval_items=0,
-            eval_max_tokens=256, eval_engine="hf", curve="eval", curve_every=2, curve_items=10)  # fmt: skip
+PLAN = Plan(
+    model="SmolLM2-135M-Instruct-sft",
+    arms=("slca", "grpo"),
+    seeds=(0, 1, 2),
+    steps=4,
+    group_size=8,
+    temperature=1.0,
+    max_tokens=128,
+    lr=5e-6,
+    lr_schedule="constant",
+    pack="everyday",
+    eval_items=0,
+    eval_max_tokens=256,
+    eval_engine="hf",
+    curve="eval",
+    curve_every=2,
+    curve_items=10,
+)
 SUCCESS = {"slca": [0.40, 0.45, 0.35], "grpo": [0.30, 0.25, 0.35]}
 
 
@@ -30,11 +45,18 @@ def item_outcomes(rate: float) -> dict[str, bool]:
 
 def record(estimator: str, seed: int) -> dict:
     success = SUCCESS[estimator][seed]
-    return {"arm": estimator, "estimator": estimator, "seed": seed, "steps": 4, "seconds": 300.0,
-            "metrics": {"held_out/success": success, "test/success": 0.5},
-            "diagnostics": {"diag/adv_abs_tool_call": 0.7, "diag/omission_rate": None},
-            "curve": [[2, success / 2], [4, success]], "exec_reward": [[s, 0.1 * s] for s in range(1, 5)],
-            "tool_turns": [[s, 1.0 + 0.1 * seed] for s in range(1, 5)]}  # fmt: skip
+    return {
+        "arm": estimator,
+        "estimator": estimator,
+        "seed": seed,
+        "steps": 4,
+        "seconds": 300.0,
+        "metrics": {"held_out/success": success, "test/success": 0.5},
+        "diagnostics": {"diag/adv_abs_tool_call": 0.7, "diag/omission_rate": None},
+        "curve": [[2, success / 2], [4, success]],
+        "exec_reward": [[s, 0.1 * s] for s in range(1, 5)],
+        "tool_turns": [[s, 1.0 + 0.1 * seed] for s in range(1, 5)],
+    }
 
 
 @pytest.fixture
@@ -49,9 +71,16 @@ def machine(tmp_path):
 def comparison(machine) -> Comparison:
     repo, models, home = machine
     scrub = PathScrubber(repo, models, home)
-    args = argparse.Namespace(config=str(repo / "slca.toml"), minutes=110.0, model=str(models / PLAN.model),
-                              set=[f"common.data_dir={home}/var/x", "common.redis_url=redis://127.0.0.1:6379/0",
-                                   "learner.run_dir=/mnt/scratch/runs"])  # fmt: skip
+    args = argparse.Namespace(
+        config=str(repo / "slca.toml"),
+        minutes=110.0,
+        model=str(models / PLAN.model),
+        set=[
+            f"common.data_dir={home}/var/x",
+            "common.redis_url=redis://127.0.0.1:6379/0",
+            "learner.run_dir=/mnt/scratch/runs",
+        ],
+    )
     command = command_line(args, PLAN, scrub.path(repo / "bench" / "learning" / "x"), scrub)
     records = [record(e, s) for s in PLAN.seeds for e in PLAN.arms]
     warm = {"metrics": {"held_out/success": 0.30, "test/success": 0.45}, "curve0": 0.1}
@@ -112,14 +141,33 @@ def test_results_md_states_the_rule_then_the_verdicts_then_the_tables(machine):
 
 
 def test_diagnostics_from_the_per_step_lines():
-    lines = [{"step": 1, "all/tokens": 10, "all/adv_abs_mean": 0.6, "tool_call/adv_abs_mean": 0.8,
-              "summary/adv_abs_mean": 0.4, "estimator/zero_variance/exec": 0.0, "estimator/present/exec": 4.0,
-              "estimator/zero_variance/pref": 1.0, "estimator/present/pref": 4.0, "tool_turns_mean": 1.0,
-              "omission_rate": 0.25, "exec_mean": 0.5},
-             # all-zero advantages: the trainer skipped the group (no all/ keys); pref had one member only
-             {"step": 2, "estimator/zero_variance/exec": 1.0, "estimator/present/exec": 4.0,
-              "estimator/zero_variance/pref": 0.0, "estimator/present/pref": 1.0, "tool_turns_mean": 2.0,
-              "omission_rate": 0.75, "exec_mean": 0.0}]  # fmt: skip
+    lines = [
+        {
+            "step": 1,
+            "all/tokens": 10,
+            "all/adv_abs_mean": 0.6,
+            "tool_call/adv_abs_mean": 0.8,
+            "summary/adv_abs_mean": 0.4,
+            "estimator/zero_variance/exec": 0.0,
+            "estimator/present/exec": 4.0,
+            "estimator/zero_variance/pref": 1.0,
+            "estimator/present/pref": 4.0,
+            "tool_turns_mean": 1.0,
+            "omission_rate": 0.25,
+            "exec_mean": 0.5,
+        },
+        # all-zero advantages: the trainer skipped the group (no all/ keys); pref had one member only
+        {
+            "step": 2,
+            "estimator/zero_variance/exec": 1.0,
+            "estimator/present/exec": 4.0,
+            "estimator/zero_variance/pref": 0.0,
+            "estimator/present/pref": 1.0,
+            "tool_turns_mean": 2.0,
+            "omission_rate": 0.75,
+            "exec_mean": 0.0,
+        },
+    ]
     lines[0]["task_id"], lines[1]["task_id"] = "needs-a-tool", "no-tool"
     d = run_diagnostics(lines, {"no-tool"})
     assert d["diag/adv_abs_tool_call"] == pytest.approx(0.4) and d["diag/adv_abs_summary"] == pytest.approx(0.2)

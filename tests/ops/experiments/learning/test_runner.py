@@ -18,9 +18,24 @@ from ops.experiments.eval.suite import ItemRecord, read_jsonl
 from ops.experiments.learning.runner import TrainContext, TrainOutcome, prune, run_one, train_argv
 from slca.config import load_config
 
-PLAN = Plan(model="warm", arms=("slca", "grpo", "slca_decision"), seeds=(0, 1), steps=4, group_size=2,
-            temperature=1.0, max_tokens=16, lr=1e-6, lr_schedule="constant", pack="everyday", eval_items=0,
-            eval_max_tokens=16, eval_engine="hf", curve="eval", curve_every=2, curve_items=2)  # fmt: skip
+PLAN = Plan(
+    model="warm",
+    arms=("slca", "grpo", "slca_decision"),
+    seeds=(0, 1),
+    steps=4,
+    group_size=2,
+    temperature=1.0,
+    max_tokens=16,
+    lr=1e-6,
+    lr_schedule="constant",
+    pack="everyday",
+    eval_items=0,
+    eval_max_tokens=16,
+    eval_engine="hf",
+    curve="eval",
+    curve_every=2,
+    curve_items=2,
+)
 KEYS = {"test/a", "novel/b"}  # the curve items
 
 
@@ -37,9 +52,19 @@ class FakeTrainer:
             (weights / f"v{v}").mkdir(parents=True)
             (weights / f"v{v}" / "manifest.json").write_text("{}")
             on_step(v)
-        lines = [{"step": s, "exec_mean": 0.1 * s, "tool_turns_mean": 1.0, "all/tokens": 10, "all/adv_abs_mean": 0.5,
-                  "tool_call/adv_abs_mean": 0.7, "summary/adv_abs_mean": 0.3, "omission_rate": 0.0}
-                 for s in range(1, steps + 1)]  # fmt: skip
+        lines = [
+            {
+                "step": s,
+                "exec_mean": 0.1 * s,
+                "tool_turns_mean": 1.0,
+                "all/tokens": 10,
+                "all/adv_abs_mean": 0.5,
+                "tool_call/adv_abs_mean": 0.7,
+                "summary/adv_abs_mean": 0.3,
+                "omission_rate": 0.0,
+            }
+            for s in range(1, steps + 1)
+        ]
         return TrainOutcome(1.0, lines, weights)
 
 
@@ -52,8 +77,11 @@ def fakes(monkeypatch):
         evaluated.append(("final" if keys is None else "curve", model_dir.name))
         ids = [("test", "a"), ("novel", "b"), ("test", "c"), ("novel", "d")]
         k = int(model_dir.name[1:])
-        records = [ItemRecord(suite, i, success=n < k - 1, exec=1.0, pref=0.5, calls=[{"name": "f"}] if i == "d" else [])
-                   for n, (suite, i) in enumerate(ids) if keys is None or f"{suite}/{i}" in keys]  # fmt: skip
+        records = [
+            ItemRecord(suite, i, success=n < k - 1, exec=1.0, pref=0.5, calls=[{"name": "f"}] if i == "d" else [])
+            for n, (suite, i) in enumerate(ids)
+            if keys is None or f"{suite}/{i}" in keys
+        ]
         return records, 0.2
 
     monkeypatch.setattr(runner, "train", trainer)
@@ -88,8 +116,12 @@ def test_an_unfinished_run_is_deleted_and_redone(tmp_path, fakes):
     assert record["curve"] == [[2, 0.5], [4, 1.0]] and record["metrics"]["held_out/success"] == 0.75
     assert record["metrics"]["held_out/spurious_call_rate"] == 0.5  # d called a tool, c did not
     assert (record["arm"], record["estimator"]) == ("grpo", "grpo")
-    assert [(r.item_id, r.success) for r in read_jsonl(stale / "items.jsonl")] == [("a", True), ("b", True),
-                                                                                  ("c", True), ("d", False)]  # fmt: skip
+    assert [(r.item_id, r.success) for r in read_jsonl(stale / "items.jsonl")] == [
+        ("a", True),
+        ("b", True),
+        ("c", True),
+        ("d", False),
+    ]
     assert record["diagnostics"]["diag/adv_abs_tool_call"] == pytest.approx(0.7)
     assert record["tool_turns"] == [[s, 1.0] for s in range(1, 5)]
     assert not (stale / "work").exists() and not (stale / "train.jsonl").exists()  # weights deleted, stale log gone
@@ -110,11 +142,26 @@ def test_prune_keeps_the_newest_and_the_needed_versions(tmp_path):
 def test_every_train_gets_the_pinned_budget(tmp_path):
     argv = train_argv(ctx(tmp_path), RunKey("toolpo", 2), 4, tmp_path / "work", tmp_path / "train.jsonl")
     joined = " ".join(argv)
-    for pinned in ("learner.train_group_size=2", "learner.train_temperature=1.0", "learner.train_max_tokens=16",
-                   "learner.lr=1e-06", "learner.keep_versions=0", f"learner.init_model={tmp_path / 'model'}"):  # fmt: skip
+    for pinned in (
+        "learner.train_group_size=2",
+        "learner.train_temperature=1.0",
+        "learner.train_max_tokens=16",
+        "learner.lr=1e-06",
+        "learner.keep_versions=0",
+        f"learner.init_model={tmp_path / 'model'}",
+    ):
         assert f"--set {pinned}" in joined
-    assert argv[argv.index("train") :][:9] == ["train", "--estimator", "toolpo", "--seed", "2", "--steps", "4",
-                                               "--pack", "everyday"]  # fmt: skip
+    assert argv[argv.index("train") :][:9] == [
+        "train",
+        "--estimator",
+        "toolpo",
+        "--seed",
+        "2",
+        "--steps",
+        "4",
+        "--pack",
+        "everyday",
+    ]
     assert argv.index("common.log_level=INFO") < argv.index("train")  # the bench's own --set reach every run
     assert "decision_token" not in joined
 

@@ -21,12 +21,20 @@ def test_a_clear_gain_is_named_and_equal_arms_are_not():
     warm = outcomes(0.5, n, 0)
     base = np.array(list(warm.values()))
     better = {k: True for k in warm}  # slca solves everything, every seed
-    runs = {"slca": {s: better for s in range(3)}, "grpo": {s: dict(warm) for s in range(3)},
-            "slca_decision": {s: dict(warm) for s in range(3)}}  # fmt: skip
+    runs = {
+        "slca": {s: better for s in range(3)},
+        "grpo": {s: dict(warm) for s in range(3)},
+        "slca_decision": {s: dict(warm) for s in range(3)},
+    }
     v = judge(warm, runs, ARMS, reps=500, perms=500)
     by = {(e.a, e.b): e for e in v.effects}
-    assert list(by) == [("slca", "grpo"), ("slca", "slca_decision"), ("slca", WARM), ("grpo", WARM),
-                        ("slca_decision", WARM)]  # fmt: skip
+    assert list(by) == [
+        ("slca", "grpo"),
+        ("slca", "slca_decision"),
+        ("slca", WARM),
+        ("grpo", WARM),
+        ("slca_decision", WARM),
+    ]
     assert by[("slca", "grpo")].verdict == "slca better"
     assert by[("slca", "grpo")].effect == pytest.approx(100 * (1 - base.mean()))
     assert by[("grpo", WARM)].verdict == NO_DIFFERENCE and by[("grpo", WARM)].effect == 0.0

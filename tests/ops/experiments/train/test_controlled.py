@@ -35,11 +35,33 @@ def test_train_smoke_on_tiny__scores_with_workers_settings__publishes_through_th
     announcements = redis_client.pubsub()
     announcements.psubscribe("slca:train:*:weights")  # the in-process server's own prefix: a live system's
     log = tmp_path / "train.jsonl"  # servers on this Redis (slca:weights) are never swapped by a controlled run
-    rc = main(["--set", f"common.model={tiny_model_dir}", "--set", f"common.redis_url={redis_url}",
-               "--set", f"common.data_dir={tmp_path}", "--set", "serve.engine=hf", "--set", "serve.torch_threads=1",
-               "--set", "learner.train_group_size=2", "--set", "learner.train_max_tokens=8",
-               "--set", "workers.scorer_version=hierr-configured",
-               "train", "--estimator", "grpo", "--steps", "1", "--log", str(log)])  # fmt: skip
+    rc = main(
+        [
+            "--set",
+            f"common.model={tiny_model_dir}",
+            "--set",
+            f"common.redis_url={redis_url}",
+            "--set",
+            f"common.data_dir={tmp_path}",
+            "--set",
+            "serve.engine=hf",
+            "--set",
+            "serve.torch_threads=1",
+            "--set",
+            "learner.train_group_size=2",
+            "--set",
+            "learner.train_max_tokens=8",
+            "--set",
+            "workers.scorer_version=hierr-configured",
+            "train",
+            "--estimator",
+            "grpo",
+            "--steps",
+            "1",
+            "--log",
+            str(log),
+        ]
+    )
     assert rc == 0
     (line,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert line["version"] == 1 and line["estimator"] == "grpo" and line["tokens"] > 0

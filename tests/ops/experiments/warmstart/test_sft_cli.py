@@ -13,8 +13,23 @@ from slca.cli import main
 
 def test_sft_trains_on_grouped_batches_with_the_step_schedule(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "sft-out"
-    rc = main(["--set", "learner.precision=fp32", "sft", "--model", str(tiny_model_dir), "--steps", "3",
-               "--batch-tokens", "1600", "--eval-tasks", "0", "--out", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "--set",
+            "learner.precision=fp32",
+            "sft",
+            "--model",
+            str(tiny_model_dir),
+            "--steps",
+            "3",
+            "--batch-tokens",
+            "1600",
+            "--eval-tasks",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert "sft precision: float32 (requested)" in capsys.readouterr().out
     summary = json.loads((out / "sft-summary.json").read_text())
@@ -26,8 +41,24 @@ def test_sft_trains_on_grouped_batches_with_the_step_schedule(tmp_path, tiny_mod
 
 def test_bench_sft_prints_and_writes_old_vs_new(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "bench" / "sft.json"
-    rc = main(["--set", "learner.sft_batch=2", "bench", "sft", "--model", str(tiny_model_dir), "--steps", "10",
-               "--pairs", "3", "--warmup", "0", "--out", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "--set",
+            "learner.sft_batch=2",
+            "bench",
+            "sft",
+            "--model",
+            str(tiny_model_dir),
+            "--steps",
+            "10",
+            "--pairs",
+            "3",
+            "--warmup",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "sft precision:" in printed and "new ÷ old" in printed and "tokens/s" in printed
@@ -45,8 +76,21 @@ def test_bench_sft_prints_and_writes_old_vs_new(tmp_path, tiny_model_dir, capsys
 
 def test_sft_smoke_on_tiny(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "sft-out"
-    rc = main(["--set", "learner.sft_batch=2", "sft", "--model", str(tiny_model_dir), "--steps", "1",
-               "--eval-tasks", "0", "--out", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "--set",
+            "learner.sft_batch=2",
+            "sft",
+            "--model",
+            str(tiny_model_dir),
+            "--steps",
+            "1",
+            "--eval-tasks",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "sft-summary.json").read_text())
     assert summary["steps"] == 1 and summary["first_loss"] > 0

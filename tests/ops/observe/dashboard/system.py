@@ -18,8 +18,16 @@ from pathlib import Path
 
 import redis
 
-from slca.contracts import (GoldCall, GroundTruth, RolloutGroup, Streams, Trajectory, WeightManifest, decode_entry,
-                            encode_entry)
+from slca.contracts import (
+    GoldCall,
+    GroundTruth,
+    RolloutGroup,
+    Streams,
+    Trajectory,
+    WeightManifest,
+    decode_entry,
+    encode_entry,
+)
 from tests.support.trajectories import TrajectoryBuilder, call
 from tests.workers.pipeline_harness import make_pipeline
 
@@ -43,13 +51,21 @@ def episodes(builder: TrajectoryBuilder) -> list[Trajectory]:
     """From worst to best: no call, a wrong argument, the right call, the right calls in two turns."""
     gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
     none = builder.build([[("summary", "I think it is sunny.")]], [], gt)
-    wrong = builder.build([[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]],
-                          [{"temp": 20}], gt)  # fmt: skip
-    good = builder.build([[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]],
-                         [{"temp": 18}], gt)  # fmt: skip
-    two = builder.build([[("tool_call", call("get_weather", city="Paris"))],
-                         [("tool_call", call("get_time", city="Paris"))], [("summary", "It is 18 degrees in Paris.")]],
-                        [{"temp": 18}, {"time": "14:00"}], gt)  # fmt: skip
+    wrong = builder.build(
+        [[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]], [{"temp": 20}], gt
+    )
+    good = builder.build(
+        [[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]], [{"temp": 18}], gt
+    )
+    two = builder.build(
+        [
+            [("tool_call", call("get_weather", city="Paris"))],
+            [("tool_call", call("get_time", city="Paris"))],
+            [("summary", "It is 18 degrees in Paris.")],
+        ],
+        [{"temp": 18}, {"time": "14:00"}],
+        gt,
+    )
     return [none, wrong, good, two]
 
 
@@ -63,9 +79,17 @@ class History:
     end: float
 
 
-def write_history(client: redis.Redis, builder: TrajectoryBuilder, tiny_model_dir, run_dir: Path, clock: HistoryClock,
-                  versions: int = 5, groups_per_version: int = 2, minutes: float = 12.0,
-                  seed: int = 0) -> History:  # fmt: skip
+def write_history(
+    client: redis.Redis,
+    builder: TrajectoryBuilder,
+    tiny_model_dir,
+    run_dir: Path,
+    clock: HistoryClock,
+    versions: int = 5,
+    groups_per_version: int = 2,
+    minutes: float = 12.0,
+    seed: int = 0,
+) -> History:
     """Scored trajectories of versions 0..versions-1, one learner step per version, one publication per step."""
     from prometheus_client import CollectorRegistry
 
@@ -81,8 +105,9 @@ def write_history(client: redis.Redis, builder: TrajectoryBuilder, tiny_model_di
     streams = Streams()
     start, step_s = clock.now, minutes * 60 / (versions * groups_per_version * 4)
     # record_step's context: the parts of LoopContext it uses (its client, stream names, metrics, run dir)
-    ctx = types.SimpleNamespace(client=client, streams=streams, metrics=LearnerMetrics.create(CollectorRegistry()),
-                                run_dir=run_dir)  # fmt: skip
+    ctx = types.SimpleNamespace(
+        client=client, streams=streams, metrics=LearnerMetrics.create(CollectorRegistry()), run_dir=run_dir
+    )
     state, last_group_id, n_traj = LearnerState(), "0-0", 0
     for version in range(versions):
         for g in range(groups_per_version):
@@ -91,8 +116,9 @@ def write_history(client: redis.Redis, builder: TrajectoryBuilder, tiny_model_di
             for i in range(4):
                 # better versions pick better episodes: the index drifts up by two over the versions, with noise
                 pick = min(len(templates) - 1, max(0, rng.randint(0, 2) + version * 2 // max(1, versions - 1) - 1))
-                traj = templates[pick].model_copy(update={"id": f"{task}-r{i}", "task_id": task,
-                                                          "policy_version": sampled_by})  # fmt: skip
+                traj = templates[pick].model_copy(
+                    update={"id": f"{task}-r{i}", "task_id": task, "policy_version": sampled_by}
+                )
                 clock.now += step_s * rng.uniform(0.6, 1.4)
                 # serve's recorder writes this entry; a Celery scoring task carries its id to the pipeline
                 entry_id = client.xadd(streams.trajectories, encode_entry(traj, id=traj.id)).decode()
@@ -118,18 +144,35 @@ def _report(step: int, entries):
     for channel in ("exec", "pref"):
         flat = sum(1.0 for e in entries if len({round(getattr(r, channel), 9) for r in e.group.rewards}) == 1)
         metrics[f"estimator/zero_variance/{channel}"] = flat
-    return StepReport(step=step, loss=0.8 / step, tokens=100 * len(entries), row_tokens=100 * len(entries),
-                      seconds=1.0, advantage_seconds=0.01, group_ids=[e.group.group_id for e in entries],
-                      skipped_zero=0, metrics=metrics)  # fmt: skip
+    return StepReport(
+        step=step,
+        loss=0.8 / step,
+        tokens=100 * len(entries),
+        row_tokens=100 * len(entries),
+        seconds=1.0,
+        advantage_seconds=0.01,
+        group_ids=[e.group.group_id for e in entries],
+        skipped_zero=0,
+        metrics=metrics,
+    )
 
 
 def _publish(client: redis.Redis, streams: Streams, state, now: float) -> None:
     """The learner's announcement of a new version (the weight files themselves are not the dashboard's concern)."""
     from learner.publish import announce
 
-    announce(client, streams, WeightManifest(version=state.version, path=f"weights/v{state.version}",
-                                             sha256={"model.safetensors": "0" * 64}, base_model="tiny",
-                                             created_at=now, train_step=state.step))  # fmt: skip
+    announce(
+        client,
+        streams,
+        WeightManifest(
+            version=state.version,
+            path=f"weights/v{state.version}",
+            sha256={"model.safetensors": "0" * 64},
+            base_model="tiny",
+            created_at=now,
+            train_step=state.step,
+        ),
+    )
 
 
 def probe_rounds(start: float) -> list:
@@ -140,13 +183,23 @@ def probe_rounds(start: float) -> list:
     from ops.observe.probe_rounds import summarise_round
 
     def records(versions, solved):
-        suites = [("test", i) for i in range(8)] + [("novel", i) for i in range(4)] + \
-            [("bfcl:simple_python", i) for i in range(4)]  # fmt: skip
-        return [ItemRecord(suite, f"{suite}-{i}", success=(i if suite.startswith("bfcl") else k) < solved[suite.startswith("bfcl")],
-                           exec=None if suite.startswith("bfcl") else 0.5 + 0.04 * k, pref=0.4,
-                           policy_version=versions[k % len(versions)],
-                           calls=[{"name": "f", "arguments": {}, "valid": True}])
-                for k, (suite, i) in enumerate(suites)]  # fmt: skip
+        suites = (
+            [("test", i) for i in range(8)]
+            + [("novel", i) for i in range(4)]
+            + [("bfcl:simple_python", i) for i in range(4)]
+        )
+        return [
+            ItemRecord(
+                suite,
+                f"{suite}-{i}",
+                success=(i if suite.startswith("bfcl") else k) < solved[suite.startswith("bfcl")],
+                exec=None if suite.startswith("bfcl") else 0.5 + 0.04 * k,
+                pref=0.4,
+                policy_version=versions[k % len(versions)],
+                calls=[{"name": "f", "arguments": {}, "valid": True}],
+            )
+            for k, (suite, i) in enumerate(suites)
+        ]
 
     rounds, base = [], None
     for i, (versions, solved) in enumerate([([0, 0, 0, 1], (4, 1)), ([2], (7, 2)), ([3, 4, 4, 4], (10, 2))]):

@@ -81,8 +81,9 @@ def test_stats_carry_probe_rounds_as_the_probe_publishes_them(redis_url):
 def test_stats_limit_and_bad_limit(redis_url, history):
     import json
 
-    (ok, _, ok_body), (bad, _, bad_body) = call(redis_url, ("/dashboard/api/stats?limit=5", {}),
-                                                ("/dashboard/api/stats?limit=x", {}))  # fmt: skip
+    (ok, _, ok_body), (bad, _, bad_body) = call(
+        redis_url, ("/dashboard/api/stats?limit=5", {}), ("/dashboard/api/stats?limit=x", {})
+    )
     rows = json.loads(ok_body)["rewards"]
     assert ok == 200 and len(rows) == 5 and [r["ts"] for r in rows] == sorted(r["ts"] for r in rows)  # oldest first
     assert bad == 400 and "limit" in json.loads(bad_body)["error"]
@@ -106,10 +107,16 @@ def test_queue_backlog_in_stats(redis_url):
 
 
 def test_static_files_types_and_caching(redis_url):
-    paths = ["/dashboard/", "/dashboard/static/dashboard.js", "/dashboard/static/dashboard.css",
-             "/dashboard/static/vendor/uplot/uPlot.iife.min.js", "/dashboard/static/vendor/uplot/uPlot.min.css",
-             "/dashboard/static/vendor/uplot/LICENSE", "/dashboard/static/index.html",
-             "/dashboard/static/../app.py"]  # fmt: skip
+    paths = [
+        "/dashboard/",
+        "/dashboard/static/dashboard.js",
+        "/dashboard/static/dashboard.css",
+        "/dashboard/static/vendor/uplot/uPlot.iife.min.js",
+        "/dashboard/static/vendor/uplot/uPlot.min.css",
+        "/dashboard/static/vendor/uplot/LICENSE",
+        "/dashboard/static/index.html",
+        "/dashboard/static/../app.py",
+    ]
     answers = call(redis_url, *[(p, {}) for p in paths])
     (page, js, css, lib, lib_css, lic, index, escape) = answers
     assert page[0] == 200 and page[1]["Content-Type"].startswith("text/html") and page[1]["Cache-Control"] == "no-cache"
@@ -118,8 +125,9 @@ def test_static_files_types_and_caching(redis_url):
     assert "max-age=86400" in lib[1]["Cache-Control"]
     assert lib[2] == (STATIC / "vendor/uplot/uPlot.iife.min.js").read_bytes() and lib_css[0] == 200
     assert lic[0] == 404 and index[0] == 404 and escape[0] == 404  # only web files, only under static/
-    ((again, _, again_body),) = call(redis_url, ("/dashboard/static/vendor/uplot/uPlot.iife.min.js",
-                                                 {"If-None-Match": lib[1]["ETag"]}))  # fmt: skip
+    ((again, _, again_body),) = call(
+        redis_url, ("/dashboard/static/vendor/uplot/uPlot.iife.min.js", {"If-None-Match": lib[1]["ETag"]})
+    )
     assert again == 304 and again_body == b""
 
 

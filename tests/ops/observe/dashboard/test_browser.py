@@ -30,8 +30,17 @@ from tests.ops.observe.dashboard.system import probe_rounds, write_probe_rounds
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (Debian package chromium)")
 
-CHARTS = ["chart-reward", "chart-probe", "chart-turns", "chart-zerovar", "chart-staleness", "chart-queue",
-          "chart-versions", "chart-throughput", "chart-learner"]  # fmt: skip
+CHARTS = [
+    "chart-reward",
+    "chart-probe",
+    "chart-turns",
+    "chart-zerovar",
+    "chart-staleness",
+    "chart-queue",
+    "chart-versions",
+    "chart-throughput",
+    "chart-learner",
+]
 TIME_CHARTS = ["chart-turns", "chart-zerovar", "chart-staleness", "chart-versions", "chart-throughput", "chart-learner"]
 EXEC_BLUE, PREF_ORANGE = "#1f77b4", "#ff7f0e"
 
@@ -69,9 +78,20 @@ class DashboardServer:
 
 def chromium(url: str, profile: Path, *mode: str) -> subprocess.CompletedProcess:
     """One headless run; virtual time lets the page's fetch and first poll finish before the dump."""
-    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-             "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-             "--force-device-scale-factor=1", "--hide-scrollbars", "--virtual-time-budget=5000"]  # fmt: skip
+    flags = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--force-device-scale-factor=1",
+        "--hide-scrollbars",
+        "--virtual-time-budget=5000",
+    ]
     profile.mkdir(parents=True, exist_ok=True)
     # the page prints local times: pin the browser's zone so the test knows which clock times to expect
     env = {**os.environ, "TZ": "UTC"}
@@ -155,15 +175,19 @@ def assert_probe_chart(fig: str, rounds: list[dict]) -> None:
     last = rounds[-1]
     head, d = last["suites"]["held_out"], last["vs_v0"]["held_out"]
     # a literal match: the signed figures carry "+", which a regex would read as a quantifier
-    legend = (f'u-value">v{last["version"]} (v{last["version_min"]}–v{last["version_max"]}, n={head["n"]}, '
-              f'vs v0 {d["diff"]:+.3f} [{d["ci_low"]:+.3f}, {d["ci_high"]:+.3f}])<')
+    legend = (
+        f'u-value">v{last["version"]} (v{last["version_min"]}–v{last["version_max"]}, n={head["n"]}, '
+        f"vs v0 {d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}])<"
+    )
     assert legend in fig, (legend, fig)
     for value in (head["success"], head["ci_low"], head["ci_high"], head["exec"], head["pref"]):
         assert f'u-value">{value:.3f}<' in fig, value
     caption = re.search(r'class="headline">([^<]*)<', fig).group(1)
     assert caption.startswith(f"— v0 → v{last['version']}, paired (bootstrap 95%, McNemar p): "), caption
-    assert (f"held-out {d['a']:.3f} → {d['b']:.3f}, {d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] "
-            f"p={d['mcnemar_p']:.2g} (n={d['n']})") in caption, caption  # fmt: skip
+    assert (
+        f"held-out {d['a']:.3f} → {d['b']:.3f}, {d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] "
+        f"p={d['mcnemar_p']:.2g} (n={d['n']})"
+    ) in caption, caption
     assert "; test " in caption and "; BFCL " in caption, caption
 
 

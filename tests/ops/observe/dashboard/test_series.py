@@ -23,8 +23,7 @@ def test_empty_snapshot_gives_empty_series():
     assert all(series["x"] == [] for series in charts.values())
 
 
-@pytest.mark.parametrize("values,k,expected", [([], 3, []), ([1, 2, 3, 4], 2, [1, 1.5, 2.5, 3.5]),
-                                                ([4, 0], 5, [4, 2])])  # fmt: skip
+@pytest.mark.parametrize("values,k,expected", [([], 3, []), ([1, 2, 3, 4], 2, [1, 1.5, 2.5, 3.5]), ([4, 0], 5, [4, 2])])
 def test_moving_mean(values, k, expected):
     assert moving_mean(values, k) == expected
 
@@ -70,8 +69,19 @@ def test_series_ignore_rows_without_time_and_sort_by_time():
 
 
 def test_learner_rows_collect_zero_variance_fields():
-    entries = [(b"1-0", {b"step": b"3", b"version": b"2", b"ts": b"5.0", b"zero_var/exec": b"0.5",
-                         b"zero_var/pref": b"bad", b"loss": b"0.1"})]  # fmt: skip
+    entries = [
+        (
+            b"1-0",
+            {
+                b"step": b"3",
+                b"version": b"2",
+                b"ts": b"5.0",
+                b"zero_var/exec": b"0.5",
+                b"zero_var/pref": b"bad",
+                b"loss": b"0.1",
+            },
+        )
+    ]
     (row,) = parse_stats(entries, LEARNER_FIELDS, ZERO_VAR_PREFIX)
     assert row["zero_var"] == {"exec": 0.5, "pref": None} and row["step"] == 3 and row["groups"] is None
 
@@ -80,8 +90,17 @@ def probe_round(version, solved, base=None, started_at=0.0) -> dict:
     """A round exactly as the probe publishes it: 10 held-out tasks (the first `solved` succeed), answered by
     `version` (an int, or a list: a swap mid-round), paired with `base`'s records (None: it is v0)."""
     versions = version if isinstance(version, list) else [version]
-    recs = [ItemRecord("test", f"t{i}", success=i < solved, exec=float(i < solved), pref=0.1,
-                       policy_version=versions[i % len(versions)]) for i in range(10)]  # fmt: skip
+    recs = [
+        ItemRecord(
+            "test",
+            f"t{i}",
+            success=i < solved,
+            exec=float(i < solved),
+            pref=0.1,
+            policy_version=versions[i % len(versions)],
+        )
+        for i in range(10)
+    ]
     r = summarise_round(recs, base, None if base is None else 0, started_at, "greedy", versions[0])
     return {**r.to_json(), "_records": recs}
 
@@ -100,7 +119,9 @@ def test_probe_by_median_version_with_interval_and_legend_columns():
     assert s.ys["95% low"] == pytest.approx([wilson(k, 10)[0] for k in (2, 5, 8)])
     assert s.ys["95% high"] == pytest.approx([wilson(k, 10)[1] for k in (2, 5, 8)])
     assert s.ys["BFCL success"] == [None, None, None] and s.ys["pref"] == pytest.approx([0.1] * 3)
-    assert s.extra["n"] == [10, 10, 10] and s.extra["version_min"] == [0, 10, 20] and s.extra["version_max"] == [1, 11, 21]
+    assert (
+        s.extra["n"] == [10, 10, 10] and s.extra["version_min"] == [0, 10, 20] and s.extra["version_max"] == [1, 11, 21]
+    )
     assert s.extra["diff"] == pytest.approx([0.0, 0.3, 0.6]) and s.extra["mcnemar_p"][2] == pytest.approx(2 / 2**6)
 
 
@@ -116,9 +137,13 @@ def test_probe_headline_is_the_latest_rounds_paired_difference_from_v0():
 
 def test_probe_skips_entries_that_are_not_rounds():
     good = published(probe_round(3, 5))[0]
-    bad = [{"version": 3, "exec_mean": 0.5, "success": 0.5},  # a round of the sampled probe (schema 1)
-           {**good, "suites": {"held_out": {**good["suites"]["held_out"], "success": float("nan")}}},
-           {**good, "version": "3"}, {k: v for k, v in good.items() if k != "vs_v0"}, ["not", "a", "round"]]  # fmt: skip
+    bad = [
+        {"version": 3, "exec_mean": 0.5, "success": 0.5},  # a round of the sampled probe (schema 1)
+        {**good, "suites": {"held_out": {**good["suites"]["held_out"], "success": float("nan")}}},
+        {**good, "version": "3"},
+        {k: v for k, v in good.items() if k != "vs_v0"},
+        ["not", "a", "round"],
+    ]
     s = probe([*bad, good])
     assert s.x == [3.0] and s.ys["held-out success"] == [0.5]
 
@@ -129,6 +154,10 @@ def test_probe_rounds_sharing_a_version_keep_their_order():
 
 
 def test_parse_rounds_oldest_first_skipping_bad_entries():
-    newest_first = [(b"3-0", {b"json": b'{"version": 3}'}), (b"2-0", {b"json": b"{broken"}), (b"1-0", {b"other": b"x"}),
-                    (b"0-0", {"json": '{"version": 0}'})]  # fmt: skip
+    newest_first = [
+        (b"3-0", {b"json": b'{"version": 3}'}),
+        (b"2-0", {b"json": b"{broken"}),
+        (b"1-0", {b"other": b"x"}),
+        (b"0-0", {"json": '{"version": 0}'}),
+    ]
     assert parse_rounds(newest_first) == [{"version": 0}, {"version": 3}]

@@ -25,9 +25,14 @@ def statuses(app: web.Application, *requests: tuple[str, dict]) -> list[int]:
 def test_stats_need_a_configured_key(redis_url):
     app = make_app(redis_url, keys=["adm-key", "api-key"])
     stats = "/dashboard/api/stats"
-    got = statuses(app, (stats, {}), (stats, {"Authorization": "Bearer wrong"}),
-                   (stats, {"Authorization": "Bearer adm-key"}), (stats + "?limit=5", {"Authorization": "Bearer api-key"}),
-                   ("/dashboard/", {}))  # fmt: skip
+    got = statuses(
+        app,
+        (stats, {}),
+        (stats, {"Authorization": "Bearer wrong"}),
+        (stats, {"Authorization": "Bearer adm-key"}),
+        (stats + "?limit=5", {"Authorization": "Bearer api-key"}),
+        ("/dashboard/", {}),
+    )
     assert got == [401, 401, 200, 200, 200]
 
 

@@ -39,8 +39,13 @@ class FakeAgentApi:
             self.bodies.append(body)
             ids = [str(uuid.uuid4()) for _ in range(body["n"])]
             self.issued += ids
-            return web.json_response({"id": "r", "task_id": body["task_id"],
-                                      "runs": [{"trajectory_id": i, "policy_version": 0} for i in ids]})
+            return web.json_response(
+                {
+                    "id": "r",
+                    "task_id": body["task_id"],
+                    "runs": [{"trajectory_id": i, "policy_version": 0} for i in ids],
+                }
+            )
         finally:
             self.inflight -= 1
 
@@ -66,8 +71,9 @@ def test_retries_503_bounds_concurrency_and_records_every_id():
         seen: list[str] = []
         metrics = FeedMetrics.create(CollectorRegistry())
         try:
-            report = await Feeder(_plan(port, concurrency=2, requests=7), builtin_tasks(), metrics,
-                                  on_ids=seen.extend).run(asyncio.Event())  # fmt: skip
+            report = await Feeder(
+                _plan(port, concurrency=2, requests=7), builtin_tasks(), metrics, on_ids=seen.extend
+            ).run(asyncio.Event())
         finally:
             await runner.cleanup()
         return api, report, seen, metrics
@@ -106,8 +112,9 @@ def test_a_rejected_task_is_counted_and_skipped():
         api = FakeAgentApi(poisoned=tasks[0].task_id)
         runner = await _serve(api, port)
         try:
-            return await Feeder(_plan(port, concurrency=1, requests=4), tasks,
-                                FeedMetrics.create(CollectorRegistry())).run(asyncio.Event())  # fmt: skip
+            return await Feeder(
+                _plan(port, concurrency=1, requests=4), tasks, FeedMetrics.create(CollectorRegistry())
+            ).run(asyncio.Event())
         finally:
             await runner.cleanup()
 
@@ -127,8 +134,20 @@ def test_task_cycle_visits_every_task_each_epoch():
 @pytest.mark.parametrize("task", builtin_tasks()[:3], ids=lambda t: t.task_id)
 def test_request_body_follows_the_agent_api_contract(task):
     body = request_body(task, FeedPlan(url="http://x", group_size=4))
-    assert set(body) == {"messages", "tools", "task_id", "ground_truth", "n", "temperature", "top_p",
-                         "max_tokens", "max_turns", "record", "return_trajectories", "stream"}  # fmt: skip
+    assert set(body) == {
+        "messages",
+        "tools",
+        "task_id",
+        "ground_truth",
+        "n",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_turns",
+        "record",
+        "return_trajectories",
+        "stream",
+    }
     assert body["n"] == 4 and body["stream"] is False and body["return_trajectories"] is False
 
 
@@ -150,8 +169,12 @@ def test_feed_waits_while_the_learners_backlog_is_above_the_bound():
 
         metrics = FeedMetrics.create(CollectorRegistry())
         try:
-            report = await Feeder(_plan(port, concurrency=1, requests=3, max_group_backlog=4, pace_poll_s=0.01),
-                                  builtin_tasks(), metrics, backlog=backlog).run(asyncio.Event())  # fmt: skip
+            report = await Feeder(
+                _plan(port, concurrency=1, requests=3, max_group_backlog=4, pace_poll_s=0.01),
+                builtin_tasks(),
+                metrics,
+                backlog=backlog,
+            ).run(asyncio.Event())
         finally:
             await runner.cleanup()
         return report, sent_when_high, metrics
@@ -181,7 +204,11 @@ def test_group_backlog_reads_lag_and_pending_from_a_real_redis(redis_url):
             await backlog.close()
 
     assert asyncio.run(read()) == 5
-    client.xack("slca:groups", "learner", *[e["message_id"] for e in client.xpending_range("slca:groups", "learner", "-", "+", 10)])
+    client.xack(
+        "slca:groups",
+        "learner",
+        *[e["message_id"] for e in client.xpending_range("slca:groups", "learner", "-", "+", 10)],
+    )
     assert asyncio.run(read()) == 3
 
 
@@ -195,8 +222,9 @@ def test_feed_holds_while_the_probe_runs_a_round():
         runner = await _serve(api, port)
         hold = asyncio.Event()  # cleared: a round is running
         metrics = FeedMetrics.create(CollectorRegistry())
-        feeding = asyncio.create_task(Feeder(_plan(port, concurrency=2, requests=4), builtin_tasks(), metrics,
-                                             hold=hold).run(asyncio.Event()))  # fmt: skip
+        feeding = asyncio.create_task(
+            Feeder(_plan(port, concurrency=2, requests=4), builtin_tasks(), metrics, hold=hold).run(asyncio.Event())
+        )
         try:
             await asyncio.sleep(0.1)
             sent_while_held = len(api.bodies)
@@ -214,8 +242,11 @@ def test_feed_holds_while_the_probe_runs_a_round():
 def test_a_stopped_feed_does_not_wait_for_the_hold():
     async def main():
         stop, hold = asyncio.Event(), asyncio.Event()
-        feeding = asyncio.create_task(Feeder(_plan(free_port(), concurrency=1), builtin_tasks(),
-                                             FeedMetrics.create(CollectorRegistry()), hold=hold).run(stop))  # fmt: skip
+        feeding = asyncio.create_task(
+            Feeder(
+                _plan(free_port(), concurrency=1), builtin_tasks(), FeedMetrics.create(CollectorRegistry()), hold=hold
+            ).run(stop)
+        )
         await asyncio.sleep(0.05)
         stop.set()
         return await asyncio.wait_for(feeding, timeout=5)

@@ -16,15 +16,26 @@ from ops.run.feed.probe import Prober, ProbePlan
 from ops.observe.probe_rounds import ROUND_SCHEMA, ProbeRound, RoundFiles, summarise_round
 from slca.redis_server import free_port
 
-ITEMS = [EvalItem("test", f"t{i}") for i in range(6)] + [EvalItem("novel", f"n{i}") for i in range(3)] + \
-    [EvalItem("bfcl:simple_python", f"b{i}") for i in range(3)]  # fmt: skip
+ITEMS = (
+    [EvalItem("test", f"t{i}") for i in range(6)]
+    + [EvalItem("novel", f"n{i}") for i in range(3)]
+    + [EvalItem("bfcl:simple_python", f"b{i}") for i in range(3)]
+)
 
 
 def record(item: EvalItem, success: bool, version: int | None, error: str | None = None, turns=(0,)) -> ItemRecord:
     bfcl = item.suite.startswith("bfcl:")
     calls = [{"name": "f", "arguments": {}, "valid": True, **({} if bfcl else {"turn": t})} for t in turns]
-    return ItemRecord(item.suite, item.item_id, success=success, exec=None if bfcl else float(success),
-                      pref=None if bfcl else 0.5, calls=calls, policy_version=version, error=error)  # fmt: skip
+    return ItemRecord(
+        item.suite,
+        item.item_id,
+        success=success,
+        exec=None if bfcl else float(success),
+        pref=None if bfcl else 0.5,
+        calls=calls,
+        policy_version=version,
+        error=error,
+    )
 
 
 class FakeEval:
@@ -38,9 +49,15 @@ class FakeEval:
 
     async def __call__(self, items: list[EvalItem]) -> list[ItemRecord]:
         self.calls += 1
-        return [record(item, self.version >= self.solved_from[i], self.version,
-                       error="HTTP 503: restarting" if i < self.failing else None)
-                for i, item in enumerate(items)]  # fmt: skip
+        return [
+            record(
+                item,
+                self.version >= self.solved_from[i],
+                self.version,
+                error="HTTP 503: restarting" if i < self.failing else None,
+            )
+            for i, item in enumerate(items)
+        ]
 
 
 def _prober(tmp_path, fake: FakeEval, published: list, every: int = 10) -> Prober:
@@ -87,8 +104,12 @@ def test_the_feed_is_held_for_the_length_of_a_round_and_opened_after(tmp_path):
     fake.failing = 0
     _drive(prober, fake, [1])
     assert seen == [False, False] and prober.feed_open.is_set() and len(published) == 1
-    held = Prober(ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path / "b", holds_feed=False), ITEMS,
-                  lambda e: asyncio.sleep(0), run_items=Watching([0] * 12))  # fmt: skip
+    held = Prober(
+        ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path / "b", holds_feed=False),
+        ITEMS,
+        lambda e: asyncio.sleep(0),
+        run_items=Watching([0] * 12),
+    )
     prober = held
     asyncio.run(held.step(0))
     assert seen[-1] is True  # holds_feed off: the feed runs beside the round
@@ -119,8 +140,10 @@ def test_round_with_too_many_failed_requests_is_dropped_and_retried(tmp_path):
 def test_summary_fields_and_paired_difference_from_two_rounds():
     v0 = [record(i, ok, 0) for i, ok in zip(ITEMS, [1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0])]
     # a swap lands mid-round (versions 40 and 41); one novel item lost, three test items gained; one request failed
-    later = [record(i, ok, 40 if k < 5 else 41, turns=(0, 1) if k == 0 else (0,))
-             for k, (i, ok) in enumerate(zip(ITEMS, [1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0]))]  # fmt: skip
+    later = [
+        record(i, ok, 40 if k < 5 else 41, turns=(0, 1) if k == 0 else (0,))
+        for k, (i, ok) in enumerate(zip(ITEMS, [1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0]))
+    ]
     later[5] = record(ITEMS[5], False, None, error="request failed: ClientConnectorError")
     first = summarise_round(v0, None, None, started_at=0.0, mode="greedy", fallback_version=0)
     r = summarise_round(later, v0, first.version, started_at=0.0, mode="greedy", fallback_version=40)
@@ -141,8 +164,9 @@ def test_summary_fields_and_paired_difference_from_two_rounds():
     assert ProbeRound.from_json(json.loads(json.dumps(r.to_json()))) == r
 
 
-@pytest.mark.parametrize("entry", [{"version": 3, "exec_mean": 0.5, "success": 0.5}, ["a"], None,
-                                   {"schema": ROUND_SCHEMA, "version": 3}])  # fmt: skip
+@pytest.mark.parametrize(
+    "entry", [{"version": 3, "exec_mean": 0.5, "success": 0.5}, ["a"], None, {"schema": ROUND_SCHEMA, "version": 3}]
+)
 def test_rounds_of_the_sampled_probe_or_malformed_ones_are_not_rounds(entry):
     assert ProbeRound.from_json(entry) is None
 

@@ -12,7 +12,6 @@ import redis
 from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, Supervisor
 from ops.run.supervisor.logpump import RotatingLog
 from ops.run.supervisor.up import stop_table
-from slca.redis_server import RedisServer
 
 PY = sys.executable
 
@@ -30,9 +29,14 @@ def test_stop_records_exit_time_and_sigkill(tmp_path):
     ready = "print('RE' + 'ADY', flush=True); time.sleep(300)"  # not the text of argv, which the log's header shows
     polite = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); " + ready
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + ready
-    sup = Supervisor([ProcessSpec("polite", [PY, "-c", polite], tmp_path / "polite.log"),
-                      ProcessSpec("stubborn", [PY, "-c", stubborn], tmp_path / "stubborn.log")],
-                     Backoff(0.1, 1.0, 60.0), grace_s=1.0)  # fmt: skip
+    sup = Supervisor(
+        [
+            ProcessSpec("polite", [PY, "-c", polite], tmp_path / "polite.log"),
+            ProcessSpec("stubborn", [PY, "-c", stubborn], tmp_path / "stubborn.log"),
+        ],
+        Backoff(0.1, 1.0, 60.0),
+        grace_s=1.0,
+    )
     sup.start_all()
     assert wait_for(lambda: all(b"READY" in (tmp_path / f"{n}.log").read_bytes() for n in ("polite", "stubborn")))
     sup.stop_all()
@@ -49,11 +53,13 @@ def test_leader_only_stop_lets_the_leader_stop_its_children(tmp_path):
     leader finishes them (a pool child completes its task) and the stop is clean, nothing SIGKILLed."""
     done = tmp_path / "child-done"
     child = f"import time; time.sleep(0.8); open({str(done)!r}, 'w').write('ok')"
-    leader = ("import signal, subprocess, sys, time\n"
-              f"c = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
-              "signal.signal(signal.SIGTERM, lambda *_: (c.wait(), sys.exit(0)))\n"
-              "print('RE' + 'ADY', flush=True)\n"
-              "time.sleep(300)\n")  # fmt: skip
+    leader = (
+        "import signal, subprocess, sys, time\n"
+        f"c = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (c.wait(), sys.exit(0)))\n"
+        "print('RE' + 'ADY', flush=True)\n"
+        "time.sleep(300)\n"
+    )
     spec = ProcessSpec("leader", [PY, "-c", leader], tmp_path / "leader.log", stop_group=False)
     sup = Supervisor([spec], Backoff(0.1, 1.0, 60.0), grace_s=5.0)
     sup.start_all()
@@ -67,11 +73,13 @@ def test_leader_only_stop_lets_the_leader_stop_its_children(tmp_path):
 def test_owned_redis_survives_sigint_to_its_owners_process_group(tmp_path):
     """A terminal's Ctrl-C reaches the whole foreground group; the owned redis-server must outlive it, since
     `slca up` stops it last, after its clients (it used to die first, under the learner and the assembler)."""
-    code = (f"import sys, time; sys.path.insert(0, {str(os.getcwd())!r})\n"
-            "from pathlib import Path\nfrom slca.redis_server import RedisServer\n"
-            f"r = RedisServer(Path({str(tmp_path / 'redis')!r})).start()\n"
-            "print(r.url, flush=True)\n"
-            "try:\n    time.sleep(300)\nexcept KeyboardInterrupt:\n    time.sleep(3)\n    r.stop()\n")  # fmt: skip
+    code = (
+        f"import sys, time; sys.path.insert(0, {str(os.getcwd())!r})\n"
+        "from pathlib import Path\nfrom slca.redis_server import RedisServer\n"
+        f"r = RedisServer(Path({str(tmp_path / 'redis')!r})).start()\n"
+        "print(r.url, flush=True)\n"
+        "try:\n    time.sleep(300)\nexcept KeyboardInterrupt:\n    time.sleep(3)\n    r.stop()\n"
+    )
     owner = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     try:
         url = owner.stdout.readline().decode().strip()
@@ -104,8 +112,9 @@ def test_child_output_rotates_without_loss_or_blocking(tmp_path):
     and the child is not held up while the supervisor does nothing (the pump thread drains the pipe)."""
     lines = 20_000
     code = f"import sys\nfor i in range({lines}):\n    sys.stdout.write(f'line {{i:06d}} ' + 'x' * 48 + '\\n')\n"
-    spec = ProcessSpec("chatty", [PY, "-c", code], tmp_path / "logs" / "chatty.log", log_max_bytes=256 * 1024,
-                       log_backups=8)  # fmt: skip
+    spec = ProcessSpec(
+        "chatty", [PY, "-c", code], tmp_path / "logs" / "chatty.log", log_max_bytes=256 * 1024, log_backups=8
+    )
     proc = ManagedProcess(spec, Backoff())
     t0 = time.monotonic()
     proc.start()

@@ -41,8 +41,18 @@ def test_existing_world_readable_log_becomes_owner_only(tmp_path):
 
 
 def test_logged_argv_is_redacted():
-    argv = ["python", "-m", "slca", "--set", "common.record_key=rk-SECRET", "--set", "serve.port=1",
-            "--set", "common.redis_url=redis://:pw-SECRET@h:1/0", "serve"]  # fmt: skip
+    argv = [
+        "python",
+        "-m",
+        "slca",
+        "--set",
+        "common.record_key=rk-SECRET",
+        "--set",
+        "serve.port=1",
+        "--set",
+        "common.redis_url=redis://:pw-SECRET@h:1/0",
+        "serve",
+    ]
     shown = " ".join(redact_argv(argv))
     assert "SECRET" not in shown
     assert "common.record_key=***" in shown and "serve.port=1" in shown and "redis://:***@h:1/0" in shown
@@ -62,6 +72,7 @@ def test_slca_up_generates_the_weights_key_for_learner_and_serve(tmp_path):
     key = env["SLCA_WEIGHTS_KEY"]
     assert len(key) >= 32 and (tmp_path / "weights-key").read_text().strip() == key
     assert stat.S_IMODE((tmp_path / "weights-key").stat().st_mode) == 0o600
-    env, _ = child_env(load_config(overrides=[f"common.cache_dir={tmp_path}", "common.weights_key=mine"]),
-                       "redis://h:1/0", tmp_path)  # fmt: skip
+    env, _ = child_env(
+        load_config(overrides=[f"common.cache_dir={tmp_path}", "common.weights_key=mine"]), "redis://h:1/0", tmp_path
+    )
     assert "SLCA_WEIGHTS_KEY" not in env  # a configured key is used as it is (the children read the same config)

@@ -33,8 +33,11 @@ def test_backoff_doubles_and_caps(crashes, expected):
 
 def test_backoff_resets_after_a_healthy_run(tmp_path):
     now = [0.0]
-    proc = ManagedProcess(ProcessSpec("x", [PY, "-c", "raise SystemExit(1)"], tmp_path / "x.log"), Backoff(1.0, 60.0, 10.0),
-                          clock=lambda: now[0])  # fmt: skip
+    proc = ManagedProcess(
+        ProcessSpec("x", [PY, "-c", "raise SystemExit(1)"], tmp_path / "x.log"),
+        Backoff(1.0, 60.0, 10.0),
+        clock=lambda: now[0],
+    )
     proc.start()
     proc.proc.wait()
     assert proc.poll() and proc.restart_at == 1.0  # first crash: initial delay
@@ -53,8 +56,12 @@ def test_backoff_resets_after_a_healthy_run(tmp_path):
 def test_crashed_child_is_restarted_with_growing_delay(tmp_path):
     counter = tmp_path / "runs"
     code = f"open({str(counter)!r}, 'a').write('x'); import sys; sys.exit(3)"
-    sup = Supervisor([ProcessSpec("crasher", [PY, "-c", code], tmp_path / "crasher.log")], Backoff(0.1, 1.0, 60.0),
-                     grace_s=2.0, poll_interval_s=0.01)  # fmt: skip
+    sup = Supervisor(
+        [ProcessSpec("crasher", [PY, "-c", code], tmp_path / "crasher.log")],
+        Backoff(0.1, 1.0, 60.0),
+        grace_s=2.0,
+        poll_interval_s=0.01,
+    )
     sup.start_all()
     proc = sup.get("crasher")
     delays = []
@@ -84,20 +91,34 @@ def _group_alive(pgid: int) -> bool:
 
 def test_sigterm_stops_every_child_group_then_exits(tmp_path):
     # a child that spawns a grandchild (as a Celery worker does), and one that ignores SIGTERM (→ SIGKILL)
-    with_grandchild = ("import subprocess, sys, time; "
-                       "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)")
+    with_grandchild = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)"
+    )
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
-    plan = {"log_dir": str(tmp_path), "grace_s": 1.0,
-            "children": {"parent": [PY, "-c", with_grandchild], "stubborn": [PY, "-c", stubborn]}}  # fmt: skip
-    sup = subprocess.Popen([PY, str(HELPER), json.dumps(plan)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    plan = {
+        "log_dir": str(tmp_path),
+        "grace_s": 1.0,
+        "children": {"parent": [PY, "-c", with_grandchild], "stubborn": [PY, "-c", stubborn]},
+    }
+    sup = subprocess.Popen(
+        [PY, str(HELPER), json.dumps(plan)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     pids_file = tmp_path / "pids.json"
     try:
         assert wait_for(lambda: pids_file.exists() and all(json.loads(pids_file.read_text()).values()))
         pids = json.loads(pids_file.read_text())
         # the grandchild is in the parent's group: wait until it exists
-        assert wait_for(lambda: len(subprocess.run(["pgrep", "-g", str(pids["parent"])], capture_output=True,
-                                                   text=True).stdout.split()) == 2)  # fmt: skip
+        assert wait_for(
+            lambda: (
+                len(subprocess.run(["pgrep", "-g", str(pids["parent"])], capture_output=True, text=True).stdout.split())
+                == 2
+            )
+        )
         started = time.monotonic()
         sup.send_signal(signal.SIGTERM)
         out, _ = sup.communicate(timeout=20)
@@ -128,8 +149,9 @@ def test_readiness_watch_grace_then_restart_reason():
     from ops.run.supervisor.readiness import ReadinessPolicy, ReadinessWatch
 
     now, answers = [0.0], []
-    watch = ReadinessWatch("http://x/readyz", ReadinessPolicy(1.0, 10.0, 5.0), clock=lambda: now[0],
-                           probe_fn=lambda url: answers.pop(0))  # fmt: skip
+    watch = ReadinessWatch(
+        "http://x/readyz", ReadinessPolicy(1.0, 10.0, 5.0), clock=lambda: now[0], probe_fn=lambda url: answers.pop(0)
+    )
     for t, ok, expect in [(0, False, None), (9, False, None), (11, False, "after start")]:
         now[0], answers[:] = t, [ok]
         reason = watch.check()
@@ -149,8 +171,13 @@ def test_alive_but_unready_process_is_restarted(tmp_path):
     counter = tmp_path / "runs"
     code = f"import time; open({str(counter)!r}, 'a').write('x'); time.sleep(600)"
     spec = ProcessSpec("server", [PY, "-c", code], tmp_path / "server.log", ready_url="http://127.0.0.1:9/readyz")
-    sup = Supervisor([spec], Backoff(0.05, 0.1, 60.0), grace_s=2.0, poll_interval_s=0.01,
-                     readiness=ReadinessPolicy(interval_s=0.05, start_grace_s=0.3, unready_grace_s=0.3))  # fmt: skip
+    sup = Supervisor(
+        [spec],
+        Backoff(0.05, 0.1, 60.0),
+        grace_s=2.0,
+        poll_interval_s=0.01,
+        readiness=ReadinessPolicy(interval_s=0.05, start_grace_s=0.3, unready_grace_s=0.3),
+    )
     sup.start_all()
     try:
         assert wait_for(lambda: (sup.tick() or True) and counter.exists() and len(counter.read_text()) >= 2, 20)

@@ -21,10 +21,26 @@ REPO = Path(__file__).resolve().parents[4]
 def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_DATA_DIR": str(tmp_path / "var")}
     env.pop("SLCA_REDIS_URL", None)
-    sets = ["--set", 'ops.processes=["feed"]', "--set", f'ops.metrics_ports={{"feed": {free_port()}}}',
-            "--set", f"serve.port={free_port()}", "--set", "ops.status_interval_s=0.5", "--set", "ops.warm_start_minutes=0"]  # fmt: skip
-    up = subprocess.Popen([sys.executable, "-m", "slca", *sets, "up"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    sets = [
+        "--set",
+        'ops.processes=["feed"]',
+        "--set",
+        f'ops.metrics_ports={{"feed": {free_port()}}}',
+        "--set",
+        f"serve.port={free_port()}",
+        "--set",
+        "ops.status_interval_s=0.5",
+        "--set",
+        "ops.warm_start_minutes=0",
+    ]
+    up = subprocess.Popen(
+        [sys.executable, "-m", "slca", *sets, "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     state_file = tmp_path / "var" / "up-state.json"
     try:
         deadline = time.monotonic() + 30
@@ -45,8 +61,9 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
             raise AssertionError("the owned redis answers without its password")
         except (redis.AuthenticationError, redis.ResponseError):
             pass
-        status = subprocess.run([sys.executable, "-m", "slca", "status"], cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=60)  # fmt: skip
+        status = subprocess.run(
+            [sys.executable, "-m", "slca", "status"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert status.returncode == 0, status.stderr
         assert "feed" in status.stdout and "running" in status.stdout and "slca:trajectories 0" in status.stdout
     finally:

@@ -31,7 +31,7 @@ def write_config(tmp: Path, redis_url: str, model: Path) -> Path:
 [common]
 model = "{model}"
 redis_url = "{redis_url}"
-data_dir = "{tmp / 'var'}"
+data_dir = "{tmp / "var"}"
 [serve]
 port = {free_port()}
 engine = "hf"
@@ -44,7 +44,7 @@ group_timeout_s = 20.0
 trim_consumed_groups = false
 [ops]
 status_interval_s = 2.0
-metrics_ports = {json.dumps(ports).replace(':', ' =').replace('"', '')}
+metrics_ports = {json.dumps(ports).replace(":", " =").replace('"', "")}
 restart_backoff_initial_s = 0.5
 shutdown_grace_s = 15.0
 feed_requests = {FEED_REQUESTS}
@@ -67,7 +67,7 @@ def read_state(tmp: Path) -> dict:
 def wait_for(predicate, timeout: float, what: str, up: subprocess.Popen, step: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (value := predicate()):
+        if value := predicate():
             return value
         assert up.poll() is None, f"slca up exited early while waiting for {what}"
         time.sleep(step)
@@ -88,13 +88,25 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
     cfg = write_config(tmp_path, redis_url, tiny_model_dir)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SLCA_REDIS_URL", None)
-    up = subprocess.Popen([sys.executable, "-m", "slca", "--config", str(cfg), "up"], cwd=tmp_path, env=env,
-                          stdout=open(tmp_path / "up.out", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "slca", "--config", str(cfg), "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=open(tmp_path / "up.out", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     client = redis.Redis.from_url(redis_url)
     ids_file = tmp_path / "var" / "feed-trajectory-ids.log"
     try:
-        state = wait_for(lambda: (s := read_state(tmp_path)) and all(s.get(n, {}).get("state") == "running"
-                                                                      for n in PROCESSES) and s, 60, "bring-up", up)
+        state = wait_for(
+            lambda: (
+                (s := read_state(tmp_path)) and all(s.get(n, {}).get("state") == "running" for n in PROCESSES) and s
+            ),
+            60,
+            "bring-up",
+            up,
+        )
         wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= GROUP, 180, "first rollouts", up)
 
         pages: dict[str, str] = {}
@@ -103,14 +115,25 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
             """Keep each process's latest answer: the feed exits when its budget is spent, the Celery worker's
             multiprocess page fills in as its pool children score, a busy process may miss one scrape."""
             for name, proc in read_state(tmp_path).items():
-                if proc["state"] == "running" and (page := scrape(proc["url"] + ("/metrics" if name == "serve" else ""), 5.0)):
+                if proc["state"] == "running" and (
+                    page := scrape(proc["url"] + ("/metrics" if name == "serve" else ""), 5.0)
+                ):
                     pages[name] = pages.get(name, "") + page
 
         collect_metrics()
         victim = state["worker"]["pid"]
         os.killpg(victim, signal.SIGKILL)
-        wait_for(lambda: (w := read_state(tmp_path).get("worker")) and w["restarts"] >= 1 and w["state"] == "running"
-                 and w["pid"] != victim, 30, "worker restart", up)  # fmt: skip
+        wait_for(
+            lambda: (
+                (w := read_state(tmp_path).get("worker"))
+                and w["restarts"] >= 1
+                and w["state"] == "running"
+                and w["pid"] != victim
+            ),
+            30,
+            "worker restart",
+            up,
+        )
 
         collect_metrics()
         wait_for(lambda: read_state(tmp_path).get("feed", {}).get("state") == "exited", 300, "feed to finish", up)

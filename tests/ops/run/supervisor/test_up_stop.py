@@ -29,12 +29,24 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
     cfg.write_text(text)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SLCA_REDIS_URL", None)
-    up = subprocess.Popen([sys.executable, "-m", "slca", "--config", str(cfg), "up"], cwd=tmp_path, env=env,
-                          stdout=open(tmp_path / "up.out", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "slca", "--config", str(cfg), "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=open(tmp_path / "up.out", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     ids_file = tmp_path / "var" / "feed-trajectory-ids.log"
     try:
-        state = wait_for(lambda: (s := read_state(tmp_path)) and all(s.get(n, {}).get("state") == "running"
-                                                                      for n in PROCESSES) and s, 90, "bring-up", up)
+        state = wait_for(
+            lambda: (
+                (s := read_state(tmp_path)) and all(s.get(n, {}).get("state") == "running" for n in PROCESSES) and s
+            ),
+            90,
+            "bring-up",
+            up,
+        )
         # rollouts are flowing (the feed never stops on its own here): a stop now catches work in flight
         wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= 2 * GROUP, 240, "rollouts", up)
         state = read_state(tmp_path)
@@ -54,8 +66,10 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
     out = (tmp_path / "up.out").read_text()
     logs = {n: (tmp_path / "var" / "logs" / f"{n}.log").read_text(errors="replace")[-1500:] for n in PROCESSES}
     final = read_state(tmp_path)
-    print(f"{reach}: slca up exited {up.returncode} {took:.1f}s after SIGINT; children:",
-          {n: (p["last_exit"], p["stop_s"], p["killed"]) for n, p in final.items()})
+    print(
+        f"{reach}: slca up exited {up.returncode} {took:.1f}s after SIGINT; children:",
+        {n: (p["last_exit"], p["stop_s"], p["killed"]) for n, p in final.items()},
+    )
     assert up.returncode == 0, out[-3000:]
     assert "slca up: clean stop" in out, out[-3000:]
     for name, p in final.items():
