@@ -4,14 +4,6 @@ import pytest
 import redis
 
 from tests.ops.observe.dashboard.system import History, HistoryClock, write_history
-from tests.support.trajectories import TrajectoryBuilder
-
-
-@pytest.fixture(scope="session")
-def builder(tiny_model_dir) -> TrajectoryBuilder:
-    from workers.scoring.extract import load_tokenizer
-
-    return TrajectoryBuilder(load_tokenizer(str(tiny_model_dir)))
 
 
 @pytest.fixture

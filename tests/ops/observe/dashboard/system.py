@@ -18,17 +18,8 @@ from pathlib import Path
 
 import redis
 
-from slca.contracts import (
-    GoldCall,
-    GroundTruth,
-    RolloutGroup,
-    Streams,
-    Trajectory,
-    WeightManifest,
-    decode_entry,
-    encode_entry,
-)
-from tests.support.trajectories import TrajectoryBuilder, call
+from slca.contracts import RolloutGroup, Streams, WeightManifest, decode_entry, encode_entry
+from tests.support.trajectories import TrajectoryBuilder, episodes
 from tests.workers.pipeline_harness import make_pipeline
 
 
@@ -45,28 +36,6 @@ class HistoryClock:
         import time
 
         return time.perf_counter()
-
-
-def episodes(builder: TrajectoryBuilder) -> list[Trajectory]:
-    """From worst to best: no call, a wrong argument, the right call, the right calls in two turns."""
-    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
-    none = builder.build([[("summary", "I think it is sunny.")]], [], gt)
-    wrong = builder.build(
-        [[("tool_call", call("get_weather", city="Rome"))], [("summary", "It is 20 degrees.")]], [{"temp": 20}], gt
-    )
-    good = builder.build(
-        [[("tool_call", call("get_weather", city="Paris"))], [("summary", "It is 18 degrees.")]], [{"temp": 18}], gt
-    )
-    two = builder.build(
-        [
-            [("tool_call", call("get_weather", city="Paris"))],
-            [("tool_call", call("get_time", city="Paris"))],
-            [("summary", "It is 18 degrees in Paris.")],
-        ],
-        [{"temp": 18}, {"time": "14:00"}],
-        gt,
-    )
-    return [none, wrong, good, two]
 
 
 @dataclass
@@ -100,7 +69,8 @@ def write_history(
 
     run_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    templates = episodes(builder)
+    # worst to best: no call, a wrong argument, the right call, the right calls in two turns
+    templates = [episodes(builder)[k] for k in ("none", "wrong", "good", "two")]
     pipeline = make_pipeline(client, tiny_model_dir)
     streams = Streams()
     start, step_s = clock.now, minutes * 60 / (versions * groups_per_version * 4)

@@ -12,17 +12,9 @@ import redis
 from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, Supervisor
 from ops.run.supervisor.logpump import RotatingLog
 from ops.run.supervisor.up import stop_table
+from tests.support.wait import wait_for
 
 PY = sys.executable
-
-
-def wait_for(predicate, timeout=20.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 def test_stop_records_exit_time_and_sigkill(tmp_path):
@@ -38,7 +30,7 @@ def test_stop_records_exit_time_and_sigkill(tmp_path):
         grace_s=1.0,
     )
     sup.start_all()
-    assert wait_for(lambda: all(b"READY" in (tmp_path / f"{n}.log").read_bytes() for n in ("polite", "stubborn")))
+    wait_for(lambda: all(b"READY" in (tmp_path / f"{n}.log").read_bytes() for n in ("polite", "stubborn")))
     sup.stop_all()
     polite_p, stubborn_p = sup.get("polite"), sup.get("stubborn")
     assert polite_p.last_exit == 0 and not polite_p.killed and polite_p.stop_seconds < 1.0
@@ -63,7 +55,7 @@ def test_leader_only_stop_lets_the_leader_stop_its_children(tmp_path):
     spec = ProcessSpec("leader", [PY, "-c", leader], tmp_path / "leader.log", stop_group=False)
     sup = Supervisor([spec], Backoff(0.1, 1.0, 60.0), grace_s=5.0)
     sup.start_all()
-    assert wait_for(lambda: b"READY" in (tmp_path / "leader.log").read_bytes())
+    wait_for(lambda: b"READY" in (tmp_path / "leader.log").read_bytes())
     sup.stop_all()
     proc = sup.get("leader")
     assert done.read_text() == "ok"  # a group SIGTERM would have killed the child before it wrote

@@ -11,19 +11,11 @@ from pathlib import Path
 import pytest
 
 from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, ProcessState, Supervisor
+from tests.support.wait import wait_for
 
 PY = sys.executable
 HELPER = Path(__file__).with_name("run_supervisor.py")
 REPO = Path(__file__).resolve().parents[4]
-
-
-def wait_for(predicate, timeout=20.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 @pytest.mark.parametrize("crashes,expected", [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (10, 5.0)])
@@ -110,10 +102,10 @@ def test_sigterm_stops_every_child_group_then_exits(tmp_path):
     )
     pids_file = tmp_path / "pids.json"
     try:
-        assert wait_for(lambda: pids_file.exists() and all(json.loads(pids_file.read_text()).values()))
+        wait_for(lambda: pids_file.exists() and all(json.loads(pids_file.read_text()).values()))
         pids = json.loads(pids_file.read_text())
         # the grandchild is in the parent's group: wait until it exists
-        assert wait_for(
+        wait_for(
             lambda: (
                 len(subprocess.run(["pgrep", "-g", str(pids["parent"])], capture_output=True, text=True).stdout.split())
                 == 2
@@ -128,7 +120,7 @@ def test_sigterm_stops_every_child_group_then_exits(tmp_path):
             sup.kill()
     assert sup.returncode == 0, out.decode()
     # an orphaned grandchild is a zombie until init reaps it: give that a moment
-    assert wait_for(lambda: not _group_alive(pids["parent"]) and not _group_alive(pids["stubborn"]), 5)
+    wait_for(lambda: not _group_alive(pids["parent"]) and not _group_alive(pids["stubborn"]), 5)
     assert took < 10  # grace 1 s, then SIGKILL: no hang on the stubborn child
     assert b"stopped stubborn" in out and b"stopped parent" in out
 
@@ -180,7 +172,7 @@ def test_alive_but_unready_process_is_restarted(tmp_path):
     )
     sup.start_all()
     try:
-        assert wait_for(lambda: (sup.tick() or True) and counter.exists() and len(counter.read_text()) >= 2, 20)
+        wait_for(lambda: (sup.tick() or True) and counter.exists() and len(counter.read_text()) >= 2, 20)
         assert sup.get("server").restarts >= 1 and sup.is_ready("server") is False
     finally:
         sup.stop_all()

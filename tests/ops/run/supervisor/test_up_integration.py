@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from ops.observe.metrics_check import load_dashboard, missing_metrics
 from ops.observe.scrape import scrape
 from slca.contracts import RolloutGroup, Streams, decode_entry
 from slca.redis_server import free_port
+from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[4]
 PROCESSES = ["serve", "worker", "assembler", "learn", "feed"]
@@ -64,14 +64,13 @@ def read_state(tmp: Path) -> dict:
         return {}
 
 
-def wait_for(predicate, timeout: float, what: str, up: subprocess.Popen, step: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        assert up.poll() is None, f"slca up exited early while waiting for {what}"
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+def watching(up: subprocess.Popen, out: Path) -> dict:
+    """`wait_for`'s keywords for waiting on `slca up`: give up when it exits, show the tail of its output."""
+    return {
+        "alive": lambda: up.poll() is None,
+        "detail": lambda: out.read_text(errors="replace")[-3000:],
+        "interval": 0.5,
+    }
 
 
 def ids_in_groups(client: redis.Redis) -> set[str]:
@@ -96,6 +95,7 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    watch = watching(up, tmp_path / "up.out")
     client = redis.Redis.from_url(redis_url)
     ids_file = tmp_path / "var" / "feed-trajectory-ids.log"
     try:
@@ -105,9 +105,11 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
             ),
             60,
             "bring-up",
-            up,
+            **watch,
         )
-        wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= GROUP, 180, "first rollouts", up)
+        wait_for(
+            lambda: ids_file.exists() and len(ids_file.read_text().split()) >= GROUP, 180, "first rollouts", **watch
+        )
 
         pages: dict[str, str] = {}
 
@@ -132,14 +134,14 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
             ),
             30,
             "worker restart",
-            up,
+            **watch,
         )
 
         collect_metrics()
-        wait_for(lambda: read_state(tmp_path).get("feed", {}).get("state") == "exited", 300, "feed to finish", up)
+        wait_for(lambda: read_state(tmp_path).get("feed", {}).get("state") == "exited", 300, "feed to finish", **watch)
         ids_in = set(ids_file.read_text().split())
         assert len(ids_in) == FEED_REQUESTS * GROUP
-        wait_for(lambda: ids_in <= ids_in_groups(client), 120, "every recorded trajectory in a group", up)
+        wait_for(lambda: ids_in <= ids_in_groups(client), 120, "every recorded trajectory in a group", **watch)
         collect_metrics()
         assert set(pages) == set(PROCESSES), f"processes that never answered /metrics: {set(PROCESSES) - set(pages)}"
         gap = missing_metrics(load_dashboard(), list(pages.values()))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.run.supervisor.test_up_integration import GROUP, PROCESSES, read_state, wait_for, write_config
+from tests.ops.run.supervisor.test_up_integration import GROUP, PROCESSES, read_state, watching, write_config
+from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -37,6 +38,7 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    watch = watching(up, tmp_path / "up.out")
     ids_file = tmp_path / "var" / "feed-trajectory-ids.log"
     try:
         state = wait_for(
@@ -45,10 +47,10 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
             ),
             90,
             "bring-up",
-            up,
+            **watch,
         )
         # rollouts are flowing (the feed never stops on its own here): a stop now catches work in flight
-        wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= 2 * GROUP, 240, "rollouts", up)
+        wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= 2 * GROUP, 240, "rollouts", **watch)
         state = read_state(tmp_path)
         t0 = time.monotonic()
         os.killpg(up.pid, signal.SIGINT)  # a terminal's Ctrl-C: the foreground group
