@@ -29,6 +29,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     from learner.metrics import LearnerMetrics
     from learner.settings import LearnerSettings
     from slca.logs import setup_logging
+    from slca.models.paths import find_model_dir, how_to_make
 
     setup_logging(config.common.log_level)
     settings = config.get(LearnerSettings)
@@ -38,11 +39,8 @@ def _learn(args: argparse.Namespace, config) -> int:
     common = config.common
     run_dir = run_dir_of(settings, common)
     run_dir.mkdir(parents=True, exist_ok=True)
-    model_dir = Path(settings.init_model).expanduser() if settings.init_model else common.model_path()
-    if not (model_dir / "config.json").is_file():
-        from slca.cli import CliError
-
-        raise CliError(f"model not found: {model_dir} (run `slca model fetch`, or set learner.init_model)")
+    name = settings.init_model or common.model
+    model_dir = find_model_dir(name, common.cache_dir, hint=f"{how_to_make(name)}, or set learner.init_model")
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
     ctx = LoopContext(

@@ -84,7 +84,8 @@ class LearnerSettings(SectionSettings):
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0: off)."""
     init_model: str | None = None
-    """Model to start from; None: `common.model` (the served base model)."""
+    """Model to start from ('embedded', 'tiny' or a model directory, as `common.model`); None: `common.model` (the
+    served base model)."""
     groups_per_step: int = 1
     """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch)."""
     share_prefix: bool = True

@@ -132,13 +132,9 @@ def save_model(model, tokenizer, source: Path, out: Path) -> None:
 
 
 def resolve_source(name: str, common) -> Path:
-    from slca.cli import CliError
-    from slca.models.paths import resolve_model
+    from slca.models.paths import find_model_dir
 
-    source = resolve_model(name, Path(common.cache_dir))
-    if not (source / "config.json").is_file():
-        raise CliError(f"model not found: {source} (run `slca model fetch`)")
-    return source
+    return find_model_dir(name, common.cache_dir)
 
 
 def demonstration_examples(tokenizer, demos: list[Demonstration], max_tokens: int) -> list[Example]:

@@ -63,13 +63,10 @@ def time_steps(model_dir: Path, groups, settings: LearnerSettings, repeats: int)
 def run_bench_cli(args, config) -> int:
     import torch
 
-    from slca.cli import CliError
-    from slca.models.paths import resolve_model
+    from slca.models.paths import find_model_dir
 
     common = config.common
-    model_dir = resolve_model(args.model or common.model, Path(common.cache_dir))
-    if not (model_dir / "config.json").is_file():
-        raise CliError(f"model not found: {model_dir}")
+    model_dir = find_model_dir(args.model or common.model, common.cache_dir)
     vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
     base = config.get(LearnerSettings).model_copy(update={"lr": 1e-7, "skip_zero_advantage_groups": False})
     rng = random.Random(0)

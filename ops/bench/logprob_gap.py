@@ -51,12 +51,9 @@ def recompute(model_dir: str, samples):
 
 
 def run_logprob_gap(args, config) -> int:
-    from slca.cli import CliError
+    from slca.models.paths import find_model_dir
 
-    common = config.common.model_copy(update={"model": args.model}) if args.model else config.common
-    model_dir = common.model_path()
-    if not (model_dir / "config.json").is_file():
-        raise CliError(f"model not found: {model_dir} (run `slca model fetch`)")
+    model_dir = find_model_dir(args.model or config.common.model, config.common.cache_dir)
     samples = asyncio.run(sample_vllm(str(model_dir), args.prompts, args.max_tokens))
     gaps = sorted(recompute(str(model_dir), samples))
     mean = sum(gaps) / len(gaps)

@@ -37,16 +37,13 @@ SIDES = ("trl", "slca")
 
 def resolve_model(requested: str | None, config) -> tuple[str, str | None]:
     """(model directory, warning or None): `--model`, else the `slca sft` warm start, else the embedded model."""
-    from ops.settings import OpsSettings
-    from slca.cli import CliError
+    from ops.experiments.warmstart.model import warm_model_dir
+    from slca.models.paths import find_model_dir, is_model_dir
 
     if requested:
-        path = Path(requested).expanduser()
-        if not (path / "config.json").is_file():
-            raise CliError(f"--model {requested}: not a model directory (no config.json)")
-        return str(path), None
-    warm = Path(config.common.cache_dir).expanduser() / "models" / config.get(OpsSettings).warm_model_name
-    if (warm / "config.json").is_file():
+        return str(find_model_dir(requested, config.common.cache_dir, what=f"--model {requested}")), None
+    warm = warm_model_dir(config)
+    if is_model_dir(warm):
         return str(warm), None
     base = config.common.model_path()
     return str(base), (f"no warm start at <cache>/models/{warm.name}: both sides train the raw model, which never "

@@ -14,14 +14,13 @@ from pathlib import Path
 
 from sim.backends.base import Answer, SimRequest, build_prompt, validate_and_retry
 from sim.backends.guided import GrammarCache, _has_xgrammar, generate
+from slca.models.paths import how_to_make, is_model_dir, resolve_model
 
 
 def model_dir(settings) -> Path:
     """The model directory of `sim.local_model`. A cached name ('embedded', 'tiny') needs `sim.cache_dir`, which
     the caller fills from `common.cache_dir` (`SimSettings.with_cache_of`): this backend reads no configuration
     of its own, so the cache it uses is the one the process was configured with."""
-    from slca.models.paths import resolve_model
-
     if settings.local_model in ("embedded", "tiny") and not settings.cache_dir:
         raise ValueError(
             f"sim.local_model={settings.local_model!r} needs sim.cache_dir: build the settings with "
@@ -36,8 +35,8 @@ class LocalBackend:
     def __init__(self, settings):
         self.settings = settings
         self.path = model_dir(settings)
-        if not (self.path / "config.json").is_file():
-            raise ValueError(f"sim.local_model: no model at {self.path} (run `slca model fetch`)")
+        if not is_model_dir(self.path):
+            raise ValueError(f"sim.local_model: no model at {self.path} ({how_to_make(settings.local_model)})")
         self._lock = asyncio.Lock()
         self._model = None
         self._tokenizer = None

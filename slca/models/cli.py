@@ -27,10 +27,10 @@ def _fetch(args, cfg) -> int:
 
 def _tiny(args, cfg) -> int:
     from slca.models.fetch import fetch_embedded
-    from slca.models.paths import embedded_dir
+    from slca.models.paths import embedded_dir, is_model_dir
     from slca.models.tiny import build_tiny
 
     cache = Path(cfg.common.cache_dir)
-    source = fetch_embedded(cache) if not (embedded_dir(cache) / "config.json").is_file() else embedded_dir(cache)
+    source = embedded_dir(cache) if is_model_dir(embedded_dir(cache)) else fetch_embedded(cache)
     print(f"tiny model ready: {build_tiny(source, cache, seed=args.seed, force=args.force)}")
     return 0

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from slca.models.checksums import verify_checksums, write_checksums
-from slca.models.paths import tiny_dir
+from slca.models.paths import is_model_dir, tiny_dir
 
 TINY_SHAPE = dict(
     num_hidden_layers=2,
@@ -30,7 +30,7 @@ def build_tiny(source: Path, cache_dir: Path, seed: int = 0, force: bool = False
     target = target or tiny_dir(cache_dir)
     if not force and verify_checksums(target):
         return target
-    if not (source / "config.json").is_file():
+    if not is_model_dir(source):
         raise FileNotFoundError(f"{source} holds no model; run `slca model fetch` first")
     config = AutoConfig.from_pretrained(source)
     for key, value in TINY_SHAPE.items():

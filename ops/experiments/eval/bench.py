@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from ops.experiments.eval.main import model_dir_of, plan_of
@@ -23,10 +22,11 @@ TARGET_S = 300.0
 
 def default_model(config: Config) -> str:
     """The `slca sft` warm start when there is one, else the tiny random model."""
-    from ops.settings import OpsSettings
+    from ops.experiments.warmstart.model import warm_model_dir
+    from slca.models.paths import is_model_dir
 
-    warm = Path(config.common.cache_dir).expanduser() / "models" / config.get(OpsSettings).warm_model_name
-    return str(warm) if (warm / "config.json").is_file() else "tiny"
+    warm = warm_model_dir(config)
+    return str(warm) if is_model_dir(warm) else "tiny"
 
 
 def by_suite(items: list[EvalItem]) -> dict[str, list[EvalItem]]:

@@ -24,7 +24,7 @@ from ops.experiments.eval.suite import (
 )
 from slca.cli import CliError
 from slca.config import Config
-from slca.models.paths import resolve_model
+from slca.models.paths import find_model_dir
 
 log = logging.getLogger("slca.eval")
 ITEMS_FILE = "items.jsonl"
@@ -53,10 +53,7 @@ class EvalRun:
 
 
 def model_dir_of(name: str, config: Config) -> Path:
-    model_dir = resolve_model(name, Path(config.common.cache_dir))
-    if not (model_dir / "config.json").is_file():
-        raise CliError(f"no model at {model_dir} (expected a Hugging Face directory with config.json)")
-    return model_dir
+    return find_model_dir(name, config.common.cache_dir)
 
 
 def evaluate_model(

@@ -115,12 +115,12 @@ def run_train_cli(args, config) -> int:
     from learner.publish import publish
     from learner.trainer import Trainer
     from slca.cli import CliError
+    from slca.models.paths import find_model_dir, how_to_make
 
     settings = config.get(LearnerSettings).model_copy(update={"estimator": args.estimator, "seed": args.seed})
     common = config.common
-    model_dir = Path(settings.init_model).expanduser() if settings.init_model else common.model_path()
-    if not (model_dir / "config.json").is_file():
-        raise CliError(f"model not found: {model_dir}")
+    name = settings.init_model or common.model
+    model_dir = find_model_dir(name, common.cache_dir, hint=f"{how_to_make(name)}, or set learner.init_model")
     scoring = scoring_settings(config, model_dir)
     try:
         from sim.tasks import load_tasks

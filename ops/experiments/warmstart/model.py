@@ -19,25 +19,24 @@ from pathlib import Path
 from ops.settings import OpsSettings
 from slca.cli import CliError
 from slca.config import Config
+from slca.models.paths import is_model_dir, models_dir, resolve_model
 
 log = logging.getLogger("slca.up")
 
 
 def warm_model_dir(config: Config) -> Path:
-    return Path(config.common.cache_dir).expanduser() / "models" / config.get(OpsSettings).warm_model_name
+    return models_dir(Path(config.common.cache_dir)) / config.get(OpsSettings).warm_model_name
 
 
 def resolve_warm_start(name: str | None, config: Config) -> Path:
     """`--model`: 'embedded', 'tiny', a model's name in the cache or a directory; default: the warm-started
     model `slca sft` writes (and `slca up` serves)."""
-    from slca.models.paths import models_dir, resolve_model
-
     cache = Path(config.common.cache_dir).expanduser()
     default = config.get(OpsSettings).warm_model_name
     wanted = name or default
     cached = models_dir(cache) / wanted
-    model = cached if "/" not in wanted and (cached / "config.json").is_file() else resolve_model(wanted, cache)
-    if (model / "config.json").is_file():
+    model = cached if "/" not in wanted and is_model_dir(cached) else resolve_model(wanted, cache)
+    if is_model_dir(model):
         return model.resolve()
     if name is None:
         raise CliError(
@@ -56,7 +55,7 @@ def needs_warm_start(config: Config) -> bool:
     ops = config.get(OpsSettings)
     if ops.warm_start_minutes <= 0 or model_is_explicit(config):
         return False
-    return not (warm_model_dir(config) / "config.json").is_file()
+    return not is_model_dir(warm_model_dir(config))
 
 
 def ensure_warm_start(config: Config, global_argv: list[str], env: dict[str, str] | None = None) -> bool:
@@ -64,7 +63,7 @@ def ensure_warm_start(config: Config, global_argv: list[str], env: dict[str, str
     reported and the system comes up on the base model (it serves; it just cannot learn much). `env` is added to
     the child's environment (the secret overrides, kept out of its argv)."""
     if not needs_warm_start(config):
-        return (warm_model_dir(config) / "config.json").is_file()
+        return is_model_dir(warm_model_dir(config))
     ops = config.get(OpsSettings)
     out = warm_model_dir(config)
     print(
@@ -93,4 +92,4 @@ def ensure_warm_start(config: Config, global_argv: list[str], env: dict[str, str
     if code != 0:
         log.error("warm start failed (exit %s); serving the base model", code)
         return False
-    return (out / "config.json").is_file()
+    return is_model_dir(out)

@@ -28,8 +28,9 @@ from ops.run.supervisor.readiness import ReadinessPolicy
 from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.run.supervisor.supervisor import Supervisor
 from ops.run.supervisor.table import process_table, system_lines
-from ops.experiments.warmstart.model import ensure_warm_start
+from ops.experiments.warmstart.model import ensure_warm_start, warm_model_dir
 from slca.config import OVERRIDES_ENV, Config, split_overrides
+from slca.models.paths import is_model_dir
 from slca.redaction import redact_url
 from slca.redis_server import RedisServer
 
@@ -118,7 +119,7 @@ def secret_env(args) -> dict[str, str]:
 
 
 def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str, str], str]:
-    common, ops = config.common, config.get(OpsSettings)
+    common = config.common
     env = {"SLCA_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
     if not common.admin_token:
         # one token for this run: serve accepts it and the learner uses it; kept out of the state file
@@ -130,8 +131,8 @@ def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str,
         # the feed's key (scope 'record'): serve records only what such a key sends, the feed sends it
         env["SLCA_RECORD_KEY"] = generated_secret(data_dir / "record-key")
     explicit_model = "model" in config.raw.get("common", {})
-    warm = Path(common.cache_dir).expanduser() / "models" / ops.warm_model_name
-    if not explicit_model and (warm / "config.json").is_file():
+    warm = warm_model_dir(config)
+    if not explicit_model and is_model_dir(warm):
         env["SLCA_MODEL"] = str(warm)
         note = f"{warm} (warm start written by `slca sft`)"
     elif explicit_model:
