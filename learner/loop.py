@@ -31,7 +31,7 @@ from learner.settings import LearnerSettings
 from learner.trainer import StepInterrupted, StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
-from slca.contracts.queues import STATS_LEARNER
+from slca.contracts.stats import STATS_MAXLEN, LearnerStepStats
 
 log = logging.getLogger("slca.learner")
 
@@ -172,30 +172,32 @@ def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
     return manifest, seconds
 
 
+def step_stats(state: LearnerState, loss: float, metrics: dict[str, float], groups: int, ts: float) -> LearnerStepStats:
+    """The step's `stats:learner` record from the trainer's metrics (`all/kl`, `all/clip_frac`, and per channel of
+    the estimator `estimator/zero_variance/<channel>`: a count of groups, stored as the share of the step's)."""
+    return LearnerStepStats(
+        step=state.step,
+        version=state.version,
+        loss=loss,
+        kl=metrics.get("all/kl", 0.0),
+        clip_frac=metrics.get("all/clip_frac", 0.0),
+        groups=groups,
+        ts=ts,
+        # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
+        zero_var={
+            k.rsplit("/", 1)[1]: v / max(1, groups)
+            for k, v in metrics.items()
+            if k.startswith("estimator/zero_variance/")
+        },
+    )
+
+
 def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entries, published) -> None:
     ctx.metrics.observe_step(report)
     m = report.metrics
     ts = time.time()
-    ctx.client.xadd(
-        ctx.streams.stats(STATS_LEARNER),
-        {
-            "step": state.step,
-            "version": state.version,
-            "loss": report.loss,
-            "kl": m.get("all/kl", 0.0),
-            "clip_frac": m.get("all/clip_frac", 0.0),
-            "groups": len(entries),
-            "ts": ts,
-            # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
-            **{
-                f"zero_var/{k.rsplit('/', 1)[1]}": v / max(1, len(entries))
-                for k, v in m.items()
-                if k.startswith("estimator/zero_variance/")
-            },
-        },
-        maxlen=2000,
-        approximate=True,
-    )
+    stats = step_stats(state, report.loss, m, len(entries), ts)
+    ctx.client.xadd(ctx.streams.stats(stats.STREAM), stats.to_fields(), maxlen=STATS_MAXLEN, approximate=True)
     line = {
         "step": state.step,
         "version": state.version,

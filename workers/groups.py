@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import redis
 
 from slca.contracts import Reward, RolloutGroup, Trajectory, dump_msgpack, load_msgpack
+from slca.contracts.stats import RewardStats
 from workers.keys import Keys
 from workers.luascripts import LuaScript, ScriptBatch
 
@@ -53,9 +54,8 @@ if not redis.call('SET', reward_key, reward, 'NX', 'EX', ttl) then
   reward = redis.call('GET', reward_key)
   fresh = '0'
 elseif ARGV[8] ~= '' then
-  local f = cjson.decode(ARGV[8])
-  redis.call('XADD', stats, 'MAXLEN', '~', ARGV[9], '*', 'exec', f[1], 'pref', f[2], 'tool_turns', f[3],
-             'policy_version', f[4], 'task_id', f[5], 'ts', f[6])
+  -- ARGV[8]: the entry's fields, flat (name, value, ...), as `RewardStats.to_fields` wrote them
+  redis.call('XADD', stats, 'MAXLEN', '~', ARGV[9], '*', unpack(cjson.decode(ARGV[8])))
 end
 local remaining = tonumber(redis.call('GET', sealed) or '0')
 if remaining > 0 then
@@ -206,7 +206,7 @@ class GroupAssembler:
         reward: Reward,
         reward_key: str,
         stats_stream: str,
-        stats: list | None,
+        stats: RewardStats | None,
         stats_maxlen: int,
         batch: ScriptBatch,
         stream_entry: str | None = None,
@@ -234,7 +234,7 @@ class GroupAssembler:
             time.time(),
             self.ttl_s,
             self.keys.claim_prefix,
-            json.dumps(stats) if stats else "",
+            json.dumps([x for kv in stats.to_fields().items() for x in kv]) if stats else "",
             stats_maxlen,
             stream_entry or "",
         ]

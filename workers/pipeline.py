@@ -24,6 +24,7 @@ import redis
 
 from slca.contracts import ContractError, Reward, Streams, Trajectory
 from slca.contracts.queues import PAYLOAD_FIELD, STATS_REWARDS
+from slca.contracts.stats import RewardStats
 from slca.contracts.wire import load_msgpack
 from workers.deadletter import DeadLetters, reason_kind
 from workers.groups import GroupAssembler
@@ -209,14 +210,13 @@ class ScoringPipeline:
         return "dead"
 
 
-def _stats(traj: Trajectory, reward: Reward) -> list[str]:
-    """Dashboard entry fields, in the order the add script writes them: exec, pref, tool_turns,
-    policy_version, task_id, ts."""
-    return [
-        repr(reward.exec),
-        repr(reward.pref),
-        str(int(reward.components.get("tool_turns", 0))),
-        str(traj.policy_version),
-        traj.task_id,
-        repr(time.time()),
-    ]
+def _stats(traj: Trajectory, reward: Reward) -> RewardStats:
+    """The trajectory's `stats:rewards` record (the add script writes it when the reward is first stored)."""
+    return RewardStats(
+        exec=reward.exec,
+        pref=reward.pref,
+        tool_turns=int(reward.components.get("tool_turns", 0)),
+        policy_version=traj.policy_version,
+        task_id=traj.task_id,
+        ts=time.time(),
+    )

@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from slca.config import SectionSettings
+from slca.contracts.stats import STATS_MAXLEN
 
 
 class WorkerSettings(SectionSettings):
@@ -116,8 +117,9 @@ class WorkerSettings(SectionSettings):
     """How often the assembler looks for timed-out groups and stale claims."""
     key_ttl_s: int = Field(default=7 * 86400, ge=60)
     """TTL of the idempotence keys (stored rewards, group membership, dead-letter marks)."""
-    stats_maxlen: int = Field(default=2000, ge=1)
-    """MAXLEN (approximate) of the dashboard rewards stats stream."""
+    stats_maxlen: int = Field(default=STATS_MAXLEN, ge=1)
+    """MAXLEN (approximate) of the dashboard rewards stats stream (`slca.contracts.stats.STATS_MAXLEN` by default:
+    the readers fetch at most that many rows)."""
     dead_maxlen: int = Field(default=10_000, ge=1)
     """MAXLEN (approximate: Redis trims whole nodes, so up to ~100 more) of the dead-letter stream `slca:dead`;
     the oldest dead letters go first. Each dead-letter mark (idempotence) still lives `key_ttl_s`."""

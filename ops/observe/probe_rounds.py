@@ -20,10 +20,13 @@ from typing import Any
 
 from ops.experiments.eval.stats import BFCL, BFCL_PREFIX, HELD_OUT, compare, summarize
 from ops.experiments.eval.suite import ItemRecord, read_jsonl, write_jsonl
+from slca.contracts.queues import STATS_PROBE
+from slca.contracts.stats import probe_fields, probe_from_fields
 
-PROBE_SUFFIX = "stats:probe"
-"""Capped stream (suffix after the prefix) of probe rounds: one field `json` per round (`ProbeRound.to_json`);
-written by the probe (`ops.run.feed.probe`), read by `ops.observe.redis_view`."""
+PROBE_SUFFIX = STATS_PROBE
+"""Capped stream (suffix after the prefix) of probe rounds: one field `json` per round (`ProbeRound.to_fields`,
+`slca.contracts.stats.probe_fields`); written by the probe (`ops.run.feed.probe`), read by `ops.observe.redis_view`
+(`slca.contracts.stats.probe_from_fields`)."""
 ROUND_SCHEMA = 2
 """1: the sampled HierR probe (no per-item records, no intervals); its rounds are skipped by the readers."""
 HEADLINE = HELD_OUT
@@ -66,6 +69,16 @@ class ProbeRound:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_fields(self) -> dict[str, str]:
+        """The round's `stats:probe` stream entry."""
+        return probe_fields(self.to_json())
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> ProbeRound | None:
+        """The round of a `stats:probe` entry, None for one of an older schema (as `from_json`); `ContractError`
+        for an entry that is not a round's JSON."""
+        return cls.from_json(probe_from_fields(fields))
 
     @classmethod
     def from_json(cls, data: Any) -> ProbeRound | None:

@@ -5,18 +5,23 @@ dashboard and `slca bench online`."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ops.observe.probe_rounds import PROBE_SUFFIX
-from slca.contracts import Streams
-from slca.contracts.queues import STATS_LEARNER, STATS_REWARDS
+from slca.contracts import ContractError, Streams
+from slca.contracts.queues import STATS_PROBE
+from slca.contracts.stats import (
+    PROBE_READ_DEFAULT,
+    PROBE_READ_MAX,
+    STATS_READ_DEFAULT,
+    LearnerStepStats,
+    RewardStats,
+    StatsRecord,
+    probe_from_fields,
+)
 
-REWARD_FIELDS = ("exec", "pref", "tool_turns", "policy_version", "ts")
-LEARNER_FIELDS = ("step", "version", "loss", "kl", "clip_frac", "groups", "ts")
-ZERO_VAR_PREFIX = "zero_var/"
-"""Learner rows carry one `zero_var/<channel>` field per channel of the estimator (its share of the step's groups
-with zero reward variance there); the channels differ by estimator, so they are collected by prefix."""
+log = logging.getLogger("slca.observe")
 
 
 @dataclass
@@ -34,10 +39,10 @@ class Snapshot:
     queues: list[QueueDepth] = field(default_factory=list)
     published_version: int | None = None
     rewards: list[dict[str, Any]] = field(default_factory=list)
-    """Oldest first: exec, pref, tool_turns, policy_version, ts."""
+    """Oldest first: `RewardStats.to_row()` (exec, pref, tool_turns, policy_version, ts) and the entry's `id`."""
     learner: list[dict[str, Any]] = field(default_factory=list)
-    """Oldest first: step, version, loss, kl, clip_frac, groups, ts, and `zero_var`: {channel: share} (empty for rows
-    written before the learner recorded it)."""
+    """Oldest first: `LearnerStepStats.to_row()` (step, version, loss, kl, clip_frac, groups, ts, and `zero_var`:
+    {channel: share}, empty for rows written before the learner recorded it) and the entry's `id`."""
     probe: list[dict[str, Any]] = field(default_factory=list)
     """Oldest first: the held-out probe's stream entries as `read_rounds` returns them (JSON of
     `ops.observe.probe_rounds.ProbeRound`; `ProbeRound.from_json` / `ops.observe.probe_report.rounds_of` type them and
@@ -51,40 +56,40 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _number(v: Any) -> float | None:
-    try:
-        return float(_text(v))
-    except (TypeError, ValueError):
-        return None
+def _entry_key(entry_id: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in _text(entry_id).split("-"))
 
 
-def parse_stats(entries: list, names: tuple[str, ...], collect: str | None = None) -> list[dict[str, Any]]:
-    """XRANGE/XREVRANGE entries → dicts of the numeric fields (unparseable values become None), oldest first.
-    With `collect` (a field-name prefix), the fields under it go to a dict `row[prefix without '/']`."""
-    rows = []
+def parse_records(entries: list, record: type[StatsRecord]) -> list[dict[str, Any]]:
+    """XRANGE/XREVRANGE entries of a stats stream → rows (`record.from_fields(...).to_row()` plus the entry's `id`),
+    oldest first. A malformed entry (`ContractError`) is skipped with a warning: one bad row never blanks a view."""
+    rows, bad = [], []
     for entry_id, fields in entries:
-        decoded = {_text(k): v for k, v in fields.items()}
-        row = {name: _number(decoded.get(name)) for name in names}
-        if collect:
-            collected = {k[len(collect) :]: _number(v) for k, v in decoded.items() if k.startswith(collect)}
-            row[collect.rstrip("/")] = collected
+        try:
+            row = record.from_fields(fields).to_row()
+        except ContractError as exc:
+            bad.append(f"{_text(entry_id)}: {exc}")
+            continue
         row["id"] = _text(entry_id)
         rows.append(row)
-    rows.sort(key=lambda r: tuple(int(x) for x in r["id"].split("-")))
+    if bad:
+        log.warning("%s: %d malformed stream entries skipped, e.g. %s", record.STREAM, len(bad), bad[0])
+    rows.sort(key=lambda r: _entry_key(r["id"]))
     return rows
 
 
 def parse_rounds(entries: list) -> list[dict[str, Any]]:
     """XREVRANGE entries of the probe stream → its rounds, oldest first, exactly as `read_rounds` returns them
-    (that one reads with a sync client; this parses what the async pipeline fetched). Unparseable entries are
-    skipped."""
-    rounds = []
-    for _id, fields in reversed(entries):
-        raw = fields.get(b"json") or fields.get("json")
+    (that one reads with a sync client; this parses what the async pipeline fetched). Malformed entries are
+    skipped with a warning."""
+    rounds, bad = [], []
+    for entry_id, fields in sorted(entries, key=lambda e: _entry_key(e[0])):
         try:
-            rounds.append(json.loads(raw))
-        except (TypeError, ValueError):
-            continue
+            rounds.append(probe_from_fields(fields))
+        except ContractError as exc:
+            bad.append(f"{_text(entry_id)}: {exc}")
+    if bad:
+        log.warning("%s: %d malformed stream entries skipped, e.g. %s", STATS_PROBE, len(bad), bad[0])
     return rounds
 
 
@@ -112,7 +117,9 @@ def streams_to_watch(streams: Streams) -> list[str]:
     return [streams.trajectories, streams.groups, streams.dead]
 
 
-def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner: int = 200) -> Snapshot:
+def read_snapshot(
+    client, prefix: str = "slca", n_rewards: int = STATS_READ_DEFAULT, n_learner: int = STATS_READ_DEFAULT
+) -> Snapshot:
     """Synchronous read (for the CLI) with a `redis.Redis` client."""
     import redis
 
@@ -122,8 +129,8 @@ def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner:
     for name in names:
         pipe.xlen(name)
     pipe.get(streams.weights_latest)
-    pipe.xrevrange(streams.stats(STATS_REWARDS), count=n_rewards)
-    pipe.xrevrange(streams.stats(STATS_LEARNER), count=n_learner)
+    pipe.xrevrange(streams.stats(RewardStats.STREAM), count=n_rewards)
+    pipe.xrevrange(streams.stats(LearnerStepStats.STREAM), count=n_learner)
     results = pipe.execute()
     queues = []
     for name, length in zip(names, results[: len(names)]):
@@ -136,13 +143,17 @@ def read_snapshot(client, prefix: str = "slca", n_rewards: int = 200, n_learner:
     return Snapshot(
         queues,
         parse_version(rest[0]),
-        parse_stats(rest[1], REWARD_FIELDS),
-        parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX),
+        parse_records(rest[1], RewardStats),
+        parse_records(rest[2], LearnerStepStats),
     )
 
 
 async def read_snapshot_async(
-    client, prefix: str = "slca", n_rewards: int = 500, n_learner: int = 500, n_probe: int = 500
+    client,
+    prefix: str = "slca",
+    n_rewards: int = STATS_READ_DEFAULT,
+    n_learner: int = STATS_READ_DEFAULT,
+    n_probe: int = PROBE_READ_DEFAULT,
 ) -> Snapshot:
     """The same read with a `redis.asyncio.Redis` client (the dashboard runs inside the API's event loop), plus
     the latest `n_probe` held-out probe rounds."""
@@ -154,9 +165,9 @@ async def read_snapshot_async(
     for name in names:
         pipe.xlen(name)
     pipe.get(streams.weights_latest)
-    pipe.xrevrange(streams.stats(STATS_REWARDS), count=n_rewards)
-    pipe.xrevrange(streams.stats(STATS_LEARNER), count=n_learner)
-    pipe.xrevrange(streams.stats(PROBE_SUFFIX), count=n_probe)
+    pipe.xrevrange(streams.stats(RewardStats.STREAM), count=n_rewards)
+    pipe.xrevrange(streams.stats(LearnerStepStats.STREAM), count=n_learner)
+    pipe.xrevrange(streams.stats(STATS_PROBE), count=n_probe)
     results = await pipe.execute()
     queues = []
     for name, length in zip(names, results[: len(names)]):
@@ -169,13 +180,13 @@ async def read_snapshot_async(
     return Snapshot(
         queues,
         parse_version(rest[0]),
-        parse_stats(rest[1], REWARD_FIELDS),
-        parse_stats(rest[2], LEARNER_FIELDS, ZERO_VAR_PREFIX),
+        parse_records(rest[1], RewardStats),
+        parse_records(rest[2], LearnerStepStats),
         parse_rounds(rest[3]),
     )
 
 
-def read_rounds(redis_client, stream: str, count: int = 1000) -> list[dict]:
+def read_rounds(redis_client, stream: str, count: int = PROBE_READ_MAX) -> list[dict]:
     """The latest `count` probe rounds, oldest first (sync client: `slca status`, `slca bench online`)."""
     return parse_rounds(redis_client.xrevrange(stream, count=count))
 
@@ -186,7 +197,7 @@ def read_probe_rounds(redis_url: str, prefix: str) -> list[dict]:
 
     client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
     try:
-        return read_rounds(client, Streams(prefix).stats(PROBE_SUFFIX))
+        return read_rounds(client, Streams(prefix).stats(STATS_PROBE))
     except redis.RedisError:
         return []
     finally:

@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-REWARD_HISTORY = 2000
-"""Rows of the rewards stats stream read for the per-version curve (the workers keep about this many)."""
+from slca.contracts.stats import STATS_READ_MAX
+
+REWARD_HISTORY = STATS_READ_MAX
+"""Rows of the rewards stats stream read for the per-version curve: all the workers keep (`slca.contracts.stats`)."""
 
 
 @dataclass

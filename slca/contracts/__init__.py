@@ -5,6 +5,7 @@ from slca.contracts.queues import Streams, decode_entry, encode_entry
 from slca.contracts.task import Task
 from slca.contracts.tools import Episode, Tool, ToolProvider, ToolResult
 from slca.contracts.reward import CallScore, Reward
+from slca.contracts.stats import LearnerStepStats, RewardStats
 from slca.contracts.trajectory import (
     GENERATED_KINDS,
     GoldCall,
@@ -23,7 +24,9 @@ __all__ = [
     "GENERATED_KINDS",
     "GoldCall",
     "GroundTruth",
+    "LearnerStepStats",
     "Reward",
+    "RewardStats",
     "RolloutGroup",
     "SCHEMA_VERSION",
     "Segment",

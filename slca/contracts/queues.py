@@ -42,11 +42,15 @@ PAYLOAD_FIELD = b"data"
 """Every stream entry carries one msgpack-encoded contract under this field (plus optional plain fields)."""
 
 STATS_REWARDS = "stats:rewards"
-"""Capped stream (suffix after the prefix) of recent scores for dashboards: fields exec, pref, tool_turns,
-policy_version, task_id, ts — written by the scorers."""
+"""Capped stream (suffix after the prefix) of recent scores for dashboards, one `slca.contracts.stats.RewardStats`
+per entry (exec, pref, tool_turns, policy_version, task_id, ts) — written by the scorers."""
 STATS_LEARNER = "stats:learner"
-"""Capped stream of learner steps: fields step, version, loss, kl, clip_frac, groups, ts, and zero_var/<channel>
-(share of the step's groups with zero reward variance in that estimator channel) — written by the learner."""
+"""Capped stream of learner steps, one `slca.contracts.stats.LearnerStepStats` per entry (step, version, loss, kl,
+clip_frac, groups, ts, and zero_var/<channel>: share of the step's groups with zero reward variance in that
+estimator channel) — written by the learner."""
+STATS_PROBE = "stats:probe"
+"""Capped stream of the feed's held-out probe rounds: one field `json` per round (`slca.contracts.stats.probe_fields`
+of `ops.observe.probe_rounds.ProbeRound.to_json`) — written by the probe."""
 
 
 def encode_entry(obj, **plain: str | int | float) -> dict[bytes, bytes]:

@@ -1,7 +1,7 @@
 """Group assembly scripts against a real Redis, without Celery: late members, lone members, re-feeding,
 back-pressure."""
 
-from slca.contracts import RolloutGroup, Streams, decode_entry, encode_entry
+from slca.contracts import RewardStats, RolloutGroup, Streams, decode_entry, encode_entry
 from tests.support.trajectories import trajectory
 from tests.workers.pipeline_harness import fed, make_pipeline, read_dead, read_groups, templates
 from workers.assembler import Sweeper
@@ -18,6 +18,7 @@ def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_d
     assert [r.trajectory_id for r in group.rewards] == [t.id for t in group.trajectories]
     stats = client.xrange(Streams().stats("stats:rewards"))
     assert len(stats) == 4 and set(stats[0][1]) == {
+        b"schema",
         b"exec",
         b"pref",
         b"tool_turns",
@@ -25,6 +26,7 @@ def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_d
         b"task_id",
         b"ts",
     }
+    assert {RewardStats.from_fields(f).task_id for _, f in stats} == {"task-a"}  # what the dashboard reads back
 
 
 def test_partial_group_after_timeout_then_late_members_are_dead_lettered(client, builder, tiny_model_dir):

@@ -22,13 +22,15 @@ from aiohttp import web
 from ops.observe.dashboard.assets import Asset, load_assets
 from ops.observe.dashboard.series import build_charts
 from ops.observe.redis_view import read_snapshot_async
+from slca.contracts.stats import STATS_READ_DEFAULT, STATS_READ_MAX
 
 REDIS = web.AppKey("dashboard_redis", aioredis.Redis)
 PREFIX = web.AppKey("dashboard_prefix", str)
 ASSETS = web.AppKey("dashboard_assets", dict)
 KEYS = web.AppKey("dashboard_keys", tuple)
-MAX_ROWS = 2000
-"""Most rows per stats stream one `api/stats` call reads (`?limit=`, default 500)."""
+MAX_ROWS = STATS_READ_MAX
+"""Most rows per stats stream one `api/stats` call reads (`?limit=`, default `STATS_READ_DEFAULT`): all the writers
+keep (`slca.contracts.stats`)."""
 
 
 def make_app(redis_url: str, prefix: str = "slca", keys: Collection[str] = ()) -> web.Application:
@@ -96,7 +98,7 @@ async def stats(request: web.Request) -> web.Response:
             headers={"WWW-Authenticate": "Bearer"},
         )
     try:
-        limit = min(MAX_ROWS, max(1, int(request.query.get("limit", "500"))))
+        limit = min(MAX_ROWS, max(1, int(request.query.get("limit", STATS_READ_DEFAULT))))
     except ValueError:
         return web.json_response({"error": "limit must be an integer"}, status=400)
     try:

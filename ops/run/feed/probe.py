@@ -16,7 +16,6 @@ swapped in.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,11 +26,10 @@ import aiohttp
 
 from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
 from ops.observe.probe_rounds import ProbeRound, RoundFiles, summarise_round
+from slca.contracts.stats import PROBE_MAXLEN, probe_fields
 
 log = logging.getLogger("slca.feed.probe")
 
-PROBE_STREAM_MAXLEN = 10_000
-"""The probe stream (`ops.observe.probe_rounds.PROBE_SUFFIX`) is capped at about this many rounds."""
 
 RunItems = Callable[[list[EvalItem]], Awaitable[list[ItemRecord]]]
 """async items → records, in item order; a failed request is a record with `error`
@@ -189,7 +187,7 @@ def redis_publisher(redis_url: str, stream: str):
         if not client:
             client.append(aioredis.Redis.from_url(redis_url, socket_timeout=5.0))
         try:
-            await client[0].xadd(stream, {"json": json.dumps(entry)}, maxlen=PROBE_STREAM_MAXLEN, approximate=True)
+            await client[0].xadd(stream, probe_fields(entry), maxlen=PROBE_MAXLEN, approximate=True)
         except (aioredis.RedisError, OSError) as exc:
             log.warning("probe round not published: %s", exc)
 

@@ -7,7 +7,8 @@ from ops.observe.dashboard.series import build_charts, moving_mean, probe, stale
 from ops.experiments.eval.stats import wilson
 from ops.experiments.eval.suite import ItemRecord
 from ops.observe.probe_rounds import summarise_round
-from ops.observe.redis_view import LEARNER_FIELDS, ZERO_VAR_PREFIX, Snapshot, parse_rounds, parse_stats
+from ops.observe.redis_view import Snapshot, parse_records, parse_rounds
+from slca.contracts.stats import LearnerStepStats
 
 
 def reward(ts, version, exec_=0.5, pref=0.5, turns=1.0):
@@ -68,7 +69,7 @@ def test_series_ignore_rows_without_time_and_sort_by_time():
     assert s.x == [10, 20] and s.ys["per episode"] == [0.0, 2.0]
 
 
-def test_learner_rows_collect_zero_variance_fields():
+def test_learner_rows_collect_zero_variance_fields(caplog):
     entries = [
         (
             b"1-0",
@@ -77,13 +78,15 @@ def test_learner_rows_collect_zero_variance_fields():
                 b"version": b"2",
                 b"ts": b"5.0",
                 b"zero_var/exec": b"0.5",
-                b"zero_var/pref": b"bad",
+                b"zero_var/pref": b"0",
                 b"loss": b"0.1",
             },
-        )
+        ),
+        (b"2-0", {b"step": b"4", b"version": b"2", b"ts": b"6.0", b"zero_var/pref": b"bad"}),
     ]
-    (row,) = parse_stats(entries, LEARNER_FIELDS, ZERO_VAR_PREFIX)
-    assert row["zero_var"] == {"exec": 0.5, "pref": None} and row["step"] == 3 and row["groups"] is None
+    (row,) = parse_records(entries, LearnerStepStats)  # the malformed one is skipped, with a warning
+    assert row["zero_var"] == {"exec": 0.5, "pref": 0.0} and row["step"] == 3 and row["groups"] is None
+    assert "2-0" in caplog.text and "zero_var.pref" in caplog.text
 
 
 def probe_round(version, solved, base=None, started_at=0.0) -> dict:
