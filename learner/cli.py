@@ -12,13 +12,18 @@ import argparse
 def register(commands, bench) -> None:
     learn = commands.add_parser("learn", help="the online learner: groups from Redis → SLCA-GRPO steps → weights")
     learn.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total")
-    learn.add_argument("--estimator", default=None, help="advantage estimator (default: learner.estimator)")
+    learn.add_argument(
+        "--estimator", default=None, help="any registered advantage estimator (default: learner.estimator)"
+    )
+    learn.add_argument("--list-estimators", action="store_true", help="print the registered estimators and exit")
     learn.set_defaults(func=_learn)
 
 
 def _learn(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
+    if args.list_estimators:
+        return print_estimators()
     # first, before the heavy imports and the model load: a stop asked for at any point is a clean stop
     stop = stop_on_signals()
 
@@ -76,6 +81,21 @@ def stop_on_signals():
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return stop
+
+
+def estimator_lines() -> list[str]:
+    """One line per registered advantage estimator: its name and the first line of its docstring."""
+    from learner.advantages import ESTIMATORS
+
+    width = max(map(len, ESTIMATORS), default=0)
+    return [
+        f"{name:{width}}  {((fn.__doc__ or '').strip().splitlines() or [''])[0]}" for name, fn in ESTIMATORS.items()
+    ]
+
+
+def print_estimators() -> int:
+    print("\n".join(estimator_lines()))
+    return 0
 
 
 def check_estimator(name: str) -> None:

@@ -70,7 +70,8 @@ MOVED = {
 
 class LearnerSettings(SectionSettings):
     estimator: str = "slca"
-    """Advantage estimator: slca | grpo | toolpo | rltr."""
+    """Advantage estimator: any registered one (`learner.advantages`; built in: learner/advantages/estimators.py;
+    listed by `slca train --list-estimators`)."""
     advantage: AdvantageSettings = Field(default_factory=AdvantageSettings)
     """Knobs of the advantage estimators (`learner.advantage.*`)."""
     loss: LossSettings = Field(default_factory=LossSettings)

@@ -53,7 +53,7 @@ def register(commands, bench) -> None:
     add_bench_eval_arguments(bench_eval)
     bench_eval.set_defaults(func=_bench_eval)
 
-    learning = bench.add_parser("learning", help="slca vs grpo vs toolpo vs rltr, one warm start, seeds")
+    learning = bench.add_parser("learning", help="the registered estimators compared: one warm start, seeds")
     add_learning_arguments(learning)
     learning.set_defaults(func=_bench_learning)
 

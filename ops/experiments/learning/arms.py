@@ -1,5 +1,6 @@
 """The arms of a comparison: a name → the registered estimator it trains with and the advantage knobs it sets.
-One table, so that a variant (`slca_decision`) is a row, not a branch at a call site."""
+Every registered estimator is an arm of its own name; a variant (`slca_decision`) is a row of `VARIANTS`, not a
+branch at a call site. (The registry imports torch: `arms()` reads it when called, never at import.)"""
 
 from __future__ import annotations
 
@@ -28,29 +29,26 @@ def _lit(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-ARMS: dict[str, Arm] = {
-    arm.name: arm
-    for arm in (
-        Arm("slca", "slca"),
-        Arm("grpo", "grpo"),
-        Arm("toolpo", "toolpo"),
-        Arm("rltr", "rltr"),
-        Arm("slca_decision", "slca", {"decision_token": True}),
-    )
-}
-DEFAULT_ARMS = tuple(ARMS)
+VARIANTS: dict[str, Arm] = {arm.name: arm for arm in (Arm("slca_decision", "slca", {"decision_token": True}),)}
+"""The arms that are a registered estimator with advantage knobs set."""
+
+
+def arms() -> dict[str, Arm]:
+    """Every arm: each registered estimator (built-in or a plug-in's) with no overrides, the reference first and
+    the others in registration order, then `VARIANTS`. The default arms of `slca bench learning`."""
+    from learner.advantages import ESTIMATORS
+
+    names = sorted(ESTIMATORS, key=lambda name: name != REFERENCE)  # stable: registration order after the reference
+    return {**{name: Arm(name, name) for name in names}, **VARIANTS}
+
+
+def default_arms() -> tuple[str, ...]:
+    return tuple(arms())
 
 
 def resolve_arm(name: str) -> Arm:
-    """The arm called `name`: a row of `ARMS`, else a registered estimator with no overrides (a plug-in's);
-    anything else is a CLI error naming both."""
-    from learner.advantages import ESTIMATORS
-
-    if name in ARMS:
-        return ARMS[name]
-    if name in ESTIMATORS:
-        return Arm(name, name)
-    raise CliError(
-        f"unknown arm {name!r}; known: {', '.join(ARMS)} (and any registered estimator: "
-        f"{', '.join(sorted(ESTIMATORS))})"
-    )
+    """The arm called `name` (a registered estimator or a variant); anything else is a CLI error naming them."""
+    known = arms()
+    if name in known:
+        return known[name]
+    raise CliError(f"unknown arm {name!r}; known: {', '.join(known)}")

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DEFAULT_ARMS = "slca,grpo,toolpo,rltr,slca_decision"
-"""`ops.experiments.learning.arms.ARMS`, spelled out here so that `--help` needs no import of the learner."""
-
 
 def add_arguments(p) -> None:
     p.description = (
@@ -27,9 +24,10 @@ def add_arguments(p) -> None:
         "--arms",
         "--estimators",
         dest="arms",
-        default=DEFAULT_ARMS,
-        help="comma-separated arms: an estimator and its advantage knobs (slca_decision = slca with "
-        "learner.advantage.decision_token=true), or any registered estimator",
+        default=None,
+        help="comma-separated arms: any registered estimator (`slca train --list-estimators`), or a variant "
+        "(slca_decision = slca with learner.advantage.decision_token=true); default: every registered "
+        "estimator, then slca_decision",
     )
     p.add_argument("--seeds", default="0,1,2", help="comma-separated; ≥ 3 (the seed resampling needs them)")
     p.add_argument(

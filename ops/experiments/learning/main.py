@@ -77,7 +77,12 @@ MIN_ITEMS = 200
 
 
 def make_plan(args, config: Config, model_name: str, steps: int) -> Plan:
-    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+    if args.arms is None:
+        from ops.experiments.learning.arms import default_arms
+
+        arms = default_arms()
+    else:
+        arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
     try:
         seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
     except ValueError:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def register(commands, bench) -> None:
     train = commands.add_parser("train", help="controlled synchronous run: generate, score, update, publish")
-    train.add_argument("--estimator", required=True, help="slca | grpo | toolpo | rltr")
+    train.add_argument("--estimator", help="any registered advantage estimator (required; see --list-estimators)")
+    train.add_argument("--list-estimators", action="store_true", help="print the registered estimators and exit")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--steps", type=int, default=20)
     train.add_argument("--api", default=None, help="base URL of a running `slca serve` (default: start one in-process)")
@@ -17,8 +18,13 @@ def register(commands, bench) -> None:
 
 
 def _train(args, config) -> int:
-    from learner.cli import check_estimator
+    from learner.cli import check_estimator, print_estimators
     from ops.experiments.train.controlled import run_train_cli
+    from slca.cli import CliError
 
+    if args.list_estimators:
+        return print_estimators()
+    if not args.estimator:
+        raise CliError("--estimator is required (the registered ones: slca train --list-estimators)")
     check_estimator(args.estimator)
     return run_train_cli(args, config)

@@ -110,14 +110,30 @@ def test_bad_arguments_are_clear_errors(kw, message):
         make_plan(args(**kw), load_config(), "m", 0)
 
 
-def test_the_default_arms_include_slca_decision_resolved_from_the_arm_table():
-    from ops.experiments.learning.arms import ARMS, resolve_arm
-    from ops.experiments.learning.cli import DEFAULT_ARMS
+def test_the_default_arms_are_every_registered_estimator_and_slca_decision():
+    """`--arms` unset: the arms are read from the estimator registry when the command runs (the `--help` of the
+    argument parser imports no learner), the reference first."""
+    from learner.advantages import ESTIMATORS
+    from ops.experiments.learning.arms import REFERENCE, default_arms, resolve_arm
+    from ops.experiments.learning.cli import add_arguments
 
-    assert DEFAULT_ARMS.split(",") == list(ARMS)
-    plan = make_plan(args(arms=DEFAULT_ARMS), load_config(), "m", steps=8)
-    assert plan.arms == ("slca", "grpo", "toolpo", "rltr", "slca_decision")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).arms is None
+    assert default_arms()[0] == REFERENCE and set(default_arms()) == {*ESTIMATORS, "slca_decision"}
+    assert len(default_arms()) == len(ESTIMATORS) + 1
+    plan = make_plan(args(arms=None), load_config(), "m", steps=8)
+    assert plan.arms == default_arms() == ("slca", "grpo", "toolpo", "rltr", "slca_decision")
     decision = resolve_arm("slca_decision")
     assert decision.estimator == "slca"
     assert decision.set_args() == ["--set", "learner.advantage.decision_token=true"]
     assert resolve_arm("grpo").set_args() == []
+
+
+def test_a_plugin_estimator_is_an_arm_of_its_name(monkeypatch):
+    from learner.advantages import ESTIMATORS
+    from ops.experiments.learning.arms import default_arms, resolve_arm
+
+    monkeypatch.setitem(ESTIMATORS, "mine", ESTIMATORS["grpo"])
+    assert default_arms() == ("slca", "grpo", "toolpo", "rltr", "mine", "slca_decision")
+    assert resolve_arm("mine").estimator == "mine" and resolve_arm("mine").set_args() == []

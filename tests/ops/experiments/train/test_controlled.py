@@ -12,6 +12,17 @@ from slca.cli import main
 def test_unknown_estimator_is_a_cli_error(capsys):
     assert main(["train", "--estimator", "nope"]) == 2
     assert "known: grpo, rltr, slca, toolpo" in capsys.readouterr().err
+    assert main(["train"]) == 2
+    assert "--estimator is required" in capsys.readouterr().err
+
+
+def test_list_estimators_prints_the_registry(capsys):
+    from learner.advantages import ESTIMATORS
+
+    assert main(["train", "--list-estimators"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(ESTIMATORS)
+    assert all("arXiv" in line for line in lines)  # each docstring's first line cites its paper
 
 
 def test_train_scores_with_the_configured_worker_settings_and_the_trained_models_tokenizer(tmp_path):
