@@ -164,30 +164,54 @@ class ABResult:
 
     def summary(self) -> dict:
         ratios = [r for r in self.ratios() if r is not None]
-        out: dict = {"ratio_b_over_a": self.ratios(), "median_a": statistics.median(self.figures(self.a)),
-                     "median_b": statistics.median(self.figures(self.b))}
+        out: dict = {
+            "ratio_b_over_a": self.ratios(),
+            "median_a": statistics.median(self.figures(self.a)),
+            "median_b": statistics.median(self.figures(self.b)),
+        }
         if ratios:
             low, high, cov = median_interval(ratios)
-            out.update(median_ratio=statistics.median(ratios), min_ratio=min(ratios), max_ratio=max(ratios),
-                       interval=[low, high], interval_coverage=round(cov, 4))
+            out.update(
+                median_ratio=statistics.median(ratios),
+                min_ratio=min(ratios),
+                max_ratio=max(ratios),
+                interval=[low, high],
+                interval_coverage=round(cov, 4),
+            )
         else:
             out.update(median_ratio=None, min_ratio=None, max_ratio=None, interval=None, interval_coverage=None)
         return out
 
     def to_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "pairs": self.pairs, "order": self.order, "seed": self.seed,
-                "orders": self.orders, "warmup_per_side": self.warmup, **self.summary(),
-                "windows": [asdict(w) for w in self.windows], "machine_start": self.machine_start,
-                "machine_end": self.machine_end}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "pairs": self.pairs,
+            "order": self.order,
+            "seed": self.seed,
+            "orders": self.orders,
+            "warmup_per_side": self.warmup,
+            **self.summary(),
+            "windows": [asdict(w) for w in self.windows],
+            "machine_start": self.machine_start,
+            "machine_end": self.machine_end,
+        }
 
 
 def _measurement(value: Measurement | float) -> Measurement:
     return value if isinstance(value, Measurement) else Measurement(float(value))
 
 
-def alternate(a: Side, b: Side, pairs: int = MIN_PAIRS, order: str = "alternate", seed: int = 0, warmup: int = 1,
-              machine: Callable[[], dict] = machine_now,
-              on_window: Callable[[Window], None] | None = None) -> ABResult:
+def alternate(
+    a: Side,
+    b: Side,
+    pairs: int = MIN_PAIRS,
+    order: str = "alternate",
+    seed: int = 0,
+    warmup: int = 1,
+    machine: Callable[[], dict] = machine_now,
+    on_window: Callable[[Window], None] | None = None,
+) -> ABResult:
     """Warm both sides up alike, then `pairs` pairs of windows in alternated order; see the module docstring."""
     if pairs < MIN_PAIRS:
         raise ValueError(f"pairs={pairs}: at least {MIN_PAIRS} pairs")
@@ -208,8 +232,18 @@ def alternate(a: Side, b: Side, pairs: int = MIN_PAIRS, order: str = "alternate"
             windows.append(Window(i, position, side.name, m.figure, m.units, m.seconds, m.waves, m.detail))
             if on_window is not None:
                 on_window(windows[-1])
-    return ABResult(a.name, b.name, pairs, order, seed if order == "random" else None, [list(o) for o in orders],
-                    warmup, windows, start, machine())
+    return ABResult(
+        a.name,
+        b.name,
+        pairs,
+        order,
+        seed if order == "random" else None,
+        [list(o) for o in orders],
+        warmup,
+        windows,
+        start,
+        machine(),
+    )
 
 
 def _num(v: float | None, spec: str = ".3g") -> str:
@@ -220,28 +254,47 @@ def markdown(result: ABResult, figure: str = "figure") -> list[str]:
     """The pairs table and the summary line, in Markdown."""
     s = result.summary()
     by = {(w.pair, w.side): w for w in result.windows}
-    lines = [f"| pair | first | {result.a} {figure} | {result.b} {figure} | {result.b} ÷ {result.a} |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"| pair | first | {result.a} {figure} | {result.b} {figure} | {result.b} ÷ {result.a} |",
+        "|---|---|---|---|---|",
+    ]
     for i, r in enumerate(s["ratio_b_over_a"]):
         first = result.a if result.orders[i][0] == "A" else result.b
-        lines.append(f"| {i + 1} | {first} | {_num(by[i, result.a].figure)} | {_num(by[i, result.b].figure)} | "
-                     f"{_num(r, '.3f')} |")
+        lines.append(
+            f"| {i + 1} | {first} | {_num(by[i, result.a].figure)} | {_num(by[i, result.b].figure)} | "
+            f"{_num(r, '.3f')} |"
+        )
     if s["median_ratio"] is not None:
         lo, hi = s["interval"]
-        lines += ["", f"{result.b} ÷ {result.a}: median **{s['median_ratio']:.3f}×** over {result.pairs} pairs "
-                      f"(min–max {s['min_ratio']:.3f}–{s['max_ratio']:.3f}; {s['interval_coverage']:.1%} interval for "
-                      f"the median {lo:.3f}–{hi:.3f}); medians {result.a} {_num(s['median_a'])}, {result.b} "
-                      f"{_num(s['median_b'])} {figure}"]
+        lines += [
+            "",
+            f"{result.b} ÷ {result.a}: median **{s['median_ratio']:.3f}×** over {result.pairs} pairs "
+            f"(min–max {s['min_ratio']:.3f}–{s['max_ratio']:.3f}; {s['interval_coverage']:.1%} interval for "
+            f"the median {lo:.3f}–{hi:.3f}); medians {result.a} {_num(s['median_a'])}, {result.b} "
+            f"{_num(s['median_b'])} {figure}",
+        ]
     ms, me = result.machine_start, result.machine_end
-    lines += ["", f"load average {ms.get('load_average')} → {me.get('load_average')}; CPU flags "
-                  f"{', '.join(ms.get('cpu_flags') or []) or 'none of note'}"]
+    lines += [
+        "",
+        f"load average {ms.get('load_average')} → {me.get('load_average')}; CPU flags "
+        f"{', '.join(ms.get('cpu_flags') or []) or 'none of note'}",
+    ]
     return lines
 
 
 # --- no machine paths in results ------------------------------------------------------------------------------
 
-ALLOWED_ROOTS = ("/v1/", "/admin/", "/metrics", "/healthz", "/readyz", "/health", "/dashboard/", "/openapi.json",
-                 "/proc")
+ALLOWED_ROOTS = (
+    "/v1/",
+    "/admin/",
+    "/metrics",
+    "/healthz",
+    "/readyz",
+    "/health",
+    "/dashboard/",
+    "/openapi.json",
+    "/proc",
+)
 """Strings that start like absolute paths but name no file of the machine: HTTP routes, Linux's /proc."""
 _TOKEN = re.compile(r"""[\s=:,;'"(\[{<]+""")
 _WINDOWS = re.compile(r"(?<![\w])[A-Za-z]:\\")
@@ -281,8 +334,12 @@ def machine_paths(obj, where: str = "$") -> list[str]:
         tokens = [t for t in _TOKEN.split(re.sub(r"\w+://\S*", " ", text)) if t]
         home = os.path.expanduser("~")
         cwd = os.getcwd()
-        if (any(_path_like(t) for t in tokens) or _WINDOWS.search(text) or (len(home) > 1 and home in text)
-                or (len(cwd) > 1 and cwd in text)):
+        if (
+            any(_path_like(t) for t in tokens)
+            or _WINDOWS.search(text)
+            or (len(home) > 1 and home in text)
+            or (len(cwd) > 1 and cwd in text)
+        ):
             found.append(f"{where}: {text[:120]!r}")
     return found
 
@@ -296,12 +353,17 @@ def check_no_paths(*objs) -> None:
 def write(out: Path | str, result: dict, markdown_lines: list[str], title: str) -> tuple[Path, Path]:
     """`results.json` and `table.md` in the directory `out` (or `out` itself when it ends in .json, the
     Markdown beside it); refuses (MachinePathError, nothing written) a result holding a machine path."""
-    text = "\n".join([f"# {title}", "", *(f"- {k}: {v}" for k, v in result.items() if k == "command"), "",
-                      *markdown_lines]) + "\n"
+    text = (
+        "\n".join(
+            [f"# {title}", "", *(f"- {k}: {v}" for k, v in result.items() if k == "command"), "", *markdown_lines]
+        )
+        + "\n"
+    )
     check_no_paths(result, text)
     out = Path(out)
-    json_path, md_path = (out, out.with_suffix(".md")) if out.suffix == ".json" else (out / "results.json",
-                                                                                     out / "table.md")
+    json_path, md_path = (
+        (out, out.with_suffix(".md")) if out.suffix == ".json" else (out / "results.json", out / "table.md")
+    )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     md_path.write_text(text)

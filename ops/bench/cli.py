@@ -27,42 +27,66 @@ def register(bench) -> None:
     rl.add_argument("--max-new-tokens", type=int, default=128)
     rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
     rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
-    rl.add_argument("--pipeline-set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                    help="extra setting for the slca pipeline only (e.g. serve.engine=hf)")
+    rl.add_argument(
+        "--pipeline-set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="extra setting for the slca pipeline only (e.g. serve.engine=hf)",
+    )
     rl.add_argument("--out", type=Path, default=Path("bench/rl/latest"))
     rl.set_defaults(func=_bench_rl)
 
     swap = bench.add_parser("swap", help="hot-swap under load: swap latency, failed requests, mixed-version share")
-    swap.add_argument("--versions", type=int, default=20,
-                      help="versions published, ≥ 20 (perturbed copies of the weights)")
+    swap.add_argument(
+        "--versions", type=int, default=20, help="versions published, ≥ 20 (perturbed copies of the weights)"
+    )
     swap.add_argument("--interval-s", type=float, default=12.0, help="seconds between two publishes")
     swap.add_argument("--clients", type=int, default=8, help="concurrent agent-run clients (plus one canary)")
     swap.add_argument("--max-tokens", type=int, default=48, help="max tokens per agent run")
     swap.add_argument("--warmup-s", type=float, default=5.0, help="load before the first publish")
     swap.add_argument("--noise", type=float, default=0.002, help="per-version noise, × each tensor's std")
-    swap.add_argument("--core-process", action=argparse.BooleanOptionalAction, default=None,
-                      help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)")
+    swap.add_argument(
+        "--core-process",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)",
+    )
     swap.add_argument("--out", type=Path, default=Path("bench/swap/latest"))
     swap.set_defaults(func=_bench_swap)
 
-    soak = bench.add_parser("soak", help="minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
-                                         "/healthz p99 < 100 ms, every legal request answered")
+    soak = bench.add_parser(
+        "soak",
+        help="minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
+        "/healthz p99 < 100 ms, every legal request answered",
+    )
     soak.add_argument("--minutes", type=float, default=10.0, help="the measured window")
     soak.add_argument("--warmup-minutes", type=float, default=1.0, help="load before the measured window")
     soak.add_argument("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)")
     soak.add_argument("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often")
-    soak.add_argument("--url", help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
-                                    "instead of starting one on a temporary data directory")
+    soak.add_argument(
+        "--url",
+        help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
+        "instead of starting one on a temporary data directory",
+    )
     soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
     soak.set_defaults(func=_bench_soak)
 
-    bs = bench.add_parser("sft", help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s, "
-                                      "alternated windows on one fixed example list (ops/bench/ab.py)")
+    bs = bench.add_parser(
+        "sft",
+        help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s, "
+        "alternated windows on one fixed example list (ops/bench/ab.py)",
+    )
     bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
-    bs.add_argument("--steps", type=int, default=10, help="old-loop steps per window (≥ 10): the fixed list holds "
-                                                         "steps × learner.sft_batch demonstrations")
-    bs.add_argument("--seconds", type=float, default=0.0,
-                    help="repeat the pass while a window is shorter (0: one pass)")
+    bs.add_argument(
+        "--steps",
+        type=int,
+        default=10,
+        help="old-loop steps per window (≥ 10): the fixed list holds steps × learner.sft_batch demonstrations",
+    )
+    bs.add_argument(
+        "--seconds", type=float, default=0.0, help="repeat the pass while a window is shorter (0: one pass)"
+    )
     _ab_args(bs)
     bs.add_argument("--warmup", type=int, default=1, help="untimed steps per loop before the first pair (default 1)")
     bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
@@ -71,13 +95,24 @@ def register(bench) -> None:
     bs.add_argument("--out", default=None, help="write the results as JSON here (and .md beside it)")
     bs.set_defaults(func=_bench_sft)
 
-    b = bench.add_parser("serve", help="tokens/s, TTFT: slca's chat and agent APIs ÷ vLLM's own OpenAI server "
-                                       "(configured as slca's engine), alternated windows (ops/bench/ab.py)")
-    b.add_argument("--targets", type=_csv, default=["slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
-                   help="comma-separated slca targets, each compared with the baseline")
+    b = bench.add_parser(
+        "serve",
+        help="tokens/s, TTFT: slca's chat and agent APIs ÷ vLLM's own OpenAI server "
+        "(configured as slca's engine), alternated windows (ops/bench/ab.py)",
+    )
+    b.add_argument(
+        "--targets",
+        type=_csv,
+        default=["slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
+        help="comma-separated slca targets, each compared with the baseline",
+    )
     b.add_argument("--baseline", default="vllm-server", help="the A side of every comparison (default vLLM's server)")
-    b.add_argument("--comparisons", type=_csv, default=["chat-stream", "chat-whole", "agent"],
-                   help="chat-stream (both streamed), chat-whole (both not), agent (recorded runs vs whole chat)")
+    b.add_argument(
+        "--comparisons",
+        type=_csv,
+        default=["chat-stream", "chat-whole", "agent"],
+        help="chat-stream (both streamed), chat-whole (both not), agent (recorded runs vs whole chat)",
+    )
     b.add_argument("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level")
     b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
     b.add_argument("--min-requests", type=int, default=4, help="requests per wave: max(clients, this)")
@@ -97,8 +132,10 @@ def register(bench) -> None:
     lb.add_argument("--repeats", type=int, default=3)
     lb.set_defaults(func=_bench_learner)
 
-    gap = bench.add_parser("logprob-gap", help="|behaviour logprob gap|: vLLM (bf16, as served) vs a transformers "
-                                               "fp32 recompute of the same tokens")
+    gap = bench.add_parser(
+        "logprob-gap",
+        help="|behaviour logprob gap|: vLLM (bf16, as served) vs a transformers fp32 recompute of the same tokens",
+    )
     gap.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
     gap.add_argument("--prompts", type=int, default=8)
     gap.add_argument("--max-tokens", type=int, default=64)
@@ -110,8 +147,12 @@ def _ab_args(p) -> None:
     from ops.bench.ab import MIN_PAIRS, ORDERS
 
     p.add_argument("--pairs", type=int, default=MIN_PAIRS, help=f"alternated A/B pairs of windows (≥ {MIN_PAIRS})")
-    p.add_argument("--order", choices=ORDERS, default="alternate",
-                   help="first side of each pair: alternate (A B, B A, …) or random (seeded by --seed, recorded)")
+    p.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="alternate",
+        help="first side of each pair: alternate (A B, B A, …) or random (seeded by --seed, recorded)",
+    )
 
 
 def _csv(text: str) -> list[str]:

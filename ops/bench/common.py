@@ -10,7 +10,7 @@ def bench_command(name: str, argv: list[str]) -> str:
     """`slca bench <name> …` as a user would type it: without the `--out` directory, and any other absolute path
     argument (`--model /home/me/models/warm`, `--pipeline-set common.model=/x/m`) cut to `…/<its last part>`
     (results carry no machine paths; `ops.bench.ab.write` refuses them)."""
-    rest = argv[argv.index(name) + 1:] if name in argv else []
+    rest = argv[argv.index(name) + 1 :] if name in argv else []
     kept, skip = [], False
     for a in rest:
         if skip or a.startswith("--out="):

@@ -53,30 +53,67 @@ def hostile_bodies(body_limit: int = 1_048_576) -> Iterator[HostileCase]:
     yield HostileCase("escaped_quote_run_1mib", CHAT, quotes, (400,))
     yield HostileCase("escaped_quote_run_lone_backslash", CHAT, escaped_quote_run(body_limit - 64, tail=b"\\"), (400,))
     args = escaped_quote_run(body_limit // 2 - 1024).decode()
-    history = [USER[0], {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
-                                                               "function": {"name": "f", "arguments": args}}]}]
+    history = [
+        USER[0],
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}],
+        },
+    ]
     yield HostileCase("escaped_quote_run_in_history_arguments", CHAT, _json({"messages": history}), (400, 413))
-    yield HostileCase("bearer_not_utf8", "/admin/weights", _json({"path": "/nonexistent", "version": 1}), (401,),
-                      headers={**JSON_HEADERS, "Authorization": "Bearer \xff"})
-    yield HostileCase("text_plain_body", CHAT, _json({"messages": USER, "max_tokens": 1}), (415,),
-                      headers={"Content-Type": "text/plain"})
+    yield HostileCase(
+        "bearer_not_utf8",
+        "/admin/weights",
+        _json({"path": "/nonexistent", "version": 1}),
+        (401,),
+        headers={**JSON_HEADERS, "Authorization": "Bearer \xff"},
+    )
+    yield HostileCase(
+        "text_plain_body",
+        CHAT,
+        _json({"messages": USER, "max_tokens": 1}),
+        (415,),
+        headers={"Content-Type": "text/plain"},
+    )
     yield HostileCase("no_content_type", CHAT, _json({"messages": USER, "max_tokens": 1}), (415,), headers={})
-    yield HostileCase("foreign_origin", CHAT, _json({"messages": USER, "max_tokens": 1}), (403,),
-                      headers={**JSON_HEADERS, "Origin": "https://evil.example"})
-    slow = [_tool({"type": "object", "properties": {"a": {"type": "string", "pattern": costly_pattern(2000)}}}, f"f{i}")
-            for i in range(4)]
+    yield HostileCase(
+        "foreign_origin",
+        CHAT,
+        _json({"messages": USER, "max_tokens": 1}),
+        (403,),
+        headers={**JSON_HEADERS, "Origin": "https://evil.example"},
+    )
+    slow = [
+        _tool({"type": "object", "properties": {"a": {"type": "string", "pattern": costly_pattern(2000)}}}, f"f{i}")
+        for i in range(4)
+    ]
     yield HostileCase("costly_patterns", CHAT, _json({"messages": USER, "tools": slow}), (400,))
-    many = {f"p{j}": {"type": "string", "pattern": costly_pattern(80)[: 999]} for j in range(40)}
-    yield HostileCase("many_costly_patterns", CHAT, _json({"messages": USER, "tools": [_tool(
-        {"type": "object", "properties": many})]}), (400,))
+    many = {f"p{j}": {"type": "string", "pattern": costly_pattern(80)[:999]} for j in range(40)}
+    yield HostileCase(
+        "many_costly_patterns",
+        CHAT,
+        _json({"messages": USER, "tools": [_tool({"type": "object", "properties": many})]}),
+        (400,),
+    )
     yield HostileCase("task_id_too_long", AGENT, _json({"task_id": "t" * 201, "messages": USER}), (400,))
     yield HostileCase("task_id_glob", AGENT, _json({"task_id": "a*b\r\nFLUSHALL", "messages": USER}), (400,))
     nested = {"type": "string", "maxLength": 100_000}
     for _ in range(6):
         nested = {"type": "array", "items": nested, "minItems": 1000, "maxItems": 5000}
-    yield HostileCase("grammar_huge_bounds", CHAT, _json({"messages": USER, "tools": [_tool(
-        {"type": "object", "properties": {"a": nested}, "required": ["a"]})], "tool_choice": "required",
-        "max_tokens": 4}), (400,), max_seconds=5.0)
+    yield HostileCase(
+        "grammar_huge_bounds",
+        CHAT,
+        _json(
+            {
+                "messages": USER,
+                "tools": [_tool({"type": "object", "properties": {"a": nested}, "required": ["a"]})],
+                "tool_choice": "required",
+                "max_tokens": 4,
+            }
+        ),
+        (400,),
+        max_seconds=5.0,
+    )
 
 
 WEATHER = {
@@ -86,8 +123,10 @@ WEATHER = {
         "description": "Current weather of a city.",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
-                           "unit": {"type": "string", "enum": ["c", "f"]}},
+            "properties": {
+                "city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                "unit": {"type": "string", "enum": ["c", "f"]},
+            },
             "required": ["city", "unit"],
             "additionalProperties": False,
         },
@@ -107,16 +146,28 @@ def worst_bodies(forced_tool: dict = WEATHER) -> list[HostileCase]:
     long_text = {"messages": [{"role": "user", "content": "word " * (near_limit // 5 - 20)}]}
     many_small = {"messages": [{"role": "user" if i % 2 else "assistant", "content": "ab " * 200} for i in range(500)]}
     enums = {f"p{j}": {"type": "string", "enum": [f"v{k}" for k in range(60)]} for j in range(12)}
-    many_tools = {"messages": USER, "tools": [_tool({"type": "object", "properties": enums}, f"t{i}") for i in range(128)],
-                  "tool_choice": "required", "max_tokens": 8}
+    many_tools = {
+        "messages": USER,
+        "tools": [_tool({"type": "object", "properties": enums}, f"t{i}") for i in range(128)],
+        "tool_choice": "required",
+        "max_tokens": 8,
+    }
     numbers = b'{"messages": [{"role": "user", "content": "hi"}], "x": [' + b",".join([b"123456789"] * 99_000) + b"]}"
     deep = b'{"messages": ' + _deep(near_limit // 2 - 20).encode() + b"}"
     forced = {"messages": USER, "tools": [forced_tool], "tool_choice": "required", "max_tokens": 24}
-    bodies = [("worst_long_text", CHAT, _json(long_text)), ("worst_many_small_messages", CHAT, _json(many_small)),
-              ("worst_many_tools_forced", CHAT, _json(many_tools)), ("worst_numbers", CHAT, numbers),
-              ("worst_deep", CHAT, deep), ("worst_forced_call", CHAT, _json(forced)),
-              ("worst_agent_long_text", AGENT, _json({**long_text, "task_id": "t"})),
-              ("worst_agent_many_small_messages", AGENT,
-               _json({**many_small, "task_id": "t", "max_tokens": 4, "record": False}))]
+    bodies = [
+        ("worst_long_text", CHAT, _json(long_text)),
+        ("worst_many_small_messages", CHAT, _json(many_small)),
+        ("worst_many_tools_forced", CHAT, _json(many_tools)),
+        ("worst_numbers", CHAT, numbers),
+        ("worst_deep", CHAT, deep),
+        ("worst_forced_call", CHAT, _json(forced)),
+        ("worst_agent_long_text", AGENT, _json({**long_text, "task_id": "t"})),
+        (
+            "worst_agent_many_small_messages",
+            AGENT,
+            _json({**many_small, "task_id": "t", "max_tokens": 4, "record": False}),
+        ),
+    ]
     # legal or not depending on the model's context: any answer but a 5xx (429: admission, under load)
     return [HostileCase(name, path, body, (200, 400, 413, 429), max_seconds=60.0) for name, path, body in bodies]

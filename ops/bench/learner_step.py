@@ -24,15 +24,23 @@ def synthetic_group(rng: random.Random, g: int, prompt_len: int, gen_len: int, v
     call = gen_len // 2
     for i in range(g):
         gen = [rng.randrange(vocab) for _ in range(gen_len)]
-        segs = [Segment(start=0, end=prompt_len, kind=SegmentKind.SYSTEM),
-                Segment(start=prompt_len, end=prompt_len + call, kind=SegmentKind.TOOL_CALL),
-                Segment(start=prompt_len + call, end=prompt_len + gen_len, kind=SegmentKind.SUMMARY)]
-        t = Trajectory(task_id=f"bench-{index}", policy_version=0, tokens=prompt + gen,
-                       logprobs=[None] * prompt_len + [-rng.uniform(0.1, 5.0) for _ in gen], segments=segs)
+        segs = [
+            Segment(start=0, end=prompt_len, kind=SegmentKind.SYSTEM),
+            Segment(start=prompt_len, end=prompt_len + call, kind=SegmentKind.TOOL_CALL),
+            Segment(start=prompt_len + call, end=prompt_len + gen_len, kind=SegmentKind.SUMMARY),
+        ]
+        t = Trajectory(
+            task_id=f"bench-{index}",
+            policy_version=0,
+            tokens=prompt + gen,
+            logprobs=[None] * prompt_len + [-rng.uniform(0.1, 5.0) for _ in gen],
+            segments=segs,
+        )
         trajs.append(t)
         rewards.append(Reward(trajectory_id=t.id, exec=rng.random(), pref=rng.random()))
-    return RolloutGroup(task_id=f"bench-{index}", policy_version_min=0, policy_version_max=0, trajectories=trajs,
-                        rewards=rewards)
+    return RolloutGroup(
+        task_id=f"bench-{index}", policy_version_min=0, policy_version_max=0, trajectories=trajs, rewards=rewards
+    )
 
 
 def time_estimator(groups, name: str, settings: LearnerSettings, repeats: int) -> float:
@@ -80,15 +88,19 @@ def run_bench_cli(args, config) -> int:
         step_s = statistics.median(r.seconds for r in reports)
         gen_tokens = reports[0].tokens
         rows[label] = (step_s, reports[0].row_tokens, gen_tokens)
-        print(f"{label:28s} step {step_s:7.2f} s  model tokens {reports[0].row_tokens:6d} "
-              f"({reports[0].row_tokens / step_s:8.1f}/s)  trained tokens {gen_tokens} ({gen_tokens / step_s:7.1f}/s)")
+        print(
+            f"{label:28s} step {step_s:7.2f} s  model tokens {reports[0].row_tokens:6d} "
+            f"({reports[0].row_tokens / step_s:8.1f}/s)  trained tokens {gen_tokens} ({gen_tokens / step_s:7.1f}/s)"
+        )
     shared_s, unshared_s = rows["packed, shared prompt"][0], rows["packed, prompt per member"][0]
     print(f"shared-prompt speed-up: {unshared_s / shared_s:.2f}x  (bf16 autocast: {autocast})")
     reps = max(20, args.repeats * 10)
     t_grpo = time_estimator(groups, "grpo", base, reps)
     t_slca = time_estimator(groups, "slca", base, reps)
     extra = t_slca - t_grpo
-    print(f"advantages per step: grpo {t_grpo * 1e3:.2f} ms, slca {t_slca * 1e3:.2f} ms; "
-          f"slca share of step {t_slca / shared_s:.3%}, overhead vs grpo {extra / shared_s:+.3%} of step time "
-          f"(target < 1%)")
+    print(
+        f"advantages per step: grpo {t_grpo * 1e3:.2f} ms, slca {t_slca * 1e3:.2f} ms; "
+        f"slca share of step {t_slca / shared_s:.3%}, overhead vs grpo {extra / shared_s:+.3%} of step time "
+        f"(target < 1%)"
+    )
     return 0

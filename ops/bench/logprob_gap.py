@@ -58,6 +58,8 @@ def run_logprob_gap(args, config) -> int:
     gaps = sorted(recompute(str(model_dir), samples))
     mean = sum(gaps) / len(gaps)
     p99 = gaps[int(0.99 * (len(gaps) - 1))]
-    print(f"model={Path(model_dir).name} tokens={len(gaps)} vLLM bf16 vs transformers fp32 |logprob gap|: "
-          f"mean {mean:.4f}  median {gaps[len(gaps) // 2]:.4f}  p99 {p99:.4f}  max {gaps[-1]:.4f}")
+    print(
+        f"model={Path(model_dir).name} tokens={len(gaps)} vLLM bf16 vs transformers fp32 |logprob gap|: "
+        f"mean {mean:.4f}  median {gaps[len(gaps) // 2]:.4f}  p99 {p99:.4f}  max {gaps[-1]:.4f}"
+    )
     return 0

@@ -24,5 +24,10 @@ def cpu_model() -> str:
 
 def machine_facts() -> dict:
     flags = cpu_flags()
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "cpu_flags": [f for f in RELEVANT_FLAGS if f in flags],
-            "load_average_1m": round(os.getloadavg()[0], 2), "python": platform.python_version()}
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "cpu_flags": [f for f in RELEVANT_FLAGS if f in flags],
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+    }

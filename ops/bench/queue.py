@@ -28,13 +28,17 @@ def run_queue_bench(args, config) -> int:
     if not (Path(settings.tokenizer) / "tokenizer.json").is_file():
         raise CliError(f"no tokenizer at {settings.tokenizer}: run `slca model fetch` (or set workers.tokenizer)")
     settings = settings.model_copy(update={"max_inflight": 10**9, "max_groups_len": 10**9})
-    results: dict = {"command": bench_command("queue", sys.argv), "machine": machine_facts(),
-                     "redis": "owned redis-server, AOF appendfsync everysec, loopback"}
+    results: dict = {
+        "command": bench_command("queue", sys.argv),
+        "machine": machine_facts(),
+        "redis": "owned redis-server, AOF appendfsync everysec, loopback",
+    }
     with tempfile.TemporaryDirectory(prefix="slca-bench-queue-") as tmp:
         server = RedisServer(Path(tmp) / "redis", appendonly=True, appendfsync="everysec").start()
         try:
-            producer = measure_producer(server.url, server.port, server.proc.pid, load_tokenizer(settings.tokenizer),
-                                        args.producer_entries)
+            producer = measure_producer(
+                server.url, server.port, server.proc.pid, load_tokenizer(settings.tokenizer), args.producer_entries
+            )
             results["producer"] = producer.to_dict()
             if not args.producer_only:
                 n = max(args.trajectories, args.stream_entries)
@@ -51,10 +55,13 @@ def run_queue_bench(args, config) -> int:
     print(table.getvalue(), end="")
     results["machine_end"] = machine_now()
     if args.out:
-        check_no_paths(results, table.getvalue())  # a directory (results.json + table.txt), or a .json file with the table beside it
+        check_no_paths(
+            results, table.getvalue()
+        )  # a directory (results.json + table.txt), or a .json file with the table beside it
         out = Path(args.out)
-        json_path, table_path = (out, out.with_suffix(".txt")) if out.suffix == ".json" else (
-            out / "results.json", out / "table.txt")
+        json_path, table_path = (
+            (out, out.with_suffix(".txt")) if out.suffix == ".json" else (out / "results.json", out / "table.txt")
+        )
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=2) + "\n")
         table_path.write_text(f"$ {results['command']}\n{table.getvalue()}")

@@ -27,35 +27,65 @@ from ops.bench.queue_workers import redis_benchmark_xadd
 PIPELINE = 16
 """Commands in flight per connection, for redis-benchmark (-P) and for our producer (concurrent callers)."""
 
-_TOOLS = [{"type": "function", "function": {
-    "name": name, "description": f"{what}. Returns the current figures as JSON with units and a timestamp.",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "description": "City name, e.g. Paris"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Unit of temperature"},
-        "date": {"type": "string", "description": "ISO date; today when omitted"},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most results to return"}},
-        "required": ["city"]}}}
-    for name, what in [("get_weather", "Current weather in a city"), ("get_forecast", "Forecast for a city"),
-                       ("get_air_quality", "Air quality index in a city"), ("get_sunrise", "Sunrise and sunset"),
-                       ("find_restaurants", "Restaurants near a city centre")]]
+_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{what}. Returns the current figures as JSON with units and a timestamp.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City name, e.g. Paris"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Unit of temperature"},
+                    "date": {"type": "string", "description": "ISO date; today when omitted"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most results to return"},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+    for name, what in [
+        ("get_weather", "Current weather in a city"),
+        ("get_forecast", "Forecast for a city"),
+        ("get_air_quality", "Air quality index in a city"),
+        ("get_sunrise", "Sunrise and sunset"),
+        ("find_restaurants", "Restaurants near a city centre"),
+    ]
+]
 
 
 def realistic_trajectory(tokenizer, target_tokens: int = 1000) -> Trajectory:
     """An episode of about `target_tokens` tokens, tokenized turn by turn as serve does (Hermes tools in the
     system prompt), generated tokens carrying logprobs."""
-    system = ("<|im_start|>system\nYou are a helpful assistant with tools.\n<tools>\n"
-              + "\n".join(json.dumps(t["function"]) for t in _TOOLS) + "\n</tools><|im_end|>\n")
-    answer = ("In Paris it is 18 degrees Celsius with light wind from the west; the air is clean and "
-              "no rain is expected before the evening. ") * 3
-    parts = [("system", system),
-             ("user", "<|im_start|>user\nWhat is the weather in Paris today, in Celsius?<|im_end|>\n"
-                      "<|im_start|>assistant\n"),
-             ("tool_call", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": '
-                           '"celsius"}}\n</tool_call><|im_end|>'),
-             ("tool_result", '\n<|im_start|>user\n<tool_response>\n{"temp": 18, "unit": "celsius", "wind_kmh": '
-                             '12, "wind_dir": "W", "rain_mm": 0, "aqi": 21}\n</tool_response><|im_end|>\n'
-                             "<|im_start|>assistant\n"),
-             ("summary", answer + "<|im_end|>")]
+    system = (
+        "<|im_start|>system\nYou are a helpful assistant with tools.\n<tools>\n"
+        + "\n".join(json.dumps(t["function"]) for t in _TOOLS)
+        + "\n</tools><|im_end|>\n"
+    )
+    answer = (
+        "In Paris it is 18 degrees Celsius with light wind from the west; the air is clean and "
+        "no rain is expected before the evening. "
+    ) * 3
+    parts = [
+        ("system", system),
+        (
+            "user",
+            "<|im_start|>user\nWhat is the weather in Paris today, in Celsius?<|im_end|>\n<|im_start|>assistant\n",
+        ),
+        (
+            "tool_call",
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": '
+            '"celsius"}}\n</tool_call><|im_end|>',
+        ),
+        (
+            "tool_result",
+            '\n<|im_start|>user\n<tool_response>\n{"temp": 18, "unit": "celsius", "wind_kmh": '
+            '12, "wind_dir": "W", "rain_mm": 0, "aqi": 21}\n</tool_response><|im_end|>\n'
+            "<|im_start|>assistant\n",
+        ),
+        ("summary", answer + "<|im_end|>"),
+    ]
     tokens, segments, turn = [], [], 0
     for kind, text in parts:
         ids = tokenizer.encode(text, add_special_tokens=False).ids
@@ -64,18 +94,36 @@ def realistic_trajectory(tokenizer, target_tokens: int = 1000) -> Trajectory:
         segments.append(Segment(start=len(tokens), end=len(tokens) + len(ids), kind=kind, turn=turn))
         tokens += ids
         turn += kind == "tool_result"
-    logprobs = [-0.05 - (i % 97) / 31.0 if s.kind.generated else None
-                for s in segments for i in range(s.start, s.end)]
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": "What is the weather in Paris?"},
-                {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {
-                    "name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
-                {"role": "tool", "tool_call_id": "c0", "content": '{"temp": 18, "unit": "celsius"}'},
-                {"role": "assistant", "content": answer}]
-    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris", "unit": "celsius"})],
-                     facts=["18"])
-    return Trajectory(task_id="task-0", policy_version=3, tools=_TOOLS, messages=messages, tokens=tokens,
-                      logprobs=logprobs, segments=segments, ground_truth=gt,
-                      meta={"engine": "hf", "sampling": {"temperature": 1.0, "max_tokens": 128}})
+    logprobs = [-0.05 - (i % 97) / 31.0 if s.kind.generated else None for s in segments for i in range(s.start, s.end)]
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c0",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": '{"temp": 18, "unit": "celsius"}'},
+        {"role": "assistant", "content": answer},
+    ]
+    gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris", "unit": "celsius"})], facts=["18"])
+    return Trajectory(
+        task_id="task-0",
+        policy_version=3,
+        tools=_TOOLS,
+        messages=messages,
+        tokens=tokens,
+        logprobs=logprobs,
+        segments=segments,
+        ground_truth=gt,
+        meta={"engine": "hf", "sampling": {"temperature": 1.0, "max_tokens": 128}},
+    )
 
 
 def encode_rate(encode, trajectory: Trajectory, seconds: float = 1.0) -> float:
@@ -201,10 +249,16 @@ def measure_producer(url: str, port: int, server_pid: int, tokenizer, n: int, ro
     raw_client.close()
     med = {k: statistics.median(v) for k, v in runs.items()}
     return ProducerFigures(
-        payload_bytes=payload, tokens=len(base.tokens), rounds=rounds, redis_benchmark_c1_per_s=med["raw"],
-        redis_benchmark_c4_per_s=c4, encode_entry_per_s=encode_rate(lambda t: encode_entry(t, id=t.id), base),
-        recorder_encode_per_s=encode_rate(encode_trajectory_entry, base), transport_per_s=med["transport"],
-        recorder_serial_per_s=med["serial"], recorder_per_s=med["producer"],
+        payload_bytes=payload,
+        tokens=len(base.tokens),
+        rounds=rounds,
+        redis_benchmark_c1_per_s=med["raw"],
+        redis_benchmark_c4_per_s=c4,
+        encode_entry_per_s=encode_rate(lambda t: encode_entry(t, id=t.id), base),
+        recorder_encode_per_s=encode_rate(encode_trajectory_entry, base),
+        transport_per_s=med["transport"],
+        recorder_serial_per_s=med["serial"],
+        recorder_per_s=med["producer"],
         producer_cpu_us=1e6 * cpu["producer"] / (rounds * n),
         server_cpu_us_producer=1e6 * cpu["server_producer"] / (rounds * n),
         server_cpu_us_raw=1e6 * cpu["server_raw"] / (rounds * 2 * n),
@@ -221,22 +275,32 @@ def _decoded(entry: dict) -> dict:
 def producer_lines(f: ProducerFigures) -> list[str]:
     """The producer's rows of the report, each rate with its ratio to raw XADD at the same concurrency."""
     raw = f.redis_benchmark_c1_per_s
-    rows = [(f"redis-benchmark XADD -c 1 -P {PIPELINE} (same payload)", raw),
-            (f"redis-benchmark XADD -c 4 -P {PIPELINE}", f.redis_benchmark_c4_per_s),
-            (f"transport: pre-encoded, redis-py pipeline {PIPELINE}", f.transport_per_s),
-            ("recorder, 1 caller at a time (round trips each)", f.recorder_serial_per_s),
-            (f"PRODUCER: recorder, {PIPELINE} concurrent callers", f.recorder_per_s)]
-    out = [f"  stream producer — trajectory of {f.tokens} tokens, payload {f.payload_bytes:,} B; "
-           f"medians of {f.rounds} interleaved rounds"]
+    rows = [
+        (f"redis-benchmark XADD -c 1 -P {PIPELINE} (same payload)", raw),
+        (f"redis-benchmark XADD -c 4 -P {PIPELINE}", f.redis_benchmark_c4_per_s),
+        (f"transport: pre-encoded, redis-py pipeline {PIPELINE}", f.transport_per_s),
+        ("recorder, 1 caller at a time (round trips each)", f.recorder_serial_per_s),
+        (f"PRODUCER: recorder, {PIPELINE} concurrent callers", f.recorder_per_s),
+    ]
+    out = [
+        f"  stream producer — trajectory of {f.tokens} tokens, payload {f.payload_bytes:,} B; "
+        f"medians of {f.rounds} interleaved rounds"
+    ]
     out += [f"    {name:<52} {rate:>9,.0f} /s  {rate / raw:5.2f}×" for name, rate in rows]
     encode_us = 1e6 / f.recorder_encode_per_s
-    out.append(f"    encoding alone, per CPU second: encode_entry {f.encode_entry_per_s:,.0f} /s, recorder's encoder "
-               f"{f.recorder_encode_per_s:,.0f} /s ({encode_us:.0f} µs per trajectory)")
-    out.append(f"    CPU per trajectory: producer process {f.producer_cpu_us:.0f} µs (encoding ≈ {encode_us:.0f}, "
-               f"client and event loop ≈ {max(f.producer_cpu_us - encode_us, 0):.0f}), redis-server "
-               f"{f.server_cpu_us_producer:.0f} µs; redis-benchmark's XADD costs redis-server "
-               f"{f.server_cpu_us_raw:.0f} µs")
-    out.append(f"    producer ÷ raw XADD = {f.ratio:.3f}, median of the rounds' ratios "
-               f"({', '.join(f'{r:.2f}' for r in f.rounds_detail.get('ratio', []))}; "
-               f"target ≥ 0.50: {'met' if f.ratio >= 0.5 else 'NOT met'})")
+    out.append(
+        f"    encoding alone, per CPU second: encode_entry {f.encode_entry_per_s:,.0f} /s, recorder's encoder "
+        f"{f.recorder_encode_per_s:,.0f} /s ({encode_us:.0f} µs per trajectory)"
+    )
+    out.append(
+        f"    CPU per trajectory: producer process {f.producer_cpu_us:.0f} µs (encoding ≈ {encode_us:.0f}, "
+        f"client and event loop ≈ {max(f.producer_cpu_us - encode_us, 0):.0f}), redis-server "
+        f"{f.server_cpu_us_producer:.0f} µs; redis-benchmark's XADD costs redis-server "
+        f"{f.server_cpu_us_raw:.0f} µs"
+    )
+    out.append(
+        f"    producer ÷ raw XADD = {f.ratio:.3f}, median of the rounds' ratios "
+        f"({', '.join(f'{r:.2f}' for r in f.rounds_detail.get('ratio', []))}; "
+        f"target ≥ 0.50: {'met' if f.ratio >= 0.5 else 'NOT met'})"
+    )
     return out

@@ -32,12 +32,16 @@ def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Tra
     from workers.scoring.extract import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
-    parts = [("system", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"),
-             ("user", "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"),
-             ("tool_call", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'),
-             ("tool_result", '\n<|im_start|>user\n<tool_response>\n{"temp": 18}\n</tool_response><|im_end|>\n'
-                             "<|im_start|>assistant\n"),
-             ("summary", "It is 18 degrees in Paris.<|im_end|>")]
+    parts = [
+        ("system", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"),
+        ("user", "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"),
+        ("tool_call", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'),
+        (
+            "tool_result",
+            '\n<|im_start|>user\n<tool_response>\n{"temp": 18}\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+        ),
+        ("summary", "It is 18 degrees in Paris.<|im_end|>"),
+    ]
     tokens, segments, turn = [], [], 0
     for kind, text in parts:
         ids = tok.encode(text, add_special_tokens=False).ids
@@ -45,18 +49,41 @@ def sample_trajectories(tokenizer_dir: str, n: int, group_size: int) -> list[Tra
         tokens += ids
         turn += kind == "tool_result"
     logprobs = [-0.1 if s.kind.generated else None for s in segments for _ in range(s.end - s.start)]
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        }
+    ]
     gt = GroundTruth(calls=[GoldCall(name="get_weather", arguments={"city": "Paris"})], facts=["18"])
-    base = Trajectory(task_id="t", policy_version=0, tools=tools, tokens=tokens, logprobs=logprobs,
-                      segments=segments, ground_truth=gt)
+    base = Trajectory(
+        task_id="t", policy_version=0, tools=tools, tokens=tokens, logprobs=logprobs, segments=segments, ground_truth=gt
+    )
     return [base.model_copy(update={"id": f"b{i}", "task_id": f"task-{i // group_size}"}) for i in range(n)]
 
 
 def redis_benchmark_xadd(port: int, payload_bytes: int, n: int, clients: int = 4, pipeline: int = 16) -> float:
     """requests/s of redis-benchmark's XADD of a `payload_bytes` field, `clients` connections × `pipeline`."""
-    cmd = ["redis-benchmark", "-p", str(port), "-n", str(n), "-P", str(pipeline), "-c", str(clients), "-q",
-           "XADD", "bench:rb", "*", "data", "x" * payload_bytes]
+    cmd = [
+        "redis-benchmark",
+        "-p",
+        str(port),
+        "-n",
+        str(n),
+        "-P",
+        str(pipeline),
+        "-c",
+        str(clients),
+        "-q",
+        "XADD",
+        "bench:rb",
+        "*",
+        "data",
+        "x" * payload_bytes,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
     rates = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
     if not rates:
@@ -95,10 +122,12 @@ def intake_rate(url: str, settings: WorkerSettings, entries: list[dict]) -> floa
     from prometheus_client import CollectorRegistry
 
     client = redis.Redis.from_url(url)
-    s = settings.model_copy(update={"consumer_group": "bench-intake", "score_queue": "bench.intake",
-                                    "max_inflight": 10**9})
-    consumer = StreamConsumer(client, make_celery_app(s, url, "benchintake"), s, "benchintake",
-                              WorkerMetrics.create(CollectorRegistry()))
+    s = settings.model_copy(
+        update={"consumer_group": "bench-intake", "score_queue": "bench.intake", "max_inflight": 10**9}
+    )
+    consumer = StreamConsumer(
+        client, make_celery_app(s, url, "benchintake"), s, "benchintake", WorkerMetrics.create(CollectorRegistry())
+    )
     our_xadd(client, consumer.stream, entries)
     consumer.ensure_group()
     consumer.recover_own = False
@@ -120,10 +149,24 @@ def scoring_rate(settings: WorkerSettings, trajs: list[Trajectory]) -> float:
 
 
 def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "SLCA_REDIS_URL": url, "PYTHONPATH": str(REPO),
-           **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None}}
-    cmd = [sys.executable, "-m", "slca", "worker", "--concurrency", str(processes), "--loglevel", "WARNING",
-           "--name", "bench@%h"]
+    env = {
+        **os.environ,
+        "SLCA_REDIS_URL": url,
+        "PYTHONPATH": str(REPO),
+        **{f"SLCA_WORKERS__{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None},
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "slca",
+        "worker",
+        "--concurrency",
+        str(processes),
+        "--loglevel",
+        "WARNING",
+        "--name",
+        "bench@%h",
+    ]
     log = open(log_dir / "celery-bench.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     from celery import Celery
@@ -137,22 +180,28 @@ def start_celery(url: str, settings: WorkerSettings, processes: int, log_dir: Pa
     return proc
 
 
-def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path,
-               redis_pid: int) -> dict:
+def end_to_end(
+    url: str, settings: WorkerSettings, trajs: list[Trajectory], processes: int, log_dir: Path, redis_pid: int
+) -> dict:
     from workers.assembler import run_assembler
     from workers.celery_app import make_celery_app
 
     client = redis.Redis.from_url(url)
     worker = start_celery(url, settings, processes, log_dir)
     stop = threading.Event()
-    thread = threading.Thread(target=run_assembler, args=(settings, url, "slca", make_celery_app(settings, url), stop),
-                              daemon=True)
+    thread = threading.Thread(
+        target=run_assembler, args=(settings, url, "slca", make_celery_app(settings, url), stop), daemon=True
+    )
     try:
         thread.start()
         expected = len(trajs) // settings.group_size
         groups = Streams().groups
         entries = [encode_entry(t, id=t.id) for t in trajs]  # serve encodes once per episode, before XADD
-        worker_cpu0, own_cpu0, redis_cpu0 = process_group_cpu_s(worker.pid), time.process_time(), process_cpu_s(redis_pid)
+        worker_cpu0, own_cpu0, redis_cpu0 = (
+            process_group_cpu_s(worker.pid),
+            time.process_time(),
+            process_cpu_s(redis_pid),
+        )
         started = time.perf_counter()
         our_xadd(client, Streams().trajectories, entries)
         while client.xlen(groups) < expected:
@@ -168,12 +217,17 @@ def end_to_end(url: str, settings: WorkerSettings, trajs: list[Trajectory], proc
         os.killpg(worker.pid, 9)
         worker.wait()
     n = len(trajs)
-    return {"trajectories": n, "groups": expected, "seconds": elapsed, "trajectories_per_s": n / elapsed,
-            "per_worker_process": n / elapsed / processes,
-            "worker_cpu_ms_per_trajectory": 1000 * worker_cpu / n,
-            "assembler_and_feeder_cpu_ms_per_trajectory": 1000 * own_cpu / n,
-            "redis_cpu_ms_per_trajectory": 1000 * redis_cpu / n,
-            "load_average_1m": os.getloadavg()[0]}
+    return {
+        "trajectories": n,
+        "groups": expected,
+        "seconds": elapsed,
+        "trajectories_per_s": n / elapsed,
+        "per_worker_process": n / elapsed / processes,
+        "worker_cpu_ms_per_trajectory": 1000 * worker_cpu / n,
+        "assembler_and_feeder_cpu_ms_per_trajectory": 1000 * own_cpu / n,
+        "redis_cpu_ms_per_trajectory": 1000 * redis_cpu / n,
+        "load_average_1m": os.getloadavg()[0],
+    }
 
 
 def _cpu_fields(pid: str) -> list[str] | None:
@@ -218,20 +272,30 @@ def print_report(r: dict, workers: int) -> None:
     e2e = r["end_to_end"]
     print(f"slca bench queue — {r['redis']}; trajectory payload {r['payload_bytes']} B")
     print(f"  redis-benchmark XADD (-P 16, same payload)   {rb:>10,.0f} /s   1.00×")
-    print(f"  redis-py XADD, pre-encoded (pipeline 16)    {r['our_xadd_per_s']:>10,.0f} /s   "
-          f"{r['our_xadd_per_s'] / rb:.2f}×")
-    print(f"  our consumer XREADGROUP 256 + XACK          {r['our_readgroup_ack_per_s']:>10,.0f} /s   "
-          f"{r['our_readgroup_ack_per_s'] / rb:.2f}×")
+    print(
+        f"  redis-py XADD, pre-encoded (pipeline 16)    {r['our_xadd_per_s']:>10,.0f} /s   "
+        f"{r['our_xadd_per_s'] / rb:.2f}×"
+    )
+    print(
+        f"  our consumer XREADGROUP 256 + XACK          {r['our_readgroup_ack_per_s']:>10,.0f} /s   "
+        f"{r['our_readgroup_ack_per_s'] / rb:.2f}×"
+    )
     print(f"  intake: stream → Celery task → XACK         {r['intake_stream_to_celery_per_s']:>10,.0f} /s")
     print(f"  scoring only (rule judge, one process)      {r['scoring_only_per_s']:>10,.0f} /s")
-    print(f"  end to end: stream → Celery ({workers} worker process(es)) → groups: "
-          f"{e2e['trajectories']} trajectories in {e2e['seconds']:.1f} s = {e2e['trajectories_per_s']:,.0f} /s, "
-          f"{e2e['per_worker_process']:,.0f} /s per worker process")
-    print(f"  CPU per trajectory: worker processes {e2e['worker_cpu_ms_per_trajectory']:.2f} ms "
-          f"(⇒ ≈{1000 / e2e['worker_cpu_ms_per_trajectory']:,.0f} /s per worker process on a free core), "
-          f"assembler + feeder {e2e['assembler_and_feeder_cpu_ms_per_trajectory']:.2f} ms, "
-          f"redis-server {e2e['redis_cpu_ms_per_trajectory']:.2f} ms; "
-          f"host load average {e2e['load_average_1m']:.1f} on {os.cpu_count()} cores")
-    print(f"  targets: ≥ 10,000 /s through the stream: {'met' if r['our_readgroup_ack_per_s'] >= 1e4 else 'NOT met'} "
-          f"(raw), {'met' if r['intake_stream_to_celery_per_s'] >= 1e4 else 'NOT met'} (into Celery); "
-          f"≥ 500 scored /s per worker: {'met' if e2e['per_worker_process'] >= 500 else 'NOT met'}")
+    print(
+        f"  end to end: stream → Celery ({workers} worker process(es)) → groups: "
+        f"{e2e['trajectories']} trajectories in {e2e['seconds']:.1f} s = {e2e['trajectories_per_s']:,.0f} /s, "
+        f"{e2e['per_worker_process']:,.0f} /s per worker process"
+    )
+    print(
+        f"  CPU per trajectory: worker processes {e2e['worker_cpu_ms_per_trajectory']:.2f} ms "
+        f"(⇒ ≈{1000 / e2e['worker_cpu_ms_per_trajectory']:,.0f} /s per worker process on a free core), "
+        f"assembler + feeder {e2e['assembler_and_feeder_cpu_ms_per_trajectory']:.2f} ms, "
+        f"redis-server {e2e['redis_cpu_ms_per_trajectory']:.2f} ms; "
+        f"host load average {e2e['load_average_1m']:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"  targets: ≥ 10,000 /s through the stream: {'met' if r['our_readgroup_ack_per_s'] >= 1e4 else 'NOT met'} "
+        f"(raw), {'met' if r['intake_stream_to_celery_per_s'] >= 1e4 else 'NOT met'} (into Celery); "
+        f"≥ 500 scored /s per worker: {'met' if e2e['per_worker_process'] >= 500 else 'NOT met'}"
+    )

@@ -46,8 +46,10 @@ def resolve_model(requested: str | None, config) -> tuple[str, str | None]:
     if is_model_dir(warm):
         return str(warm), None
     base = config.common.model_path()
-    return str(base), (f"no warm start at <cache>/models/{warm.name}: both sides train the raw model, which never "
-                       "calls a tool (FINDINGS.md): rewards carry little signal; run `slca sft` first")
+    return str(base), (
+        f"no warm start at <cache>/models/{warm.name}: both sides train the raw model, which never "
+        "calls a tool (FINDINGS.md): rewards carry little signal; run `slca sft` first"
+    )
 
 
 def trl_available() -> bool:
@@ -63,8 +65,12 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
     spec_path, out_path = log_dir / "trl-spec.json", log_dir / "trl-counts.json"
     spec_path.write_text(json.dumps(spec.__dict__))
     with open(log_dir / "trl.log", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ops.bench.rl_trl", str(spec_path), str(out_path)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ops.bench.rl_trl", str(spec_path), str(out_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)").start()
         try:
             rc = proc.wait(timeout=timeout_s or spec.seconds + 1800)
@@ -81,20 +87,40 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
 
 def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[str, float]) -> SideResult:
     """TRL's counts as a `SideResult`: updates and trained figures exclude zero-advantage steps."""
-    truncated = (f"TRL's max_prompt_length {c.config.get('max_prompt_length')}: {c.prompts_truncated} of "
-                 f"{c.prompts_seen} prompts truncated" if c.config.get("max_prompt_length") else
-                 "TRL's max_prompt_length: none (prompts not truncated)")
-    return SideResult(name="trl", seconds=c.seconds, completions=c.completions,
-                      completions_trained=c.completions_trained, updates=c.updates,
-                      generated_tokens=c.generated_tokens, peak_rss_bytes=peak_rss_bytes, startup_s=c.startup_s,
-                      trained_tokens=c.trained_tokens, steps=c.steps, cpu_s_by_process=cpu_s_by_process,
-                      notes=["CPU seconds include TRL's start-up (one process: no split by window)",
-                             f"{c.zero_advantage_steps} of {c.steps} steps had zero advantage (not updates); "
-                             f"cold first step {c.cold_step_s:.0f} s excluded", truncated],
-                      extra={"trl_config": c.config, "step_seconds": c.step_seconds, "cold_step_s": c.cold_step_s,
-                             "zero_advantage_steps": c.zero_advantage_steps, "prompts_seen": c.prompts_seen,
-                             "prompts_truncated": c.prompts_truncated,
-                             "mean_reward": c.reward_sum / c.completions if c.completions else None})
+    truncated = (
+        f"TRL's max_prompt_length {c.config.get('max_prompt_length')}: {c.prompts_truncated} of "
+        f"{c.prompts_seen} prompts truncated"
+        if c.config.get("max_prompt_length")
+        else "TRL's max_prompt_length: none (prompts not truncated)"
+    )
+    return SideResult(
+        name="trl",
+        seconds=c.seconds,
+        completions=c.completions,
+        completions_trained=c.completions_trained,
+        updates=c.updates,
+        generated_tokens=c.generated_tokens,
+        peak_rss_bytes=peak_rss_bytes,
+        startup_s=c.startup_s,
+        trained_tokens=c.trained_tokens,
+        steps=c.steps,
+        cpu_s_by_process=cpu_s_by_process,
+        notes=[
+            "CPU seconds include TRL's start-up (one process: no split by window)",
+            f"{c.zero_advantage_steps} of {c.steps} steps had zero advantage (not updates); "
+            f"cold first step {c.cold_step_s:.0f} s excluded",
+            truncated,
+        ],
+        extra={
+            "trl_config": c.config,
+            "step_seconds": c.step_seconds,
+            "cold_step_s": c.cold_step_s,
+            "zero_advantage_steps": c.zero_advantage_steps,
+            "prompts_seen": c.prompts_seen,
+            "prompts_truncated": c.prompts_truncated,
+            "mean_reward": c.reward_sum / c.completions if c.completions else None,
+        },
+    )
 
 
 def same_wall_time(requested_s: float, trl: SideResult | None) -> float:
@@ -126,33 +152,69 @@ def run_rl_bench(args, config) -> int:
     print(f"model {model_name(model)}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
     results: dict[str, SideResult] = {}
     if "trl" in sides:
-        results["trl"] = run_trl_side(TrlSpec(model=model, pack=args.pack, group_size=args.group_size,
-                                              max_new_tokens=args.max_new_tokens, seconds=seconds, lr=learner.lr,
-                                              bf16=precision.dtype == "bfloat16", w_exec=learner.advantage.w_exec,
-                                              w_pref=learner.advantage.w_pref), log_dir)
+        results["trl"] = run_trl_side(
+            TrlSpec(
+                model=model,
+                pack=args.pack,
+                group_size=args.group_size,
+                max_new_tokens=args.max_new_tokens,
+                seconds=seconds,
+                lr=learner.lr,
+                bf16=precision.dtype == "bfloat16",
+                w_exec=learner.advantage.w_exec,
+                w_pref=learner.advantage.w_pref,
+            ),
+            log_dir,
+        )
     if "slca" in sides:
         # TRL stops at the first step end past the deadline: one step can overrun it by minutes on a slow
         # machine. The pipeline gets the same wall time TRL actually had, so neither rate covers a shorter run.
         slca_seconds = same_wall_time(seconds, results.get("trl"))
         if slca_seconds > seconds:
-            print(f"TRL's last step ended {slca_seconds - seconds:.0f} s past the deadline: the pipeline runs "
-                  f"{slca_seconds:.0f} s too", flush=True)
-        results["slca"] = run_slca_side(SlcaSpec(model=model, pack=args.pack, group_size=args.group_size,
-                                                 max_new_tokens=args.max_new_tokens, seconds=slca_seconds,
-                                                 max_turns=args.max_turns, extra_sets=tuple(args.pipeline_set)),
-                                        log_dir)
+            print(
+                f"TRL's last step ended {slca_seconds - seconds:.0f} s past the deadline: the pipeline runs "
+                f"{slca_seconds:.0f} s too",
+                flush=True,
+            )
+        results["slca"] = run_slca_side(
+            SlcaSpec(
+                model=model,
+                pack=args.pack,
+                group_size=args.group_size,
+                max_new_tokens=args.max_new_tokens,
+                seconds=slca_seconds,
+                max_turns=args.max_turns,
+                extra_sets=tuple(args.pipeline_set),
+            ),
+            log_dir,
+        )
     lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
     print("\n".join(lines), flush=True)
     facts = machine_facts()
-    write_outputs(args.out, lines, results, {
-        "command": bench_command("rl", sys.argv), "method": "ops.bench.ab (sides one after the other, not alternated)",
-        "machine": {"cpu": facts["cpu"], "cores": facts["cores"], "python": facts["python"]},
-        "machine_start": machine_start, "machine_end": machine_now(),
-        "model": model_name(model), "warm_started": warning is None, "pack": args.pack, "split": "train",
-        "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "minutes": args.minutes,
-        "precision": precision.dtype, "lr": learner.lr, "serve_engine": serve_engine(config, args.pipeline_set),
-        "pipeline_sets": list(args.pipeline_set), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    })
+    write_outputs(
+        args.out,
+        lines,
+        results,
+        {
+            "command": bench_command("rl", sys.argv),
+            "method": "ops.bench.ab (sides one after the other, not alternated)",
+            "machine": {"cpu": facts["cpu"], "cores": facts["cores"], "python": facts["python"]},
+            "machine_start": machine_start,
+            "machine_end": machine_now(),
+            "model": model_name(model),
+            "warm_started": warning is None,
+            "pack": args.pack,
+            "split": "train",
+            "group_size": args.group_size,
+            "max_new_tokens": args.max_new_tokens,
+            "minutes": args.minutes,
+            "precision": precision.dtype,
+            "lr": learner.lr,
+            "serve_engine": serve_engine(config, args.pipeline_set),
+            "pipeline_sets": list(args.pipeline_set),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    )
     return 0
 
 

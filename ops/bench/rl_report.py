@@ -70,11 +70,16 @@ class SideResult:
         return sum(self.cpu_s_by_process.values())
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "completions_per_hour": self.completions_per_hour,
-                "completions_trained_per_hour": self.trained_per_hour, "updates_per_hour": self.updates_per_hour,
-                "tokens_per_s": self.tokens_per_s, "trained_tokens_per_s": self.trained_tokens_per_s,
-                "peak_rss_gib": self.peak_rss_bytes / GIB,
-                "cpu_s": self.cpu_s}
+        return {
+            **asdict(self),
+            "completions_per_hour": self.completions_per_hour,
+            "completions_trained_per_hour": self.trained_per_hour,
+            "updates_per_hour": self.updates_per_hour,
+            "tokens_per_s": self.tokens_per_s,
+            "trained_tokens_per_s": self.trained_tokens_per_s,
+            "peak_rss_gib": self.peak_rss_bytes / GIB,
+            "cpu_s": self.cpu_s,
+        }
 
 
 def ratios(slca: SideResult, trl: SideResult) -> dict[str, float | None]:
@@ -83,12 +88,14 @@ def ratios(slca: SideResult, trl: SideResult) -> dict[str, float | None]:
     def div(a: float, b: float) -> float | None:
         return a / b if b else None
 
-    return {"completions_per_hour": div(slca.completions_per_hour, trl.completions_per_hour),
-            "completions_trained_per_hour": div(slca.trained_per_hour, trl.trained_per_hour),
-            "updates_per_hour": div(slca.updates_per_hour, trl.updates_per_hour),
-            "tokens_per_s": div(slca.tokens_per_s, trl.tokens_per_s),
-            "trained_tokens_per_s": div(slca.trained_tokens_per_s, trl.trained_tokens_per_s),
-            "peak_rss_trl_over_slca": div(trl.peak_rss_bytes, slca.peak_rss_bytes)}
+    return {
+        "completions_per_hour": div(slca.completions_per_hour, trl.completions_per_hour),
+        "completions_trained_per_hour": div(slca.trained_per_hour, trl.trained_per_hour),
+        "updates_per_hour": div(slca.updates_per_hour, trl.updates_per_hour),
+        "tokens_per_s": div(slca.tokens_per_s, trl.tokens_per_s),
+        "trained_tokens_per_s": div(slca.trained_tokens_per_s, trl.trained_tokens_per_s),
+        "peak_rss_trl_over_slca": div(trl.peak_rss_bytes, slca.peak_rss_bytes),
+    }
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -97,21 +104,26 @@ def _fmt(v: float | None, spec: str) -> str:
 
 def table(sides: list[SideResult]) -> list[str]:
     by = {s.name: s for s in sides}
-    rows = [("completions/hour", lambda s: s.completions_per_hour, ",.0f"),
-            ("completions trained/hour", lambda s: s.trained_per_hour, ",.0f"),
-            ("optimizer updates/hour", lambda s: s.updates_per_hour, ",.1f"),
-            ("generated tokens/s", lambda s: s.tokens_per_s, ",.1f"),
-            ("trained tokens/s", lambda s: s.trained_tokens_per_s, ",.1f"),
-            ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
-            ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
-            ("measured wall time, s", lambda s: s.seconds, ",.0f"),
-            ("start-up + cold first step, s", lambda s: s.startup_s, ",.0f")]
+    rows = [
+        ("completions/hour", lambda s: s.completions_per_hour, ",.0f"),
+        ("completions trained/hour", lambda s: s.trained_per_hour, ",.0f"),
+        ("optimizer updates/hour", lambda s: s.updates_per_hour, ",.1f"),
+        ("generated tokens/s", lambda s: s.tokens_per_s, ",.1f"),
+        ("trained tokens/s", lambda s: s.trained_tokens_per_s, ",.1f"),
+        ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
+        ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
+        ("measured wall time, s", lambda s: s.seconds, ",.0f"),
+        ("start-up + cold first step, s", lambda s: s.startup_s, ",.0f"),
+    ]
     names = [n for n in ("trl", "slca") if n in by]
     r = ratios(by["slca"], by["trl"]) if len(names) == 2 else {}
-    ratio_of = {"completions/hour": r.get("completions_per_hour"),
-                "completions trained/hour": r.get("completions_trained_per_hour"),
-                "optimizer updates/hour": r.get("updates_per_hour"), "generated tokens/s": r.get("tokens_per_s"),
-                "trained tokens/s": r.get("trained_tokens_per_s")}
+    ratio_of = {
+        "completions/hour": r.get("completions_per_hour"),
+        "completions trained/hour": r.get("completions_trained_per_hour"),
+        "optimizer updates/hour": r.get("updates_per_hour"),
+        "generated tokens/s": r.get("tokens_per_s"),
+        "trained tokens/s": r.get("trained_tokens_per_s"),
+    }
     head = f"  {'figure':<32}" + "".join(f"{n:>14}" for n in names) + ("   slca ÷ TRL" if len(names) == 2 else "")
     out = [head]
     for label, get, spec in rows:
@@ -125,9 +137,11 @@ def table(sides: list[SideResult]) -> list[str]:
 def verdict(slca: SideResult, trl: SideResult) -> list[str]:
     r = ratios(slca, trl)["completions_per_hour"]
     gib = slca.peak_rss_bytes / GIB
-    return [f"  slca ÷ TRL completions/hour = {_fmt(r, '.2f')} (target ≥ {TARGET_RATIO:.1f}: "
-            f"{'met' if r is not None and r >= TARGET_RATIO else 'NOT met'}); pipeline peak RSS {gib:.2f} GiB "
-            f"(target ≤ {TARGET_PEAK_RSS_GIB:.0f}: {'met' if gib <= TARGET_PEAK_RSS_GIB else 'NOT met'})"]
+    return [
+        f"  slca ÷ TRL completions/hour = {_fmt(r, '.2f')} (target ≥ {TARGET_RATIO:.1f}: "
+        f"{'met' if r is not None and r >= TARGET_RATIO else 'NOT met'}); pipeline peak RSS {gib:.2f} GiB "
+        f"(target ≤ {TARGET_PEAK_RSS_GIB:.0f}: {'met' if gib <= TARGET_PEAK_RSS_GIB else 'NOT met'})"
+    ]
 
 
 def where_time_goes(side: SideResult) -> list[str]:

@@ -64,18 +64,29 @@ def role_of(cmdline: str) -> str:
 def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> list[str]:
     """The configuration of the measured pipeline: `slca up`'s defaults but for what the comparison fixes."""
     no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})
-    sets = [f"common.data_dir={data_dir}", f"common.model={spec.model}", f"common.redis_url={redis_url}",
-            f"serve.port={port}", "ops.warm_start_minutes=0", f"ops.feed_pack={spec.pack}",
-            f"ops.feed_max_tokens={spec.max_new_tokens}", f"ops.feed_max_turns={spec.max_turns}",
-            "ops.probe_enabled=false", f"workers.group_size={spec.group_size}", f"ops.metrics_ports={no_metrics_ports}",
-            *spec.extra_sets]
+    sets = [
+        f"common.data_dir={data_dir}",
+        f"common.model={spec.model}",
+        f"common.redis_url={redis_url}",
+        f"serve.port={port}",
+        "ops.warm_start_minutes=0",
+        f"ops.feed_pack={spec.pack}",
+        f"ops.feed_max_tokens={spec.max_new_tokens}",
+        f"ops.feed_max_turns={spec.max_turns}",
+        "ops.probe_enabled=false",
+        f"workers.group_size={spec.group_size}",
+        f"ops.metrics_ports={no_metrics_ports}",
+        *spec.extra_sets,
+    ]
     return [arg for s in sets for arg in ("--set", s)]
 
 
 def _serve_counts(url: str) -> tuple[float, float]:
     text = scrape(url + "/metrics", 5.0) or ""
-    return (sample_value(text, "slca_trajectories_recorded_total") or 0.0,
-            sample_value(text, "slca_tokens_generated_total") or 0.0)
+    return (
+        sample_value(text, "slca_trajectories_recorded_total") or 0.0,
+        sample_value(text, "slca_tokens_generated_total") or 0.0,
+    )
 
 
 def _ready(url: str) -> bool:
@@ -133,18 +144,32 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         server = RedisServer(Path(tmp) / "redis", appendonly=True).start()
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "slca", *pipeline_sets(spec, data_dir, server.url, port), "up",
-                "--duration", str(spec.ready_timeout_s + spec.seconds + 120)]  # a bound if we die; we stop it first
+        argv = [
+            sys.executable,
+            "-m",
+            "slca",
+            *pipeline_sets(spec, data_dir, server.url, port),
+            "up",
+            "--duration",
+            str(spec.ready_timeout_s + spec.seconds + 120),
+        ]  # a bound if we die; we stop it first
         out = open(log_dir / "slca-up.log", "wb")
         began = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         sampler = TreeSampler([proc.pid, server.proc.pid], role_of).start()
         try:
             while not _ready(url):
                 if proc.poll() is not None or time.monotonic() - began > spec.ready_timeout_s:
-                    raise RuntimeError(f"slca up did not become ready; see {log_dir / 'slca-up.log'} and "
-                                       f"the pipeline logs copied beside it")
+                    raise RuntimeError(
+                        f"slca up did not become ready; see {log_dir / 'slca-up.log'} and "
+                        f"the pipeline logs copied beside it"
+                    )
                 time.sleep(1.0)
             metrics = data_dir / "learner" / "metrics.jsonl"
             while not first_step_logged(metrics):  # the cold first step is excluded, as on TRL's side
@@ -165,15 +190,26 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
             out.close()
             _copy_logs(data_dir / "logs", log_dir)
             steps = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1)
-    return SideResult(name="slca", seconds=seconds, completions=int(done1 - done0),
-                      completions_trained=steps.groups_trained * spec.group_size, updates=steps.updates,
-                      generated_tokens=int(tokens1 - tokens0), peak_rss_bytes=sampler.peak_rss_bytes,
-                      startup_s=startup, trained_tokens=steps.tokens_trained, steps=steps.steps,
-                      cpu_s_by_process=cpu, peak_rss_by_process=sampler.peak_rss_by_role,
-                      notes=[f"completions trained = groups of non-zero advantage in the learner's steps × "
-                             f"{spec.group_size}; window after the first (cold) step",
-                             f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each"],
-                      extra={"sets": [s for s in spec.extra_sets]})
+    return SideResult(
+        name="slca",
+        seconds=seconds,
+        completions=int(done1 - done0),
+        completions_trained=steps.groups_trained * spec.group_size,
+        updates=steps.updates,
+        generated_tokens=int(tokens1 - tokens0),
+        peak_rss_bytes=sampler.peak_rss_bytes,
+        startup_s=startup,
+        trained_tokens=steps.tokens_trained,
+        steps=steps.steps,
+        cpu_s_by_process=cpu,
+        peak_rss_by_process=sampler.peak_rss_by_role,
+        notes=[
+            f"completions trained = groups of non-zero advantage in the learner's steps × "
+            f"{spec.group_size}; window after the first (cold) step",
+            f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each",
+        ],
+        extra={"sets": [s for s in spec.extra_sets]},
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -93,8 +93,16 @@ class HierRReward:
                 self.counts.prompts_truncated += 1
             ids = list(ids) or [self.tokenizer.eos_token_id]  # an empty completion is still one (scored) turn
             # logprobs are not read by scoring; a trajectory requires one per generated token
-            traj = build_trajectory(self.tokenizer, task.task_id, self.prompt_ids[i], Sample(ids, [0.0] * len(ids)),
-                                    task.tools, 0, messages=task.messages, ground_truth=task.ground_truth)
+            traj = build_trajectory(
+                self.tokenizer,
+                task.task_id,
+                self.prompt_ids[i],
+                Sample(ids, [0.0] * len(ids)),
+                task.tools,
+                0,
+                messages=task.messages,
+                ground_truth=task.ground_truth,
+            )
             r = score_trajectory(traj, self.scoring).scalar(self.spec.w_exec, self.spec.w_pref)
             rewards.append(r)
             self.counts.completions += 1
@@ -124,8 +132,9 @@ def start_window(counts: TrlCounts, pending: list[tuple[float, int]]) -> None:
     pending.clear()
 
 
-def make_deadline_callback(counts: TrlCounts, seconds: float, began: float,
-                           pending: list[tuple[float, int]] | None = None):
+def make_deadline_callback(
+    counts: TrlCounts, seconds: float, began: float, pending: list[tuple[float, int]] | None = None
+):
     from transformers import TrainerCallback
 
     pending = pending if pending is not None else []
@@ -169,23 +178,55 @@ def run(spec: TrlSpec) -> TrlCounts:
     torch.manual_seed(spec.seed)
     tokenizer = AutoTokenizer.from_pretrained(spec.model)
     tasks = load_tasks(spec.pack, "train", seed=spec.seed)
-    dataset = Dataset.from_list([{"prompt": render_prompt(tokenizer, t.messages, t.tools), "task_index": i}
-                                 for i, t in enumerate(tasks)])
+    dataset = Dataset.from_list(
+        [{"prompt": render_prompt(tokenizer, t.messages, t.tools), "task_index": i} for i, t in enumerate(tasks)]
+    )
     counts = TrlCounts()
     with tempfile.TemporaryDirectory(prefix="slca-bench-trl-") as out:
-        args = GRPOConfig(output_dir=out, per_device_train_batch_size=spec.group_size, num_generations=spec.group_size,
-                          max_completion_length=spec.max_new_tokens, learning_rate=spec.lr, bf16=spec.bf16,
-                          use_cpu=True, temperature=spec.temperature, seed=spec.seed, logging_steps=1,
-                          report_to="none", save_strategy="no", max_steps=10**6, disable_tqdm=True)
-        counts.config = {k: getattr(args, k, None) for k in ("per_device_train_batch_size", "num_generations",
-                         "max_completion_length", "max_prompt_length", "learning_rate", "bf16", "beta", "loss_type",
-                         "num_iterations", "gradient_checkpointing", "temperature", "scale_rewards")}
+        args = GRPOConfig(
+            output_dir=out,
+            per_device_train_batch_size=spec.group_size,
+            num_generations=spec.group_size,
+            max_completion_length=spec.max_new_tokens,
+            learning_rate=spec.lr,
+            bf16=spec.bf16,
+            use_cpu=True,
+            temperature=spec.temperature,
+            seed=spec.seed,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            max_steps=10**6,
+            disable_tqdm=True,
+        )
+        counts.config = {
+            k: getattr(args, k, None)
+            for k in (
+                "per_device_train_batch_size",
+                "num_generations",
+                "max_completion_length",
+                "max_prompt_length",
+                "learning_rate",
+                "bf16",
+                "beta",
+                "loss_type",
+                "num_iterations",
+                "gradient_checkpointing",
+                "temperature",
+                "scale_rewards",
+            )
+        }
         model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=torch.float32)
         reward = HierRReward(tasks, tokenizer, spec, counts)
         reward.max_prompt_length = counts.config["max_prompt_length"]
-        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                              processing_class=tokenizer,
-                              callbacks=[make_deadline_callback(counts, spec.seconds, began, reward.pending)])
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[make_deadline_callback(counts, spec.seconds, began, reward.pending)],
+        )
         trainer.train()
     return counts
 

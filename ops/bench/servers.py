@@ -35,8 +35,9 @@ def running(cmd: list[str], ready_url: str, log_path: Path, env: dict | None = N
     """Run `cmd` in its own process group until the block ends; yields the seconds it took to become ready."""
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             if not _wait_http(ready_url, proc, START_TIMEOUT_S):
                 tail = log_path.read_text(errors="replace")[-2000:]
@@ -51,8 +52,16 @@ def vllm_server_cmd(port: int, engine_kwargs: dict) -> list[str]:
     `serve.engines.vllm_common.engine_kwargs` (dtype, eager mode, max_model_len, max_num_seqs, no chunked
     prefill with the same max_num_batched_tokens on CPU, seed …) becomes its command-line flag; the KV cache size
     travels in the environment (`vllm_server_env`)."""
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *engine_flags(engine_kwargs), "--port",
-            str(port), "--served-model-name", BENCH_MODEL]
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        *engine_flags(engine_kwargs),
+        "--port",
+        str(port),
+        "--served-model-name",
+        BENCH_MODEL,
+    ]
 
 
 def engine_flags(engine_kwargs: dict) -> list[str]:
@@ -91,8 +100,15 @@ def project_engine_kwargs(model_dir: Path, settings) -> dict:
 
 
 def slca_serve_cmd(model_dir: Path, redis_url: str, port: int, overrides: dict[str, object]) -> list[str]:
-    sets = {"common.model": model_dir, "common.redis_url": redis_url, "serve.port": port, "serve.host": "127.0.0.1",
-            "serve.subscribe_weights": "false", "serve.served_model_name": BENCH_MODEL, **overrides}
+    sets = {
+        "common.model": model_dir,
+        "common.redis_url": redis_url,
+        "serve.port": port,
+        "serve.host": "127.0.0.1",
+        "serve.subscribe_weights": "false",
+        "serve.served_model_name": BENCH_MODEL,
+        **overrides,
+    }
     return [sys.executable, "-m", "slca", *(a for k, v in sets.items() for a in ("--set", f"{k}={v}")), "serve"]
 
 

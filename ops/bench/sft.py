@@ -94,8 +94,9 @@ StepFn = Callable[[list[int]], tuple[int, int, int, float]]
 """One training step on these example indices → (real tokens, padded tokens, examples, loss)."""
 
 
-def pass_wave(step: StepFn, plan: list[list[int]],
-              clock: Callable[[], float] = time.perf_counter) -> Callable[[], Wave]:
+def pass_wave(
+    step: StepFn, plan: list[list[int]], clock: Callable[[], float] = time.perf_counter
+) -> Callable[[], Wave]:
     """One wave = one pass over the plan; counts: steps, real/padded tokens, examples, last loss."""
 
     def wave() -> Wave:
@@ -106,8 +107,17 @@ def pass_wave(step: StepFn, plan: list[list[int]],
             r, p, e, loss = step(batch)
             real, padded, examples = real + r, padded + p, examples + e
         seconds = clock() - t0
-        return Wave(real, seconds, {"steps": len(plan), "real_tokens": real, "padded_tokens": padded,
-                                    "examples": examples, "step_seconds": seconds})
+        return Wave(
+            real,
+            seconds,
+            {
+                "steps": len(plan),
+                "real_tokens": real,
+                "padded_tokens": padded,
+                "examples": examples,
+                "step_seconds": seconds,
+            },
+        )
 
     return wave
 
@@ -129,10 +139,19 @@ def loop_row(windows: list[Window]) -> dict:
     real = sum(w.detail["real_tokens"] for w in windows)
     padded = sum(w.detail["padded_tokens"] for w in windows)
     examples = sum(w.detail["examples"] for w in windows)
-    return {"windows": len(windows), "steps": steps, "seconds": seconds, "real_tokens": real, "padded_tokens": padded,
-            "examples": examples, "tokens_per_s": real / max(1e-9, seconds), "padding_share": 1 - real / max(1, padded),
-            "s_per_step": seconds / max(1, steps), "examples_per_step": examples / max(1, steps),
-            "tokens_per_s_by_window": [w.figure for w in windows]}
+    return {
+        "windows": len(windows),
+        "steps": steps,
+        "seconds": seconds,
+        "real_tokens": real,
+        "padded_tokens": padded,
+        "examples": examples,
+        "tokens_per_s": real / max(1e-9, seconds),
+        "padding_share": 1 - real / max(1, padded),
+        "s_per_step": seconds / max(1, steps),
+        "examples_per_step": examples / max(1, steps),
+        "tokens_per_s_by_window": [w.figure for w in windows],
+    }
 
 
 def old_step(model, examples: list[Example], settings: LearnerSettings, autocast: bool, pad_id: int) -> StepFn:
@@ -165,10 +184,14 @@ def _times(value: float | None, width: int) -> str:
 def table_lines(rows: dict[str, dict], ratio: dict[str, float | None]) -> list[str]:
     out = [f"{'loop':34s} {'steps':>5s} {'tokens/s':>9s} {'padding':>8s} {'s/step':>7s} {'examples/step':>13s}"]
     for label, r in rows.items():
-        out.append(f"{label:34s} {r['steps']:5d} {r['tokens_per_s']:9.1f} {r['padding_share']:8.1%} "
-                   f"{r['s_per_step']:7.2f} {r['examples_per_step']:13.1f}")
-    out.append(f"{'new ÷ old':34s} {'':5s} {_times(ratio['tokens_per_s'], 9)} {_times(ratio['padding_share'], 8)} "
-               f"{_times(ratio['s_per_step'], 7)} {_times(ratio['examples_per_step'], 13)}")
+        out.append(
+            f"{label:34s} {r['steps']:5d} {r['tokens_per_s']:9.1f} {r['padding_share']:8.1%} "
+            f"{r['s_per_step']:7.2f} {r['examples_per_step']:13.1f}"
+        )
+    out.append(
+        f"{'new ÷ old':34s} {'':5s} {_times(ratio['tokens_per_s'], 9)} {_times(ratio['padding_share'], 8)} "
+        f"{_times(ratio['s_per_step'], 7)} {_times(ratio['examples_per_step'], 13)}"
+    )
     return out
 
 
@@ -176,8 +199,10 @@ def sft_report(result: ABResult, facts: dict) -> dict:
     """The JSON of `slca bench sft`: `facts` (command, model name, settings), the A/B result, per-loop sums;
     `ratio.tokens_per_s` is the median of the per-pair ratios, the other ratios are of the summed figures."""
     loops = {side: loop_row([w for w in result.windows if w.side == side]) for side in ("old", "new")}
-    ratio = {k: loops["new"][k] / loops["old"][k] if loops["old"][k] else None
-             for k in ("padding_share", "s_per_step", "examples_per_step")}
+    ratio = {
+        k: loops["new"][k] / loops["old"][k] if loops["old"][k] else None
+        for k in ("padding_share", "s_per_step", "examples_per_step")
+    }
     ratio["tokens_per_s"] = result.summary()["median_ratio"]
     return {**facts, "method": "ops.bench.ab", "ab": result.to_dict(), "loops": loops, "ratio": ratio}
 
@@ -204,9 +229,12 @@ def run_sft_bench(args, config, demos: list[Demonstration]) -> int:
     chosen = fixed_list(len(examples), args.steps, settings.sft_batch, args.seed)
     batch_tokens = args.batch_tokens or default_batch_tokens([lengths[i] for i in chosen], settings.sft_batch)
     plans = {"old": old_plan(chosen, settings.sft_batch), "new": new_plan(chosen, lengths, batch_tokens, args.seed)}
-    print(precision.describe("sft precision") + f"; {torch.get_num_threads()} threads; {len(chosen)} of "
-          f"{len(examples)} demonstrations, {sum(lengths[i] for i in chosen)} tokens per window; steps per window: "
-          f"old {len(plans['old'])}, new {len(plans['new'])}", flush=True)
+    print(
+        precision.describe("sft precision") + f"; {torch.get_num_threads()} threads; {len(chosen)} of "
+        f"{len(examples)} demonstrations, {sum(lengths[i] for i in chosen)} tokens per window; steps per window: "
+        f"old {len(plans['old'])}, new {len(plans['new'])}",
+        flush=True,
+    )
     rule = WindowRule(min_waves=1, min_seconds=max(0.0, args.seconds))
     sides = {}
     for name, make in (("old", old_step), ("new", new_step)):
@@ -214,17 +242,36 @@ def run_sft_bench(args, config, demos: list[Demonstration]) -> int:
         model = load_model(source, device)
         model.train()
         step = make(model, examples, settings, autocast, pad_id)
-        sides[name] = Side(name, waves(pass_wave(step, plans[name]), rule), warmup_steps(step, plans[name],
-                                                                                           args.warmup))
-    result = alternate(sides["old"], sides["new"], pairs=args.pairs, order=args.order, seed=args.seed, warmup=1,
-                       on_window=lambda w: print(f"pair {w.pair + 1} {w.side}: {w.figure:.1f} tokens/s", flush=True))
+        sides[name] = Side(
+            name, waves(pass_wave(step, plans[name]), rule), warmup_steps(step, plans[name], args.warmup)
+        )
+    result = alternate(
+        sides["old"],
+        sides["new"],
+        pairs=args.pairs,
+        order=args.order,
+        seed=args.seed,
+        warmup=1,
+        on_window=lambda w: print(f"pair {w.pair + 1} {w.side}: {w.figure:.1f} tokens/s", flush=True),
+    )
     labels = {"old": f"old: fixed {settings.sft_batch}, padded", "new": f"new: grouped, ≤ {batch_tokens} tokens"}
-    facts = {"command": bench_command("sft", sys.argv), "model": model_name(source), "precision": precision.dtype,
-             "precision_reason": precision.reason, "threads": torch.get_num_threads(), "device": device,
-             "demonstrations": len(chosen), "demonstrations_available": len(examples),
-             "tokens_per_window": sum(lengths[i] for i in chosen), "batch": settings.sft_batch,
-             "batch_tokens": batch_tokens, "steps_per_window": {k: len(v) for k, v in plans.items()},
-             "min_seconds_per_window": rule.min_seconds, "warmup_steps": args.warmup, "seed": args.seed}
+    facts = {
+        "command": bench_command("sft", sys.argv),
+        "model": model_name(source),
+        "precision": precision.dtype,
+        "precision_reason": precision.reason,
+        "threads": torch.get_num_threads(),
+        "device": device,
+        "demonstrations": len(chosen),
+        "demonstrations_available": len(examples),
+        "tokens_per_window": sum(lengths[i] for i in chosen),
+        "batch": settings.sft_batch,
+        "batch_tokens": batch_tokens,
+        "steps_per_window": {k: len(v) for k, v in plans.items()},
+        "min_seconds_per_window": rule.min_seconds,
+        "warmup_steps": args.warmup,
+        "seed": args.seed,
+    }
     report = sft_report(result, facts)
     lines = table_lines({labels[k]: v for k, v in report["loops"].items()}, report["ratio"])
     md = ab_markdown(result, "tokens/s")

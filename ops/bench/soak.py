@@ -81,14 +81,31 @@ def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
     tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
     data_dir, port = tmp / "var", free_port()
     no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})  # no port clashes
-    sets = [f"common.data_dir={data_dir}", f"serve.port={port}", "ops.warm_start_minutes=0",
-            f"ops.metrics_ports={no_metrics_ports}"]
-    argv = [sys.executable, "-m", "slca", *global_argv(args), *(a for s in sets for a in ("--set", s)), "up",
-            "--duration", str(READY_TIMEOUT_S + bound_s)]  # a bound if we die; we stop it first
+    sets = [
+        f"common.data_dir={data_dir}",
+        f"serve.port={port}",
+        "ops.warm_start_minutes=0",
+        f"ops.metrics_ports={no_metrics_ports}",
+    ]
+    argv = [
+        sys.executable,
+        "-m",
+        "slca",
+        *global_argv(args),
+        *(a for s in sets for a in ("--set", s)),
+        "up",
+        "--duration",
+        str(READY_TIMEOUT_S + bound_s),
+    ]  # a bound if we die; we stop it first
     log_path, keep = tmp / "slca-up.log", True
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **secret_env(args), "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **secret_env(args), "PYTHONUNBUFFERED": "1"},
+        )
         try:
             system = System(f"http://127.0.0.1:{port}", [proc.pid], None, "started `slca up`")
             began = time.monotonic()
@@ -171,25 +188,46 @@ def run_soak(args, config: Config) -> int:
     from sim.tasks import load_tasks
 
     if args.minutes <= 0 or args.warmup_minutes < 0 or args.clients < 1 or args.hostile_interval_s <= 0:
-        print("error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes ≥ 0",
-              file=sys.stderr)
+        print(
+            "error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes ≥ 0",
+            file=sys.stderr,
+        )
         return 2
     tasks, cases = load_tasks("everyday", "test"), [*hostile_bodies(), *worst_bodies()]
     load_start = [round(x, 2) for x in os.getloadavg()]
     seconds, warmup_s = args.minutes * 60, args.warmup_minutes * 60
     bound_s = warmup_s + seconds + SoakPlan.legal_deadline_s + 120  # + the last requests' deadline, + stopping
-    header = {"command": bench_command("soak", sys.argv), "minutes": args.minutes,
-              "warmup_minutes": args.warmup_minutes, "clients": args.clients,
-              "hostile_interval_s": args.hostile_interval_s, "hostile_cases": len(cases),
-              **machine_facts(), "load_average_start": load_start, "sets": public_sets(args)}
+    header = {
+        "command": bench_command("soak", sys.argv),
+        "minutes": args.minutes,
+        "warmup_minutes": args.warmup_minutes,
+        "clients": args.clients,
+        "hostile_interval_s": args.hostile_interval_s,
+        "hostile_cases": len(cases),
+        **machine_facts(),
+        "load_average_start": load_start,
+        "sets": public_sets(args),
+    }
     try:
-        with (contextlib.nullcontext(attached_system(args.url, config)) if args.url
-              else started_system(args, config, bound_s)) as system:
-            plan = SoakPlan(system.url, warmup_s, seconds, clients=args.clients,
-                            hostile_interval_s=args.hostile_interval_s, api_key=system.api_key)
+        with (
+            contextlib.nullcontext(attached_system(args.url, config))
+            if args.url
+            else started_system(args, config, bound_s)
+        ) as system:
+            plan = SoakPlan(
+                system.url,
+                warmup_s,
+                seconds,
+                clients=args.clients,
+                hostile_interval_s=args.hostile_interval_s,
+                api_key=system.api_key,
+            )
             header.update(system=system.mode, model=served_model(system))
-            print(f"soak: {system.mode} at {system.url}; {args.warmup_minutes:g} min warm-up + {args.minutes:g} min, "
-                  f"{args.clients} legal clients, {len(cases)} hostile cases", flush=True)
+            print(
+                f"soak: {system.mode} at {system.url}; {args.warmup_minutes:g} min warm-up + {args.minutes:g} min, "
+                f"{args.clients} legal clients, {len(cases)} hostile cases",
+                flush=True,
+            )
             sampler, pinger, hostile, legal = drive(plan, system, tasks, cases)
             header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]  # before the system stops
             summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results)
@@ -199,12 +237,14 @@ def run_soak(args, config: Config) -> int:
     except SystemNotReady as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    notes += ["memory: median of the samples (every 5 s) in the measured window's first vs last minute; RSS sums "
-              "the supervisor's process tree (serve, workers, assembler, learner, feed, the owned Redis)",
-              "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
-              "and hostile requests count from the start of the warm-up",
-              f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
-              "retried after its Retry-After"]
+    notes += [
+        "memory: median of the samples (every 5 s) in the measured window's first vs last minute; RSS sums "
+        "the supervisor's process tree (serve, workers, assembler, learner, feed, the owned Redis)",
+        "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
+        "and hostile requests count from the start of the warm-up",
+        f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
+        "retried after its Retry-After",
+    ]
     print(table(summary))
     print(line)
     if args.out:

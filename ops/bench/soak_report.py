@@ -172,9 +172,14 @@ def per_minute_p99(pings: list[tuple[float, float]], seconds: float) -> list[flo
     return [_ms(percentile(b, 99)) for b in buckets]
 
 
-def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[float, float]],
-              ping_failures: dict[str, int], legal: list[LegalResult],
-              hostile: list[HostileResult]) -> SoakSummary:
+def summarise(
+    seconds: float,
+    samples: list[MemorySample],
+    pings: list[tuple[float, float]],
+    ping_failures: dict[str, int],
+    legal: list[LegalResult],
+    hostile: list[HostileResult],
+) -> SoakSummary:
     """`pings`: (t_s, latency_s) of the answered /healthz pings; only those in the measured window [0, seconds]
     count for the percentiles. Failures, statuses, legal and hostile requests count over the whole run."""
     rss_points = [(s.t_s, s.rss_bytes) for s in samples if s.rss_bytes is not None]
@@ -186,7 +191,8 @@ def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[flo
     for status in [s for r in legal for s in r.statuses] + [h.status for h in hostile if h.status is not None]:
         counts[str(status)] = counts.get(str(status), 0) + 1
     five_xx = sum(n for s, n in counts.items() if int(s) >= 500) + sum(
-        n for k, n in ping_failures.items() if k.isdigit() and int(k) >= 500)
+        n for k, n in ping_failures.items() if k.isdigit() and int(k) >= 500
+    )
     by_kind: dict[str, list[int]] = {}
     for r in legal:
         by_kind.setdefault(r.kind, [0, 0])
@@ -195,15 +201,27 @@ def summarise(seconds: float, samples: list[MemorySample], pings: list[tuple[flo
     bad = [h for h in hostile if not h.acceptable]
     answered_s = [r.seconds for r in legal if r.answered]
     return SoakSummary(
-        seconds=seconds, rss=rss, redis=redis, rss_by_role_mib=_role_medians(samples, seconds),
-        status_counts=dict(sorted(counts.items())), five_xx=five_xx, pings=len(measured),
-        ping_failures=sum(ping_failures.values()), healthz_p50_ms=_ms(percentile(measured, 50)),
-        healthz_p99_ms=_ms(percentile(measured, 99)), healthz_max_ms=_ms(max(measured) if measured else None),
-        healthz_p99_ms_by_minute=per_minute_p99(pings, seconds), legal_sent=len(legal),
-        legal_answered=sum(r.answered for r in legal), legal_by_kind=by_kind,
+        seconds=seconds,
+        rss=rss,
+        redis=redis,
+        rss_by_role_mib=_role_medians(samples, seconds),
+        status_counts=dict(sorted(counts.items())),
+        five_xx=five_xx,
+        pings=len(measured),
+        ping_failures=sum(ping_failures.values()),
+        healthz_p50_ms=_ms(percentile(measured, 50)),
+        healthz_p99_ms=_ms(percentile(measured, 99)),
+        healthz_max_ms=_ms(max(measured) if measured else None),
+        healthz_p99_ms_by_minute=per_minute_p99(pings, seconds),
+        legal_sent=len(legal),
+        legal_answered=sum(r.answered for r in legal),
+        legal_by_kind=by_kind,
         retries_429=sum(r.statuses.count(429) - (r.statuses[-1:] == [429]) for r in legal),  # a last 429: no retry
-        legal_p50_s=percentile(answered_s, 50), legal_p99_s=percentile(answered_s, 99), hostile_sent=len(hostile),
-        hostile_violations=len(bad), hostile_slow=sum(h.slow for h in hostile),
+        legal_p50_s=percentile(answered_s, 50),
+        legal_p99_s=percentile(answered_s, 99),
+        hostile_sent=len(hostile),
+        hostile_violations=len(bad),
+        hostile_slow=sum(h.slow for h in hostile),
         violations={h.name: h.error or f"HTTP {h.status}" for h in bad[:10]},
         first_legal_error=next((r.error for r in legal if not r.answered), None),
     )
@@ -225,7 +243,8 @@ def criteria(s: SoakSummary) -> dict[str, bool]:
     return {
         "memory flat": bool(s.rss.flat) and bool(s.redis.flat),
         "0 × 5xx": s.five_xx == 0,
-        "/healthz p99 < 100 ms": s.healthz_p99_ms is not None and s.healthz_p99_ms < HEALTHZ_P99_S * 1000
+        "/healthz p99 < 100 ms": s.healthz_p99_ms is not None
+        and s.healthz_p99_ms < HEALTHZ_P99_S * 1000
         and s.ping_failures == 0,
         "every legal request answered": s.legal_sent > 0 and s.legal_answered == s.legal_sent,
         "hostile statuses as expected": s.hostile_violations == 0,
@@ -237,29 +256,52 @@ def verdict(s: SoakSummary) -> tuple[bool, str]:
     met = criteria(s)
     failed = [name for name, ok in met.items() if not ok]
     head = "PASS" if not failed else f"FAIL ({'; '.join(failed)})"
-    numbers = [_growth_text("RSS", s.rss), _growth_text("Redis", s.redis), f"{s.five_xx} × 5xx",
-               f"/healthz p50 {s.healthz_p50_ms} / p99 {s.healthz_p99_ms} / max {s.healthz_max_ms} ms "
-               f"({s.pings} pings, {s.ping_failures} failed)",
-               f"legal answered {s.legal_answered}/{s.legal_sent}",
-               f"hostile violations {s.hostile_violations}/{s.hostile_sent}"]
+    numbers = [
+        _growth_text("RSS", s.rss),
+        _growth_text("Redis", s.redis),
+        f"{s.five_xx} × 5xx",
+        f"/healthz p50 {s.healthz_p50_ms} / p99 {s.healthz_p99_ms} / max {s.healthz_max_ms} ms "
+        f"({s.pings} pings, {s.ping_failures} failed)",
+        f"legal answered {s.legal_answered}/{s.legal_sent}",
+        f"hostile violations {s.hostile_violations}/{s.hostile_sent}",
+    ]
     return not failed, f"{head} — " + ", ".join(numbers)
 
 
 def table(s: SoakSummary) -> str:
     met = criteria(s)
     rows = [
-        ("RSS, whole system (first → last minute median)", f"{_mib(s.rss.first_bytes)} → {_mib(s.rss.last_bytes)}",
-         _growth_text("growth", s.rss), met["memory flat"]),
-        ("Redis used_memory", f"{_mib(s.redis.first_bytes)} → {_mib(s.redis.last_bytes)}",
-         _growth_text("growth", s.redis), met["memory flat"]),
+        (
+            "RSS, whole system (first → last minute median)",
+            f"{_mib(s.rss.first_bytes)} → {_mib(s.rss.last_bytes)}",
+            _growth_text("growth", s.rss),
+            met["memory flat"],
+        ),
+        (
+            "Redis used_memory",
+            f"{_mib(s.redis.first_bytes)} → {_mib(s.redis.last_bytes)}",
+            _growth_text("growth", s.redis),
+            met["memory flat"],
+        ),
         ("5xx", str(s.five_xx), "0", met["0 × 5xx"]),
-        ("/healthz p50 / p99 / max ms", f"{s.healthz_p50_ms} / {s.healthz_p99_ms} / {s.healthz_max_ms}",
-         f"p99 < {HEALTHZ_P99_S * 1000:g}, {s.ping_failures} failed of {s.pings}", met["/healthz p99 < 100 ms"]),
-        ("legal answered / sent", f"{s.legal_answered} / {s.legal_sent}",
-         ", ".join(f"{k} {a}/{n}" for k, (a, n) in s.legal_by_kind.items()) + f"; {s.retries_429} retries after 429",
-         met["every legal request answered"]),
-        ("hostile violations / sent", f"{s.hostile_violations} / {s.hostile_sent}", f"{s.hostile_slow} slower than "
-         "their max_seconds", met["hostile statuses as expected"]),
+        (
+            "/healthz p50 / p99 / max ms",
+            f"{s.healthz_p50_ms} / {s.healthz_p99_ms} / {s.healthz_max_ms}",
+            f"p99 < {HEALTHZ_P99_S * 1000:g}, {s.ping_failures} failed of {s.pings}",
+            met["/healthz p99 < 100 ms"],
+        ),
+        (
+            "legal answered / sent",
+            f"{s.legal_answered} / {s.legal_sent}",
+            ", ".join(f"{k} {a}/{n}" for k, (a, n) in s.legal_by_kind.items()) + f"; {s.retries_429} retries after 429",
+            met["every legal request answered"],
+        ),
+        (
+            "hostile violations / sent",
+            f"{s.hostile_violations} / {s.hostile_sent}",
+            f"{s.hostile_slow} slower than their max_seconds",
+            met["hostile statuses as expected"],
+        ),
     ]
     lines = ["| criterion | value | detail | ok |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {'yes' if ok else 'NO'} |" for a, b, c, ok in rows]
@@ -273,15 +315,31 @@ def _round_mib(value: int | None, digits: int) -> float | None:
 def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySample], notes: list[str]) -> None:
     passed, line = verdict(summary)
     out.mkdir(parents=True, exist_ok=True)
-    md = [line, "", "# slca bench soak", "", *(f"- {k}: {v}" for k, v in header.items()), "", table(summary), "",
-          "RSS by process role, first → last minute median (MiB):", "",
-          *(f"- {role}: {a} → {b}" for role, (a, b) in summary.rss_by_role_mib.items()), "",
-          f"/healthz p99 per minute (ms): {summary.healthz_p99_ms_by_minute}", "",
-          f"statuses: {summary.status_counts}", "", *(f"- {n}" for n in notes)]
+    md = [
+        line,
+        "",
+        "# slca bench soak",
+        "",
+        *(f"- {k}: {v}" for k, v in header.items()),
+        "",
+        table(summary),
+        "",
+        "RSS by process role, first → last minute median (MiB):",
+        "",
+        *(f"- {role}: {a} → {b}" for role, (a, b) in summary.rss_by_role_mib.items()),
+        "",
+        f"/healthz p99 per minute (ms): {summary.healthz_p99_ms_by_minute}",
+        "",
+        f"statuses: {summary.status_counts}",
+        "",
+        *(f"- {n}" for n in notes),
+    ]
     if summary.violations:
         md += ["", "hostile violations (first 10):", *(f"- {k}: {v}" for k, v in summary.violations.items())]
     (out / "results.md").write_text("\n".join(md) + "\n")
-    series = [{"t_s": round(s.t_s, 1), "rss_mib": _round_mib(s.rss_bytes, 1), "redis_mib": _round_mib(s.redis_bytes, 2)}
-              for s in samples]
+    series = [
+        {"t_s": round(s.t_s, 1), "rss_mib": _round_mib(s.rss_bytes, 1), "redis_mib": _round_mib(s.redis_bytes, 2)}
+        for s in samples
+    ]
     payload = {"verdict": line, "passed": passed, **header, "notes": notes, **asdict(summary), "samples": series}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n")

@@ -65,8 +65,16 @@ def _bound(stop_at: float, interval_s: float) -> int:
 def legal_body(kind: str, task, seed: int) -> tuple[str, dict]:
     if kind == "chat":
         return CHAT, {"messages": task.messages, "max_tokens": 16, "seed": seed}
-    return AGENT, {"task_id": task.task_id, "messages": task.messages, "tools": task.tools, "n": 2, "max_tokens": 32,
-                   "max_turns": 2, "record": False, "seed": seed}
+    return AGENT, {
+        "task_id": task.task_id,
+        "messages": task.messages,
+        "tools": task.tools,
+        "n": 2,
+        "max_tokens": 32,
+        "max_turns": 2,
+        "record": False,
+        "seed": seed,
+    }
 
 
 async def _answer(session, url: str, kind: str, body: dict, deadline_s: float) -> LegalResult:
@@ -82,11 +90,21 @@ async def _answer(session, url: str, kind: str, body: dict, deadline_s: float) -
                 if r.status == 200:
                     payload = json.loads(raw)
                     ok = bool(payload.get("choices" if kind == "chat" else "runs"))
-                    return LegalResult(kind, ok, statuses, time.monotonic() - started,
-                                       None if ok else f"200 without {kind} output: {raw[:200]!r}")
+                    return LegalResult(
+                        kind,
+                        ok,
+                        statuses,
+                        time.monotonic() - started,
+                        None if ok else f"200 without {kind} output: {raw[:200]!r}",
+                    )
                 if r.status != 429:
-                    return LegalResult(kind, False, statuses, time.monotonic() - started,
-                                       f"HTTP {r.status}: {raw[:200].decode(errors='replace')}")
+                    return LegalResult(
+                        kind,
+                        False,
+                        statuses,
+                        time.monotonic() - started,
+                        f"HTTP {r.status}: {raw[:200].decode(errors='replace')}",
+                    )
                 wait = retry_after_s(r.headers.get("Retry-After"))
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             return LegalResult(kind, False, statuses, time.monotonic() - started, f"{type(exc).__name__}: {exc}"[:200])
@@ -161,15 +179,19 @@ class HostileSender(_Paced):
             response = conn.getresponse()
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
-            self.results.append(HostileResult(case.name, None, False, time.monotonic() - began, False,
-                                              f"{type(exc).__name__}: {exc}"[:200]))
+            self.results.append(
+                HostileResult(
+                    case.name, None, False, time.monotonic() - began, False, f"{type(exc).__name__}: {exc}"[:200]
+                )
+            )
             return
         finally:
             conn.close()
         seconds = time.monotonic() - began
         problem = hostile_problem(case.statuses, response.status, raw)
-        self.results.append(HostileResult(case.name, response.status, problem is None, seconds,
-                                          seconds > case.max_seconds, problem))
+        self.results.append(
+            HostileResult(case.name, response.status, problem is None, seconds, seconds > case.max_seconds, problem)
+        )
 
 
 class Pinger(_Paced):

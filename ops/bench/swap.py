@@ -49,8 +49,17 @@ class Publisher:
         with torch.no_grad():
             for p in self.model.parameters():
                 p.add_(torch.randn_like(p) * (p.float().std() * self.noise))
-        manifest, seconds = publish(self.model, self.model_dir, self.weights_dir, self.last, self.last + 1,
-                                    self.model_dir.name, self.client, self.streams, keep=3)
+        manifest, seconds = publish(
+            self.model,
+            self.model_dir,
+            self.weights_dir,
+            self.last,
+            self.last + 1,
+            self.model_dir.name,
+            self.client,
+            self.streams,
+            keep=3,
+        )
         announced_at = time.monotonic()
         self.last = manifest.version
         return Published(manifest.version, announced_at, seconds, started_at)
@@ -59,9 +68,17 @@ class Publisher:
 async def _agent_client(session, url: str, k: int, args, stop: asyncio.Event, out: list[Response]) -> None:
     i = 0
     while not stop.is_set():
-        body = {"messages": [{"role": "user", "content": PROMPTS[(k + i) % len(PROMPTS)]}], "task_id": f"swap-{k}-{i}",
-                "n": 1, "max_turns": 1, "max_tokens": args.max_tokens, "seed": k * 100_000 + i, "record": False,
-                "return_trajectories": True, "model": BENCH_MODEL}
+        body = {
+            "messages": [{"role": "user", "content": PROMPTS[(k + i) % len(PROMPTS)]}],
+            "task_id": f"swap-{k}-{i}",
+            "n": 1,
+            "max_turns": 1,
+            "max_tokens": args.max_tokens,
+            "seed": k * 100_000 + i,
+            "record": False,
+            "return_trajectories": True,
+            "model": BENCH_MODEL,
+        }
         out.append(await _post(session, url + "/v1/agent/runs", body, "agent"))
         i += 1
 
@@ -94,7 +111,9 @@ async def _drive(url: str, publisher: Publisher, args) -> tuple[list[Published],
     stop, responses, published = asyncio.Event(), [], []
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
-        clients = [asyncio.create_task(_agent_client(session, url, k, args, stop, responses)) for k in range(args.clients)]
+        clients = [
+            asyncio.create_task(_agent_client(session, url, k, args, stop, responses)) for k in range(args.clients)
+        ]
         clients.append(asyncio.create_task(_canary(session, url, stop, responses)))
         await asyncio.sleep(args.warmup_s)
         for _ in range(args.versions):
@@ -127,26 +146,43 @@ def run_bench_swap(args, config) -> int:
     settings, common = config.get(ServeSettings), config.common
     core = settings.vllm_engine_core_process if args.core_process is None else args.core_process
     model_dir = common.model_path()
-    header = {"command": bench_command("swap", sys.argv), "model": model_name(model_dir),
-              "engine": "vllm (engine-core process)" if core else "vllm (in-process)", "clients": args.clients,
-              "versions": args.versions, "interval_s": args.interval_s, "max_tokens": args.max_tokens,
-              "noise": args.noise, "cpu": cpu_model(), "cores": os.cpu_count(), "machine_start": machine_now()}
+    header = {
+        "command": bench_command("swap", sys.argv),
+        "model": model_name(model_dir),
+        "engine": "vllm (engine-core process)" if core else "vllm (in-process)",
+        "clients": args.clients,
+        "versions": args.versions,
+        "interval_s": args.interval_s,
+        "max_tokens": args.max_tokens,
+        "noise": args.noise,
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "machine_start": machine_now(),
+    }
     server_swaps = None
     with tempfile.TemporaryDirectory(prefix="slca-bench-swap-") as tmp:
         redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
         try:
             publisher = Publisher(model_dir, Path(tmp) / "weights", redis.url, common.stream_prefix, args.noise)
             p = port()
-            overrides = {"serve.engine": "vllm", "serve.vllm_engine_core_process": str(core).lower(),
-                         "serve.subscribe_weights": "true", "serve.max_model_len": settings.max_model_len,
-                         "serve.kv_cache_gib": settings.kv_cache_gib, "serve.dtype": settings.dtype,
-                         "common.stream_prefix": common.stream_prefix,
-                         # a private, throwaway Redis that only this bench writes: unsigned announcements are safe
-                         "common.allow_unsigned_weights": "true"}
+            overrides = {
+                "serve.engine": "vllm",
+                "serve.vllm_engine_core_process": str(core).lower(),
+                "serve.subscribe_weights": "true",
+                "serve.max_model_len": settings.max_model_len,
+                "serve.kv_cache_gib": settings.kv_cache_gib,
+                "serve.dtype": settings.dtype,
+                "common.stream_prefix": common.stream_prefix,
+                # a private, throwaway Redis that only this bench writes: unsigned announcements are safe
+                "common.allow_unsigned_weights": "true",
+            }
             cmd = slca_serve_cmd(model_dir, redis.url, p, overrides)
             with running(cmd, f"http://127.0.0.1:{p}/readyz", Path(tmp) / "serve.log") as started:
-                print(f"slca serve ready in {started:.0f}s; {args.clients} clients; publishing {args.versions} versions "
-                      f"every {args.interval_s:.0f}s", flush=True)
+                print(
+                    f"slca serve ready in {started:.0f}s; {args.clients} clients; publishing {args.versions} versions "
+                    f"every {args.interval_s:.0f}s",
+                    flush=True,
+                )
                 published, responses = asyncio.run(_drive(f"http://127.0.0.1:{p}", publisher, args))
                 server_swaps = _server_swaps(f"http://127.0.0.1:{p}")
         except ServerFailed as exc:
@@ -156,14 +192,16 @@ def run_bench_swap(args, config) -> int:
             redis.kill()
     summary = summarise(published, responses, server_swaps)
     header["machine_end"] = machine_now()
-    notes = ["swap latency: announcement (publish() returned) → first response proving a token of that version or "
-             "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
-             "end to end: publish began (weights perturbed, written, hashed, announced) → that same response",
-             "failed swaps: published versions no response ever showed (nor a later one); serve's swaps: its own "
-             "slca_swaps_total by outcome and rollbacks at the end of the run",
-             "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "
-             "next one's",
-             "failed: every non-200 or broken response among agent runs and canaries"]
+    notes = [
+        "swap latency: announcement (publish() returned) → first response proving a token of that version or "
+        "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
+        "end to end: publish began (weights perturbed, written, hashed, announced) → that same response",
+        "failed swaps: published versions no response ever showed (nor a later one); serve's swaps: its own "
+        "slca_swaps_total by outcome and rollbacks at the end of the run",
+        "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "
+        "next one's",
+        "failed: every non-200 or broken response among agent runs and canaries",
+    ]
     print(table(summary))
     if args.out:
         write(args.out, summary, header, notes)

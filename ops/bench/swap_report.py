@@ -105,8 +105,9 @@ def server_swap_outcomes(metrics_text: str) -> dict[str, int]:
 _SWAPS = re.compile(r'^slca_(swaps|swap_rollbacks)_total(?:\{outcome="(\w+)"\})?\s+([0-9.eE+-]+)$')
 
 
-def summarise(published: list[Published], responses: list[Response],
-              server_swaps: dict[str, int] | None = None) -> SwapSummary:
+def summarise(
+    published: list[Published], responses: list[Response], server_swaps: dict[str, int] | None = None
+) -> SwapSummary:
     latencies = swap_latencies(published, responses)
     seen = [x for x in latencies if x is not None]
     ends = [x + (p.announced_at - p.began) for p, x in zip(published, latencies) if x is not None]
@@ -115,15 +116,27 @@ def summarise(published: list[Published], responses: list[Response],
     mixed = sum(r.mixed for r in trajectories)
     errors = [r.error for r in responses if not r.ok]
     return SwapSummary(
-        versions=len(published), swaps_seen=len(seen), latency_p50_s=percentile(seen, 50),
-        latency_p99_s=percentile(seen, 99), latency_max_s=max(seen) if seen else None,
-        latencies_s=[round(x, 4) for x in seen], requests=len(responses), failed=len(errors),
-        trajectories=len(trajectories), mixed=mixed, mixed_share=mixed / len(trajectories) if trajectories else None,
-        publish_p50_s=percentile([p.publish_s for p in published], 50), first_error=errors[0] if errors else None,
-        failed_swaps=len(published) - len(seen), end_to_end_p50_s=percentile(ends, 50),
-        end_to_end_p99_s=percentile(ends, 99), end_to_end_max_s=max(ends) if ends else None,
-        mixed_per_swap=mixed_each, mixed_per_swap_mean=sum(mixed_each) / len(mixed_each) if mixed_each else None,
-        mixed_per_swap_max=max(mixed_each) if mixed_each else None, server_swaps=server_swaps,
+        versions=len(published),
+        swaps_seen=len(seen),
+        latency_p50_s=percentile(seen, 50),
+        latency_p99_s=percentile(seen, 99),
+        latency_max_s=max(seen) if seen else None,
+        latencies_s=[round(x, 4) for x in seen],
+        requests=len(responses),
+        failed=len(errors),
+        trajectories=len(trajectories),
+        mixed=mixed,
+        mixed_share=mixed / len(trajectories) if trajectories else None,
+        publish_p50_s=percentile([p.publish_s for p in published], 50),
+        first_error=errors[0] if errors else None,
+        failed_swaps=len(published) - len(seen),
+        end_to_end_p50_s=percentile(ends, 50),
+        end_to_end_p99_s=percentile(ends, 99),
+        end_to_end_max_s=max(ends) if ends else None,
+        mixed_per_swap=mixed_each,
+        mixed_per_swap_mean=sum(mixed_each) / len(mixed_each) if mixed_each else None,
+        mixed_per_swap_max=max(mixed_each) if mixed_each else None,
+        server_swaps=server_swaps,
     )
 
 
@@ -135,20 +148,28 @@ def table(s: SwapSummary) -> str:
     share = f"{s.mixed_share:.1%}" if s.mixed_share is not None else "—"
     per = f"{s.mixed_per_swap_mean:.2f} (max {s.mixed_per_swap_max})" if s.mixed_per_swap_mean is not None else "—"
     server = ", ".join(f"{k} {v}" for k, v in (s.server_swaps or {}).items()) or "—"
-    return "\n".join([
-        "| versions published | swaps seen | failed swaps | swap latency p50 s | p99 s | max s | end to end p50 s "
-        "| p99 s | requests | failed | trajectories | mixed-version | mixed per swap | publish p50 s | serve's swaps |",
-        "|" + "---|" * 15,
-        f"| {s.versions} | {s.swaps_seen} | {s.failed_swaps} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | "
-        f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {s.requests} | {s.failed} | "
-        f"{s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} |",
-    ])
+    return "\n".join(
+        [
+            "| versions published | swaps seen | failed swaps | swap latency p50 s | p99 s | max s "
+            "| end to end p50 s | p99 s | requests | failed | trajectories | mixed-version | mixed per swap "
+            "| publish p50 s | serve's swaps |",
+            "|" + "---|" * 15,
+            f"| {s.versions} | {s.swaps_seen} | {s.failed_swaps} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | "
+            f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {s.requests} | "
+            f"{s.failed} | {s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} |",
+        ]
+    )
 
 
 def write(out: Path, summary: SwapSummary, header: dict, notes: list[str]) -> None:
     """`table.md` and `results.json` in `out` (ops.bench.ab.write: no machine paths, or nothing is written)."""
     from ops.bench.ab import write as write_checked
 
-    lines = [*(f"- {k}: {v}" for k, v in header.items() if k != "command"), "", table(summary), "",
-             *(f"- {n}" for n in notes)]
+    lines = [
+        *(f"- {k}: {v}" for k, v in header.items() if k != "command"),
+        "",
+        table(summary),
+        "",
+        *(f"- {n}" for n in notes),
+    ]
     write_checked(out, {**header, "notes": notes, **asdict(summary)}, lines, "slca bench swap")

@@ -14,9 +14,14 @@ import time
 from dataclasses import dataclass
 
 PROMPTS = [
-    "Tell me about the history of the bicycle.", "How do tides work?", "Write a short poem about autumn.",
-    "Explain what a hash table is.", "What should I pack for a weekend hike?", "Describe how bread rises.",
-    "Give three tips for learning a language.", "Why is the sky blue?",
+    "Tell me about the history of the bicycle.",
+    "How do tides work?",
+    "Write a short poem about autumn.",
+    "Explain what a hash table is.",
+    "What should I pack for a weekend hike?",
+    "Describe how bread rises.",
+    "Give three tips for learning a language.",
+    "Why is the sky blue?",
 ]
 
 CHAT = "chat"
@@ -32,10 +37,15 @@ class Sample:
     error: str | None = None
 
 
-def request_body(api: str, i: int, max_tokens: int, model: str | None, stream: bool = True,
-                 record: bool = True) -> dict:
-    body: dict = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": max_tokens,
-                  "seed": i, "temperature": 1.0}
+def request_body(
+    api: str, i: int, max_tokens: int, model: str | None, stream: bool = True, record: bool = True
+) -> dict:
+    body: dict = {
+        "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+        "max_tokens": max_tokens,
+        "seed": i,
+        "temperature": 1.0,
+    }
     if model:
         body["model"] = model
     if api == CHAT:
@@ -87,8 +97,16 @@ async def _agent(session, url: str, body: dict) -> Sample:
     return Sample(sum(1 for lp in traj["logprobs"] if lp is not None), time.perf_counter() - t0, None)
 
 
-async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None,
-                   stream: bool = True, first: int = 0) -> tuple[list[Sample], float]:
+async def run_load(
+    url: str,
+    api: str,
+    clients: int,
+    requests: int,
+    max_tokens: int,
+    model: str | None = None,
+    stream: bool = True,
+    first: int = 0,
+) -> tuple[list[Sample], float]:
     """Every request's sample, and the wall time from the first request sent to the last answer."""
     import aiohttp
 
@@ -109,7 +127,15 @@ async def run_load(url: str, api: str, clients: int, requests: int, max_tokens: 
         return list(samples), time.perf_counter() - t0
 
 
-def measure(url: str, api: str, clients: int, requests: int, max_tokens: int, model: str | None = None,
-            stream: bool = True, first: int = 0):
+def measure(
+    url: str,
+    api: str,
+    clients: int,
+    requests: int,
+    max_tokens: int,
+    model: str | None = None,
+    stream: bool = True,
+    first: int = 0,
+):
     """Samples and wall seconds of requests first … first + requests − 1."""
     return asyncio.run(run_load(url, api, clients, requests, max_tokens, model, stream, first))

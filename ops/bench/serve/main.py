@@ -25,8 +25,16 @@ from ops.bench import ab
 from ops.bench.common import bench_command, model_name
 from ops.bench.serve import load
 from ops.bench.serve.report import BASELINE, COMPARISONS, Comparison, HEADER, summarise, table_row, write
-from ops.bench.servers import (BENCH_MODEL, ServerFailed, port, project_engine_kwargs, running, slca_serve_cmd,
-                               vllm_server_cmd, vllm_server_env)
+from ops.bench.servers import (
+    BENCH_MODEL,
+    ServerFailed,
+    port,
+    project_engine_kwargs,
+    running,
+    slca_serve_cmd,
+    vllm_server_cmd,
+    vllm_server_env,
+)
 
 SLCA_TARGETS: dict[str, dict[str, object]] = {
     "slca-vllm-core": {"serve.engine": "vllm", "serve.vllm_engine_core_process": "true"},
@@ -35,9 +43,11 @@ SLCA_TARGETS: dict[str, dict[str, object]] = {
 }
 """slca's engine setups: the engine core in its own process, the in-process engine loop, transformers (reference)."""
 TARGETS = (BASELINE, *SLCA_TARGETS)
-SIDE_API = {"chat-stream": ((load.CHAT, True), (load.CHAT, True)),
-            "chat-whole": ((load.CHAT, False), (load.CHAT, False)),
-            "agent": ((load.CHAT, False), (load.AGENT, False))}
+SIDE_API = {
+    "chat-stream": ((load.CHAT, True), (load.CHAT, True)),
+    "chat-whole": ((load.CHAT, False), (load.CHAT, False)),
+    "agent": ((load.CHAT, False), (load.AGENT, False)),
+}
 """Per comparison: (baseline's api, streamed), (target's api, streamed)."""
 
 
@@ -52,20 +62,33 @@ def run_serve_bench(settings, common, args) -> int:
     dtype = choose_precision(settings.dtype).dtype
     rule = ab.WindowRule(min_waves=args.waves, min_seconds=args.window_s)
     header = {
-        "command": bench_command("serve", sys.argv), "method": "ops.bench.ab", "model": model_name(model_dir),
-        "dtype": dtype, "baseline": baseline, "max_tokens": args.max_tokens, "clients": args.clients,
-        "hf_clients": args.hf_clients, "pairs": args.pairs, "order": args.order, "seed": args.seed,
+        "command": bench_command("serve", sys.argv),
+        "method": "ops.bench.ab",
+        "model": model_name(model_dir),
+        "dtype": dtype,
+        "baseline": baseline,
+        "max_tokens": args.max_tokens,
+        "clients": args.clients,
+        "hf_clients": args.hf_clients,
+        "pairs": args.pairs,
+        "order": args.order,
+        "seed": args.seed,
         "window": {"min_waves": rule.min_waves, "min_seconds": rule.min_seconds, "wave": "one request per client"},
         "machine_start": ab.machine_now(),
     }
-    notes = ["chat-stream: streamed on both sides (TTFT = first content chunk); chat-whole: non-streamed on both; "
-             "agent: POST /v1/agent/runs, one turn, record=true (to the Redis stream, as in production), against "
-             "the baseline's non-streamed chat",
-             "ratio: target ÷ baseline tokens/s per pair of alternated windows; request i carries prompt i and seed i "
-             "on every server; both servers run side by side, measured one at a time",
-             "baseline vLLM server: slca's engine arguments as flags (serve/engines/vllm_common.py engine_kwargs)"]
-    print(f"slca bench serve — model={header['model']} dtype={dtype} baseline={baseline} clients={args.clients} "
-          f"pairs={args.pairs} load={header['machine_start']['load_average']}", flush=True)
+    notes = [
+        "chat-stream: streamed on both sides (TTFT = first content chunk); chat-whole: non-streamed on both; "
+        "agent: POST /v1/agent/runs, one turn, record=true (to the Redis stream, as in production), against "
+        "the baseline's non-streamed chat",
+        "ratio: target ÷ baseline tokens/s per pair of alternated windows; request i carries prompt i and seed i "
+        "on every server; both servers run side by side, measured one at a time",
+        "baseline vLLM server: slca's engine arguments as flags (serve/engines/vllm_common.py engine_kwargs)",
+    ]
+    print(
+        f"slca bench serve — model={header['model']} dtype={dtype} baseline={baseline} clients={args.clients} "
+        f"pairs={args.pairs} load={header['machine_start']['load_average']}",
+        flush=True,
+    )
     print(HEADER, flush=True)
     rows: list[Comparison] = []
     with tempfile.TemporaryDirectory(prefix="slca-bench-serve-") as tmp:
@@ -98,16 +121,25 @@ def run_serve_bench(settings, common, args) -> int:
     return 0 if rows and not any(r.a.failed or r.b.failed for r in rows) else 1
 
 
-def compare(target: str, comparison: str, clients: int, base_url: str, url: str, args, rule: ab.WindowRule,
-            measure: Callable = load.measure) -> Comparison:
+def compare(
+    target: str,
+    comparison: str,
+    clients: int,
+    base_url: str,
+    url: str,
+    args,
+    rule: ab.WindowRule,
+    measure: Callable = load.measure,
+) -> Comparison:
     """One comparison at one concurrency: alternated windows of the baseline (A) and the target (B)."""
     (api_a, stream_a), (api_b, stream_b) = SIDE_API[comparison]
     sides, samples = {}, {"A": [], "B": []}
     for label, server_url, api, stream in (("A", base_url, api_a, stream_a), ("B", url, api_b, stream_b)):
 
         def wave(server_url=server_url, api=api, stream=stream, label=label) -> ab.Wave:
-            got, seconds = measure(server_url, api, clients, _requests(clients, args), args.max_tokens, BENCH_MODEL,
-                                   stream)
+            got, seconds = measure(
+                server_url, api, clients, _requests(clients, args), args.max_tokens, BENCH_MODEL, stream
+            )
             samples[label].append((got, seconds))
             ok = [s for s in got if s.error is None]
             return ab.Wave(sum(s.tokens for s in ok), seconds, {"requests": len(got), "failed": len(got) - len(ok)})
@@ -115,11 +147,14 @@ def compare(target: str, comparison: str, clients: int, base_url: str, url: str,
         def warm(server_url=server_url, api=api, stream=stream) -> None:  # first-step work must not count
             measure(server_url, api, 2, 2, 8, BENCH_MODEL, stream)
 
-        sides[label] = ab.Side(f"{args.baseline} {api}" if label == "A" else f"{target} {api}", ab.waves(wave, rule),
-                               warm)
+        sides[label] = ab.Side(
+            f"{args.baseline} {api}" if label == "A" else f"{target} {api}", ab.waves(wave, rule), warm
+        )
     result = ab.alternate(sides["A"], sides["B"], pairs=args.pairs, order=args.order, seed=args.seed, warmup=1)
-    figures = {k: summarise(sides[k].name, api, clients, [s for got, _ in v for s in got], sum(t for _, t in v))
-               for k, v, api in (("A", samples["A"], api_a), ("B", samples["B"], api_b))}
+    figures = {
+        k: summarise(sides[k].name, api, clients, [s for got, _ in v for s in got], sum(t for _, t in v))
+        for k, v, api in (("A", samples["A"], api_a), ("B", samples["B"], api_b))
+    }
     return Comparison(target, comparison, clients, figures["A"], figures["B"], result)
 
 
@@ -130,7 +165,7 @@ def _baseline_flags(baseline: str, model_dir: Path, settings) -> list[str] | Non
 
     flags = engine_flags(project_engine_kwargs(model_dir, settings))
     i = flags.index("--model")
-    return flags[:i] + flags[i + 2:]  # the model is named in the header, not by its path
+    return flags[:i] + flags[i + 2 :]  # the model is named in the header, not by its path
 
 
 def _server(target: str, settings, model_dir: Path, redis_url: str, tmp: Path):
@@ -142,14 +177,22 @@ def _server(target: str, settings, model_dir: Path, redis_url: str, tmp: Path):
         p = port()
         if target == BASELINE:
             cmd = vllm_server_cmd(p, project_engine_kwargs(model_dir, settings))
-            ctx = running(cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log",
-                          vllm_server_env(settings.kv_cache_gib))
+            ctx = running(
+                cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log", vllm_server_env(settings.kv_cache_gib)
+            )
         else:
-            overrides = {"serve.dtype": settings.dtype, "serve.max_model_len": settings.max_model_len,
-                         "serve.max_batch": settings.max_batch, "serve.kv_cache_gib": settings.kv_cache_gib,
-                         **SLCA_TARGETS[target]}
-            ctx = running(slca_serve_cmd(model_dir, redis_url, p, overrides), f"http://127.0.0.1:{p}/readyz",
-                          tmp / f"{target}-{p}.log")
+            overrides = {
+                "serve.dtype": settings.dtype,
+                "serve.max_model_len": settings.max_model_len,
+                "serve.max_batch": settings.max_batch,
+                "serve.kv_cache_gib": settings.kv_cache_gib,
+                **SLCA_TARGETS[target],
+            }
+            ctx = running(
+                slca_serve_cmd(model_dir, redis_url, p, overrides),
+                f"http://127.0.0.1:{p}/readyz",
+                tmp / f"{target}-{p}.log",
+            )
         with ctx as seconds:
             print(f"# {target} ready in {seconds:.0f}s", flush=True)
             yield f"http://127.0.0.1:{p}"

@@ -40,10 +40,22 @@ def summarise(target: str, api: str, clients: int, samples: list[Sample], second
     latencies = [s.latency_s for s in ok]
     tokens = sum(s.tokens for s in ok)
     errors = [s.error for s in samples if s.error is not None]
-    return Figures(target, api, clients, len(samples), len(errors), tokens, seconds,
-                   tokens / seconds if seconds else 0.0, len(ok) / seconds if seconds else 0.0,
-                   percentile(ttfts, 50), percentile(ttfts, 95), percentile(latencies, 50), percentile(latencies, 95),
-                   errors[0] if errors else None)
+    return Figures(
+        target,
+        api,
+        clients,
+        len(samples),
+        len(errors),
+        tokens,
+        seconds,
+        tokens / seconds if seconds else 0.0,
+        len(ok) / seconds if seconds else 0.0,
+        percentile(ttfts, 50),
+        percentile(ttfts, 95),
+        percentile(latencies, 50),
+        percentile(latencies, 95),
+        errors[0] if errors else None,
+    )
 
 
 @dataclass
@@ -59,8 +71,14 @@ class Comparison:
     result: ABResult
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "comparison": self.comparison, "clients": self.clients,
-                "baseline": asdict(self.a), "measured": asdict(self.b), **self.result.to_dict()}
+        return {
+            "target": self.target,
+            "comparison": self.comparison,
+            "clients": self.clients,
+            "baseline": asdict(self.a),
+            "measured": asdict(self.b),
+            **self.result.to_dict(),
+        }
 
 
 def _ms(v: float | None) -> str:
@@ -71,23 +89,32 @@ def _x(v: float | None) -> str:
     return f"{v:.2f}×" if v is not None else "—"
 
 
-HEADER = ("| target | comparison | clients | pairs | baseline tok/s | target tok/s | ÷ baseline (median) | interval "
-          "| min–max | failed | TTFT p50 ms base / target | latency p50 ms base / target |\n|" + "---|" * 12)
+HEADER = (
+    "| target | comparison | clients | pairs | baseline tok/s | target tok/s | ÷ baseline (median) | interval "
+    "| min–max | failed | TTFT p50 ms base / target | latency p50 ms base / target |\n|" + "---|" * 12
+)
 
 
 def table_row(row: Comparison) -> str:
     s = row.result.summary()
-    interval = (f"{s['interval'][0]:.2f}–{s['interval'][1]:.2f} ({s['interval_coverage']:.0%})" if s["interval"]
-                else "—")
+    interval = f"{s['interval'][0]:.2f}–{s['interval'][1]:.2f} ({s['interval_coverage']:.0%})" if s["interval"] else "—"
     spread = f"{s['min_ratio']:.2f}–{s['max_ratio']:.2f}" if s["min_ratio"] is not None else "—"
-    return (f"| {row.target} | {row.comparison} | {row.clients} | {row.result.pairs} | {s['median_a']:.1f} | "
-            f"{s['median_b']:.1f} | {_x(s['median_ratio'])} | {interval} | {spread} | {row.a.failed} / {row.b.failed} | "
-            f"{_ms(row.a.ttft_p50_s)} / {_ms(row.b.ttft_p50_s)} | {_ms(row.a.latency_p50_s)} / "
-            f"{_ms(row.b.latency_p50_s)} |")
+    return (
+        f"| {row.target} | {row.comparison} | {row.clients} | {row.result.pairs} | {s['median_a']:.1f} | "
+        f"{s['median_b']:.1f} | {_x(s['median_ratio'])} | {interval} | {spread} | {row.a.failed} / {row.b.failed} | "
+        f"{_ms(row.a.ttft_p50_s)} / {_ms(row.b.ttft_p50_s)} | {_ms(row.a.latency_p50_s)} / "
+        f"{_ms(row.b.latency_p50_s)} |"
+    )
 
 
 def write(out: Path, rows: list[Comparison], header: dict, notes: list[str]) -> None:
     """`table.md` and `results.json` (refused, nothing written, if any machine path is in them)."""
-    lines = [*(f"- {k}: {v}" for k, v in header.items() if k != "command"), "", HEADER,
-             *(table_row(r) for r in rows), "", *(f"- {n}" for n in notes)]
+    lines = [
+        *(f"- {k}: {v}" for k, v in header.items() if k != "command"),
+        "",
+        HEADER,
+        *(table_row(r) for r in rows),
+        "",
+        *(f"- {n}" for n in notes),
+    ]
     write_checked(out, {**header, "notes": notes, "rows": [r.to_dict() for r in rows]}, lines, "slca bench serve")

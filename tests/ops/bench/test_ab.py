@@ -41,8 +41,12 @@ def test_sides_alternate_which_goes_first_and_warm_up_is_the_same_for_both_and_n
     # warm-up: one discarded window per side, in the first pair's order; then A B, B A, A B, B A
     assert log == ["old:measure", "new:measure"] + ["old:measure", "new:measure", "new:measure", "old:measure"] * 2
     assert r.orders == [["A", "B"], ["B", "A"], ["A", "B"], ["B", "A"]]
-    assert [(w.pair, w.position, w.side) for w in r.windows][:4] == [(0, 0, "old"), (0, 1, "new"), (1, 0, "new"),
-                                                                     (1, 1, "old")]
+    assert [(w.pair, w.position, w.side) for w in r.windows][:4] == [
+        (0, 0, "old"),
+        (0, 1, "new"),
+        (1, 0, "new"),
+        (1, 1, "old"),
+    ]
     assert r.figures("old") == [10, 10, 10, 10] and r.figures("new") == [20, 30, 40, 50]  # 999 and 1: warm-up
     assert r.ratios() == [2.0, 3.0, 4.0, 5.0]
 
@@ -60,8 +64,15 @@ def test_random_order_is_reproducible_from_the_recorded_seed_and_not_always_a_fi
     firsts = [o[0] for o in orders]
     assert 0 < firsts.count("A") < 40
     log: list[str] = []
-    r = ab.alternate(Fake("a", [1] * 9, log).side, Fake("b", [2] * 9, log).side, pairs=8, order="random", seed=7,
-                     warmup=0, machine=machine([(0, 0, 0)] * 2))
+    r = ab.alternate(
+        Fake("a", [1] * 9, log).side,
+        Fake("b", [2] * 9, log).side,
+        pairs=8,
+        order="random",
+        seed=7,
+        warmup=0,
+        machine=machine([(0, 0, 0)] * 2),
+    )
     assert r.seed == 7 and r.orders == [list(o) for o in ab.pair_orders(8, "random", 7)]
     assert r.to_dict()["seed"] == 7
 
@@ -76,8 +87,12 @@ def test_fewer_than_three_pairs_or_an_unknown_order_is_refused():
 
 def test_median_ratio_spread_and_order_statistic_interval():
     log: list[str] = []
-    r = ab.alternate(Fake("a", [0, 10, 10, 10], log).side, Fake("b", [0, 12, 9, 15], log).side, pairs=3,
-                     machine=machine([(0.5, 0.4, 0.3), (1.5, 1.0, 0.5)]))
+    r = ab.alternate(
+        Fake("a", [0, 10, 10, 10], log).side,
+        Fake("b", [0, 12, 9, 15], log).side,
+        pairs=3,
+        machine=machine([(0.5, 0.4, 0.3), (1.5, 1.0, 0.5)]),
+    )
     s = r.summary()
     assert s["ratio_b_over_a"] == pytest.approx([1.2, 0.9, 1.5])
     assert s["median_ratio"] == pytest.approx(1.2) and (s["min_ratio"], s["max_ratio"]) == pytest.approx((0.9, 1.5))
@@ -85,9 +100,15 @@ def test_median_ratio_spread_and_order_statistic_interval():
     assert s["median_a"] == 10 and s["median_b"] == 12
 
 
-@pytest.mark.parametrize("n, k, coverage", [(5, 1, 1 - 2 / 32), (6, 1, 1 - 2 / 64), (10, 2, 1 - 2 * 11 / 1024),
-                                            (20, 6, 1 - 2 * sum(__import__("math").comb(20, i) for i in range(6))
-                                             / 2**20)])
+@pytest.mark.parametrize(
+    "n, k, coverage",
+    [
+        (5, 1, 1 - 2 / 32),
+        (6, 1, 1 - 2 / 64),
+        (10, 2, 1 - 2 * 11 / 1024),
+        (20, 6, 1 - 2 * sum(__import__("math").comb(20, i) for i in range(6)) / 2**20),
+    ],
+)
 def test_median_interval_is_the_exact_binomial_order_statistic_interval(n, k, coverage):
     values = [float(i) for i in range(n, 0, -1)]  # unsorted on purpose
     low, high, cov = ab.median_interval(values)
@@ -97,15 +118,19 @@ def test_median_interval_is_the_exact_binomial_order_statistic_interval(n, k, co
 
 def test_a_zero_baseline_gives_no_ratio_rather_than_a_division_error():
     log: list[str] = []
-    r = ab.alternate(Fake("a", [1, 0, 2, 2], log).side, Fake("b", [1, 5, 4, 6], log).side,
-                     machine=machine([(0, 0, 0)] * 2))
+    r = ab.alternate(
+        Fake("a", [1, 0, 2, 2], log).side, Fake("b", [1, 5, 4, 6], log).side, machine=machine([(0, 0, 0)] * 2)
+    )
     assert r.ratios() == [None, 2.0, 3.0] and r.summary()["median_ratio"] == 2.5
 
 
 def test_load_average_and_cpu_flags_are_recorded_at_start_and_end():
     log: list[str] = []
-    r = ab.alternate(Fake("a", [1] * 4, log).side, Fake("b", [1] * 4, log).side,
-                     machine=machine([(0.51234, 0.4, 0.3), (3.0, 2.0, 1.0)]))
+    r = ab.alternate(
+        Fake("a", [1] * 4, log).side,
+        Fake("b", [1] * 4, log).side,
+        machine=machine([(0.51234, 0.4, 0.3), (3.0, 2.0, 1.0)]),
+    )
     d = r.to_dict()
     assert d["machine_start"]["load_average"] == [0.51, 0.4, 0.3] and d["machine_end"]["load_average"] == [3, 2, 1]
     assert isinstance(d["machine_start"]["cpu_flags"], list)
@@ -129,22 +154,43 @@ def test_window_rule_runs_waves_until_both_bounds_hold():
 
 def test_markdown_names_the_first_side_of_each_pair():
     log: list[str] = []
-    r = ab.alternate(Fake("old", [1, 10, 10, 10], log).side, Fake("new", [1, 20, 20, 20], log).side,
-                     machine=machine([(0, 0, 0)] * 2))
+    r = ab.alternate(
+        Fake("old", [1, 10, 10, 10], log).side, Fake("new", [1, 20, 20, 20], log).side, machine=machine([(0, 0, 0)] * 2)
+    )
     text = "\n".join(ab.markdown(r, "tok/s"))
     assert "| 1 | old | 10 | 20 | 2.000 |" in text and "| 2 | new | 10 | 20 | 2.000 |" in text
     assert "median **2.000×** over 3 pairs" in text and "75.0% interval" in text
 
 
-@pytest.mark.parametrize("value", ["/home/me/models/warm", "slca bench sft --model /srv/m", "~/models/x",
-                                   "--out=/tmp/x", "C:\\Users\\me", os.getcwd() + "x", "(/scratch/run1)"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/home/me/models/warm",
+        "slca bench sft --model /srv/m",
+        "~/models/x",
+        "--out=/tmp/x",
+        "C:\\Users\\me",
+        os.getcwd() + "x",
+        "(/scratch/run1)",
+    ],
+)
 def test_machine_paths_are_found(value):
     assert ab.machine_paths({"k": [value]}) and ab.machine_paths({value: 1})
 
 
-@pytest.mark.parametrize("value", ["POST /v1/agent/runs", "http://127.0.0.1:8000/v1/chat/completions", "tokens/s",
-                                   "sampled from /proc", "slca bench sft --model …/warm", "SmolLM2-135M", "1/2",
-                                   "÷ vLLM"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "POST /v1/agent/runs",
+        "http://127.0.0.1:8000/v1/chat/completions",
+        "tokens/s",
+        "sampled from /proc",
+        "slca bench sft --model …/warm",
+        "SmolLM2-135M",
+        "1/2",
+        "÷ vLLM",
+    ],
+)
 def test_non_paths_pass(value):
     assert ab.machine_paths({"k": value}) == []
 
@@ -158,8 +204,9 @@ def test_write_refuses_machine_paths_and_writes_nothing(tmp_path):
 
 
 def test_write_json_and_markdown_with_the_command(tmp_path):
-    command = bench_command("sft", ["slca", "bench", "sft", "--model", "/home/me/m/warm", "--out", "/x/y.json",
-                                    "--pairs", "5"])
+    command = bench_command(
+        "sft", ["slca", "bench", "sft", "--model", "/home/me/m/warm", "--out", "/x/y.json", "--pairs", "5"]
+    )
     assert command == "slca bench sft --model …/warm --pairs 5"
     j, md = ab.write(tmp_path / "r.json", {"command": command, "model": model_name("/home/me/m/warm")}, ["t"], "T")
     assert (j, md) == (tmp_path / "r.json", tmp_path / "r.md")

@@ -17,11 +17,26 @@ from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeli
 from ops.bench.rl_trl import TrlCounts, close_step, start_window
 
 
-def side(name: str, seconds: float = 600, completions: int = 80, updates: int = 10, tokens: int = 6000,
-         rss_gib: float = 4.0, **kw) -> SideResult:
+def side(
+    name: str,
+    seconds: float = 600,
+    completions: int = 80,
+    updates: int = 10,
+    tokens: int = 6000,
+    rss_gib: float = 4.0,
+    **kw,
+) -> SideResult:
     trained = kw.pop("trained", completions)
-    return SideResult(name=name, seconds=seconds, completions=completions, completions_trained=trained,
-                      updates=updates, generated_tokens=tokens, peak_rss_bytes=int(rss_gib * GIB), **kw)
+    return SideResult(
+        name=name,
+        seconds=seconds,
+        completions=completions,
+        completions_trained=trained,
+        updates=updates,
+        generated_tokens=tokens,
+        peak_rss_bytes=int(rss_gib * GIB),
+        **kw,
+    )
 
 
 def test_per_hour_rates_scale_the_window_to_an_hour():
@@ -47,8 +62,10 @@ def test_ratios_are_slca_over_trl_and_none_where_trl_did_nothing():
     assert ratios(slca, side("trl", completions=0, updates=0, tokens=0))["completions_per_hour"] is None
 
 
-@pytest.mark.parametrize("slca_completions, rss, expect", [(160, 4.0, ("met", "met")), (150, 4.0, ("NOT met", "met")),
-                                                           (200, 7.0, ("met", "NOT met"))])
+@pytest.mark.parametrize(
+    "slca_completions, rss, expect",
+    [(160, 4.0, ("met", "met")), (150, 4.0, ("NOT met", "met")), (200, 7.0, ("met", "NOT met"))],
+)
 def test_verdict_checks_both_targets(slca_completions, rss, expect):
     line = verdict(side("slca", completions=slca_completions, rss_gib=rss), side("trl", completions=80))[0]
     assert f"= {slca_completions / 80:.2f}" in line
@@ -63,33 +80,39 @@ def test_table_has_a_ratio_column_only_with_both_sides():
 
 
 def test_where_time_goes_lists_processes_with_their_share():
-    s = side("slca", seconds=100, cpu_s_by_process={"serve": 150.0, "learn": 50.0},
-             peak_rss_by_process={"serve": 2 * GIB})
+    s = side(
+        "slca", seconds=100, cpu_s_by_process={"serve": 150.0, "learn": 50.0}, peak_rss_by_process={"serve": 2 * GIB}
+    )
     lines = where_time_goes(s)
     serve = next(line for line in lines if "serve" in line)
     assert "75.0%" in serve and "1.50 cores" in serve and "2.00 GiB" in serve
     assert "25.0%" in next(line for line in lines if "learn" in line)
 
 
-@pytest.mark.parametrize("cmdline, role", [
-    ("/v/bin/python -m slca --set a=b serve", "serve"),
-    ("/v/bin/python -m slca --set x=1 learn", "learn"),
-    ("/v/bin/python -m celery -A workers.celery_app worker --pool prefork", "worker"),
-    ("/v/bin/python -m slca assembler", "assembler"),
-    ("/v/bin/python -m slca --set ops.feed_pack=everyday up --duration 9", "supervisor (slca up)"),
-    ("/usr/bin/redis-server 127.0.0.1:6379", "redis"),
-    ("/bin/sh -c true", "other: sh"),
-])
+@pytest.mark.parametrize(
+    "cmdline, role",
+    [
+        ("/v/bin/python -m slca --set a=b serve", "serve"),
+        ("/v/bin/python -m slca --set x=1 learn", "learn"),
+        ("/v/bin/python -m celery -A workers.celery_app worker --pool prefork", "worker"),
+        ("/v/bin/python -m slca assembler", "assembler"),
+        ("/v/bin/python -m slca --set ops.feed_pack=everyday up --duration 9", "supervisor (slca up)"),
+        ("/usr/bin/redis-server 127.0.0.1:6379", "redis"),
+        ("/bin/sh -c true", "other: sh"),
+    ],
+)
 def test_role_of_names_pipeline_processes(cmdline, role):
     assert role_of(cmdline) == role
 
 
 def test_learner_steps_counts_updates_groups_and_tokens_inside_the_window_not_zero_advantage_steps(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    rows = [{"step": 1, "ts": 5.0, "groups": ["a"], "tokens": 50},
-            {"step": 2, "ts": 15.0, "groups": ["b", "c"], "skipped_zero": 1, "tokens": 100},
-            {"step": 3, "ts": 20.0, "groups": ["d", "e"], "skipped_zero": 2, "tokens": 0},  # all zero: no update
-            {"step": 4, "ts": 25.0, "groups": ["f"], "tokens": 70}]
+    rows = [
+        {"step": 1, "ts": 5.0, "groups": ["a"], "tokens": 50},
+        {"step": 2, "ts": 15.0, "groups": ["b", "c"], "skipped_zero": 1, "tokens": 100},
+        {"step": 3, "ts": 20.0, "groups": ["d", "e"], "skipped_zero": 2, "tokens": 0},  # all zero: no update
+        {"step": 4, "ts": 25.0, "groups": ["f"], "tokens": 70},
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 5, "ts": 2')  # last line cut by the stop
     c = learner_steps(path, 10.0, 30.0)
     assert (c.steps, c.updates, c.groups_trained, c.tokens_trained) == (3, 2, 2, 170)
@@ -108,9 +131,20 @@ def test_trl_counts_only_steps_with_unequal_rewards_as_updates_and_starts_after_
 
 
 def test_trl_side_result_reports_trained_figures_and_the_prompt_truncation():
-    c = TrlCounts(seconds=600, steps=10, updates=6, zero_advantage_steps=4, completions=80, completions_trained=48,
-                  generated_tokens=6000, trained_tokens=3000, prompts_seen=10, prompts_truncated=7, cold_step_s=40,
-                  config={"max_prompt_length": 512})
+    c = TrlCounts(
+        seconds=600,
+        steps=10,
+        updates=6,
+        zero_advantage_steps=4,
+        completions=80,
+        completions_trained=48,
+        generated_tokens=6000,
+        trained_tokens=3000,
+        prompts_seen=10,
+        prompts_truncated=7,
+        cold_step_s=40,
+        config={"max_prompt_length": 512},
+    )
     r = trl_side_result(c, 2 * GIB, {"trl (one process)": 100.0})
     assert (r.updates, r.completions_trained, r.trained_tokens, r.steps) == (6, 48, 3000, 10)
     assert r.trained_tokens_per_s == 5.0 and r.extra["prompts_truncated"] == 7
@@ -135,26 +169,45 @@ def test_rl_results_refuse_machine_paths_and_record_the_typed_command(tmp_path):
 
 
 def test_pipeline_sets_fix_what_the_comparison_fixes(tmp_path):
-    spec = SlcaSpec(model="/m", pack="everyday", group_size=8, max_new_tokens=128, seconds=60,
-                    extra_sets=("serve.engine=hf",))
+    spec = SlcaSpec(
+        model="/m", pack="everyday", group_size=8, max_new_tokens=128, seconds=60, extra_sets=("serve.engine=hf",)
+    )
     sets = pipeline_sets(spec, tmp_path, "redis://127.0.0.1:1/0", 1234)
     values = [sets[i + 1] for i in range(0, len(sets), 2)]
     assert all(sets[i] == "--set" for i in range(0, len(sets), 2))
-    for expected in ("workers.group_size=8", "ops.feed_max_tokens=128", "ops.feed_max_turns=1",
-                     "ops.warm_start_minutes=0", "ops.probe_enabled=false", "serve.port=1234", "common.model=/m"):
+    for expected in (
+        "workers.group_size=8",
+        "ops.feed_max_tokens=128",
+        "ops.feed_max_turns=1",
+        "ops.warm_start_minutes=0",
+        "ops.probe_enabled=false",
+        "serve.port=1234",
+        "common.model=/m",
+    ):
         assert expected in values
     assert values[-1] == "serve.engine=hf"  # extra settings come last: they win
 
 
 def test_descendants_walks_the_tree_only_below_the_root():
-    table = {1: ProcInfo(0, 0, 0, "init"), 10: ProcInfo(1, 0, 0, "up"), 11: ProcInfo(10, 0, 0, "serve"),
-             12: ProcInfo(11, 0, 0, "child"), 20: ProcInfo(1, 0, 0, "other")}
+    table = {
+        1: ProcInfo(0, 0, 0, "init"),
+        10: ProcInfo(1, 0, 0, "up"),
+        11: ProcInfo(10, 0, 0, "serve"),
+        12: ProcInfo(11, 0, 0, "child"),
+        20: ProcInfo(1, 0, 0, "other"),
+    }
     assert descendants(10, table) == {10, 11, 12}
 
 
 def test_tree_sampler_sums_a_child_and_keeps_its_cpu_after_it_exits():
-    child = subprocess.Popen([sys.executable, "-c", "import time\nx = bytearray(64 << 20)\nt = time.process_time()\n"
-                              "while time.process_time() - t < 0.3: pass\ntime.sleep(0.5)"])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nx = bytearray(64 << 20)\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass\ntime.sleep(0.5)",
+        ]
+    )
     sampler = TreeSampler([os.getpid()], lambda cmd: "child" if "bytearray" in cmd else "me", interval_s=0.05).start()
     child.wait()
     sampler.stop()

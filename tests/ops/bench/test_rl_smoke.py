@@ -13,8 +13,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.skipif(not trl_available(), reason="TRL is the optional [bench] extra (`pip install -e .[bench]`)")
 def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path):
-    spec = TrlSpec(model=str(tiny_model_dir), pack="everyday", group_size=2, max_new_tokens=8, seconds=5.0, lr=5e-6,
-                   bf16=False)
+    spec = TrlSpec(
+        model=str(tiny_model_dir), pack="everyday", group_size=2, max_new_tokens=8, seconds=5.0, lr=5e-6, bf16=False
+    )
     r = run_trl_side(spec, tmp_path, timeout_s=600)
     assert r.steps >= 1 and r.completions == 2 * r.steps and r.completions_trained == 2 * r.updates <= r.completions
     assert r.extra["cold_step_s"] > 0 and "max_prompt_length" in r.extra["trl_config"]
@@ -24,8 +25,15 @@ def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path):
 
 
 def test_slca_side_runs_the_pipeline_and_reads_every_process(tiny_model_dir, tmp_path):
-    spec = SlcaSpec(model=str(tiny_model_dir), pack="everyday", group_size=2, max_new_tokens=16, seconds=20.0,
-                    extra_sets=("serve.engine=hf", "serve.torch_threads=1"), ready_timeout_s=300)
+    spec = SlcaSpec(
+        model=str(tiny_model_dir),
+        pack="everyday",
+        group_size=2,
+        max_new_tokens=16,
+        seconds=20.0,
+        extra_sets=("serve.engine=hf", "serve.torch_threads=1"),
+        ready_timeout_s=300,
+    )
     r = run_slca_side(spec, tmp_path)
     assert r.completions > 0 and r.generated_tokens > 0 and r.completions_trained <= r.completions + spec.group_size
     assert 19.0 <= r.seconds < 40.0

@@ -31,14 +31,33 @@ def test_summary_counts_failures_apart():
 
 
 def test_the_baseline_server_gets_slcas_engine_arguments_as_flags():
-    kwargs = {"model": "/m/SmolLM2", "dtype": "bfloat16", "enforce_eager": True, "max_model_len": 4096,
-              "max_num_seqs": 64, "gpu_memory_utilization": 0.9, "seed": 0, "disable_log_stats": True,
-              "enable_chunked_prefill": False, "max_num_batched_tokens": 4096}
+    kwargs = {
+        "model": "/m/SmolLM2",
+        "dtype": "bfloat16",
+        "enforce_eager": True,
+        "max_model_len": 4096,
+        "max_num_seqs": 64,
+        "gpu_memory_utilization": 0.9,
+        "seed": 0,
+        "disable_log_stats": True,
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": 4096,
+    }
     cmd = vllm_server_cmd(1234, kwargs)
     text = " ".join(cmd)
-    for flag in ("--dtype bfloat16", "--enforce-eager", "--max-model-len 4096", "--max-num-seqs 64",
-                 "--no-enable-chunked-prefill", "--max-num-batched-tokens 4096", "--seed 0", "--disable-log-stats",
-                 "--port 1234", f"--served-model-name {BENCH_MODEL}", "--model /m/SmolLM2"):
+    for flag in (
+        "--dtype bfloat16",
+        "--enforce-eager",
+        "--max-model-len 4096",
+        "--max-num-seqs 64",
+        "--no-enable-chunked-prefill",
+        "--max-num-batched-tokens 4096",
+        "--seed 0",
+        "--disable-log-stats",
+        "--port 1234",
+        f"--served-model-name {BENCH_MODEL}",
+        "--model /m/SmolLM2",
+    ):
         assert flag in text
     assert engine_flags({"x_y": None, "a": False}) == ["--no-a"]
     assert vllm_server_env(2.7) == {"VLLM_CPU_KVCACHE_SPACE": "2"}
@@ -48,8 +67,9 @@ def test_project_engine_kwargs_are_the_engines_own_and_leave_the_environment_alo
     from ops.bench.servers import project_engine_kwargs
 
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
-    settings = SimpleNamespace(dtype="float32", max_model_len=1024, max_batch=8, gpu_memory_utilization=0.5,
-                               kv_cache_gib=3.0)
+    settings = SimpleNamespace(
+        dtype="float32", max_model_len=1024, max_batch=8, gpu_memory_utilization=0.5, kv_cache_gib=3.0
+    )
     kwargs = project_engine_kwargs("m", settings)
     assert kwargs["max_num_seqs"] == 8 and kwargs["enforce_eager"] is True and kwargs["dtype"] == "float32"
     assert "VLLM_CPU_KVCACHE_SPACE" not in __import__("os").environ
@@ -115,15 +135,42 @@ def test_write_refuses_machine_paths_and_writes_the_rows(tmp_path):
 @pytest.mark.slow
 def test_bench_serve_smoke_writes_table_and_json(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "serve"
-    rc = main(["--set", f"common.model={tiny_model_dir}", "--set", "serve.torch_threads=1", "--set",
-               "serve.max_model_len=512", "bench", "serve", "--baseline", "slca-hf", "--targets", "slca-hf",
-               "--hf-clients", "1", "--min-requests", "1", "--waves", "1", "--window-s", "0", "--max-tokens", "4",
-               "--out", str(out)])
+    rc = main(
+        [
+            "--set",
+            f"common.model={tiny_model_dir}",
+            "--set",
+            "serve.torch_threads=1",
+            "--set",
+            "serve.max_model_len=512",
+            "bench",
+            "serve",
+            "--baseline",
+            "slca-hf",
+            "--targets",
+            "slca-hf",
+            "--hf-clients",
+            "1",
+            "--min-requests",
+            "1",
+            "--waves",
+            "1",
+            "--window-s",
+            "0",
+            "--max-tokens",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert rc == 0, printed
     results = json.loads((out / "results.json").read_text())
     assert [(r["comparison"], r["clients"], r["pairs"]) for r in results["rows"]] == [
-        ("chat-stream", 1, 3), ("chat-whole", 1, 3), ("agent", 1, 3)]
+        ("chat-stream", 1, 3),
+        ("chat-whole", 1, 3),
+        ("agent", 1, 3),
+    ]
     assert results["rows"][0]["measured"]["ttft_p50_s"] is not None and results["rows"][0]["median_ratio"] > 0
     assert str(tmp_path) not in (out / "results.json").read_text() + (out / "table.md").read_text()
 

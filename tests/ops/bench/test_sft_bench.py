@@ -42,18 +42,31 @@ def test_a_pass_is_one_wave_over_the_whole_plan_timed_apart_from_warm_up():
 
 
 def window(pair, side, figure, steps, seconds, real, padded, examples):
-    return ab.Window(pair, 0, side, figure, real, seconds, 1, {"steps": steps, "step_seconds": seconds,
-                     "real_tokens": real, "padded_tokens": padded, "examples": examples})
+    return ab.Window(
+        pair,
+        0,
+        side,
+        figure,
+        real,
+        seconds,
+        1,
+        {"steps": steps, "step_seconds": seconds, "real_tokens": real, "padded_tokens": padded, "examples": examples},
+    )
 
 
 def test_report_ratio_is_the_median_of_pairs_and_loops_are_summed_over_windows():
-    windows = [window(0, "old", 100, 10, 10.0, 1000, 1200, 80), window(0, "new", 200, 8, 5.0, 1000, 1010, 80),
-               window(1, "new", 150, 8, 6.0, 1000, 1010, 80), window(1, "old", 100, 10, 10.0, 1000, 1200, 80),
-               window(2, "old", 50, 10, 20.0, 1000, 1200, 80),
-               window(2, "new", 200, 8, 5.0, 1000, 1010, 80)]
+    windows = [
+        window(0, "old", 100, 10, 10.0, 1000, 1200, 80),
+        window(0, "new", 200, 8, 5.0, 1000, 1010, 80),
+        window(1, "new", 150, 8, 6.0, 1000, 1010, 80),
+        window(1, "old", 100, 10, 10.0, 1000, 1200, 80),
+        window(2, "old", 50, 10, 20.0, 1000, 1200, 80),
+        window(2, "new", 200, 8, 5.0, 1000, 1010, 80),
+    ]
     machine = {"load_average": [1, 1, 1], "cpu_flags": []}
-    result = ab.ABResult("old", "new", 3, "alternate", None, [["A", "B"], ["B", "A"], ["A", "B"]], 1, windows,
-                         machine, machine)
+    result = ab.ABResult(
+        "old", "new", 3, "alternate", None, [["A", "B"], ["B", "A"], ["A", "B"]], 1, windows, machine, machine
+    )
     report = sft_report(result, {"command": "slca bench sft", "model": "SmolLM2-135M"})
     assert report["ab"]["ratio_b_over_a"] == [2.0, 1.5, 4.0] and report["ratio"]["tokens_per_s"] == 2.0
     old, new = report["loops"]["old"], report["loops"]["new"]

@@ -27,16 +27,24 @@ ERROR = json.dumps({"error": {"message": "m", "type": "t", "param": None, "code"
 def _samples(rss_mib, redis_mib, seconds=SECONDS, step=5.0, warmup=60.0) -> list[MemorySample]:
     """A sample every `step` s from -warmup to `seconds`; `rss_mib(t)` and `redis_mib(t)` give the values."""
     ts = [-warmup + i * step for i in range(int((seconds + warmup) / step) + 1)]
-    return [MemorySample(t, int(rss_mib(t) * MIB), int(redis_mib(t) * MIB), {"serve": int(rss_mib(t) * MIB)})
-            for t in ts]
+    return [
+        MemorySample(t, int(rss_mib(t) * MIB), int(redis_mib(t) * MIB), {"serve": int(rss_mib(t) * MIB)}) for t in ts
+    ]
 
 
 def _clean(samples, **changes):
     pings = [(t / 20, 0.004) for t in range(int(SECONDS * 20) + 1)]
     legal = [LegalResult("chat", True, [200], 0.5), LegalResult("agent", True, [429, 200], 3.0)]
     hostile = [HostileResult("text_plain_body", 415, True, 0.01, False)]
-    args = {"seconds": SECONDS, "samples": samples, "pings": pings, "ping_failures": {}, "legal": legal,
-            "hostile": hostile, **changes}
+    args = {
+        "seconds": SECONDS,
+        "samples": samples,
+        "pings": pings,
+        "ping_failures": {},
+        "legal": legal,
+        "hostile": hostile,
+        **changes,
+    }
     return summarise(**args)
 
 
@@ -53,11 +61,16 @@ def test_growth_compares_medians_so_one_spike_is_not_a_trend():
     assert g.first_bytes == g.last_bytes == 1000 * MIB and g.growth_bytes == 0 and g.flat is True
 
 
-@pytest.mark.parametrize("first_mib, last_mib, allowed_mib, flat", [
-    (1000, 1064, 64, True), (1000, 1065, 64, False),  # 5 % of 1000 < 64 MiB: the absolute allowance
-    (2000, 2100, 100, True), (2000, 2101, 100, False),  # 5 % of 2000 > 64 MiB: the relative one
-    (2000, 1500, 100, True),  # shrinking is flat
-])
+@pytest.mark.parametrize(
+    "first_mib, last_mib, allowed_mib, flat",
+    [
+        (1000, 1064, 64, True),
+        (1000, 1065, 64, False),  # 5 % of 1000 < 64 MiB: the absolute allowance
+        (2000, 2100, 100, True),
+        (2000, 2101, 100, False),  # 5 % of 2000 > 64 MiB: the relative one
+        (2000, 1500, 100, True),  # shrinking is flat
+    ],
+)
 def test_growth_allowance_is_the_larger_of_absolute_and_relative(first_mib, last_mib, allowed_mib, flat):
     points = [(float(t), (first_mib if t < 300 else last_mib) * MIB) for t in range(0, 601, 5)]
     g = growth(points, 600.0, 64, 0.05)
@@ -87,8 +100,10 @@ def test_a_leak_fails_memory_with_its_growth():
 
 
 def test_warmup_samples_and_pings_are_outside_the_windows():
-    s = _clean(_samples(lambda t: 9000 if t < 0 else 2000, lambda t: 40),
-               pings=[(-30.0, 5.0)] + [(t / 20, 0.004) for t in range(12001)])
+    s = _clean(
+        _samples(lambda t: 9000 if t < 0 else 2000, lambda t: 40),
+        pings=[(-30.0, 5.0)] + [(t / 20, 0.004) for t in range(12001)],
+    )
     assert s.rss.first_bytes == 2000 * MIB and s.healthz_max_ms == 4.0 and verdict(s)[0]
 
 
@@ -127,8 +142,9 @@ def test_hostile_problem_checks_status_and_error_shape():
     assert "OpenAI-style" in hostile_problem((400,), 400, b'{"error": "x"}')
 
 
-@pytest.mark.parametrize("value, seconds", [("2", 2.0), ("0.5", 0.5), (None, 1.0), ("soon", 1.0), ("nan", 1.0),
-                                            ("0", 0.05), ("3600", 30.0)])
+@pytest.mark.parametrize(
+    "value, seconds", [("2", 2.0), ("0.5", 0.5), (None, 1.0), ("soon", 1.0), ("nan", 1.0), ("0", 0.05), ("3600", 30.0)]
+)
 def test_retry_after(value, seconds):
     assert retry_after_s(value) == seconds
 

@@ -7,8 +7,15 @@ import json
 import pytest
 
 from ops.bench.ab import MachinePathError
-from ops.bench.swap_report import (Published, Response, mixed_per_swap, server_swap_outcomes, summarise,
-                                     swap_latencies, write)
+from ops.bench.swap_report import (
+    Published,
+    Response,
+    mixed_per_swap,
+    server_swap_outcomes,
+    summarise,
+    swap_latencies,
+    write,
+)
 
 
 def test_latency_is_announcement_to_first_response_showing_that_version_or_a_later_one():
@@ -48,10 +55,14 @@ def test_end_to_end_latency_starts_when_the_publish_began():
 
 def test_failed_swaps_and_mixed_runs_per_swap_are_counted():
     published = [Published(1, 10.0, 1.0), Published(2, 20.0, 1.0), Published(3, 30.0, 1.0)]
-    responses = [Response("agent", 12.0, True, 1, mixed=True), Response("agent", 15.0, True, 1, mixed=True),
-                 Response("agent", 25.0, True, 1, mixed=False), Response("agent", 31.0, True, 1, mixed=True),
-                 Response("agent", 9.0, True, 0, mixed=True),  # before any swap: no swap's
-                 Response("agent", 32.0, False, error="HTTP 500")]
+    responses = [
+        Response("agent", 12.0, True, 1, mixed=True),
+        Response("agent", 15.0, True, 1, mixed=True),
+        Response("agent", 25.0, True, 1, mixed=False),
+        Response("agent", 31.0, True, 1, mixed=True),
+        Response("agent", 9.0, True, 0, mixed=True),  # before any swap: no swap's
+        Response("agent", 32.0, False, error="HTTP 500"),
+    ]
     assert mixed_per_swap(published, responses) == [2, 0, 1]
     s = summarise(published, responses, {"ok": 1, "failed": 2, "rollbacks": 2})
     assert s.swaps_seen == 1 and s.failed_swaps == 2 and s.failed == 1
