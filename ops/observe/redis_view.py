@@ -117,6 +117,34 @@ def streams_to_watch(streams: Streams) -> list[str]:
     return [streams.trajectories, streams.groups, streams.dead]
 
 
+def _queue_snapshot_reads(pipe, streams: Streams, names: list[str], n_rewards: int, n_learner: int, n_probe: int):
+    """One pipeline for a snapshot: the queues' lengths, the latest version, the stats streams (newest first)."""
+    for name in names:
+        pipe.xlen(name)
+    pipe.get(streams.weights_latest)
+    pipe.xrevrange(streams.stats(RewardStats.STREAM), count=n_rewards)
+    pipe.xrevrange(streams.stats(LearnerStepStats.STREAM), count=n_learner)
+    if n_probe:
+        pipe.xrevrange(streams.stats(STATS_PROBE), count=n_probe)
+    return pipe
+
+
+def _snapshot(names: list[str], results: list, groups: list[list[dict]], n_probe: int) -> Snapshot:
+    queues = [
+        QueueDepth(name, int(length), backlog_of(int(length), g))
+        for name, length, g in zip(names, results[: len(names)], groups)
+    ]
+    rest = results[len(names) :]
+    probe = parse_rounds(rest[3]) if n_probe else []
+    return Snapshot(
+        queues,
+        parse_version(rest[0]),
+        parse_records(rest[1], RewardStats),
+        parse_records(rest[2], LearnerStepStats),
+        probe,
+    )
+
+
 def read_snapshot(
     client, prefix: str = "slca", n_rewards: int = STATS_READ_DEFAULT, n_learner: int = STATS_READ_DEFAULT
 ) -> Snapshot:
@@ -125,27 +153,16 @@ def read_snapshot(
 
     streams = Streams(prefix)
     names = streams_to_watch(streams)
-    pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.xlen(name)
-    pipe.get(streams.weights_latest)
-    pipe.xrevrange(streams.stats(RewardStats.STREAM), count=n_rewards)
-    pipe.xrevrange(streams.stats(LearnerStepStats.STREAM), count=n_learner)
-    results = pipe.execute()
-    queues = []
-    for name, length in zip(names, results[: len(names)]):
+    results = _queue_snapshot_reads(
+        client.pipeline(transaction=False), streams, names, n_rewards, n_learner, 0
+    ).execute()
+    groups = []
+    for name, length in zip(names, results):
         try:
-            groups = client.xinfo_groups(name) if length else []
+            groups.append(client.xinfo_groups(name) if length else [])
         except redis.ResponseError:
-            groups = []
-        queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
-    rest = results[len(names) :]
-    return Snapshot(
-        queues,
-        parse_version(rest[0]),
-        parse_records(rest[1], RewardStats),
-        parse_records(rest[2], LearnerStepStats),
-    )
+            groups.append([])
+    return _snapshot(names, results, groups, 0)
 
 
 async def read_snapshot_async(
@@ -161,29 +178,15 @@ async def read_snapshot_async(
 
     streams = Streams(prefix)
     names = streams_to_watch(streams)
-    pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.xlen(name)
-    pipe.get(streams.weights_latest)
-    pipe.xrevrange(streams.stats(RewardStats.STREAM), count=n_rewards)
-    pipe.xrevrange(streams.stats(LearnerStepStats.STREAM), count=n_learner)
-    pipe.xrevrange(streams.stats(STATS_PROBE), count=n_probe)
+    pipe = _queue_snapshot_reads(client.pipeline(transaction=False), streams, names, n_rewards, n_learner, n_probe)
     results = await pipe.execute()
-    queues = []
-    for name, length in zip(names, results[: len(names)]):
+    groups = []
+    for name, length in zip(names, results):
         try:
-            groups = await client.xinfo_groups(name) if length else []
+            groups.append(await client.xinfo_groups(name) if length else [])
         except redis.ResponseError:
-            groups = []
-        queues.append(QueueDepth(name, int(length), backlog_of(int(length), groups)))
-    rest = results[len(names) :]
-    return Snapshot(
-        queues,
-        parse_version(rest[0]),
-        parse_records(rest[1], RewardStats),
-        parse_records(rest[2], LearnerStepStats),
-        parse_rounds(rest[3]),
-    )
+            groups.append([])
+    return _snapshot(names, results, groups, n_probe)
 
 
 def read_rounds(redis_client, stream: str, count: int = PROBE_READ_MAX) -> list[dict]:
