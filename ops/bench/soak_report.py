@@ -275,13 +275,13 @@ def table(s: SoakSummary) -> str:
             "RSS, whole system (first → last minute median)",
             f"{_mib(s.rss.first_bytes)} → {_mib(s.rss.last_bytes)}",
             _growth_text("growth", s.rss),
-            met["memory flat"],
+            bool(s.rss.flat),  # each row its own flatness; the criterion needs both
         ),
         (
             "Redis used_memory",
             f"{_mib(s.redis.first_bytes)} → {_mib(s.redis.last_bytes)}",
             _growth_text("growth", s.redis),
-            met["memory flat"],
+            bool(s.redis.flat),
         ),
         ("5xx", str(s.five_xx), "0", met["0 × 5xx"]),
         (

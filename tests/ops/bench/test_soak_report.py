@@ -15,6 +15,7 @@ from ops.bench.soak_report import (
     hostile_problem,
     retry_after_s,
     summarise,
+    table,
     verdict,
     windows,
     write,
@@ -97,6 +98,9 @@ def test_a_leak_fails_memory_with_its_growth():
     passed, line = verdict(s)
     assert not passed and line.startswith("FAIL (memory flat)") and "RSS +270.0 MiB" in line
     assert s.rss_by_role_mib["serve"] == [pytest.approx(2015.0, abs=0.1), pytest.approx(2285.0, abs=0.1)]
+    # each memory row says its own flatness: the process RSS grew, Redis did not
+    rows = {line.split(" | ")[0].strip("| "): line.rstrip(" |").rsplit(" | ", 1)[-1] for line in table(s).splitlines()}
+    assert rows["RSS, whole system (first → last minute median)"] == "NO" and rows["Redis used_memory"] == "yes"
 
 
 def test_warmup_samples_and_pings_are_outside_the_windows():
