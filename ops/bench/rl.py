@@ -48,7 +48,7 @@ def resolve_model(requested: str | None, config) -> tuple[str, str | None]:
     base = config.common.model_path()
     return str(base), (
         f"no warm start at <cache>/models/{warm.name}: both sides train the raw model, which never "
-        "calls a tool (FINDINGS.md): rewards carry little signal; run `slca sft` first"
+        "calls a tool (docs/cpu-facts.md#embedded-model): rewards carry little signal; run `slca sft` first"
     )
 
 
