@@ -64,6 +64,21 @@ def read_state(tmp: Path) -> dict:
         return {}
 
 
+def start_up(cfg: Path, tmp_path: Path) -> subprocess.Popen:
+    """`slca up` on `cfg` in its own session (as a terminal starts it), output in `tmp_path/up.out`; the
+    environment's SLCA_REDIS_URL removed so that only the config names Redis."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SLCA_REDIS_URL", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "slca", "--config", str(cfg), "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=open(tmp_path / "up.out", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
 def watching(up: subprocess.Popen, out: Path) -> dict:
     """`wait_for`'s keywords for waiting on `slca up`: give up when it exits, show the tail of its output."""
     return {
@@ -85,16 +100,7 @@ def ids_in_groups(client: redis.Redis) -> set[str]:
 
 def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_model_dir, tmp_path):
     cfg = write_config(tmp_path, redis_url, tiny_model_dir)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("SLCA_REDIS_URL", None)
-    up = subprocess.Popen(
-        [sys.executable, "-m", "slca", "--config", str(cfg), "up"],
-        cwd=tmp_path,
-        env=env,
-        stdout=open(tmp_path / "up.out", "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    up = start_up(cfg, tmp_path)
     watch = watching(up, tmp_path / "up.out")
     client = redis.Redis.from_url(redis_url)
     ids_file = tmp_path / "var" / "feed-trajectory-ids.log"

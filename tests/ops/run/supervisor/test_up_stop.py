@@ -7,17 +7,20 @@ every process in one group (or signals them all), SIGINT reaches each child dire
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.ops.run.supervisor.test_up_integration import GROUP, PROCESSES, read_state, watching, write_config
+from tests.ops.run.supervisor.test_up_integration import (
+    GROUP,
+    PROCESSES,
+    read_state,
+    start_up,
+    watching,
+    write_config,
+)
 from tests.support.wait import wait_for
 
-REPO = Path(__file__).resolve().parents[4]
 
 pytestmark = pytest.mark.slow  # five real processes, two of them loading a model: about a minute each on 2 cores
 
@@ -28,16 +31,7 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
     cfg = write_config(tmp_path, "unused", tiny_model_dir)
     text = cfg.read_text().replace('redis_url = "unused"\n', "").replace("feed_requests = 6", "feed_requests = 0")
     cfg.write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("SLCA_REDIS_URL", None)
-    up = subprocess.Popen(
-        [sys.executable, "-m", "slca", "--config", str(cfg), "up"],
-        cwd=tmp_path,
-        env=env,
-        stdout=open(tmp_path / "up.out", "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    up = start_up(cfg, tmp_path)
     watch = watching(up, tmp_path / "up.out")
     ids_file = tmp_path / "var" / "feed-trajectory-ids.log"
     try:
