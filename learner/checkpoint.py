@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from learner.atomic import commit_dir, remove_stale_temps, temp_dir_next_to, write_text_atomic
+from slca.atomic import commit_dir, remove_stale_temps, temp_dir_next_to, write_text_atomic
 
 STATE_NAME = "state.json"
 

@@ -26,12 +26,12 @@ from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
 from learner.consumer import GroupConsumer, GroupEntry, consumer_name
 from learner.metrics import LearnerMetrics
 from learner.model import load_policy, load_reference
-from learner.publish import publish
 from learner.settings import LearnerSettings
 from learner.trainer import StepInterrupted, StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.stats import STATS_MAXLEN, LearnerStepStats
+from slca.weights import publish
 
 log = logging.getLogger("slca.learner")
 

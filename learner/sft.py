@@ -113,7 +113,7 @@ def parseable_call_share(model, tokenizer, tasks, max_new: int = 80, batch: int 
 
 def save_model(model, tokenizer, source: Path, out: Path) -> None:
     """Atomic: a temp dir next to `out`, then rename (a previous `out` is replaced only once complete)."""
-    from learner.atomic import commit_dir, temp_dir_next_to
+    from slca.atomic import commit_dir, temp_dir_next_to
 
     tmp = temp_dir_next_to(out)
     model.save_pretrained(str(tmp), safe_serialization=True)

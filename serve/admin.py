@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
 from serve.auth import require_scope
-from serve.engines.base import WeightLoadError
+from slca.weights import WeightLoadError
 from serve.errors import BadRequest, EngineUnavailable, WeightsRejected
 from serve.http_util import read_json
 from serve.keys import ENGINE, METRICS, REDIS, SWAPPER

@@ -2,7 +2,7 @@
 
 Sources: `POST /admin/weights` and the `slca:weights` channel (plus `slca:weights:latest` read at start).
 The engine loads in the background and swaps between two engine steps; requests keep being served. A swap that
-fails midway is rolled back by the engine (serve/engines/weights_io.py `WeightRollback`) and counted twice:
+fails midway is rolled back by the engine (slca/weights/verify.py `WeightRollback`) and counted twice:
 `slca_swaps_total{outcome="failed"}` and `slca_swap_rollbacks_total`. The channel subscriber outlives any
 error: it logs, waits, and subscribes again, so one bad notification never stops the next swaps.
 
@@ -14,7 +14,7 @@ the server keeps serving what it serves.
 
 The signature covers the announcement, not the directory: the engine is handed the announced manifest, and the
 version directory's own `manifest.json` must match it (version, sha256 map, signature) while the files it loads
-are hashed against the announced digests (serve/engines/weights_io.py) — so whoever can write the weights
+are hashed against the announced digests (slca/weights/verify.py) — so whoever can write the weights
 directory but not the key cannot swap other files in. `POST /admin/weights` names only a path: when the server
 has a key, the directory's manifest must carry a valid signature and the requested version.
 """
@@ -24,60 +24,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
-from serve.engines.base import Engine, WeightLoadError
-from serve.engines.weights_io import WeightRollback, open_weight_dir
+from serve.engines.base import Engine
+from slca.weights import WeightLoadError
 from serve.metrics import ServeMetrics
 from slca.contracts import ContractError, Streams, WeightManifest
-from slca.contracts.weights import MANIFEST_NAME
 from slca.contracts.wire import validate
+from slca.weights import ManifestPolicy, WeightRollback
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ManifestPolicy:
-    """Which announced manifests a server may load. The default refuses everything: no key, no unsigned."""
-
-    key: str | None = None
-    """`common.weights_key`: announcements must be signed with it."""
-    allow_unsigned: bool = False
-    """`common.allow_unsigned_weights`: without a key, accept unsigned announcements (development, tests)."""
-    max_version_jump: int = 1000
-    """`serve.max_version_jump`: refuse a version more than this above the last announcement accepted."""
-
-    @classmethod
-    def from_settings(cls, common, serve_settings) -> "ManifestPolicy":
-        policy = cls(
-            common.weights_key,
-            common.allow_unsigned_weights,
-            getattr(serve_settings, "max_version_jump", cls.max_version_jump),
-        )
-        if not policy.key:
-            log.warning(
-                "common.weights_key is unset: weight announcements are %s",
-                "accepted unsigned (development only: anyone who can write Redis can make this server load weights)"
-                if policy.allow_unsigned
-                else "refused (set common.weights_key, as `slca up` does)",
-            )
-        return policy
-
-    def refusal(self, manifest: WeightManifest, last_accepted: int | None) -> str | None:
-        """Why `manifest` must not be loaded, or None. `last_accepted`: the version of the last announcement this
-        server accepted (None before the first: a restarted server meets a learner far ahead, legitimately)."""
-        if self.key:
-            if manifest.signature is None:
-                return "unsigned"
-            if not manifest.signature_valid(self.key):
-                return "bad signature"
-        elif not self.allow_unsigned:
-            return "no common.weights_key to verify it with"
-        if last_accepted is not None and manifest.version > last_accepted + self.max_version_jump:
-            return f"v{manifest.version} jumps more than {self.max_version_jump} versions past v{last_accepted}"
-        return None
 
 
 class WeightSwapper:
@@ -107,7 +64,7 @@ class WeightSwapper:
             try:
                 if manifest is None:
                     manifest = await asyncio.get_running_loop().run_in_executor(
-                        None, self._signed_on_disk, path, version
+                        None, self.policy.signed_on_disk, path, version
                     )
                 seconds = await self.engine.swap_weights(path, version, manifest=manifest)
             except Exception as exc:  # any failure is a failed swap; the engine keeps (or restored) the old one
@@ -126,19 +83,6 @@ class WeightSwapper:
             self.metrics.policy_version.set(version)
             log.info("now serving weights v%s (swap %.2fs)", version, seconds)
             return seconds
-
-    def _signed_on_disk(self, path: str, version: int) -> WeightManifest | None:
-        """For a swap by path alone: with a key, the directory's manifest, which must be signed with it and be of
-        `version` (it is then what the files are checked against); without a key, None (the directory's own)."""
-        if not self.policy.key:
-            return None
-        manifest = open_weight_dir(path).manifest
-        if not manifest.signature_valid(self.policy.key):
-            why = "unsigned" if manifest.signature is None else "not signed with common.weights_key"
-            raise WeightLoadError(f"{path}: {MANIFEST_NAME} is {why}; refused")
-        if manifest.version != version:
-            raise WeightLoadError(f"{path}: {MANIFEST_NAME} is v{manifest.version}, not v{version}; refused")
-        return manifest
 
     async def swap_manifest(self, raw: bytes | str) -> None:
         """Apply a published manifest; a bad one is logged, never raised into the subscriber loop."""

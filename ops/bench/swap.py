@@ -1,6 +1,6 @@
 """`slca bench swap`: hot-swap under load. `slca serve` (vLLM engine) follows the weight channel of its own Redis
 while clients keep sending agent runs (and one-token canary chat requests); the learner's publish path
-(`learner.publish.publish`: safetensors + manifest, atomic rename, SET + PUBLISH) announces N perturbed copies of
+(`slca.weights.publish`: safetensors + manifest, atomic rename, SET + PUBLISH) announces N perturbed copies of
 the weights (≥ 20: `MIN_VERSIONS`). Reported (ops/bench/swap_report.py): swap latency p50/p99 (announcement →
 first token of the new version) and end to end (publish began → that token), failed swaps (versions never
 served; serve's own swap outcomes from /metrics), failed requests (target 0), mixed-version runs in all and per
@@ -42,7 +42,7 @@ class Publisher:
     def publish_next(self) -> Published:
         import torch
 
-        from learner.publish import publish
+        from slca.weights import publish
 
         started_at = time.monotonic()
         torch.manual_seed(self.last + 1)

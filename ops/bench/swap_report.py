@@ -21,7 +21,7 @@ from ops.bench.common import percentile
 class Published:
     version: int
     announced_at: float
-    """time.monotonic() right after `learner.publish.publish` returned (it announces, then prunes old versions)."""
+    """time.monotonic() right after `slca.weights.publish` returned (it announces, then prunes old versions)."""
     publish_s: float
     """Seconds `publish` took: write the weights, hash them, announce."""
     started_at: float | None = None

@@ -7,7 +7,6 @@ from serve.engines.base import (
     GenerationResult,
     SamplingParams,
     TokenStep,
-    WeightLoadError,
     create_engine,
 )
 
@@ -18,6 +17,5 @@ __all__ = [
     "GenerationResult",
     "SamplingParams",
     "TokenStep",
-    "WeightLoadError",
     "create_engine",
 ]

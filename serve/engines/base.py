@@ -22,10 +22,6 @@ class EngineError(RuntimeError):
     """The engine could not serve a request (crashed, overloaded, not started). Maps to HTTP 503."""
 
 
-class WeightLoadError(RuntimeError):
-    """A weight version could not be loaded; the previous version keeps serving."""
-
-
 @dataclass
 class SamplingParams:
     temperature: float = 1.0
@@ -123,7 +119,7 @@ class Engine(Protocol):
     async def swap_weights(self, path: str, version: int, manifest=None) -> float:
         """Load `path` in the background, swap it in between steps; returns seconds; raises WeightLoadError.
         `manifest`: the announced `WeightManifest` whose signature was checked; the directory's `manifest.json` must
-        match it and the loaded bytes are hashed against it (serve/engines/weights_io.py). None: the directory's."""
+        match it and the loaded bytes are hashed against it (slca/weights/verify.py). None: the directory's."""
         ...
 
     @property

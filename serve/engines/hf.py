@@ -20,8 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
-from serve.engines.weights_io import WeightRollback, load_state_dict
+from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
+from slca.weights import WeightLoadError
+from slca.weights import WeightRollback, load_state_dict
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,12 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
+from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
+from slca.weights import WeightLoadError
 from serve.engines.vllm_common import completion_delta, engine_kwargs, finish_reason, vllm_sampling_params
 from serve.engines.vllm_survival import EngineSurvival
 from serve.engines.vllm_worker_ext import WORKER_EXTENSION
-from serve.engines.weights_io import WeightRollbackFailed, check_weight_dir
+from slca.weights import WeightRollbackFailed, check_weight_dir
 
 log = logging.getLogger(__name__)
 

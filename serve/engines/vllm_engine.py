@@ -21,7 +21,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep, WeightLoadError
+from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
+from slca.weights import WeightLoadError
 from serve.engines.vllm_common import (
     completion_delta,
     engine_kwargs,
@@ -31,7 +32,7 @@ from serve.engines.vllm_common import (
 )
 from serve.engines.vllm_survival import EngineSurvival, run_sync
 from serve.engines.vllm_worker_ext import load_tensors
-from serve.engines.weights_io import WeightRollbackFailed, load_state_dict
+from slca.weights import WeightRollbackFailed, load_state_dict
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
-from serve.engines.base import WeightLoadError
-from serve.engines.weights_io import WeightRollback, WeightRollbackFailed
+from slca.weights import WeightLoadError
+from slca.weights import WeightRollback, WeightRollbackFailed
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ class PublishedWeightsLoader:
         of tensors loaded. `manifest_json`: the announced manifest, which the directory's must match and against
         which the bytes loaded are hashed. Raises WeightLoadError (bad or mismatched manifest, checksum) before
         touching any parameter."""
-        from serve.engines.weights_io import load_state_dict
+        from slca.weights import load_state_dict
         from slca.contracts import WeightManifest
 
         expected = WeightManifest.model_validate_json(manifest_json) if manifest_json else None

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from learner.loop import LoopContext, run_learner
 from learner.metrics import LearnerMetrics
-from learner.publish import next_version
+from slca.weights import next_version
 from learner.settings import LearnerSettings
 from slca.config import CommonSettings
 from slca.contracts import WeightManifest, encode_entry

@@ -7,9 +7,9 @@ from transformers import AutoModelForCausalLM
 
 from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
 from learner.model import load_policy
-from learner.publish import write_version
 from learner.settings import LearnerSettings
 from learner.trainer import Trainer
+from slca.weights import write_version
 from tests.learner.two_tools import TwoToolTask
 
 

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from serve.engines.base import SamplingParams, WeightLoadError, create_engine, generate
+from serve.engines.base import SamplingParams, create_engine, generate
+from slca.weights import WeightLoadError
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from serve.engines.vllm_survival import EngineSurvival, RebuildBudget, run_sync
-from serve.engines.weights_io import WeightRollback, WeightRollbackFailed
+from slca.weights import WeightRollback, WeightRollbackFailed
 from serve.settings import ServeSettings
 
 

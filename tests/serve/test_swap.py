@@ -19,8 +19,8 @@ import pytest
 import redis
 import torch
 
-from serve.engines.base import WeightLoadError
-from serve.engines.weights_io import check_weight_dir, load_state_dict
+from slca.weights import WeightLoadError
+from slca.weights import check_weight_dir, load_state_dict
 from slca.contracts import Streams, Trajectory, decode_entry
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
 from tests.support.serve import ADMIN_TOKEN, ServerProcess
@@ -220,7 +220,7 @@ def test_only_a_fully_listed_and_verified_version_loads(tiny_model_dir, tmp_path
 def test_a_version_the_learner_publishes_loads(tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from learner.publish import write_version
+    from slca.weights import write_version
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     manifest = write_version(model, Path(tiny_model_dir), tmp_path, 1, train_step=1, base_model="tiny")
@@ -241,7 +241,7 @@ class _Poison:
 def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path, monkeypatch):
     import serve.engines.hf as hf
     from serve.engines.base import SamplingParams, create_engine, generate
-    from serve.engines.weights_io import WeightRollback
+    from slca.weights import WeightRollback
     from serve.settings import ServeSettings
 
     v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.05)
@@ -325,7 +325,7 @@ def _fingerprint(state: dict) -> float:
 
 def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir, tmp_path):
     from serve.engines.vllm_engine import VLLMEngine
-    from serve.engines.weights_io import WeightRollback, WeightRollbackFailed
+    from slca.weights import WeightRollback, WeightRollbackFailed
     from serve.settings import ServeSettings
 
     v1, v2 = (publish_version(tiny_model_dir, tmp_path, v, 1.0 + v / 100).path for v in (1, 2))
@@ -417,7 +417,7 @@ def _notification(version: int, key: str | None = WEIGHTS_KEY) -> str:
 def test_failed_swaps_and_rollbacks_are_counted(tmp_path):
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from serve.engines.weights_io import WeightRollback
+    from slca.weights import WeightRollback
     from serve.metrics import ServeMetrics
     from serve.swap import WeightSwapper
 
@@ -476,7 +476,8 @@ def test_the_subscriber_survives_any_error():
     from prometheus_client import CollectorRegistry
 
     from serve.metrics import ServeMetrics
-    from serve.swap import ManifestPolicy, WeightSwapper
+    from serve.swap import WeightSwapper
+    from slca.weights import ManifestPolicy
     from slca.contracts import Streams
 
     async def main():
@@ -524,7 +525,7 @@ def _announce_all(policy, notifications: list[str], start_version: int = 0):
 
 
 def test_only_announcements_signed_with_the_key_are_loaded():
-    from serve.swap import ManifestPolicy
+    from slca.weights import ManifestPolicy
 
     forged_self_hashed = _notification(1, key=None)
     wrong_key = _notification(1, key="attacker")
@@ -536,14 +537,14 @@ def test_only_announcements_signed_with_the_key_are_loaded():
 
 
 def test_a_server_without_key_refuses_unless_unsigned_is_allowed():
-    from serve.swap import ManifestPolicy
+    from slca.weights import ManifestPolicy
 
     assert _announce_all(ManifestPolicy(), [_notification(1, key=None), _notification(2)]) == ([], 2)
     assert _announce_all(ManifestPolicy(allow_unsigned=True), [_notification(1, key=None)]) == ([1], 0)
 
 
 def test_a_version_pinned_far_ahead_is_refused():
-    from serve.swap import ManifestPolicy
+    from slca.weights import ManifestPolicy
 
     # unsigned (development): the guard alone stops a pin at 2**62 that would make every later version look old
     policy = ManifestPolicy(allow_unsigned=True, max_version_jump=1000)
@@ -617,7 +618,8 @@ def test_an_announced_version_whose_files_were_swapped_is_not_loaded(tiny_model_
     from serve.engines.base import create_engine
     from serve.metrics import ServeMetrics
     from serve.settings import ServeSettings
-    from serve.swap import ManifestPolicy, WeightSwapper
+    from serve.swap import WeightSwapper
+    from slca.weights import ManifestPolicy
 
     v1 = publish_version(tiny_model_dir, tmp_path / "weights", 1, 1.01)
     v2 = publish_version(tiny_model_dir, tmp_path / "weights", 2, 1.02)
@@ -649,7 +651,8 @@ def test_a_swap_by_path_needs_a_signed_manifest_of_that_version_when_the_server_
     from prometheus_client import CollectorRegistry
 
     from serve.metrics import ServeMetrics
-    from serve.swap import ManifestPolicy, WeightSwapper
+    from serve.swap import WeightSwapper
+    from slca.weights import ManifestPolicy
 
     unsigned = publish_version(tiny_model_dir, tmp_path / "a", 1, 1.01, key=None)
     other_key = publish_version(tiny_model_dir, tmp_path / "b", 1, 1.01, key="attacker")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from learner.atomic import write_text_atomic
+from slca.atomic import write_text_atomic
 
 
 # one atomic writer for the repo (temp file in the same folder, fsync, rename, fsync the folder): `done.json`

@@ -129,7 +129,7 @@ def _report(step: int, entries):
 
 def _publish(client: redis.Redis, streams: Streams, state, now: float) -> None:
     """The learner's announcement of a new version (the weight files themselves are not the dashboard's concern)."""
-    from learner.publish import announce
+    from slca.weights import announce
 
     announce(
         client,

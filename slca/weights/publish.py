@@ -1,4 +1,4 @@
-"""Publishing weights vN for the server (docs/design.md#weights).
+"""Publishing weight version vN for the servers (docs/design.md#weights): write, sign, announce, prune.
 
 `<data_dir>/weights/v{N}/` holds model.safetensors (full HF LlamaForCausalLM names; LoRA merged), config.json,
 tokenizer files and manifest.json (a `WeightManifest` with sha256 per file). Written into a temp dir, fsynced,
@@ -14,7 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-from learner.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
+from slca.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
 from slca.contracts import Streams, WeightManifest, dump_json
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
 

@@ -1,5 +1,9 @@
-"""Reading a published weight directory (docs/design.md#weights). The manifest is required and is the whole truth:
+"""Verifying a weight version on this machine, and reading its tensors from the very bytes that were hashed.
 
+The manifest is required and is the whole truth:
+- an announcement is accepted only when signed with `common.weights_key` (`ManifestPolicy`; unsigned ones only
+  with `common.allow_unsigned_weights`), never older than the version served and at most `serve.max_version_jump`
+  above the last one accepted;
 - a directory without `manifest.json` is refused (unverified weights are never served);
 - every name it lists must stay inside the version's directory: relative, no '..' (the contract checks the
   text), and no symlink leading out (checked here, on the resolved path);
@@ -7,35 +11,85 @@
 - only listed files are loaded, and a weight file in the directory that the manifest does not list (a stray
   `*.safetensors`, which vLLM would load along with the rest) refuses the version rather than being loaded
   or silently skipped;
-- given the announced manifest (the one whose signature serve/swap.py checked), the directory's `manifest.json`
-  must match it — same version, same sha256 map, same signature — and the files are hashed against the announced
+- given the announced manifest (the one whose signature was checked), the directory's `manifest.json` must
+  match it — same version, same sha256 map, same signature — and the files are hashed against the announced
   digests: whoever can write the weights directory but not `common.weights_key` cannot swap other files in;
-- every engine loads the very bytes it hashed (`load_state_dict`: read once, hashed, parsed from those bytes),
-  so nothing can change between the check and the load; vLLM's engine-core worker does the same in its own
-  process, handed the announced manifest (`check_weight_dir` before it is only the early refusal).
+- every engine loads the very bytes that were hashed (`WeightVersion.state_dict`: each file read once, hashed,
+  parsed from those bytes), so nothing can change between the check and the load; vLLM's engine-core worker does
+  the same in its own process, handed the version as text (`WeightVersion.to_wire`; `check` before it is only
+  the early refusal).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from serve.engines.base import WeightLoadError
 from slca.contracts import ContractError, WeightManifest
 from slca.contracts.weights import MANIFEST_NAME, inside, sha256_file
+from slca.weights.errors import WeightLoadError
+
+log = logging.getLogger(__name__)
 
 WEIGHT_SUFFIXES = (".safetensors", ".safetensors.index.json", ".bin", ".bin.index.json", ".pt", ".pth")
 """Files a model loader may pick up from a weight directory: each one must be listed."""
 
 
-class WeightRollback(WeightLoadError):
-    """The load failed after it may have begun replacing weights; the last good version was restored."""
+@dataclass(frozen=True)
+class ManifestPolicy:
+    """Which announced manifests a server may load. The default refuses everything: no key, no unsigned."""
 
+    key: str | None = None
+    """`common.weights_key`: announcements must be signed with it."""
+    allow_unsigned: bool = False
+    """`common.allow_unsigned_weights`: without a key, accept unsigned announcements (development, tests)."""
+    max_version_jump: int = 1000
+    """`serve.max_version_jump`: refuse a version more than this above the last announcement accepted."""
 
-class WeightRollbackFailed(WeightLoadError):
-    """Neither the new version nor the last good one could be loaded back: the engine holds an unknown mix of
-    weights and must not serve another token from it (the engine's failure path takes over)."""
+    @classmethod
+    def from_settings(cls, common, serve_settings) -> "ManifestPolicy":
+        policy = cls(
+            common.weights_key,
+            common.allow_unsigned_weights,
+            getattr(serve_settings, "max_version_jump", cls.max_version_jump),
+        )
+        if not policy.key:
+            log.warning(
+                "common.weights_key is unset: weight announcements are %s",
+                "accepted unsigned (development only: anyone who can write Redis can make this server load weights)"
+                if policy.allow_unsigned
+                else "refused (set common.weights_key, as `slca up` does)",
+            )
+        return policy
+
+    def refusal(self, manifest: WeightManifest, last_accepted: int | None) -> str | None:
+        """Why `manifest` must not be loaded, or None. `last_accepted`: the version of the last announcement this
+        server accepted (None before the first: a restarted server meets a learner far ahead, legitimately)."""
+        if self.key:
+            if manifest.signature is None:
+                return "unsigned"
+            if not manifest.signature_valid(self.key):
+                return "bad signature"
+        elif not self.allow_unsigned:
+            return "no common.weights_key to verify it with"
+        if last_accepted is not None and manifest.version > last_accepted + self.max_version_jump:
+            return f"v{manifest.version} jumps more than {self.max_version_jump} versions past v{last_accepted}"
+        return None
+
+    def signed_on_disk(self, path: str, version: int) -> WeightManifest | None:
+        """For a swap by path alone: with a key, the directory's manifest, which must be signed with it and be of
+        `version` (it is then what the files are checked against); without a key, None (the directory's own)."""
+        if not self.key:
+            return None
+        manifest = open_weight_dir(path).manifest
+        if not manifest.signature_valid(self.key):
+            why = "unsigned" if manifest.signature is None else "not signed with common.weights_key"
+            raise WeightLoadError(f"{path}: {MANIFEST_NAME} is {why}; refused")
+        if manifest.version != version:
+            raise WeightLoadError(f"{path}: {MANIFEST_NAME} is v{manifest.version}, not v{version}; refused")
+        return manifest
 
 
 @dataclass(frozen=True)
