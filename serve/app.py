@@ -26,11 +26,10 @@ from serve.origin import origin_middleware
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
 from serve.redis_client import command_client, subscriber_client
-from serve.swap import WeightSwapper
 from serve.tools import make_tool_provider
 from slca.config import CommonSettings
 from slca.contracts import Streams
-from slca.weights import ManifestPolicy
+from slca.weights import ManifestPolicy, WeightSwapper
 
 log = logging.getLogger(__name__)
 

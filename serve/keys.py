@@ -12,9 +12,9 @@ from serve.engines.base import Engine
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
-from serve.swap import WeightSwapper
 from slca.config import CommonSettings
 from slca.contracts import Streams, ToolProvider
+from slca.weights import WeightSwapper
 
 SETTINGS = web.AppKey("settings", ServeSettings)
 COMMON = web.AppKey("common", CommonSettings)

@@ -17,6 +17,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Protocol, runtime_checkable
 
+from slca.weights.verify import WeightVersion
+
 
 class EngineError(RuntimeError):
     """The engine could not serve a request (crashed, overloaded, not started). Maps to HTTP 503."""
@@ -116,10 +118,10 @@ class Engine(Protocol):
         """Sampled tokens as they come; cancelling the iterator aborts the request."""
         ...
 
-    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
-        """Load `path` in the background, swap it in between steps; returns seconds; raises WeightLoadError.
-        `manifest`: the announced `WeightManifest` whose signature was checked; the directory's `manifest.json` must
-        match it and the loaded bytes are hashed against it (slca/weights/verify.py). None: the directory's."""
+    async def swap_weights(self, weights: WeightVersion) -> float:
+        """Load `weights` in the background (its tensors parsed from the very bytes verified against its manifest:
+        `WeightVersion.state_dict`, slca/weights/verify.py), swap them in between steps; returns seconds; raises
+        WeightLoadError, the previous version still serving."""
         ...
 
     @property

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
-from slca.weights import WeightLoadError
-from slca.weights import WeightRollback, load_state_dict
+from slca.weights import WeightLoadError, WeightRollback, WeightVersion
 
 log = logging.getLogger(__name__)
 
@@ -289,20 +288,21 @@ class HFEngine(ServedModel):
         return xgr.GrammarMatcher(compiled)
 
     # --- hot swap -----------------------------------------------------------------------------
-    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
+    async def swap_weights(self, weights: WeightVersion) -> float:
         import time
 
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         # Load and check in a separate thread: the engine thread keeps generating meanwhile.
-        state = await loop.run_in_executor(None, self._checked_state, path, manifest)
-        await loop.run_in_executor(None, self._install, state, version)
+        state = await loop.run_in_executor(None, self._checked_state, weights)
+        await loop.run_in_executor(None, self._install, state, weights.version)
         return time.perf_counter() - t0
 
-    def _checked_state(self, path: str, manifest=None) -> dict:
+    def _checked_state(self, weights: WeightVersion) -> dict:
         """The new tensor of every parameter, already in the parameter's dtype and device: everything that can
         fail (reading, checksums, names, shapes, conversion) happens here, before any weight is touched."""
-        state = load_state_dict(path, manifest)  # the bytes hashed (against the announced manifest) are those loaded
+        path = weights.root
+        state = weights.state_dict()  # the bytes hashed (against the announced manifest) are those loaded
         params = dict(self.model.named_parameters())
         missing = [n for n in params if n not in state and not self._tied(n)]
         if missing:

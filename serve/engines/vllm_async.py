@@ -6,8 +6,9 @@ guarantees holds here too:
 - exact sampled ids, behaviour logprobs (+ top alternatives), per-request seeds, no chunked prefill on CPU
   (serve/engines/vllm_common.py, shared with the in-process mode);
 - hot-swap between engine steps: the scheduler is paused ("keep": running requests are frozen, not aborted),
-  the worker loads the published version from disk (serve/engines/vllm_worker_ext.py, a path over
-  `collective_rpc`, never tensors), the engine core's weight-version label is set, then the scheduler resumes.
+  the worker loads the verified version (serve/engines/vllm_worker_ext.py: a `WeightVersion` as text over
+  `collective_rpc`, never tensors; it parses the bytes it hashed, as every engine does), the engine core's
+  weight-version label is set, then the scheduler resumes.
   The engine core stamps every step's outputs with that label, so each sampled token carries the version that
   produced it even when a response is read long after the swap;
 - survival: a dead engine core (`EngineDeadError`, a killed process) fails the requests in flight with
@@ -25,11 +26,10 @@ import uuid
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
-from slca.weights import WeightLoadError
 from serve.engines.vllm_common import completion_delta, engine_kwargs, finish_reason, vllm_sampling_params
 from serve.engines.vllm_survival import EngineSurvival
 from serve.engines.vllm_worker_ext import WORKER_EXTENSION
-from slca.weights import WeightRollbackFailed, check_weight_dir
+from slca.weights import WeightLoadError, WeightRollbackFailed, WeightVersion
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +73,8 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
         # Starting the engine core process blocks for seconds (model load, KV cache): off the event loop.
         engine = await asyncio.get_running_loop().run_in_executor(None, AsyncLLM.from_engine_args, args)
         try:
-            if self.weights_path != self.model_dir:  # a rebuild: serve the version we were serving
-                await engine.collective_rpc(
-                    "slca_load_published", args=_published_args(self.weights_path, self.weights_manifest)
-                )
+            if self.weights is not None:  # a rebuild: serve the version we were serving
+                await engine.collective_rpc("slca_load_published", args=(self.weights.to_wire(),))
             await engine.update_weight_version(str(self.version))
         except BaseException:
             engine.shutdown()
@@ -189,10 +187,10 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
                 log.warning("shutting down the failed engine raised", exc_info=True)
 
     # --- hot swap ---------------------------------------------------------------------------------
-    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
+    async def swap_weights(self, weights: WeightVersion) -> float:
         t0 = time.perf_counter()
         # refuse early, before pausing; the worker checks again the very bytes it loads (`slca_load_published`)
-        await asyncio.get_running_loop().run_in_executor(None, check_weight_dir, path, manifest)
+        await asyncio.get_running_loop().run_in_executor(None, weights.check)
         async with self._swap_lock:
             engine = self.engine
             if not self.loaded:
@@ -201,7 +199,7 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
             # resetting the prefix cache and relabelling therefore all land between the same two steps.
             await engine.pause_generation(mode="keep", clear_cache=False)
             try:
-                error = await self._reload(engine, path, version, manifest)
+                error = await self._reload_or_roll_back(weights, lambda version: self._load(engine, version))
             finally:
                 if not engine.errored:
                     await engine.resume_generation()
@@ -211,33 +209,18 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
             raise error
         return time.perf_counter() - t0
 
-    async def _reload(self, engine, path: str, version: int, manifest=None) -> WeightLoadError | None:
-        """Load `path` in the paused engine; None, or the error once the last good weights are back
-        (`EngineSurvival._reload_or_roll_back`)."""
-        return await self._reload_or_roll_back(
-            path,
-            version,
-            manifest,
-            lambda: self._load(engine, path, version, manifest),
-            lambda good, good_manifest: self._load(engine, good, self.version, good_manifest),
-        )
-
-    async def _load(self, engine, path: str, version: int, manifest=None) -> None:
-        if path == self.model_dir:  # the model directory has no manifest: vLLM's own loader reads it
-            await engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
+    async def _load(self, engine, weights: WeightVersion | None) -> None:
+        """Load `weights` in the paused engine: a verified version through the worker extension, the model
+        directory (None: no manifest, v0) through vLLM's own loader; then relabel."""
+        if weights is None:
+            await engine.collective_rpc("reload_weights", kwargs={"weights_path": self.model_dir})
         else:
-            await engine.collective_rpc("slca_load_published", args=_published_args(path, manifest))
+            await engine.collective_rpc("slca_load_published", args=(weights.to_wire(),))
         # Cached KV of finished requests was computed by the previous weights. vLLM resets it only when no
         # request holds blocks; running requests keep their KV (their trajectories are flagged mixed-version).
         if not await engine.reset_prefix_cache():
             log.info("prefix cache not reset (requests running); it is reset at the next swap with none running")
-        await engine.update_weight_version(str(version))
-
-
-def _published_args(path: str, manifest) -> tuple:
-    """`slca_load_published`'s arguments: the path, and the announced manifest as JSON (only text crosses into the
-    engine core), which the worker hashes the files it loads against."""
-    return (path,) if manifest is None else (path, manifest.model_dump_json())
+        await engine.update_weight_version(str(0 if weights is None else weights.version))
 
 
 def _label_starts(engine, request_id: str) -> list[tuple[str, int]]:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
-from slca.weights import WeightLoadError
 from serve.engines.vllm_common import (
     completion_delta,
     engine_kwargs,
@@ -32,7 +31,7 @@ from serve.engines.vllm_common import (
 )
 from serve.engines.vllm_survival import EngineSurvival, run_sync
 from serve.engines.vllm_worker_ext import load_tensors
-from slca.weights import WeightRollbackFailed, load_state_dict
+from slca.weights import WeightLoadError, WeightRollbackFailed, WeightVersion
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +171,8 @@ class VLLMEngine(EngineSurvival, ServedModel):
         try:
             self._shutdown_engine()
             self.engine = self._build()
-            if self.weights_path != self.model_dir:
-                self._load_path(self.weights_path, self.weights_manifest)
+            if self.weights is not None:
+                self._load_version(self.weights)
         except BaseException as rebuild_exc:  # noqa: BLE001
             log.exception("vllm engine rebuild failed")
             return self._give_up(f"rebuild failed: {rebuild_exc}")
@@ -224,37 +223,37 @@ class VLLMEngine(EngineSurvival, ServedModel):
         elif kind == "abort":
             self.engine.abort_request([command[1]])
         elif kind == "swap":
-            _, path, version, state, manifest, done = command
-            error = self._reload(path, version, state, manifest)
+            _, weights, state, done = command
+            error = self._reload(weights, state)
             done(error)
             if isinstance(error, WeightRollbackFailed):
                 raise error  # the weights are an unknown mix: the driver's failure path takes the engine over
 
-    def _reload(self, path: str, version: int, state: dict, manifest=None) -> WeightLoadError | None:
-        """Load `state` (the verified tensors of `path`) in place, between two steps; None, or the error after the
-        last good weights are back (`EngineSurvival._reload_or_roll_back`; loads here are synchronous)."""
+    def _reload(self, weights: WeightVersion, state: dict) -> WeightLoadError | None:
+        """Load `state` (the verified tensors of `weights`) in place, between two steps; None, or the error after
+        the last good weights are back (`EngineSurvival._reload_or_roll_back`; loads here are synchronous)."""
 
-        async def load_new() -> None:
-            self._load_state(state)
+        async def load(version: WeightVersion | None) -> None:
+            if version is weights:
+                self._load_state(state)
+            else:
+                self._load_version(version)
 
-        async def load_good(good: str, good_manifest) -> None:
-            self._load_path(good, good_manifest)
-
-        return run_sync(self._reload_or_roll_back(path, version, manifest, load_new, load_good))
+        return run_sync(self._reload_or_roll_back(weights, load))
 
     def _load_state(self, state: dict) -> None:
         """The verified tensors into the model in place (in-process: `collective_rpc` hands them over as they are)."""
         self.engine.collective_rpc(load_tensors, args=(state,))
         self.engine.reset_prefix_cache()  # cached KV was computed by the previous weights
 
-    def _load_path(self, path: str, manifest=None) -> None:
-        """Load the weights at `path` back (rollback, rebuild): a published version through the same verified path
-        as a swap; the model directory (no manifest) through vLLM's own loader."""
-        if path == self.model_dir:
-            self.engine.collective_rpc("reload_weights", kwargs={"weights_path": path})
+    def _load_version(self, weights: WeightVersion | None) -> None:
+        """Load weights back (rollback, rebuild): a published version through the same verified path as a swap;
+        the model directory (None: no manifest) through vLLM's own loader."""
+        if weights is None:
+            self.engine.collective_rpc("reload_weights", kwargs={"weights_path": self.model_dir})
             self.engine.reset_prefix_cache()
         else:
-            self._load_state(load_state_dict(path, manifest))
+            self._load_state(weights.state_dict())
 
     def _dispatch(self, outputs) -> None:
         for out in outputs:
@@ -268,18 +267,18 @@ class VLLMEngine(EngineSurvival, ServedModel):
                 stream.put(TokenStep(ids, lps, self.version, finish, tops))
 
     # --- hot swap -------------------------------------------------------------------------------
-    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
+    async def swap_weights(self, weights: WeightVersion) -> float:
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         # One load path: the files are read once, their bytes checked against the manifest and parsed into tensors,
         # off the engine thread; those very tensors are loaded (vLLM never re-reads or globs the directory).
-        state = await loop.run_in_executor(None, load_state_dict, path, manifest)
+        state = await loop.run_in_executor(None, weights.state_dict)
         future: asyncio.Future = loop.create_future()
 
         def done(err: WeightLoadError | None) -> None:  # called on the driver thread
             loop.call_soon_threadsafe(future.set_result, err)
 
-        self._commands.put(("swap", path, version, state, manifest, done))
+        self._commands.put(("swap", weights, state, done))
         error = await future
         if error is not None:
             raise error

@@ -13,8 +13,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
-from slca.weights import WeightLoadError
-from slca.weights import WeightRollback, WeightRollbackFailed
+from slca.weights import WeightLoadError, WeightVersion, load_or_roll_back
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +46,9 @@ class EngineSurvival:
     version: int
 
     def _init_survival(self) -> None:
-        self.weights_path = self.model_dir
-        self.weights_manifest = None  # the announced manifest of `weights_path` (None: the directory's own)
-        """The weights now served (the model directory, then each swapped-in version): a rebuild reloads them."""
+        self.weights: WeightVersion | None = None
+        """The weights now served (None: the model directory; then each verified version swapped in): what a failed
+        reload restores and a rebuild loads again."""
         self.budget = RebuildBudget(self.settings)
         self.fatal = False
         """Set when the engine failed beyond its rebuild budget: the server process must exit non-zero."""
@@ -72,37 +71,14 @@ class EngineSurvival:
             self.on_fatal()
 
     async def _reload_or_roll_back(
-        self,
-        path: str,
-        version: int,
-        manifest,
-        load_new: Callable[[], Awaitable[None]],
-        load_good: Callable[[str, Any], Awaitable[None]],
+        self, weights: WeightVersion, load: Callable[[WeightVersion | None], Awaitable[None]]
     ) -> WeightLoadError | None:
-        """Load version `version` (`load_new`); None, or the error once the last good weights are back.
-
-        vLLM copies a checkpoint into the running model parameter by parameter, so a reload that fails midway
-        leaves two versions mixed: the last good weights (`weights_path`: the model directory until the first
-        swap) are then loaded again (`load_good(path, manifest)`). Should that fail too, WeightRollbackFailed:
-        nothing good is left to serve, and the version is not claimed."""
-        try:
-            await load_new()
-        except Exception as exc:
-            good = self.weights_path
-            log.warning(
-                "loading v%s from %s failed (%s); reloading v%s from %s", version, path, exc, self.version, good
-            )
-            try:
-                await load_good(good, self.weights_manifest)
-            except Exception as again:
-                log.critical("restoring v%s from %s failed too: %s", self.version, good, again)
-                return WeightRollbackFailed(
-                    f"{path}: reload failed ({exc}); restoring v{self.version} failed ({again})"
-                )
-            return WeightRollback(f"{path}: reload failed ({exc}); v{self.version} restored")
-        # the last good weights: what a failed reload or an engine rebuild loads back
-        self.version, self.weights_path, self.weights_manifest = version, path, manifest
-        return None
+        """Load `weights` in place (`load(weights)`); None, or the error once the last good weights (`load(None)`:
+        the model directory) are back — `slca.weights.load_or_roll_back`, shared by both modes."""
+        error = await load_or_roll_back(weights, self.weights, self.version, load)
+        if error is None:  # the last good weights: what a failed reload or an engine rebuild loads back
+            self.version, self.weights = weights.version, weights
+        return error
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -1,9 +1,10 @@
-"""Loading a published weight version inside vLLM's worker (the engine core process), by path.
+"""Loading a verified weight version inside vLLM's worker (the engine core process).
 
 vLLM mixes `worker_extension_cls` into its worker class, so these methods run where the model lives and are
-called by name with `collective_rpc`. Only a directory path crosses the process boundary (msgpack, no pickle):
-the worker reads the files itself, after the manifest's checks, from the very bytes it hashed
-(serve/engines/weights_io.py). Importing this module must stay light: it is imported in the engine core process.
+called by name with `collective_rpc`. Only text crosses the process boundary (msgpack, no pickle): the
+`WeightVersion` (its local directory and the manifest to verify against); the worker reads the files itself, after
+the manifest's checks, from the very bytes it hashed — the one verified path of every engine (slca/weights/).
+Importing this module must stay light: it is imported in the engine core process.
 """
 
 from __future__ import annotations
@@ -25,13 +26,11 @@ def load_tensors(worker, state: dict) -> int:
 class PublishedWeightsLoader:
     """Mixed into vLLM's worker; `self` is the worker (it has `model_runner`, `vllm_config`)."""
 
-    def slca_load_published(self, path: str, manifest_json: str | None = None) -> int:
-        """Replace the model's weights in place by those of the published version at `path`; returns the number
-        of tensors loaded. `manifest_json`: the announced manifest, which the directory's must match and against
-        which the bytes loaded are hashed. Raises WeightLoadError (bad or mismatched manifest, checksum) before
-        touching any parameter."""
-        from slca.weights import load_state_dict
-        from slca.contracts import WeightManifest
+    def slca_load_published(self, weights_wire: str) -> int:
+        """Replace the model's weights in place by those of a verified version (`WeightVersion.to_wire()`: its
+        directory, and the announced manifest, which the directory's must match and against which the bytes loaded
+        are hashed); returns the number of tensors loaded. Raises WeightLoadError (bad or mismatched manifest,
+        checksum) before touching any parameter."""
+        from slca.weights import WeightVersion
 
-        expected = WeightManifest.model_validate_json(manifest_json) if manifest_json else None
-        return load_tensors(self, load_state_dict(path, expected))
+        return load_tensors(self, WeightVersion.from_wire(weights_wire).state_dict())

@@ -39,6 +39,9 @@ class WeightManifest(Contract):
     base_model: str
     created_at: float = Field(default_factory=time.time)
     train_step: int = Field(default=0, ge=0)
+    url: str | None = None
+    """Where servers without access to `path` fetch the files over HTTP (`<url><name>`, served by the learner:
+    slca/weights/http.py); None: only `path`. Signed like every other field."""
     signature: str | None = None
     """Hex HMAC-SHA256 of `canonical_bytes()` under `common.weights_key`; None: unsigned (refused by servers unless
     `common.allow_unsigned_weights`)."""
@@ -71,8 +74,9 @@ class WeightManifest(Contract):
         return bad
 
     def canonical_bytes(self) -> bytes:
-        """What the signature covers: every field but `signature`, as sorted, compact JSON."""
-        body = self.model_dump(mode="json", exclude={"signature"})
+        """What the signature covers: every field but `signature`, as sorted, compact JSON (`url` only when set: a
+        manifest signed before it existed keeps its signature)."""
+        body = self.model_dump(mode="json", exclude={"signature"} | ({"url"} if self.url is None else set()))
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
     def signed(self, key: str) -> "WeightManifest":

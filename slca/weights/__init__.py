@@ -3,14 +3,22 @@
 One package owns it, used by the learner, `slca train`, the benches and every engine:
 - publishing (`publish.py`): write vN atomically with its signed manifest, announce it on Redis, prune old ones;
 - verifying and loading (`verify.py`): the announcement's signature and version guard (`ManifestPolicy`), the
-  directory against the announced manifest, and the tensors parsed from the very bytes that were hashed.
+  directory against the announced manifest, and `WeightVersion`, whose tensors are parsed from the very bytes that
+  were hashed (every engine, vLLM's engine-core worker included, loads through it);
+- one class per transport, each with the learner's side (`connect`, `url_for`) and a server's (`fetch`, `retain`,
+  `stats`): `DiskTransport` (`disk.py`, in place);
+- a server's side (`swap.py`): `WeightSwapper` follows the announcements, fetches and hands the engine a verified
+  version; `load_or_roll_back` is the one rollback of an engine that reloads in place.
 """
 
+from slca.weights.disk import DiskTransport, TransportStats
 from slca.weights.errors import WeightLoadError, WeightRollback, WeightRollbackFailed
 from slca.weights.publish import announce, existing_versions, next_version, prune_versions, publish, write_version
+from slca.weights.swap import SwapTarget, WeightSwapper, load_or_roll_back
 from slca.weights.verify import (
     ManifestPolicy,
     WeightDir,
+    WeightVersion,
     check_weight_dir,
     load_state_dict,
     manifest_mismatch,
@@ -18,14 +26,20 @@ from slca.weights.verify import (
 )
 
 __all__ = [
+    "DiskTransport",
     "ManifestPolicy",
+    "SwapTarget",
+    "TransportStats",
     "WeightDir",
     "WeightLoadError",
     "WeightRollback",
     "WeightRollbackFailed",
+    "WeightSwapper",
+    "WeightVersion",
     "announce",
     "check_weight_dir",
     "existing_versions",
+    "load_or_roll_back",
     "load_state_dict",
     "manifest_mismatch",
     "next_version",

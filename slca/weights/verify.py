@@ -23,6 +23,7 @@ The manifest is required and is the whole truth:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +185,34 @@ def load_state_dict(path: str, expected: WeightManifest | None = None) -> dict:
     if bad:
         raise WeightLoadError(f"{path}: checksum mismatch for {', '.join(sorted(bad))}")
     return state
+
+
+@dataclass(frozen=True)
+class WeightVersion:
+    """One weight version on this machine, ready to load: the directory of its files, the version it is served as,
+    and the manifest its bytes are verified against (the announced one, or the signed one of a swap by path; None:
+    the directory's own, development without a key). Every engine loads through it; vLLM's engine-core worker gets
+    it as text (`to_wire`), never tensors, and reads, hashes and parses the files itself (`state_dict`)."""
+
+    root: str
+    version: int
+    manifest: WeightManifest | None = None
+
+    def check(self) -> None:
+        """The structural checks and every file's checksum: an early refusal only (the files may change after it)."""
+        check_weight_dir(self.root, self.manifest)
+
+    def state_dict(self) -> dict:
+        """Every tensor, parsed from the very bytes that were hashed; WeightLoadError says why not."""
+        return load_state_dict(self.root, self.manifest)
+
+    def to_wire(self) -> str:
+        """JSON text (what crosses into vLLM's engine-core process; no pickle)."""
+        manifest = None if self.manifest is None else self.manifest.model_dump(mode="json")
+        return json.dumps({"root": self.root, "version": self.version, "manifest": manifest})
+
+    @classmethod
+    def from_wire(cls, text: str) -> "WeightVersion":
+        raw = json.loads(text)
+        manifest = None if raw["manifest"] is None else WeightManifest.model_validate(raw["manifest"])
+        return cls(str(raw["root"]), int(raw["version"]), manifest)

@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from serve.engines.base import SamplingParams, create_engine, generate
-from slca.weights import WeightLoadError
+from slca.weights import WeightLoadError, WeightVersion
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.settings import ServeSettings
@@ -96,11 +96,11 @@ def test_hf_swap_lands_between_steps_and_flags_mixed(tiny_model_dir, tmp_path):
             prompt = engine.tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
             stream = engine.stream(prompt, SamplingParams(max_tokens=40, seed=0))
             first = await stream.__anext__()  # the request is running on v0
-            swap = asyncio.create_task(engine.swap_weights(manifest.path, 1))
+            swap = asyncio.create_task(engine.swap_weights(WeightVersion(manifest.path, 1)))
             versions = [first.version] + [s.version async for s in stream]
             seconds = await swap
             with pytest.raises(WeightLoadError):
-                await engine.swap_weights(str(tmp_path / "missing"), 2)
+                await engine.swap_weights(WeightVersion(str(tmp_path / "missing"), 2))
             after = await generate(engine, prompt, SamplingParams(max_tokens=2, seed=0))
             return versions, seconds, engine.version, after
         finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from serve.engines.vllm_survival import EngineSurvival, RebuildBudget, run_sync
-from slca.weights import WeightRollback, WeightRollbackFailed
+from slca.weights import WeightRollback, WeightRollbackFailed, WeightVersion
 from serve.settings import ServeSettings
 
 
@@ -29,13 +29,18 @@ class _Served(EngineSurvival):
         self.loads: list[str] = []
         self.fail_on: set[str] = set()
 
-    async def load(self, path: str, manifest=None) -> None:
+    async def load(self, weights: WeightVersion | None) -> None:
+        path = self.model_dir if weights is None else weights.root
         self.loads.append(path)
         if path in self.fail_on:
             raise RuntimeError(f"simulated: {path} failed midway")
 
     def reload(self, path: str, version: int):
-        return run_sync(self._reload_or_roll_back(path, version, None, lambda: self.load(path), self.load))
+        return run_sync(self._reload_or_roll_back(WeightVersion(path, version), self.load))
+
+    @property
+    def weights_path(self) -> str:
+        return self.model_dir if self.weights is None else self.weights.root
 
 
 def test_a_failed_reload_restores_the_last_good_weights_or_says_nothing_is_left():
@@ -67,6 +72,6 @@ async def _suspends() -> None:
 
 
 def test_run_sync_refuses_a_coroutine_that_suspends():
-    assert run_sync(_Served().load("/x")) is None
+    assert run_sync(_Served().load(WeightVersion("/x", 1))) is None
     with pytest.raises(RuntimeError, match="suspended"):
         run_sync(_suspends())

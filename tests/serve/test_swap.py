@@ -19,10 +19,9 @@ import pytest
 import redis
 import torch
 
-from slca.weights import WeightLoadError
-from slca.weights import check_weight_dir, load_state_dict
 from slca.contracts import Streams, Trajectory, decode_entry
 from slca.contracts.weights import MANIFEST_NAME, sha256_file
+from slca.weights import WeightLoadError, WeightVersion, check_weight_dir, load_state_dict
 from tests.support.serve import ADMIN_TOKEN, ServerProcess
 from tests.support.wait import wait_for
 from tests.support.weights import WEIGHTS_KEY, publish_version
@@ -238,20 +237,19 @@ class _Poison:
         raise RuntimeError("simulated: out of memory")
 
 
-def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path, monkeypatch):
-    import serve.engines.hf as hf
+def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path):
     from serve.engines.base import SamplingParams, create_engine, generate
     from slca.weights import WeightRollback
     from serve.settings import ServeSettings
 
-    v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.05)
-    real_load = hf.load_state_dict
+    v1 = WeightVersion(publish_version(tiny_model_dir, tmp_path, 1, 1.05).path, 1)
 
-    def poisoned_load(path, manifest=None):  # a parameter in the middle fails, after earlier ones may be swapped
-        state = real_load(path, manifest)
-        middle = list(state)[len(state) // 2]
-        state[middle] = _Poison(state[middle].shape)
-        return state
+    class Poisoned(WeightVersion):
+        def state_dict(self) -> dict:  # a parameter in the middle fails, after earlier ones may be swapped
+            state = super().state_dict()
+            middle = list(state)[len(state) // 2]
+            state[middle] = _Poison(state[middle].shape)
+            return state
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -263,21 +261,19 @@ def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path,
             def unchanged() -> bool:
                 return all(torch.equal(p, before[n]) for n, p in engine.model.named_parameters())
 
-            monkeypatch.setattr(hf, "load_state_dict", poisoned_load)
             try:
-                await engine.swap_weights(v1.path, 1)
+                await engine.swap_weights(Poisoned(v1.root, 1))
                 error = None
             except Exception as exc:
                 error = exc
             after_load_failure = (engine.version, unchanged(), type(error))
-            monkeypatch.setattr(hf, "load_state_dict", real_load)
             # the swap itself failing at its last tensor: the tensors already swapped in are put back
-            state = await loop.run_in_executor(None, engine._checked_state, v1.path)
+            state = await loop.run_in_executor(None, engine._checked_state, v1)
             state[list(state)[-1]] = "not a tensor"
             with pytest.raises(WeightRollback):
                 await loop.run_in_executor(None, engine._install, state, 1)
             after_install_failure = (engine.version, unchanged())
-            await engine.swap_weights(v1.path, 1)  # and the engine still swaps and serves
+            await engine.swap_weights(v1)  # and the engine still swaps and serves
             result = await generate(engine, [1, 2, 3], SamplingParams(max_tokens=2, seed=0))
             return after_load_failure, after_install_failure, engine.version, unchanged(), result.versions
         finally:
@@ -338,11 +334,11 @@ def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir
         engine._thread.start()
         try:
             with pytest.raises(WeightRollback):
-                await engine.swap_weights(v2, 2)  # from v0: the model directory is the last good weights
+                await engine.swap_weights(WeightVersion(v2, 2))  # from v0: the model directory is the last good weights
             at_v0 = (engine.version, list(core.loads))
-            await engine.swap_weights(v1, 1)
+            await engine.swap_weights(WeightVersion(v1, 1))
             with pytest.raises(WeightRollback):
-                await engine.swap_weights(v2, 2)
+                await engine.swap_weights(WeightVersion(v2, 2))
             return at_v0, engine.version, list(core.loads)
         finally:
             await engine.close()
@@ -355,7 +351,10 @@ def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir
     # nothing good can be loaded back: said so, the version is not claimed (the driver then takes the engine down)
     engine.engine = core
     core.fail_on.add(v1)
-    assert isinstance(engine._reload(v2, 2, load_state_dict(v2)), WeightRollbackFailed) and engine.version == 1
+    assert (
+        isinstance(engine._reload(WeightVersion(v2, 2), load_state_dict(v2)), WeightRollbackFailed)
+        and engine.version == 1
+    )
 
 
 def test_vllm_swap_refuses_tampered_bytes_before_the_engine_sees_them(tiny_model_dir, tmp_path):
@@ -374,7 +373,7 @@ def test_vllm_swap_refuses_tampered_bytes_before_the_engine_sees_them(tiny_model
         engine._thread.start()
         try:
             with pytest.raises(WeightLoadError, match="checksum"):
-                await engine.swap_weights(v1, 1)
+                await engine.swap_weights(WeightVersion(v1, 1))
         finally:
             await engine.close()
 
@@ -390,15 +389,27 @@ class _FakeEngine:
         self.loaded: list[int] = []
         self.manifests: list = []
 
-    async def swap_weights(self, path: str, version: int, manifest=None) -> float:
-        self.manifests.append(manifest)
-        if self.behaviour.get(version) is not None:
-            raise self.behaviour[version]
-        self.version = version
-        self.loaded.append(version)
-        if self.reached is not None and version == max(self.behaviour):
+    async def swap_weights(self, weights) -> float:
+        self.manifests.append(weights.manifest)
+        if self.behaviour.get(weights.version) is not None:
+            raise self.behaviour[weights.version]
+        self.version = weights.version
+        self.loaded.append(weights.version)
+        if self.reached is not None and weights.version == max(self.behaviour):
             self.reached.set()
         return 0.01
+
+
+class _InPlace:
+    """A transport that hands the engine the announced version as it is (the fake engines read no files)."""
+
+    def fetch(self, manifest):
+        from slca.weights import WeightVersion
+
+        return WeightVersion(manifest.path, manifest.version, manifest)
+
+    def retain(self, versions: set[int]) -> None:
+        pass
 
 
 def _manifest(version: int):
@@ -419,7 +430,7 @@ def test_failed_swaps_and_rollbacks_are_counted(tmp_path):
 
     from slca.weights import WeightRollback
     from serve.metrics import ServeMetrics
-    from serve.swap import WeightSwapper
+    from slca.weights import WeightSwapper
 
     metrics = ServeMetrics(CollectorRegistry())
     swapper = WeightSwapper(_FakeEngine({1: WeightRollback("midway"), 2: KeyError("a bug"), 3: None}), metrics)
@@ -476,7 +487,7 @@ def test_the_subscriber_survives_any_error():
     from prometheus_client import CollectorRegistry
 
     from serve.metrics import ServeMetrics
-    from serve.swap import WeightSwapper
+    from slca.weights import WeightSwapper
     from slca.weights import ManifestPolicy
     from slca.contracts import Streams
 
@@ -486,7 +497,11 @@ def test_the_subscriber_survives_any_error():
         engine = _FakeEngine({1: RuntimeError("engine bug"), 2: None}, reached)
         client = _FakeRedis([[_notification(1), TypeError("listener bug")], [_notification(2)]], done)
         swapper = WeightSwapper(
-            engine, ServeMetrics(CollectorRegistry()), retry_s=0, policy=ManifestPolicy(WEIGHTS_KEY)
+            engine,
+            ServeMetrics(CollectorRegistry()),
+            retry_s=0,
+            policy=ManifestPolicy(WEIGHTS_KEY),
+            transport=_InPlace(),
         )
         follow = asyncio.create_task(swapper.follow(client, Streams("t")))
         finished, _ = await asyncio.wait(
@@ -506,12 +521,12 @@ def _announce_all(policy, notifications: list[str], start_version: int = 0):
     from prometheus_client import CollectorRegistry, generate_latest
 
     from serve.metrics import ServeMetrics
-    from serve.swap import WeightSwapper
+    from slca.weights import WeightSwapper
 
     engine = _FakeEngine({})
     engine.version = start_version
     metrics = ServeMetrics(CollectorRegistry())
-    swapper = WeightSwapper(engine, metrics, policy=policy)
+    swapper = WeightSwapper(engine, metrics, policy=policy, transport=_InPlace())
 
     async def main():
         for raw in notifications:
@@ -605,7 +620,7 @@ def test_the_directory_manifest_must_match_the_announced_one(tiny_model_dir, tmp
     loads = [
         lambda: load_state_dict(str(v), announced),
         lambda: check_weight_dir(str(v), announced),
-        lambda: Worker().slca_load_published(str(v), announced.model_dump_json()),
+        lambda: Worker().slca_load_published(WeightVersion(str(v), 1, announced).to_wire()),
     ]
     for load in loads:
         with pytest.raises(WeightLoadError, match=f"does not match the announced manifest .different {differs}"):
@@ -618,7 +633,7 @@ def test_an_announced_version_whose_files_were_swapped_is_not_loaded(tiny_model_
     from serve.engines.base import create_engine
     from serve.metrics import ServeMetrics
     from serve.settings import ServeSettings
-    from serve.swap import WeightSwapper
+    from slca.weights import WeightSwapper
     from slca.weights import ManifestPolicy
 
     v1 = publish_version(tiny_model_dir, tmp_path / "weights", 1, 1.01)
@@ -651,7 +666,7 @@ def test_a_swap_by_path_needs_a_signed_manifest_of_that_version_when_the_server_
     from prometheus_client import CollectorRegistry
 
     from serve.metrics import ServeMetrics
-    from serve.swap import WeightSwapper
+    from slca.weights import WeightSwapper
     from slca.weights import ManifestPolicy
 
     unsigned = publish_version(tiny_model_dir, tmp_path / "a", 1, 1.01, key=None)

@@ -1,0 +1,193 @@
+"""A server's side of the weight transport: follow the announcements, verify, fetch, hand the engine a verified
+version; and the one rollback every engine that reloads in place shares (docs/design.md#weights).
+
+Sources: `POST /admin/weights` (a path) and the `slca:weights` channel (plus `slca:weights:latest` read at start).
+The engine loads in the background and swaps between two engine steps; requests keep being served. A swap that
+fails midway is rolled back by the engine (`WeightRollback`) and counted twice: `slca_swaps_total{outcome="failed"}`
+and `slca_swap_rollbacks_total`. The channel subscriber outlives any error: it logs, waits, and subscribes again, so
+one bad notification never stops the next swaps.
+
+Redis is not trusted (`ManifestPolicy`, slca/weights/verify.py): an announcement is loaded only when its manifest
+carries the learner's signature, and only when its version is at most `max_version_jump` above the last announced
+version this server accepted — a guard in depth against a pinned version (`2**62`) that would make every later
+real version look old. A refused announcement is logged and counted (`slca_swaps_total{outcome="refused"}`); the
+server keeps serving what it serves.
+
+The signature covers the announcement, not the files: the transport fetches the announced version (in place on a
+shared disk, or over HTTP into a local copy) and the engine is handed it with the announced manifest, against which
+its bytes are verified as they are loaded — so whoever can write the weights directory (or answer for the learner's
+address) but not the key cannot swap other files in. `POST /admin/weights` names only a path: when the server has a
+key, the directory's manifest must carry a valid signature and the requested version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Awaitable, Callable, Protocol
+
+from redis.exceptions import RedisError
+
+from slca.contracts import ContractError, Streams, WeightManifest
+from slca.contracts.wire import validate
+from slca.weights.disk import DiskTransport
+from slca.weights.errors import WeightLoadError, WeightRollback, WeightRollbackFailed
+from slca.weights.verify import ManifestPolicy, WeightVersion
+
+log = logging.getLogger(__name__)
+
+
+class SwapTarget(Protocol):
+    """What the swapper needs of an engine."""
+
+    version: int
+
+    async def swap_weights(self, weights: WeightVersion) -> float:
+        """Load `weights` (verified bytes only), swap them in between steps; seconds; raises WeightLoadError."""
+        ...
+
+
+class WeightSwapper:
+    """One swap at a time, old version kept on failure, latency and outcome in `metrics` (the server's: `swaps`
+    by outcome, `swap_rollbacks`, `swap_seconds`, `policy_version`)."""
+
+    def __init__(
+        self,
+        engine: SwapTarget,
+        metrics: Any,
+        retry_s: float = 2.0,
+        policy: ManifestPolicy | None = None,
+        transport=None,
+    ):
+        self.engine = engine
+        self.metrics = metrics
+        self.retry_s = retry_s
+        """Wait before re-subscribing after an error of the channel loop."""
+        self.policy = policy or ManifestPolicy()
+        """Announcements are checked against it; the default refuses them all (a server must be given a key)."""
+        self.transport = transport or DiskTransport()
+        """How an announced version reaches this machine (`slca.weights.transport_for_server`)."""
+        self.last_accepted: int | None = None
+        """Version of the last announcement that passed the policy (the base of the version-jump guard)."""
+        self.last_error: str | None = None
+        self.last_seconds: float | None = None
+        # Swaps are serialised: two versions loading at once would race on which ends up serving.
+        self._lock = asyncio.Lock()
+        metrics.policy_version.set(engine.version)
+
+    async def swap(self, version: int, path: str | None = None, manifest: WeightManifest | None = None) -> float:
+        """Seconds the swap took; raises WeightLoadError (old version still serving) with the reason. `manifest`:
+        the announcement that passed the policy, fetched by the transport; None: an admin request for `path`,
+        checked by `ManifestPolicy.signed_on_disk`."""
+        async with self._lock:
+            if version == self.engine.version:
+                return 0.0
+            where = path if manifest is None else (manifest.url or manifest.path)
+            loop = asyncio.get_running_loop()
+            try:
+                if manifest is None:
+                    signed = await loop.run_in_executor(None, self.policy.signed_on_disk, path, version)
+                    weights = WeightVersion(str(path), version, signed)
+                else:
+                    weights = await loop.run_in_executor(None, self.transport.fetch, manifest)
+                seconds = await self.engine.swap_weights(weights)
+            except Exception as exc:  # any failure is a failed swap; the engine keeps (or restored) the old one
+                error = exc if isinstance(exc, WeightLoadError) else WeightLoadError(f"{where}: {exc!r}")
+                self.last_error = str(error)
+                self.metrics.swaps.labels(outcome="failed").inc()
+                if isinstance(exc, WeightRollback):
+                    self.metrics.swap_rollbacks.inc()
+                log.warning("weight swap to v%s failed, still serving v%s: %s", version, self.engine.version, error)
+                if error is exc:
+                    raise
+                raise error from exc
+            finally:
+                self.transport.retain({self.engine.version})  # a local copy of what is served, nothing more
+            self.last_error, self.last_seconds = None, seconds
+            self.metrics.swaps.labels(outcome="ok").inc()
+            self.metrics.swap_seconds.observe(seconds)
+            self.metrics.policy_version.set(version)
+            log.info("now serving weights v%s (swap %.2fs)", version, seconds)
+            return seconds
+
+    async def swap_manifest(self, raw: bytes | str) -> None:
+        """Apply a published manifest; a bad one is logged, never raised into the subscriber loop."""
+        try:
+            manifest = validate(WeightManifest, json.loads(raw))
+        except (ContractError, ValueError) as exc:
+            log.warning("ignoring weight notification: %s", exc)
+            return
+        if manifest.version < self.engine.version:
+            return  # an older version published late: never go back
+        refusal = self.policy.refusal(manifest, self.last_accepted)
+        if refusal:
+            self.last_error = f"weight announcement v{manifest.version} refused: {refusal}"
+            self.metrics.swaps.labels(outcome="refused").inc()
+            log.warning("%s; still serving v%s", self.last_error, self.engine.version)
+            return
+        self.last_accepted = manifest.version
+        try:
+            await self.swap(manifest.version, manifest.path, manifest)
+        except WeightLoadError:
+            return  # counted and logged by swap(); keep following the channel
+
+    async def follow(self, client, streams: Streams) -> None:
+        """Background task: the newest published version at start, then every notification; never dies of an
+        error (only of cancellation): whatever went wrong is logged, and it subscribes again."""
+        while True:
+            pubsub = None
+            try:
+                latest = await client.get(streams.weights_latest)
+                if latest:
+                    await self.swap_manifest(latest)
+                pubsub = client.pubsub()
+                await pubsub.subscribe(streams.weights_channel)
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        await self.swap_manifest(message["data"])
+            except RedisError as exc:  # Redis went away: retry, keep serving the current version
+                log.warning("weight channel: %s; retrying in %.1fs", exc, self.retry_s)
+            except Exception:  # a bug or a surprise must not end weight swaps for the life of the server
+                log.exception("weight channel failed; retrying in %.1fs", self.retry_s)
+            finally:
+                if pubsub is not None:
+                    await _close_quietly(pubsub)
+            await asyncio.sleep(self.retry_s)
+
+
+async def _close_quietly(pubsub) -> None:
+    try:
+        await pubsub.aclose()
+    except Exception as exc:  # the connection may be the thing that failed
+        log.debug("closing the weight subscription: %s", exc)
+
+
+async def load_or_roll_back(
+    new: WeightVersion,
+    good: WeightVersion | None,
+    good_version: int,
+    load: Callable[[WeightVersion | None], Awaitable[None]],
+) -> WeightLoadError | None:
+    """Load `new` in place (`load(new)`); None, or the error once the last good weights are back.
+
+    An engine that copies a checkpoint into the running model parameter by parameter (vLLM) is left with two
+    versions mixed by a load that fails midway: the last good weights (`good`; None: the model directory, v0) are
+    then loaded again through the same verified path (`load(good)`). Should that fail too, WeightRollbackFailed:
+    nothing good is left to serve, and the new version is not claimed."""
+    try:
+        await load(new)
+    except Exception as exc:
+        where = good.root if good is not None else "the model directory"
+        log.warning(
+            "loading v%s from %s failed (%s); reloading v%s from %s", new.version, new.root, exc, good_version, where
+        )
+        try:
+            await load(good)
+        except Exception as again:
+            log.critical("restoring v%s from %s failed too: %s", good_version, where, again)
+            return WeightRollbackFailed(
+                f"{new.root}: reload failed ({exc}); restoring v{good_version} failed ({again})"
+            )
+        return WeightRollback(f"{new.root}: reload failed ({exc}); v{good_version} restored")
+    return None
