@@ -172,31 +172,26 @@ def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
     return manifest, seconds
 
 
-def step_stats(state: LearnerState, loss: float, metrics: dict[str, float], groups: int, ts: float) -> LearnerStepStats:
-    """The step's `stats:learner` record from the trainer's metrics (`all/kl`, `all/clip_frac`, and per channel of
-    the estimator `estimator/zero_variance/<channel>`: a count of groups, stored as the share of the step's)."""
+def step_stats(state: LearnerState, report: StepReport, groups: int, ts: float) -> LearnerStepStats:
+    """The step's `stats:learner` record (its one writer): the step's figures (`StepStats`) converted once. Per
+    channel of the estimator, `zero_var` is the share of the step's groups with zero variance there."""
+    stats = report.stats
     return LearnerStepStats(
         step=state.step,
         version=state.version,
-        loss=loss,
-        kl=metrics.get("all/kl", 0.0),
-        clip_frac=metrics.get("all/clip_frac", 0.0),
+        loss=report.loss,
+        kl=stats.kl,
+        clip_frac=stats.clip_frac,
         groups=groups,
         ts=ts,
-        # the dashboard's zero-variance share: per channel of the estimator, groups that teach it nothing
-        zero_var={
-            k.rsplit("/", 1)[1]: v / max(1, groups)
-            for k, v in metrics.items()
-            if k.startswith("estimator/zero_variance/")
-        },
+        zero_var={c: f.zero_variance / max(1, groups) for c, f in stats.estimator.channels.items()},
     )
 
 
 def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entries, published) -> None:
     ctx.metrics.observe_step(report)
-    m = report.metrics
     ts = time.time()
-    stats = step_stats(state, report.loss, m, len(entries), ts)
+    stats = step_stats(state, report, len(entries), ts)
     ctx.client.xadd(ctx.streams.stats(stats.STREAM), stats.to_fields(), maxlen=STATS_MAXLEN, approximate=True)
     line = {
         "step": state.step,
@@ -213,7 +208,7 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
         "published": published[0].version if published else None,
         "publish_s": published[1] if published else None,
         "ts": ts,
-        **{k: v for k, v in m.items() if not k.endswith("/tokens")},
+        **report.stats.to_log(),
     }
     with open(ctx.run_dir / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps(line) + "\n")

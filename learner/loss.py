@@ -1,4 +1,4 @@
-"""Policy losses: one registry, `loss(inputs, config) -> (scalar, metrics)` (docs/design.md#loss).
+"""Policy losses: one registry, `loss(inputs, config) -> (scalar, LossSums)` (docs/design.md#loss).
 
 Shapes: N generated tokens of a micro-batch (one packed group), flattened; `seq (N,)` says which
 trajectory each token belongs to. Aggregation divides by the step's totals (`LossInputs.total_tokens`,
@@ -13,8 +13,9 @@ from typing import Callable
 
 import torch
 
-from learner.advantages.batch import CODE_KIND, GENERATED_CODES
+from learner.advantages.batch import KIND_CODE
 from learner.settings import LossSettings
+from learner.step_stats import TRAINED_KINDS, LossSums, TokenSums
 
 
 @dataclass
@@ -39,7 +40,7 @@ class LossInputs:
     """Trajectories in the whole step (seq_mean divides by it)."""
 
 
-LossFn = Callable[[LossInputs, LossSettings], tuple[torch.Tensor, dict[str, float]]]
+LossFn = Callable[[LossInputs, LossSettings], tuple[torch.Tensor, LossSums]]
 LOSSES: dict[str, LossFn] = {}
 
 
@@ -99,7 +100,7 @@ def _finish(per_token, ratio, was_clipped, inputs, config):
 
 
 @register_loss("clip")
-def clipped_surrogate(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, dict[str, float]]:
+def clipped_surrogate(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, LossSums]:
     """Token-level clipped surrogate with behaviour logprobs (docs/design.md#loss; PPO arXiv 1707.06347, DAPO
     clip-higher arXiv 2503.14476): `ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t) + β·KL_k3`,
     `ρ_t = exp(log π_θ − log π_behaviour)` (this also corrects for staleness)."""
@@ -109,7 +110,7 @@ def clipped_surrogate(inputs: LossInputs, config: LossSettings) -> tuple[torch.T
 
 
 @register_loss("clip_tis")
-def clipped_surrogate_tis(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, dict[str, float]]:
+def clipped_surrogate_tis(inputs: LossInputs, config: LossSettings) -> tuple[torch.Tensor, LossSums]:
     """Clipped surrogate with truncated importance weights (docs/design.md#loss):
     `ℓ_t = −min(min(ρ_t, C)·A_t, clip(ρ_t, 1−ε_low, 1+ε_high)·A_t) + β·KL_k3`, C = `tis_cap`, with
     `ρ_t = exp(log π_θ − log π_behaviour)` from the trajectory's behaviour logprobs, as in `clip`.
@@ -133,66 +134,31 @@ def clipped_surrogate_tis(inputs: LossInputs, config: LossSettings) -> tuple[tor
 
 
 @torch.no_grad()
-def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> dict[str, float]:
-    """Sums per segment kind (the trainer divides by counts): advantage, |advantage|, clip fraction, ratio,
-    KL, entropy, behaviour-vs-recompute logprob gap. Keys: `<kind>/<name>` and `all/<name>`."""
-    out: dict[str, float] = {}
+def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> LossSums:
+    """Sums over the micro-batch's tokens, all and per segment kind (the trainer merges a step's and takes means):
+    advantage, |advantage|, clip fraction, ratio, KL, entropy, behaviour-vs-recompute logprob gap."""
     gap = (inputs.behaviour - inputs.logprobs.detach()).abs()
-    masks = {"all": torch.ones_like(inputs.kinds, dtype=torch.bool)}
-    masks.update({CODE_KIND[c].value: inputs.kinds == c for c in GENERATED_CODES})
-    for name, mask in masks.items():
-        n = int(mask.sum())
-        if n == 0:
-            continue
-        out[f"{name}/tokens"] = float(n)
-        out[f"{name}/adv_sum"] = float(inputs.advantages[mask].sum())
-        out[f"{name}/adv_abs_sum"] = float(inputs.advantages[mask].abs().sum())
-        out[f"{name}/clip_sum"] = float(was_clipped[mask].sum())
-        out[f"{name}/ratio_sum"] = float(ratio[mask].sum())
-        out[f"{name}/logprob_gap_sum"] = float(gap[mask].sum())
-        if inputs.entropy is not None:
-            out[f"{name}/entropy_sum"] = float(inputs.entropy[mask].sum())
-        if kl is not None:
-            out[f"{name}/kl_sum"] = float(kl[mask].sum())
-    out["all/ratio_max"] = float(ratio.max())
-    out["all/ratio_min"] = float(ratio.min())
-    return out
 
+    def sums(mask: torch.Tensor) -> TokenSums:
+        return TokenSums(
+            tokens=int(mask.sum()),
+            adv=float(inputs.advantages[mask].sum()),
+            adv_abs=float(inputs.advantages[mask].abs().sum()),
+            clip=float(was_clipped[mask].sum()),
+            ratio=float(ratio[mask].sum()),
+            logprob_gap=float(gap[mask].sum()),
+            entropy=None if inputs.entropy is None else float(inputs.entropy[mask].sum()),
+            kl=None if kl is None else float(kl[mask].sum()),
+        )
 
-MEAN_NAMES = {
-    "clip": "clip_frac",
-    "adv": "adv_mean",
-    "adv_abs": "adv_abs_mean",
-    "ratio": "ratio_mean",
-    "entropy": "entropy_mean",
-    "logprob_gap": "logprob_gap_mean",
-    "kl": "kl",
-}
-
-
-def summarise(sums: dict[str, float]) -> dict[str, float]:
-    """Turn accumulated `<kind>/<x>_sum` + `<kind>/tokens` into means (`MEAN_NAMES`); other keys pass through."""
-    out = {}
-    for key, value in sums.items():
-        kind, _, name = key.partition("/")
-        if not name.endswith("_sum"):
-            out[key] = value
-            continue
-        base = name[: -len("_sum")]
-        n = sums.get(f"{kind}/tokens", 0.0)
-        out[f"{kind}/{MEAN_NAMES.get(base, base)}"] = value / n if n else 0.0
-    return out
-
-
-def merge_metrics(acc: dict[str, float], new: dict[str, float]) -> dict[str, float]:
-    """Accumulate micro-batch metric sums (`_max` keys take the max, `_min` the min)."""
-    for key, value in new.items():
-        if key not in acc:
-            acc[key] = value
-        elif key.endswith("_max"):
-            acc[key] = max(acc[key], value)
-        elif key.endswith("_min"):
-            acc[key] = min(acc[key], value)
-        else:
-            acc[key] += value
-    return acc
+    by_kind = {}
+    for kind in TRAINED_KINDS:
+        mask = inputs.kinds == KIND_CODE[kind]
+        if bool(mask.any()):
+            by_kind[kind] = sums(mask)
+    return LossSums(
+        all=sums(torch.ones_like(inputs.kinds, dtype=torch.bool)),
+        by_kind=by_kind,
+        ratio_max=float(ratio.max()),
+        ratio_min=float(ratio.min()),
+    )

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from learner.step_stats import TRAINED_KINDS
+
+if TYPE_CHECKING:
+    from learner.trainer import StepReport
 
 
 @dataclass
@@ -44,17 +50,17 @@ class LearnerMetrics:
             publish_seconds=Histogram("slca_publish_seconds", "Time to write and announce a version", **reg),
         )
 
-    def observe_step(self, report) -> None:
-        m = report.metrics
+    def observe_step(self, report: StepReport) -> None:
+        stats = report.stats
         self.steps.inc()
         self.step_seconds.observe(report.seconds)
         self.tokens_per_second.set(report.tokens_per_second)
         self.loss.set(report.loss)
-        self.kl.set(m.get("all/kl", 0.0))
-        self.clip_fraction.set(m.get("all/clip_frac", 0.0))
-        for kind in ("tool_call", "summary", "reasoning"):
-            if f"{kind}/adv_abs_mean" in m:
-                self.advantage_abs_mean.labels(kind=kind).set(m[f"{kind}/adv_abs_mean"])
-        for key, value in m.items():
-            if key.startswith("estimator/zero_variance/") and value:
-                self.zero_variance_groups.labels(channel=key.rsplit("/", 1)[1]).inc(value)
+        self.kl.set(stats.kl)
+        self.clip_fraction.set(stats.clip_frac)
+        for kind in TRAINED_KINDS:
+            if (value := stats.adv_abs_mean(kind)) is not None:
+                self.advantage_abs_mean.labels(kind=kind.value).set(value)
+        for channel, figures in stats.estimator.channels.items():
+            if figures.zero_variance:
+                self.zero_variance_groups.labels(channel=channel).inc(figures.zero_variance)

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 import torch
 
-from learner.advantages import batch_of, get_estimator
+from learner.advantages import batch_of, estimate
 from learner.forward import select_rows, token_logprobs
 from learner.loss import LossInputs, get_loss
 from learner.packing import pack_group
 from learner.settings import AdvantageSettings, LossSettings
+from learner.step_stats import EstimatorStats, LossSums
 from slca.contracts import RolloutGroup
 
 
@@ -40,7 +41,7 @@ class PreparedGroup:
     """(N,) kind codes."""
     seq: torch.Tensor
     """(N,) member index within the group."""
-    estimator_metrics: dict[str, float]
+    estimator_stats: EstimatorStats
     constrained_excluded: int = 0
     """Generated tokens left out because their turn was sampled under a grammar."""
 
@@ -55,7 +56,7 @@ class PreparedGroup:
 
 def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageSettings) -> PreparedGroup:
     batch = batch_of(group)
-    advantages, metrics = get_estimator(estimator)(batch, config)
+    advantages, stats = estimate(estimator, batch, config)
     selected, behaviour, adv, kinds, seq, excluded = [], [], [], [], [], 0
     for i, (traj, layout, a) in enumerate(zip(group.trajectories, batch.members, advantages)):
         trainable = layout.generated & ~constrained_mask(traj, layout.turns)
@@ -76,7 +77,7 @@ def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageSettings
         advantages=torch.cat(adv),
         kinds=torch.cat(kinds),
         seq=torch.cat(seq),
-        estimator_metrics=metrics,
+        estimator_stats=stats,
         constrained_excluded=excluded,
     )
 
@@ -96,8 +97,8 @@ def group_loss(
     ref_model=None,
     seq_offset: int = 0,
     share_prefix: bool = True,
-) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
-    """Loss of one group (already divided by the step's `totals`: generated tokens, trajectories), its metric
+) -> tuple[torch.Tensor, LossSums, torch.Tensor]:
+    """Loss of one group (already divided by the step's `totals`: generated tokens, trajectories), its figures'
     sums, and the (N,) logprobs.
 
     `model` is a `LogprobModule` (possibly DDP-wrapped); `ref_model` a plain HF model."""
@@ -120,5 +121,5 @@ def group_loss(
         total_tokens=totals[0],
         total_seqs=totals[1],
     )
-    value, metrics = get_loss(loss.name)(inputs, loss)
-    return value, metrics, out.logprobs
+    value, sums = get_loss(loss.name)(inputs, loss)
+    return value, sums, out.logprobs

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from learner.loss import merge_metrics, summarise
 from learner.model import Policy
 from learner.settings import LearnerSettings
 from learner.step import PreparedGroup, group_loss, prepare_group
+from learner.step_stats import EstimatorStats, LossSums, StepStats
 from slca.contracts import RolloutGroup
 
 
@@ -28,7 +28,7 @@ class StepReport:
     advantage_seconds: float
     group_ids: list[str]
     skipped_zero: int
-    metrics: dict[str, float] = field(default_factory=dict)
+    stats: StepStats
     updated: bool = True
     """False when every group of the step had zero advantage: the weights did not change."""
 
@@ -65,7 +65,8 @@ class Trainer:
         # Under DDP every rank must run the same number of forwards, so nothing is skipped there.
         skip = self.settings.skip_zero_advantage_groups and not self.policy.distributed
         work = [p for p in prepared if p.num_tokens and not (skip and p.all_zero)]
-        total_loss, sums, row_tokens, seq_offset = 0.0, {}, 0, 0
+        total_loss, row_tokens, seq_offset = 0.0, 0, 0
+        sums: LossSums | None = None
         self.optimizer.zero_grad(set_to_none=True)
         for k, group in enumerate(work):
             if should_stop is not None and not self.policy.distributed and should_stop():
@@ -74,7 +75,7 @@ class Trainer:
             sync = k == len(work) - 1 or not self.policy.distributed
             ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
             with ctx:
-                loss, metrics, _ = group_loss(
+                loss, group_sums, _ = group_loss(
                     self.policy.runner,
                     group,
                     self.settings.loss,
@@ -86,17 +87,18 @@ class Trainer:
                 )
                 loss.backward()
             total_loss += float(loss.detach())
-            merge_metrics(sums, metrics)
+            sums = group_sums if sums is None else sums.merge(group_sums)
             shared = _prefix(group) if self.settings.share_prefix else 0
             row_tokens += sum(len(t) for t in group.tokens) - (len(group.tokens) - 1) * shared
             seq_offset += len(group.tokens)
         grad_norm = self._apply()
         self.step += 1
-        metrics = summarise(sums)
-        metrics["grad_norm"] = grad_norm
-        metrics["tokens/constrained_excluded"] = float(sum(p.constrained_excluded for p in prepared))
-        for p in prepared:
-            merge_metrics(metrics, {f"estimator/{k}": v for k, v in p.estimator_metrics.items()})
+        stats = StepStats(
+            loss=None if sums is None else sums.means(),
+            estimator=sum((p.estimator_stats for p in prepared), EstimatorStats()),
+            grad_norm=grad_norm,
+            constrained_excluded=sum(p.constrained_excluded for p in prepared),
+        )
         return StepReport(
             step=self.step,
             loss=total_loss,
@@ -106,7 +108,7 @@ class Trainer:
             advantage_seconds=adv_seconds,
             group_ids=[g.group_id for g in groups],
             skipped_zero=len(prepared) - len(work),
-            metrics=metrics,
+            stats=stats,
             updated=grad_norm > 0.0,
         )
 

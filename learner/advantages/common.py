@@ -9,13 +9,14 @@ import torch
 
 from learner.advantages.batch import REASONING, SUMMARY, TOOL_CALL, AdvantageBatch
 from learner.settings import AdvantageSettings
+from learner.step_stats import MIN_PRESENT, ChannelStats
 
 ZERO_VARIANCE_TOL = 1e-12
 
 
 @dataclass(frozen=True)
 class Normalised:
-    """`norm_c(r)` over the present members P_c (G,), float64; 0 outside P_c and when |P_c| < 2."""
+    """`norm_c(r)` over the present members P_c (G,), float64; 0 outside P_c and when |P_c| < `MIN_PRESENT`."""
 
     values: torch.Tensor
     zero_variance: bool
@@ -30,7 +31,7 @@ def group_norm(rewards: torch.Tensor, present: torch.Tensor, eps: float) -> Norm
     the variance (the result is mathematically the same)."""
     r = rewards.to(torch.float64)
     n = int(present.sum())
-    if n < 2:
+    if n < MIN_PRESENT:
         return Normalised(torch.zeros_like(r), False, n)
     mean = r[present].mean()
     centred = torch.where(present, r - mean, torch.zeros_like(r))
@@ -114,5 +115,6 @@ def exec_rewards(batch: AdvantageBatch) -> torch.Tensor:
     return torch.tensor([r.exec for r in batch.rewards], dtype=torch.float64)
 
 
-def channel_metrics(name: str, norm: Normalised) -> dict[str, float]:
-    return {f"zero_variance/{name}": float(norm.zero_variance), f"present/{name}": float(norm.present)}
+def channel_stats(norm: Normalised) -> ChannelStats:
+    """One channel's figures for one group: 1 if zero variance, and the members present."""
+    return ChannelStats(zero_variance=float(norm.zero_variance), present=float(norm.present))

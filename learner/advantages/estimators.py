@@ -1,6 +1,7 @@
 """The registered advantage estimators (docs/design.md#advantages). Each maps a group to per-token advantages.
 
-Shapes: G members; member i has T_i tokens; each returns `([A_i (T_i,) float32], metrics)`. Advantages are
+Shapes: G members; member i has T_i tokens; each returns `([A_i (T_i,) float32], EstimatorStats)`, its figures
+per channel it declares (`register_estimator(name, channels=…)`). Advantages are
 zero on non-generated tokens (system, user, tool_result) by construction.
 """
 
@@ -11,7 +12,7 @@ import torch
 from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, AdvantageBatch
 from learner.advantages.common import (
     FlatGroup,
-    channel_metrics,
+    channel_stats,
     exec_rewards,
     first_generated,
     flatten,
@@ -21,6 +22,7 @@ from learner.advantages.common import (
 )
 from learner.advantages.registry import register_estimator
 from learner.settings import AdvantageSettings
+from learner.step_stats import ChannelStats, EstimatorStats
 
 
 def _generated(kinds: torch.Tensor) -> torch.Tensor:
@@ -31,24 +33,25 @@ def _any_generated(batch: AdvantageBatch) -> torch.Tensor:
     return torch.tensor([bool(m.generated.any()) for m in batch.members], dtype=torch.bool)
 
 
-@register_estimator("grpo")
-def grpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
+@register_estimator("grpo", channels=("scalar",))
+def grpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """Trajectory-level GRPO (DeepSeekMath, arXiv 2402.03300): `A_i = norm(R)_i` on every generated token,
     `R = w_exec·r_exec + w_pref·r_pref` (r_pref as scored: after the scorer's omission guard)."""
     flat = flatten(batch, config)
     scalar = config.w_exec * exec_rewards(batch) + config.w_pref * pref_rewards(batch)
     norm = group_norm(scalar, _any_generated(batch), config.eps)
     adv = torch.where(_generated(flat.kinds), norm.values[flat.member], 0.0)
-    return flat.split(adv), channel_metrics("scalar", norm)
+    return flat.split(adv), EstimatorStats({"scalar": channel_stats(norm)})
 
 
 def _turn_level_exec(batch: AdvantageBatch, config: AdvantageSettings, flat, fallback: torch.Tensor):
     """(N,) exec advantages per token where member i has per-call scores at the token's turn t:
     `w_exec·norm_t(s)_i`, normalised over the members scored at turn t (GiGPO-style step grouping);
-    other tokens keep `fallback`. Several calls in one turn are averaged."""
+    other tokens keep `fallback`. Several calls in one turn are averaged. Also its channel `exec_turn` (turns of
+    zero variance; None when no member has per-call scores)."""
     turns = sorted({c.turn for r in batch.rewards for c in r.per_call})
     if not turns:
-        return fallback, {}
+        return fallback, None
     scores = torch.full((batch.size, len(turns)), float("nan"), dtype=torch.float64)
     for i, reward in enumerate(batch.rewards):
         for k, t in enumerate(turns):
@@ -63,7 +66,7 @@ def _turn_level_exec(batch: AdvantageBatch, config: AdvantageSettings, flat, fal
         # the segment's own tool_call tokens only: a decision token (decision_token) keeps the trajectory's score
         has = present[flat.member] & (flat.turns == t) & (flat.credit == TOOL_CALL)
         out = torch.where(has, config.w_exec * norm.values[flat.member], out)
-    return out, {"zero_variance/exec_turn": float(zero)}
+    return out, ChannelStats(zero_variance=float(zero))
 
 
 def exec_scope(batch: AdvantageBatch, config: AdvantageSettings, flat: FlatGroup) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,13 +81,13 @@ def exec_scope(batch: AdvantageBatch, config: AdvantageSettings, flat: FlatGroup
     return torch.where(decision, TOOL_CALL, flat.credit), callers | _any_generated(batch)
 
 
-@register_estimator("slca")
-def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
+@register_estimator("slca", channels=("exec", "pref", "exec_turn"))
+def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """Segment-Locked Credit Assignment (SLCA-GRPO, arXiv 2609.29050).
 
     tool_call tokens: `w_exec·norm_{P_exec}(r_exec)_i`; summary tokens: `w_pref·norm_{P_pref}(r_pref)_i`, with
-    P_c the members in which segment c is present and `|P_c| < 2 → 0`. Reasoning tokens are credited to the
-    segment they precede (`config.reasoning_route`). Nothing crosses channels. `config.turn_level`: a
+    P_c the members in which segment c is present and `|P_c| < MIN_PRESENT (2) → 0`. Reasoning tokens are credited to
+    the segment they precede (`config.reasoning_route`). Nothing crosses channels. `config.turn_level`: a
     tool_call segment at turn t takes the group-normalised per-call score of turn t where one exists.
     `config.decision_token`: on no-tool tasks the decision not to call is an exec token too (`exec_scope`)."""
     flat = flatten(batch, config)
@@ -92,17 +95,18 @@ def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.T
     n_exec = group_norm(exec_rewards(batch), exec_present, config.eps)
     n_pref = group_norm(pref_rewards(batch), presence(batch, SUMMARY), config.eps)
     exec_tok = config.w_exec * n_exec.values[flat.member]
-    metrics = {**channel_metrics("exec", n_exec), **channel_metrics("pref", n_pref)}
+    channels = {"exec": channel_stats(n_exec), "pref": channel_stats(n_pref)}
     if config.turn_level:
-        exec_tok, turn_metrics = _turn_level_exec(batch, config, flat, exec_tok)
-        metrics.update(turn_metrics)
+        exec_tok, turn_stats = _turn_level_exec(batch, config, flat, exec_tok)
+        if turn_stats is not None:
+            channels["exec_turn"] = turn_stats
     pref_tok = config.w_pref * n_pref.values[flat.member]
     adv = torch.where(credit == TOOL_CALL, exec_tok, torch.where(credit == SUMMARY, pref_tok, 0.0))
-    return flat.split(adv), metrics
+    return flat.split(adv), EstimatorStats(channels)
 
 
-@register_estimator("toolpo")
-def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
+@register_estimator("toolpo", channels=("success", "action"))
+def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """ToolPO (DeepAgent, arXiv 2510.21618): `A_global = norm(R_success)` on every generated token plus
     `λ·norm_{P_exec}(R_action)` on tool_call tokens. R_success = component 'success' (else the scalar R);
     R_action = component 'call_accuracy' = correct calls / gold calls (else r_exec)."""
@@ -120,7 +124,7 @@ def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch
     n_action = group_norm(action, presence(batch, TOOL_CALL), config.eps)
     adv = torch.where(_generated(flat.kinds), n_global.values[flat.member], 0.0)
     adv = adv + torch.where(flat.credit == TOOL_CALL, config.toolpo_lambda * n_action.values[flat.member], 0.0)
-    return flat.split(adv), {**channel_metrics("success", n_global), **channel_metrics("action", n_action)}
+    return flat.split(adv), EstimatorStats({"success": channel_stats(n_global), "action": channel_stats(n_action)})
 
 
 def rltr_reward(batch: AdvantageBatch) -> torch.Tensor:
@@ -133,11 +137,11 @@ def rltr_reward(batch: AdvantageBatch) -> torch.Tensor:
     )
 
 
-@register_estimator("rltr")
-def rltr(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], dict[str, float]]:
+@register_estimator("rltr", channels=("plan",))
+def rltr(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """RLTR (arXiv 2508.19598): only the planner is trained. tool_call tokens get `norm_{P_exec}(R_plan)_i`
     (see `rltr_reward`); summary tokens get 0."""
     flat = flatten(batch, config)
     norm = group_norm(rltr_reward(batch), presence(batch, TOOL_CALL), config.eps)
     adv = torch.where(flat.credit == TOOL_CALL, norm.values[flat.member], 0.0)
-    return flat.split(adv), channel_metrics("plan", norm)
+    return flat.split(adv), EstimatorStats({"plan": channel_stats(norm)})

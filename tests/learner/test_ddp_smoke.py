@@ -70,7 +70,7 @@ def _one_step(model_dir: Path, groups) -> dict:
     params = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     return {
         "grads": seen,
-        "grad_norm": report.metrics["grad_norm"],
+        "grad_norm": report.stats.grad_norm,
         "params": params,
         "distributed": policy.distributed,
     }

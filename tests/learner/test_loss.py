@@ -7,7 +7,8 @@ import torch
 
 from learner.advantages.batch import SUMMARY, TOOL_CALL
 from learner.settings import LossSettings
-from learner.loss import LOSSES, LossInputs, UnknownLossError, get_loss, k3_kl, summarise
+from learner.loss import LOSSES, LossInputs, UnknownLossError, get_loss, k3_kl
+from slca.contracts import SegmentKind
 
 
 def inputs(logp, behaviour, adv, seq=None, kinds=None, ref=None, total_tokens=1, total_seqs=1):
@@ -41,7 +42,7 @@ def test_clip_cuts_the_gradient_outside_the_trust_region(delta, adv, clipped):
     loss, metrics = get_loss("clip")(x, LossSettings(eps_low=0.2, eps_high=0.28))
     loss.backward()
     assert (float(x.logprobs.grad[0]) == 0.0) == clipped
-    assert metrics["all/clip_sum"] == float(clipped)
+    assert metrics.all.clip == float(clipped)
 
 
 def test_k3_kl_is_nonnegative_and_zero_at_equality():
@@ -51,7 +52,7 @@ def test_k3_kl_is_nonnegative_and_zero_at_equality():
     x = inputs([-1.0, -1.0], [-1.0, -1.0], [0.0, 0.0], ref=[-1.5, -0.5], total_tokens=2)
     loss, metrics = get_loss("clip")(x, LossSettings(kl_beta=0.1))
     assert float(loss.detach()) == pytest.approx(0.1 * float(k3_kl(x.logprobs, x.ref_logprobs).detach().mean()))
-    assert metrics["all/kl_sum"] > 0
+    assert metrics.all.kl > 0
 
 
 def test_seq_mean_weights_sequences_equally():
@@ -82,8 +83,8 @@ def test_clip_tis_ratio_is_against_behaviour_logprobs__clips_and_truncates_negat
     loss.backward()
     grad = float(x.logprobs.grad[0])
     assert grad == (0.0 if bounded else pytest.approx(-float(torch.exp(torch.tensor(delta))) * adv))
-    assert metrics["all/clip_sum"] == float(bounded)
-    assert metrics["all/ratio_sum"] == pytest.approx(float(torch.exp(torch.tensor(delta))))
+    assert metrics.all.clip == float(bounded)
+    assert metrics.all.ratio == pytest.approx(float(torch.exp(torch.tensor(delta))))
 
 
 def test_clip_tis_equals_clip_where_the_ratio_is_below_the_cap():
@@ -101,9 +102,10 @@ def test_clip_tis_equals_clip_where_the_ratio_is_below_the_cap():
 def test_metrics_per_kind_and_unknown_loss():
     x = inputs([-1.0, -1.1], [-1.0, -1.0], [0.5, -1.5], kinds=[TOOL_CALL, SUMMARY], total_tokens=2)
     _, sums = get_loss("clip")(x, LossSettings())
-    m = summarise(sums)
-    assert m["tool_call/adv_mean"] == 0.5 and m["summary/adv_abs_mean"] == 1.5
-    assert m["summary/logprob_gap_mean"] == pytest.approx(0.1)
+    m = sums.means()
+    assert m.by_kind[SegmentKind.TOOL_CALL].adv_mean == 0.5 and m.by_kind[SegmentKind.SUMMARY].adv_abs_mean == 1.5
+    assert m.by_kind[SegmentKind.SUMMARY].logprob_gap_mean == pytest.approx(0.1)
+    assert SegmentKind.REASONING not in m.by_kind and m.all.tokens == 2 and m.all.kl is None
     assert set(LOSSES) == {"clip", "clip_tis"}
     with pytest.raises(UnknownLossError, match="known: clip, clip_tis"):
         get_loss("ppo2")

@@ -25,7 +25,7 @@ def test_lora_trains_adapters_and_publishes_merged_full_weights(rollout_model, t
     trainable = {n for n, p in policy.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     report = trainer.train_step([_group(rollout_model)])
-    assert report.metrics["grad_norm"] > 0
+    assert report.stats.grad_norm > 0
     manifest = write_version(policy.model, tiny_model_dir, tmp_path / "weights", 1, 1, "tiny")
     assert manifest.verify() == []
     plain = AutoModelForCausalLM.from_pretrained(manifest.path, dtype=torch.float32)

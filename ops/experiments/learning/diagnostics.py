@@ -1,14 +1,18 @@
 """Per-run diagnostics of the mechanism (issue 14 §3), from the per-step JSON lines of `slca train`: where the
 advantage lands (call vs summary tokens), how many groups give no signal, tool turns, the omission penalty.
 
-A step whose line has no `all/tokens` trained no token: its group's advantages were all zero and the trainer
-skipped it (`learner.skip_zero_advantage_groups`); it counts as |A| = 0 on both segment kinds."""
+The step figures are read back typed (`learner.step_stats.StepStats.from_log`, the one reader of the layout the
+trainer's `to_log()` writes). A step whose line has no `all/tokens` trained no token: its group's advantages were all
+zero and the trainer skipped it (`learner.skip_zero_advantage_groups`); it counts as |A| = 0 on both segment kinds."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from statistics import fmean
+
+from learner.step_stats import MIN_PRESENT, StepStats
+from slca.contracts import SegmentKind
 
 DIAGNOSTICS = {
     "diag/adv_abs_tool_call": "mean |advantage| on tool-call tokens",
@@ -34,47 +38,47 @@ def _mean(values: list[float]) -> float | None:
     return fmean(values) if values else None
 
 
-def _adv_abs(lines: list[dict], kind: str) -> float | None:
+def _adv_abs(steps: list[StepStats], kind: SegmentKind) -> float | None:
     values = []
-    for line in lines:
-        if "all/tokens" not in line:
+    for stats in steps:
+        if stats.loss is None:
             values.append(0.0)  # skipped all-zero group
-        elif f"{kind}/adv_abs_mean" in line:
-            values.append(float(line[f"{kind}/adv_abs_mean"]))
+        elif (value := stats.adv_abs_mean(kind)) is not None:
+            values.append(value)
     return _mean(values)
 
 
-def _zero_variance_flags(lines: list[dict]) -> dict[str, list[float]]:
-    """Per channel, over every step whose channel had ≥ 2 members present: 1 where its rewards were all equal."""
+def _zero_variance_flags(steps: list[StepStats]) -> dict[str, list[float]]:
+    """Per channel, over every step whose channel had ≥ `MIN_PRESENT` members present: 1 where its rewards were all
+    equal."""
     flags: dict[str, list[float]] = {}
-    for line in lines:
-        for key, value in line.items():
-            if key.startswith("estimator/zero_variance/"):
-                channel = key.removeprefix("estimator/zero_variance/")
-                if line.get(f"estimator/present/{channel}", 2) >= 2:
-                    flags.setdefault(channel, []).append(float(value > 0))
+    for stats in steps:
+        for channel, figures in stats.estimator.channels.items():
+            if figures.present is None or figures.present >= MIN_PRESENT:
+                flags.setdefault(channel, []).append(float(figures.zero_variance > 0))
     return flags
 
 
-def _zero_variance_share(lines: list[dict]) -> float | None:
-    """Over every (step, channel) whose channel had ≥ 2 members present: the share with zero variance."""
-    return _mean([f for flags in _zero_variance_flags(lines).values() for f in flags])
+def _zero_variance_share(steps: list[StepStats]) -> float | None:
+    """Over every (step, channel) whose channel had ≥ `MIN_PRESENT` members present: the share with zero variance."""
+    return _mean([f for flags in _zero_variance_flags(steps).values() for f in flags])
 
 
 def run_diagnostics(lines: list[dict], no_tool_tasks: set[str] = frozenset()) -> dict[str, float | None]:
     """`{metric: value}` (None: `slca train` did not log what it needs). `no_tool_tasks`: ids of training tasks
     whose gold has no call (their steps give the spurious-call diagnostic)."""
-    zero_adv = [float("all/tokens" not in x or float(x.get("all/adv_abs_mean", 0.0)) == 0.0) for x in lines]
-    per_channel = {f"diag/zero_variance/{c}": _mean(f) for c, f in sorted(_zero_variance_flags(lines).items())}
+    steps = [StepStats.from_log(x) for x in lines]
+    zero_adv = [float(s.loss is None or s.loss.all.adv_abs_mean == 0.0) for s in steps]
+    per_channel = {f"diag/zero_variance/{c}": _mean(f) for c, f in sorted(_zero_variance_flags(steps).items())}
     no_tool = [
         float(x["tool_turns_mean"]) for x in lines if x.get("task_id") in no_tool_tasks and "tool_turns_mean" in x
     ]
     return {
         **per_channel,
         "diag/no_tool_task_tool_turns": _mean(no_tool),
-        "diag/adv_abs_tool_call": _adv_abs(lines, "tool_call"),
-        "diag/adv_abs_summary": _adv_abs(lines, "summary"),
-        "diag/zero_variance_share": _zero_variance_share(lines),
+        "diag/adv_abs_tool_call": _adv_abs(steps, SegmentKind.TOOL_CALL),
+        "diag/adv_abs_summary": _adv_abs(steps, SegmentKind.SUMMARY),
+        "diag/zero_variance_share": _zero_variance_share(steps),
         "diag/zero_advantage_groups": _mean(zero_adv),
         "diag/tool_turns": _mean([float(x["tool_turns_mean"]) for x in lines if "tool_turns_mean" in x]),
         "diag/omission_rate": _mean([float(x["omission_rate"]) for x in lines if "omission_rate" in x]),

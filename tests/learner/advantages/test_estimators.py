@@ -110,7 +110,7 @@ def test_single_member_and_zero_variance_give_zero_advantages(name):
 
 def test_zero_variance_is_counted_per_channel():
     _, metrics = get_estimator("slca")(batch([SPEC_CALL] * 3, [(0.5, 0.1), (0.5, 0.9), (0.5, 0.3)]), CFG)
-    assert metrics["zero_variance/exec"] == 1.0 and metrics["zero_variance/pref"] == 0.0
+    assert metrics.channels["exec"].zero_variance == 1.0 and metrics.channels["pref"].zero_variance == 0.0
 
 
 def test_one_member_with_a_segment_gets_zero_not_its_raw_score():
@@ -184,7 +184,7 @@ def test_decision_token_pushes_back_on_spurious_calls():
         assert float(adv[answerer][FIRST_GENERATED]) > 0
     # the call tokens and the decision token share one normalisation over all four members: ±0.866
     assert float(adv[0][3]) == pytest.approx(-float(adv[2][FIRST_GENERATED]), rel=1e-5)
-    assert metrics["present/exec"] == 4.0
+    assert metrics.channels["exec"].present == 4.0
 
 
 def test_decision_token_leaves_the_rest_of_the_answer_to_the_summary_channel():

@@ -11,6 +11,7 @@ import redis
 
 from learner.checkpoint import LearnerState
 from learner.loop import record_step
+from learner.step_stats import StepStats
 from learner.trainer import StepReport
 from ops.observe import redis_view, reward_curve
 from ops.observe.dashboard import app as dashboard_app
@@ -45,8 +46,10 @@ def test_the_learner_writes_its_step_record_capped_at_the_shared_maxlen(tmp_path
         streams=Streams("p"),
         run_dir=tmp_path,
     )
-    metrics = {"all/kl": 0.02, "all/clip_frac": 0.1, "estimator/zero_variance/exec": 1.0, "all/tokens": 9.0}
-    report = StepReport(5, 0.3, 100, 120, 1.0, 0.1, ["g1", "g2"], 0, metrics)
+    stats = StepStats.from_log(
+        {"all/kl": 0.02, "all/clip_frac": 0.1, "all/tokens": 9, "estimator/zero_variance/exec": 1.0}
+    )
+    report = StepReport(5, 0.3, 100, 120, 1.0, 0.1, ["g1", "g2"], 0, stats)
     group = SimpleNamespace(policy_version_min=1, rewards=[SimpleNamespace(exec=1.0)], size=1)
     record_step(ctx, LearnerState(step=5, version=2), report, [SimpleNamespace(group=group)] * 2, None)
     ((name, fields, maxlen, approximate),) = client.calls

@@ -107,13 +107,20 @@ def write_history(
 
 
 def _report(step: int, entries):
-    """A StepReport whose estimator metrics count the zero-variance groups per channel, as `prepare_group` does."""
+    """A StepReport whose estimator figures count the zero-variance groups per channel, as `prepare_group` does."""
+    from learner.step_stats import ChannelStats, EstimatorStats, LossStats, StepStats, TokenMeans
     from learner.trainer import StepReport
 
-    metrics = {"all/kl": 0.002 * step, "all/clip_frac": 0.05}
-    for channel in ("exec", "pref"):
-        flat = sum(1.0 for e in entries if len({round(getattr(r, channel), 9) for r in e.group.rewards}) == 1)
-        metrics[f"estimator/zero_variance/{channel}"] = flat
+    channels = {
+        channel: ChannelStats(
+            zero_variance=sum(
+                1.0 for e in entries if len({round(getattr(r, channel), 9) for r in e.group.rewards}) == 1
+            )
+        )
+        for channel in ("exec", "pref")
+    }
+    means = TokenMeans(100 * len(entries), 0.0, 0.5, 0.05, 1.0, 0.0, kl=0.002 * step)
+    stats = StepStats(LossStats(means, {}, 1.0, 1.0), EstimatorStats(channels))
     return StepReport(
         step=step,
         loss=0.8 / step,
@@ -123,7 +130,7 @@ def _report(step: int, entries):
         advantage_seconds=0.01,
         group_ids=[e.group.group_id for e in entries],
         skipped_zero=0,
-        metrics=metrics,
+        stats=stats,
     )
 
 

@@ -1,0 +1,248 @@
+"""The learner's step figures, typed end to end (docs/design.md#metrics): what a loss sums over a micro-batch, what
+an estimator reports per channel, and what one optimizer step reports.
+
+    loss fn ─▶ LossSums (per micro-batch) ─merge─▶ LossSums (the step) ─means()─▶ LossStats ┐
+    estimator ─▶ EstimatorStats (per group) ─────────────────────────────merge─▶ (the step) ├─▶ StepStats
+                                                                                           ┘
+`StepStats` is what `learner.trainer.StepReport` carries; it leaves the learner three ways, each converted once:
+
+- `learner.loop.step_stats` → the `slca.contracts.stats.LearnerStepStats` row of `stats:learner` (its one writer);
+- `learner.metrics.LearnerMetrics.observe_step` → the Prometheus families (names unchanged);
+- `StepStats.to_log()` → the flat per-step JSON line of `metrics.jsonl` (`slca learn`) and `slca train`, whose keys
+  (`all/kl`, `tool_call/adv_abs_mean`, `estimator/zero_variance/exec`, …) are a file format: committed runs
+  (`bench/learning/`) use it; `StepStats.from_log()` is its one reader (`ops.experiments.learning.diagnostics`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from slca.contracts import SegmentKind
+
+TRAINED_KINDS: tuple[SegmentKind, ...] = (SegmentKind.TOOL_CALL, SegmentKind.SUMMARY, SegmentKind.REASONING)
+"""The generated segment kinds, in the order the figures list them (per-kind metrics, the Prometheus label)."""
+ALL = "all"
+"""The log key of the figures over every trained token (the per-kind ones use `SegmentKind.value`)."""
+MIN_PRESENT = 2
+"""Fewest members present in an estimator channel for it to be normalised (fewer: advantage 0, never the raw score;
+`learner.advantages.common.group_norm`); a reader counts a channel's zero variance only where this many were present
+(`ops.experiments.learning.diagnostics`)."""
+ESTIMATOR_PREFIX = "estimator/"
+"""Log keys of the estimator's channels: `estimator/<figure>/<channel>`."""
+
+
+@dataclass(frozen=True)
+class TokenSums:
+    """Sums over a set of trained tokens (one kind, or all) of one or more micro-batches; `means()` divides."""
+
+    tokens: int
+    adv: float
+    adv_abs: float
+    clip: float
+    """Tokens whose clipped (or truncated) branch was taken."""
+    ratio: float
+    logprob_gap: float
+    """|behaviour logprob − recomputed logprob|."""
+    entropy: float | None = None
+    kl: float | None = None
+    """k3 KL to the reference (None: no reference model)."""
+
+    def __add__(self, other: TokenSums) -> TokenSums:
+        def add(a: float | None, b: float | None) -> float | None:
+            return b if a is None else a if b is None else a + b
+
+        return TokenSums(
+            tokens=self.tokens + other.tokens,
+            adv=self.adv + other.adv,
+            adv_abs=self.adv_abs + other.adv_abs,
+            clip=self.clip + other.clip,
+            ratio=self.ratio + other.ratio,
+            logprob_gap=self.logprob_gap + other.logprob_gap,
+            entropy=add(self.entropy, other.entropy),
+            kl=add(self.kl, other.kl),
+        )
+
+    def means(self) -> TokenMeans:
+        def mean(v: float | None) -> float | None:
+            return None if v is None else (v / self.tokens if self.tokens else 0.0)
+
+        return TokenMeans(
+            tokens=self.tokens,
+            adv_mean=mean(self.adv),
+            adv_abs_mean=mean(self.adv_abs),
+            clip_frac=mean(self.clip),
+            ratio_mean=mean(self.ratio),
+            logprob_gap_mean=mean(self.logprob_gap),
+            entropy_mean=mean(self.entropy),
+            kl=mean(self.kl),
+        )
+
+
+@dataclass(frozen=True)
+class TokenMeans:
+    """Per-token means over a set of trained tokens of a step. Field names are the log keys' last part."""
+
+    tokens: int
+    adv_mean: float
+    adv_abs_mean: float
+    clip_frac: float
+    ratio_mean: float
+    logprob_gap_mean: float
+    entropy_mean: float | None = None
+    kl: float | None = None
+
+
+def _merge_kinds(a: dict[SegmentKind, Any], b: dict[SegmentKind, Any]) -> dict[SegmentKind, Any]:
+    return {k: a[k] + b[k] if k in a and k in b else a.get(k, b.get(k)) for k in TRAINED_KINDS if k in a or k in b}
+
+
+@dataclass(frozen=True)
+class LossSums:
+    """What a policy loss reports for one micro-batch (one packed group), summed: the trainer merges a step's."""
+
+    all: TokenSums
+    by_kind: dict[SegmentKind, TokenSums]
+    """Only the kinds the micro-batch has tokens of."""
+    ratio_max: float
+    ratio_min: float
+
+    def merge(self, other: LossSums) -> LossSums:
+        return LossSums(
+            all=self.all + other.all,
+            by_kind=_merge_kinds(self.by_kind, other.by_kind),
+            ratio_max=max(self.ratio_max, other.ratio_max),
+            ratio_min=min(self.ratio_min, other.ratio_min),
+        )
+
+    def means(self) -> LossStats:
+        return LossStats(
+            all=self.all.means(),
+            by_kind={k: v.means() for k, v in self.by_kind.items()},
+            ratio_max=self.ratio_max,
+            ratio_min=self.ratio_min,
+        )
+
+
+@dataclass(frozen=True)
+class LossStats:
+    """The loss figures of a step: means over all its trained tokens and per segment kind."""
+
+    all: TokenMeans
+    by_kind: dict[SegmentKind, TokenMeans]
+    ratio_max: float
+    ratio_min: float
+
+
+@dataclass(frozen=True)
+class ChannelStats:
+    """One channel of an advantage estimator (`exec`, `pref`, `scalar`, …) over one group, or summed over a step's."""
+
+    zero_variance: float
+    """Groups whose present rewards in the channel were all equal (it teaches them nothing); for a turn-level channel
+    (`exec_turn`), turns."""
+    present: float | None = None
+    """Members in which the channel's segment is present (None: the channel does not count them)."""
+
+    def __add__(self, other: ChannelStats) -> ChannelStats:
+        present = None if self.present is None and other.present is None else (self.present or 0) + (other.present or 0)
+        return ChannelStats(self.zero_variance + other.zero_variance, present)
+
+
+@dataclass(frozen=True)
+class EstimatorStats:
+    """What an advantage estimator reports: its channels by name (declared with `register_estimator`)."""
+
+    channels: dict[str, ChannelStats] = field(default_factory=dict)
+
+    def __add__(self, other: EstimatorStats) -> EstimatorStats:
+        a, b = self.channels, other.channels
+        return EstimatorStats({c: a[c] + b[c] if c in a and c in b else a.get(c, b.get(c)) for c in {**a, **b}})
+
+
+FIGURES = ("zero_variance", "present")
+"""The `ChannelStats` figures, in log-key order."""
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """The figures of one optimizer step (`StepReport.stats`)."""
+
+    loss: LossStats | None
+    """None when no group was trained (all skipped: their advantages were all zero)."""
+    estimator: EstimatorStats
+    grad_norm: float = 0.0
+    constrained_excluded: int = 0
+    """Generated tokens left out because their turn was sampled under a grammar (`learner.step`)."""
+
+    @property
+    def kl(self) -> float:
+        """Mean k3 KL over the step's tokens; 0 without a reference or a trained token."""
+        return (self.loss.all.kl or 0.0) if self.loss else 0.0
+
+    @property
+    def clip_frac(self) -> float:
+        return self.loss.all.clip_frac if self.loss else 0.0
+
+    def adv_abs_mean(self, kind: SegmentKind) -> float | None:
+        """Mean |advantage| on the step's tokens of `kind`; None when it trained none."""
+        means = self.loss.by_kind.get(kind) if self.loss else None
+        return means.adv_abs_mean if means else None
+
+    def to_log(self) -> dict[str, float]:
+        """The flat per-step line (`all/<figure>`, `<kind>/<figure>`, `all/ratio_max|min`, `grad_norm`,
+        `tokens/constrained_excluded`, `estimator/<figure>/<channel>`); figures that are None are left out."""
+        out: dict[str, float] = {}
+        if self.loss is not None:
+            groups = [
+                (ALL, self.loss.all),
+                *((k.value, self.loss.by_kind[k]) for k in TRAINED_KINDS if k in self.loss.by_kind),
+            ]
+            for name, means in groups:
+                for f in fields(TokenMeans):
+                    value = getattr(means, f.name)
+                    if value is not None:
+                        out[f"{name}/{f.name}"] = float(value)
+            out[f"{ALL}/ratio_max"] = self.loss.ratio_max
+            out[f"{ALL}/ratio_min"] = self.loss.ratio_min
+        out["grad_norm"] = self.grad_norm
+        out["tokens/constrained_excluded"] = float(self.constrained_excluded)
+        for channel, stats in self.estimator.channels.items():
+            for figure in FIGURES:
+                value = getattr(stats, figure)
+                if value is not None:
+                    out[f"{ESTIMATOR_PREFIX}{figure}/{channel}"] = float(value)
+        return out
+
+    @classmethod
+    def from_log(cls, line: dict[str, Any]) -> StepStats:
+        """The figures of a per-step line as `to_log()` writes it (other keys of the line are ignored; figures a
+        line lacks are None, a kind's `tokens` 0; a line without `all/tokens` trained no token: `loss` None)."""
+
+        def means(name: str) -> TokenMeans | None:
+            values = {f.name: line[f"{name}/{f.name}"] for f in fields(TokenMeans) if f"{name}/{f.name}" in line}
+            if not values:
+                return None
+            return TokenMeans(
+                **{f.name: values.get(f.name) for f in fields(TokenMeans)} | {"tokens": int(values.get("tokens", 0))}
+            )
+
+        loss = None
+        if f"{ALL}/tokens" in line and (all_means := means(ALL)) is not None:
+            by_kind = {k: m for k in TRAINED_KINDS if (m := means(k.value)) is not None}
+            ratio = (line.get(f"{ALL}/ratio_max", float("nan")), line.get(f"{ALL}/ratio_min", float("nan")))
+            loss = LossStats(all_means, by_kind, *ratio)
+        channels: dict[str, dict[str, float]] = {}
+        for key, value in line.items():
+            if key.startswith(ESTIMATOR_PREFIX):
+                figure, _, channel = key.removeprefix(ESTIMATOR_PREFIX).partition("/")
+                if figure in FIGURES and channel:
+                    channels.setdefault(channel, {})[figure] = float(value)
+        return cls(
+            loss=loss,
+            estimator=EstimatorStats(
+                {c: ChannelStats(v.get("zero_variance", 0.0), v.get("present")) for c, v in channels.items()}
+            ),
+            grad_norm=float(line.get("grad_norm", 0.0)),
+            constrained_excluded=int(line.get("tokens/constrained_excluded", 0)),
+        )
