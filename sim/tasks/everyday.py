@@ -10,7 +10,7 @@ import random
 from datetime import date, timedelta
 
 from sim.tasks.everyday_abstention import abstention_intents
-from sim.tasks.intents import Intent, fmt_number, summarise
+from sim.tasks.intents import Intent, fmt_number, one_call, parallel_calls, summarise
 from slca.contracts import GoldCall
 
 CITY_ZONES = {
@@ -132,16 +132,12 @@ def _expr(rng: random.Random) -> str:
     )
 
 
-def _one(name: str, **args) -> list[GoldCall]:
-    return [GoldCall(name=name, arguments=args, step=0)]
-
-
 def calc_intent() -> Intent:
     return Intent(
         "calc",
         ["What is {expr}?", "Compute {expr} please.", "Can you work out {expr} for me?", "calculate {expr}"],
         lambda r: {"expr": _expr(r)},
-        lambda s: _one("calculator", expression=s["expr"]),
+        lambda s: one_call("calculator", expression=s["expr"]),
         lambda s, res: [fmt_number(res[0]["result"])],
         lambda f, res: f"The result is {f[0]}.",
         ["calculator"],
@@ -208,7 +204,7 @@ def timezone_intent() -> Intent:
             "Convert {day} {hm} {a} time to {b} time.",
         ],
         sample,
-        lambda s: _one(
+        lambda s: one_call(
             "convert_timezone", datetime=f"{s['day']}T{s['hm']}", from_tz=CITY_ZONES[s["a"]], to_tz=CITY_ZONES[s["b"]]
         ),
         lambda s, res: [res[0]["datetime"][11:16]],
@@ -226,7 +222,7 @@ def days_between_intent() -> Intent:
             "How long is it from {d1} until {d2}, in days?",
         ],
         lambda r: dict(zip(("d1", "d2"), sorted([_day(r), _day(r)]))),
-        lambda s: _one("days_between", start_date=s["d1"], end_date=s["d2"]),
+        lambda s: one_call("days_between", start_date=s["d1"], end_date=s["d2"]),
         lambda s, res: [str(res[0]["days"])],
         lambda f, res: f"There are {f[0]} days between those dates.",
         ["days_between"],
@@ -242,7 +238,7 @@ def add_days_intent() -> Intent:
             "Add {n} days to {d}.",
         ],
         lambda r: {"d": _day(r), "n": r.randint(3, 400)},
-        lambda s: _one("add_days", date=s["d"], days=s["n"]),
+        lambda s: one_call("add_days", date=s["d"], days=s["n"]),
         lambda s, res: [res[0]["date"]],
         lambda f, res: f"That is {f[0]}, a {res[0]['weekday']}.",
         ["add_days"],
@@ -258,7 +254,7 @@ def weekday_intent() -> Intent:
             "Is {d} a weekday or weekend? Which day is it?",
         ],
         lambda r: {"d": _day(r)},
-        lambda s: _one("day_of_week", date=s["d"]),
+        lambda s: one_call("day_of_week", date=s["d"]),
         lambda s, res: [res[0]["weekday"]],
         lambda f, res: f"{res[0]['date']} is a {f[0]}.",
         ["day_of_week"],
@@ -271,10 +267,7 @@ def weekday_pair_intent() -> Intent:
         "weekday_pair",
         ["What days of the week are {d1} and {d2}?", "Tell me the weekdays of {d1} and of {d2}."],
         lambda r: {"d1": _day(r), "d2": _day(r)},
-        lambda s: [
-            GoldCall(name="day_of_week", arguments={"date": s["d1"]}, step=0),
-            GoldCall(name="day_of_week", arguments={"date": s["d2"]}, step=0),
-        ],
+        lambda s: parallel_calls("day_of_week", "date", s["d1"], s["d2"]),
         lambda s, res: [res[0]["weekday"], res[1]["weekday"]],
         lambda f, res: f"{res[0]['date']} is a {f[0]} and {res[1]['date']} is a {f[1]}.",
         ["day_of_week"],
@@ -286,7 +279,7 @@ def percentage_intent() -> Intent:
         "percentage",
         ["What is {p}% of {v}?", "Calculate {p} percent of {v}.", "How much is {p}% of {v}?"],
         lambda r: {"p": r.choice([5, 10, 12.5, 15, 18, 20, 25, 33, 40, 75]), "v": r.randint(20, 5000)},
-        lambda s: _one("percentage", percent=s["p"], value=s["v"]),
+        lambda s: one_call("percentage", percent=s["p"], value=s["v"]),
         lambda s, res: [fmt_number(res[0]["result"])],
         lambda f, res: f"It comes to {f[0]}.",
         ["percentage"],
@@ -303,7 +296,7 @@ def split_even_intent() -> Intent:
             "Divide ${a} among {n} friends, no tip.",
         ],
         lambda r: {"a": r.choice([36, 54.6, 80, 99.9, 145, 210, 320]), "n": r.randint(2, 8)},
-        lambda s: _one("split_bill", amount=s["a"], people=s["n"]),
+        lambda s: one_call("split_bill", amount=s["a"], people=s["n"]),
         lambda s, res: [fmt_number(res[0]["per_person"])],
         lambda f, res: f"Each person pays ${f[0]}.",
         ["split_bill"],
@@ -321,7 +314,7 @@ def tip_total_intent() -> Intent:
             "I'm paying ${a} alone plus a {t}% tip; how much altogether?",
         ],
         lambda r: {"a": r.choice([24, 38.5, 61, 75.25, 112, 150]), "t": r.choice([10, 12, 15, 18, 20, 22])},
-        lambda s: _one("split_bill", amount=s["a"], tip_percent=s["t"]),
+        lambda s: one_call("split_bill", amount=s["a"], tip_percent=s["t"]),
         lambda s, res: [fmt_number(res[0]["total"])],
         lambda f, res: f"The total comes to ${f[0]} (tip ${fmt_number(res[0]['tip'])}).",
         ["split_bill"],
@@ -342,7 +335,7 @@ def split_bill_intent() -> Intent:
             "t": r.choice([10, 15, 18, 20]),
             "n": r.randint(2, 6),
         },
-        lambda s: _one("split_bill", amount=s["a"], tip_percent=s["t"], people=s["n"]),
+        lambda s: one_call("split_bill", amount=s["a"], tip_percent=s["t"], people=s["n"]),
         lambda s, res: [fmt_number(res[0]["per_person"])],
         lambda f, res: f"Each person pays ${f[0]} (total ${fmt_number(res[0]['total'])}).",
         ["split_bill"],

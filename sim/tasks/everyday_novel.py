@@ -15,9 +15,9 @@ import random
 from sim.real.everyday_novel import NOVEL_TOOL_NAMES
 from sim.tasks.abstention import unsupported_intent
 from sim.tasks.catalog import NOVEL_SIMULATED_TOOLS
-from sim.tasks.everyday import _day, _given, _one, _optional
+from sim.tasks.everyday import _day, _given, _optional
 from sim.tasks.everyday_abstention import ALWAYS_BANNED, Unsupported, with_slots
-from sim.tasks.intents import Intent, fmt_number
+from sim.tasks.intents import Intent, fmt_number, one_call, parallel_calls
 from slca.contracts import GoldCall
 
 NOVEL_TOOLS = NOVEL_TOOL_NAMES | {t["function"]["name"] for t in NOVEL_SIMULATED_TOOLS}
@@ -157,7 +157,7 @@ def loan_intent() -> Intent:
             "r": r.choice([3.5, 4.2, 5, 6.75, 7.9]),
             "y": r.choice([3, 5, 10, 15, 30]),
         },
-        lambda s: _one("loan_payment", principal=s["p"], annual_rate_percent=s["r"], years=s["y"]),
+        lambda s: one_call("loan_payment", principal=s["p"], annual_rate_percent=s["r"], years=s["y"]),
         lambda s, res: [fmt_number(res[0]["monthly_payment"])],
         lambda f, res: f"You would pay ${f[0]} a month (${fmt_number(res[0]['total_paid'])} in total).",
         ["loan_payment"],
@@ -208,7 +208,7 @@ def word_count_intent() -> Intent:
         "novel_word_count",
         ['How many words does this sentence have: "{text}"', 'Count the words in "{text}"', 'Word count for: "{text}"'],
         sample,
-        lambda s: _one("text_stats", text=s["text"]),
+        lambda s: one_call("text_stats", text=s["text"]),
         lambda s, res: [f"{res[0]['words']} words"],
         lambda f, res: f"That sentence has {f[0]} ({res[0]['characters']} characters).",
         ["text_stats"],
@@ -221,7 +221,7 @@ def roman_intent() -> Intent:
         "novel_roman",
         ["Write {n} in Roman numerals.", "What is {n} as a Roman numeral?", "How would the Romans write {n}?"],
         lambda r: {"n": r.randint(1, 3999)},
-        lambda s: _one("roman_numeral", number=s["n"]),
+        lambda s: one_call("roman_numeral", number=s["n"]),
         lambda s, res: [res[0]["roman"]],
         lambda f, res: f"{res[0]['number']} is {f[0]} in Roman numerals.",
         ["roman_numeral"],
@@ -235,10 +235,7 @@ def iso_week_pair_intent() -> Intent:
         "novel_week_pair",
         ["Which ISO week numbers do {d1} and {d2} fall in?", "Give me the calendar week of {d1} and of {d2}."],
         lambda r: {"d1": _day(r), "d2": _day(r)},
-        lambda s: [
-            GoldCall(name="iso_week", arguments={"date": s["d1"]}, step=0),
-            GoldCall(name="iso_week", arguments={"date": s["d2"]}, step=0),
-        ],
+        lambda s: parallel_calls("iso_week", "date", s["d1"], s["d2"]),
         lambda s, res: [f"week {res[0]['week']}", f"week {res[1]['week']}"],
         lambda f, res: (
             f"{res[0]['date']} falls in ISO {f[0]} of {res[0]['iso_year']}, and {res[1]['date']} "
@@ -283,7 +280,7 @@ def air_intent() -> Intent:
             "Is the air quality OK for a run in {city}?",
         ],
         lambda r: {"city": r.choice(AIR_CITIES)},
-        lambda s: _one("get_air_quality", city=s["city"]),
+        lambda s: one_call("get_air_quality", city=s["city"]),
         lambda s, res: [s["city"], str(res[0]["aqi"])],
         lambda f, res: f"The air quality index in {f[0]} is {f[1]} ({res[0]['category']}).",
         ["get_air_quality"],
@@ -297,10 +294,7 @@ def air_pair_intent() -> Intent:
         "novel_air_pair",
         ["Compare the air quality of {a} and {b}.", "Which has cleaner air right now, {a} or {b}?"],
         lambda r: dict(zip(("a", "b"), r.sample(AIR_CITIES, 2))),
-        lambda s: [
-            GoldCall(name="get_air_quality", arguments={"city": s["a"]}, step=0),
-            GoldCall(name="get_air_quality", arguments={"city": s["b"]}, step=0),
-        ],
+        lambda s: parallel_calls("get_air_quality", "city", s["a"], s["b"]),
         lambda s, res: [s["a"], str(res[0]["aqi"]), s["b"], str(res[1]["aqi"])],
         lambda f, res: f"The air quality index is {f[1]} in {f[0]} and {f[3]} in {f[2]} (lower is cleaner).",
         ["get_air_quality"],
@@ -313,7 +307,7 @@ def flight_intent() -> Intent:
         "novel_flight",
         ["Is flight {fn} on time?", "What's the status of flight {fn}?", "Has {fn} left yet?"],
         lambda r: {"fn": f"{r.choice(AIRLINES)}{r.randint(10, 999)}"},
-        lambda s: _one("get_flight_status", flight_number=s["fn"]),
+        lambda s: one_call("get_flight_status", flight_number=s["fn"]),
         lambda s, res: [s["fn"], res[0]["status"]],
         lambda f, res: f"Flight {f[0]} is {f[1]} (gate {res[0]['gate']}).",
         ["get_flight_status"],

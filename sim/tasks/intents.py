@@ -45,6 +45,39 @@ class Intent:
     """Abstention: no offered tool can serve the request, the right reply declines (`GroundTruth.refusal`)."""
 
 
+def one_call(name: str, **args) -> list[GoldCall]:
+    """The gold of a one-call intent: `name(**args)` in step 0."""
+    return [GoldCall(name=name, arguments=args, step=0)]
+
+
+def parallel_calls(name: str, key: str, *values: Any) -> list[GoldCall]:
+    """The gold of a parallel intent: `name(key=v)` once per value, all in step 0 (one model turn)."""
+    return [GoldCall(name=name, arguments={key: v}, step=0) for v in values]
+
+
+def lookup_intent(
+    name: str,
+    phrasings: list[str],
+    slot: str,
+    pool: list[Any],
+    tool: str,
+    arg: str,
+    facts: Callable[[Any], list[str]],
+    answer: Callable[[list[str], Any], str],
+) -> Intent:
+    """A one-call lookup: `slot` drawn from `pool`, the gold `tool(arg=slot)` in step 0, the key facts taken from its
+    one result (`facts(result)`) and the answer from them and that result (`answer(facts, result)`)."""
+    return Intent(
+        name,
+        phrasings,
+        lambda r: {slot: r.choice(pool)},
+        lambda s: one_call(tool, **{arg: s[slot]}),
+        lambda s, res: facts(res[0]),
+        lambda f, res: answer(f, res[0]),
+        [tool],
+    )
+
+
 def fmt_number(value: Any) -> str:
     """A number as an answer would state it: integers plain, other floats with at most two decimals."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from sim.real.tau2 import db_json
-from sim.tasks.intents import Intent
+from sim.tasks.intents import Intent, lookup_intent, one_call, parallel_calls
 from slca.contracts import GoldCall
 
 THANKS = {
@@ -14,10 +14,6 @@ THANKS = {
     "Hello, I have a question about my account.": "Hello! I'd be glad to help. What would you like to know?",
     "Ok, bye.": "Goodbye, and thank you for contacting us!",
 }
-
-
-def _one(name: str, **args) -> list[GoldCall]:
-    return [GoldCall(name=name, arguments=args, step=0)]
 
 
 def _no_tool() -> Intent:
@@ -49,40 +45,40 @@ def airline_intents() -> list[Intent]:
         o, d = r.choice(routes)
         return {"o": o, "d": d, "day": r.choice(days)}
 
+    def reservation(name: str, phrasings: list[str], facts, answer) -> Intent:
+        return lookup_intent(
+            name, phrasings, "rid", reservations, "get_reservation_details", "reservation_id", facts, answer
+        )
+
     def flights_answer(f, res):
         return f"I found {len(res[0])} direct flights" + (f", including {', '.join(f)}." if f else ".")
 
     return [
-        Intent(
+        reservation(
             "reservation_route",
             [
                 "Can you pull up reservation {rid}? Where does it fly from and to?",
                 "Where is booking {rid} going from and to?",
                 "What's the route of reservation {rid}?",
             ],
-            lambda r: {"rid": r.choice(reservations)},
-            lambda s: _one("get_reservation_details", reservation_id=s["rid"]),
-            lambda s, res: [res[0]["origin"], res[0]["destination"]],
-            lambda f, res: f"Reservation {res[0]['reservation_id']} goes from {f[0]} to {f[1]}.",
-            ["get_reservation_details"],
+            lambda res: [res["origin"], res["destination"]],
+            lambda f, res: f"Reservation {res['reservation_id']} goes from {f[0]} to {f[1]}.",
         ),
-        Intent(
+        reservation(
             "reservation_cabin",
             ["Which cabin is reservation {rid} booked in?", "What class of service is on booking {rid}?"],
-            lambda r: {"rid": r.choice(reservations)},
-            lambda s: _one("get_reservation_details", reservation_id=s["rid"]),
-            lambda s, res: [res[0]["cabin"]],
+            lambda res: [res["cabin"]],
             lambda f, res: f"It is booked in {f[0].replace('_', ' ')} ({f[0]}).",
-            ["get_reservation_details"],
         ),
-        Intent(
+        lookup_intent(
             "user_email",
             ["What e-mail address do you have for user {uid}?", "My user id is {uid}. Which e-mail is on file?"],
-            lambda r: {"uid": r.choice(users)},
-            lambda s: _one("get_user_details", user_id=s["uid"]),
-            lambda s, res: [res[0]["email"]],
+            "uid",
+            users,
+            "get_user_details",
+            "user_id",
+            lambda res: [res["email"]],
             lambda f, res: f"The e-mail on file is {f[0]}.",
-            ["get_user_details"],
         ),
         Intent(
             "flight_status",
@@ -92,7 +88,7 @@ def airline_intents() -> list[Intent]:
                 "Check flight {fn} for {day}, please.",
             ],
             flight_sample,
-            lambda s: _one("get_flight_status", flight_number=s["fn"], date=s["day"]),
+            lambda s: one_call("get_flight_status", flight_number=s["fn"], date=s["day"]),
             lambda s, res: [res[0]],
             lambda f, res: f"The flight's status is: {f[0]}.",
             ["get_flight_status"],
@@ -101,7 +97,7 @@ def airline_intents() -> list[Intent]:
             "direct_flights",
             ["Find me direct flights from {o} to {d} on {day}.", "Any nonstop flights {o} to {d} on {day}?"],
             route_sample,
-            lambda s: _one("search_direct_flight", origin=s["o"], destination=s["d"], date=s["day"]),
+            lambda s: one_call("search_direct_flight", origin=s["o"], destination=s["d"], date=s["day"]),
             lambda s, res: [x["flight_number"] for x in res[0][:2]],
             flights_answer,
             ["search_direct_flight"],
@@ -132,10 +128,7 @@ def airline_intents() -> list[Intent]:
                 "What cabins are bookings {r1} and {r2}?",
             ],
             lambda r: dict(zip(("r1", "r2"), r.sample(reservations, 2))),
-            lambda s: [
-                GoldCall(name="get_reservation_details", arguments={"reservation_id": s["r1"]}, step=0),
-                GoldCall(name="get_reservation_details", arguments={"reservation_id": s["r2"]}, step=0),
-            ],
+            lambda s: parallel_calls("get_reservation_details", "reservation_id", s["r1"], s["r2"]),
             lambda s, res: [res[0]["cabin"], res[1]["cabin"]],
             lambda f, res: f"{res[0]['reservation_id']} is in {f[0]} and {res[1]['reservation_id']} is in {f[1]}.",
             ["get_reservation_details"],
@@ -160,24 +153,25 @@ def retail_intents() -> list[Intent]:
         }
 
     return [
-        Intent(
+        lookup_intent(
             "order_status",
             [
                 "What's the status of order {oid}?",
                 "Has my order {oid} shipped yet?",
                 "Can you check order {oid} for me?",
             ],
-            lambda r: {"oid": r.choice(orders)},
-            lambda s: _one("get_order_details", order_id=s["oid"]),
-            lambda s, res: [res[0]["status"]],
-            lambda f, res: f"Order {res[0]['order_id']} is {f[0]}.",
-            ["get_order_details"],
+            "oid",
+            orders,
+            "get_order_details",
+            "order_id",
+            lambda res: [res["status"]],
+            lambda f, res: f"Order {res['order_id']} is {f[0]}.",
         ),
         Intent(
             "user_by_email",
             ["What's the user id for the account with e-mail {email}?", "Find my account: {email}."],
             person,
-            lambda s: _one("find_user_id_by_email", email=s["email"]),
+            lambda s: one_call("find_user_id_by_email", email=s["email"]),
             lambda s, res: [res[0]],
             lambda f, res: f"The account's user id is {f[0]}.",
             ["find_user_id_by_email"],
@@ -189,19 +183,20 @@ def retail_intents() -> list[Intent]:
                 "Look up the user {first} {last} living in zip {zip}.",
             ],
             person,
-            lambda s: _one("find_user_id_by_name_zip", first_name=s["first"], last_name=s["last"], zip=s["zip"]),
+            lambda s: one_call("find_user_id_by_name_zip", first_name=s["first"], last_name=s["last"], zip=s["zip"]),
             lambda s, res: [res[0]],
             lambda f, res: f"Your user id is {f[0]}.",
             ["find_user_id_by_name_zip"],
         ),
-        Intent(
+        lookup_intent(
             "product_name",
             ["What product has id {pid}?", "Tell me about product {pid}: what is it?"],
-            lambda r: {"pid": r.choice(products)},
-            lambda s: _one("get_product_details", product_id=s["pid"]),
-            lambda s, res: [res[0]["name"]],
-            lambda f, res: f"Product {res[0]['product_id']} is a {f[0]}.",
-            ["get_product_details"],
+            "pid",
+            products,
+            "get_product_details",
+            "product_id",
+            lambda res: [res["name"]],
+            lambda f, res: f"Product {res['product_id']} is a {f[0]}.",
         ),
         Intent(
             "user_city",
@@ -222,10 +217,7 @@ def retail_intents() -> list[Intent]:
             "two_orders",
             ["What are the statuses of orders {o1} and {o2}?", "Check both orders {o1} and {o2}."],
             lambda r: dict(zip(("o1", "o2"), r.sample(orders, 2))),
-            lambda s: [
-                GoldCall(name="get_order_details", arguments={"order_id": s["o1"]}, step=0),
-                GoldCall(name="get_order_details", arguments={"order_id": s["o2"]}, step=0),
-            ],
+            lambda s: parallel_calls("get_order_details", "order_id", s["o1"], s["o2"]),
             lambda s, res: [res[0]["status"], res[1]["status"]],
             lambda f, res: f"Order {res[0]['order_id']} is {f[0]} and order {res[1]['order_id']} is {f[1]}.",
             ["get_order_details"],
