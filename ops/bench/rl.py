@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from ops.bench.ab import check_no_paths, machine_now
@@ -27,7 +28,7 @@ from ops.bench.ab import write as write_checked
 from ops.bench.common import bench_command, model_name
 from ops.bench.machine import machine_facts
 from ops.bench.proc_sampler import TreeSampler
-from ops.bench.rl_report import SideResult, ratios, table, verdict, where_time_goes
+from ops.bench.rl_report import SideResult, SideSpec, ratios, table, verdict, where_time_goes
 from ops.bench.rl_slca import SlcaSpec, run_slca_side
 from ops.bench.rl_trl import TrlCounts, TrlSpec
 
@@ -151,14 +152,11 @@ def run_rl_bench(args, config) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="slca-bench-rl-logs-"))
     print(f"model {model_name(model)}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
     results: dict[str, SideResult] = {}
+    alike = SideSpec(model, args.pack, args.group_size, args.max_new_tokens, seconds)
     if "trl" in sides:
         results["trl"] = run_trl_side(
             TrlSpec(
-                model=model,
-                pack=args.pack,
-                group_size=args.group_size,
-                max_new_tokens=args.max_new_tokens,
-                seconds=seconds,
+                **asdict(alike),
                 lr=learner.lr,
                 bf16=precision.dtype == "bfloat16",
                 w_exec=learner.advantage.w_exec,
@@ -178,11 +176,7 @@ def run_rl_bench(args, config) -> int:
             )
         results["slca"] = run_slca_side(
             SlcaSpec(
-                model=model,
-                pack=args.pack,
-                group_size=args.group_size,
-                max_new_tokens=args.max_new_tokens,
-                seconds=slca_seconds,
+                **{**asdict(alike), "seconds": slca_seconds},
                 max_turns=args.max_turns,
                 extra_sets=tuple(args.pipeline_set),
             ),

@@ -1,4 +1,5 @@
-"""`slca bench rl`'s figures: one `SideResult` per trainer, the per-hour arithmetic, the ratio and the table."""
+"""`slca bench rl`'s task and figures: the `SideSpec` both trainers are given alike, one `SideResult` per trainer,
+the per-hour arithmetic, the ratio and the table."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ TARGET_RATIO = 2.0
 """slca ÷ TRL completions/hour (issue 13)."""
 TARGET_PEAK_RSS_GIB = 6.0
 """Whole pipeline's peak resident memory (issue 13)."""
+
+
+@dataclass
+class SideSpec:
+    """What both sides are given alike (each side's spec extends it: `ops.bench.rl_trl.TrlSpec`,
+    `ops.bench.rl_slca.SlcaSpec`): the model, the pack whose train-split prompts they train on, the group size, the
+    token budget per completion and the wall time of the measured window."""
+
+    model: str
+    pack: str
+    group_size: int
+    max_new_tokens: int
+    seconds: float
 
 
 @dataclass

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ops.bench.proc_sampler import TreeSampler
-from ops.bench.rl_report import SideResult
+from ops.bench.rl_report import SideResult, SideSpec
 from ops.observe.scrape import sample_value, scrape
 from slca.redis_server import RedisServer, free_port
 
@@ -35,12 +35,7 @@ ROLES = ("serve", "worker", "assembler", "learn", "feed")
 
 
 @dataclass
-class SlcaSpec:
-    model: str
-    pack: str
-    group_size: int
-    max_new_tokens: int
-    seconds: float
+class SlcaSpec(SideSpec):
     max_turns: int = 1
     extra_sets: tuple[str, ...] = ()
     """More `--set section.field=value` for the pipeline (e.g. serve.engine=hf)."""

@@ -22,14 +22,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ops.bench.rl_report import SideSpec
+
 
 @dataclass
-class TrlSpec:
-    model: str
-    pack: str
-    group_size: int
-    max_new_tokens: int
-    seconds: float
+class TrlSpec(SideSpec):
     lr: float
     bf16: bool
     temperature: float = 1.0
