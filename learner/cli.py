@@ -30,11 +30,12 @@ def _learn(args: argparse.Namespace, config) -> int:
     import redis
     from prometheus_client import start_http_server
 
-    from learner.loop import LoopContext, run_dir_of, run_learner
+    from learner.loop import LoopContext, is_main_rank, run_dir_of, run_learner
     from learner.metrics import LearnerMetrics
     from learner.settings import LearnerSettings
     from slca.logs import setup_logging
     from slca.models.paths import find_model_dir, how_to_make
+    from slca.weights import for_learner
 
     setup_logging(config.common.log_level)
     settings = config.get(LearnerSettings)
@@ -48,15 +49,26 @@ def _learn(args: argparse.Namespace, config) -> int:
     model_dir = find_model_dir(name, common.cache_dir, hint=f"{how_to_make(name)}, or set learner.init_model")
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
+    weights_dir = Path(common.data_dir) / "weights"
+    # how servers reach the versions: the disk (one machine), or HTTP on learner.weights_bind (rank 0 publishes)
+    bind = settings.weights_bind if is_main_rank() else None
+    transport = for_learner(weights_dir, bind, settings.weights_url, common.weights_key)
+    try:
+        transport.connect()
+    except (OSError, ValueError) as exc:  # the address is taken, or names no host servers could reach
+        from slca.cli import CliError
+
+        raise CliError(f"cannot serve the weights on {bind} (learner.weights_bind): {exc}") from None
     ctx = LoopContext(
         settings,
         common,
         redis.Redis.from_url(common.redis_or_default()),
         run_dir,
-        Path(common.data_dir) / "weights",
+        weights_dir,
         model_dir,
         LearnerMetrics.create(),
         stop,
+        transport,
     )
     try:
         state = run_learner(ctx)
@@ -67,6 +79,8 @@ def _learn(args: argparse.Namespace, config) -> int:
         from slca.cli import CliError
 
         raise CliError(f"cannot reach Redis at {common.redis_or_default()}: {exc}") from None
+    finally:
+        transport.close()
     print(f"learner stopped at step {state.step}, version {state.version}, {len(state.consumed)} groups consumed")
     return 0
 

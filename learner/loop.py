@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -46,6 +47,8 @@ class LoopContext:
     model_dir: Path
     metrics: LearnerMetrics
     stop: threading.Event = field(default_factory=threading.Event)
+    transport: Any = None
+    """How servers reach the published versions (`slca.weights.for_learner`, connected); None: the disk, in place."""
 
     @property
     def streams(self) -> Streams:
@@ -165,6 +168,7 @@ def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
         ctx.streams,
         s.keep_versions,
         weights_key=ctx.common.weights_key,
+        transport=ctx.transport,
     )
     state.version = manifest.version
     ctx.metrics.published_version.set(manifest.version)

@@ -101,6 +101,13 @@ class LearnerSettings(SectionSettings):
     """Checkpoint every K steps; groups are acknowledged only once the step that used them is checkpointed."""
     keep_versions: int = 3
     """Published weight versions kept on disk (older ones are deleted; 0 keeps all)."""
+    weights_bind: str | None = None
+    """`host:port` on which the learner serves its published versions over HTTP, for servers on other hosts (no shared
+    filesystem; slca/weights/http.py); port 0 picks a free one. None: not served, servers read the versions
+    directory (one machine). With `common.weights_key` set, a fetch needs a token derived from it."""
+    weights_url: str | None = None
+    """The base URL servers fetch the versions from, announced (signed) in each manifest, e.g. `http://learner:9200`;
+    None: `http://<weights_bind>` (required when `weights_bind` listens on every interface, 0.0.0.0 or ::)."""
     lora_rank: int = 0
     """LoRA rank (peft); 0: full fine-tuning. LoRA is merged before publishing."""
     lora_alpha: int = 32

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import time
+from pathlib import Path
 from typing import AsyncIterator, Callable, Mapping
 
 from aiohttp import web
@@ -29,7 +30,7 @@ from serve.redis_client import command_client, subscriber_client
 from serve.tools import make_tool_provider
 from slca.config import CommonSettings
 from slca.contracts import Streams
-from slca.weights import ManifestPolicy, WeightSwapper
+from slca.weights import ManifestPolicy, WeightSwapper, for_server
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +167,17 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
-    policy = ManifestPolicy.from_settings(app[COMMON], app[SETTINGS])  # signed announcements only (serve/swap.py)
-    app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy)
+    settings, common = app[SETTINGS], app[COMMON]
+    policy = ManifestPolicy.from_settings(common, settings)  # signed announcements only (slca/weights/verify.py)
+    mirror = settings.weights_mirror_dir or Path(common.data_dir) / "serve-weights" / str(settings.port)
+    transport = for_server(
+        settings.weights_transport,
+        Path(mirror),
+        common.weights_key,
+        settings.weights_fetch_timeout_s,
+        settings.weights_fetch_max_bytes,
+    )
+    app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy, transport=transport)
     if app[SETTINGS].subscribe_weights:
         # A separate connection: a subscribed connection cannot run other commands.
         client = subscriber_client(app[COMMON].redis_or_default(), app[SETTINGS])

@@ -1,5 +1,7 @@
 """Settings of the agent API server."""
 
+from typing import Literal
+
 from slca.config import SectionSettings
 
 
@@ -113,6 +115,17 @@ class ServeSettings(SectionSettings):
     """Completions per recorded chat request (its group size); other chat requests keep their own n."""
     subscribe_weights: bool = True
     """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
+    weights_transport: Literal["auto", "disk", "http"] = "auto"
+    """How an announced version reaches this server (slca/weights/): 'disk' reads the announced directory in place;
+    'http' fetches its files from the announced `url` (the learner's `weights_bind`) into `weights_mirror_dir`,
+    each hashed against the signed manifest; 'auto' reads the directory when it exists here, else fetches."""
+    weights_mirror_dir: str | None = None
+    """Where fetched versions are kept (only the one served stays); None: `<common.data_dir>/serve-weights/<port>`."""
+    weights_fetch_timeout_s: float = 60.0
+    """A weight fetch over HTTP fails when the learner does not answer (or sends nothing) for this long."""
+    weights_fetch_max_bytes: int = 64 << 30
+    """A version whose files add up to more than this (64 GiB) is refused while it is fetched, before it fills the
+    disk."""
     redis_socket_timeout_s: float = 5.0
     """serve's Redis commands (recording, readiness, dashboard reads) fail after this long instead of hanging on a
     Redis that stopped answering (the weight subscriber has no read timeout: its channel is quiet by design)."""

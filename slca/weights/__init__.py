@@ -5,16 +5,20 @@ One package owns it, used by the learner, `slca train`, the benches and every en
 - verifying and loading (`verify.py`): the announcement's signature and version guard (`ManifestPolicy`), the
   directory against the announced manifest, and `WeightVersion`, whose tensors are parsed from the very bytes that
   were hashed (every engine, vLLM's engine-core worker included, loads through it);
-- one class per transport, each with the learner's side (`connect`, `url_for`) and a server's (`fetch`, `retain`,
-  `stats`): `DiskTransport` (`disk.py`, in place);
+- one class per transport, each with the learner's side (`connect`, `url_for`, `close`) and a server's (`fetch`,
+  `retain`, `stats`): `DiskTransport` (`disk.py`: in place, one machine; the default) and `HttpTransport`
+  (`http.py`: the learner serves its versions, servers on other hosts fetch them into a verified local copy);
+  `transports.py` picks them from configuration (`for_learner`, `for_server`);
 - a server's side (`swap.py`): `WeightSwapper` follows the announcements, fetches and hands the engine a verified
   version; `load_or_roll_back` is the one rollback of an engine that reloads in place.
 """
 
 from slca.weights.disk import DiskTransport, TransportStats
 from slca.weights.errors import WeightLoadError, WeightRollback, WeightRollbackFailed
+from slca.weights.http import HttpTransport, fetch_token
 from slca.weights.publish import announce, existing_versions, next_version, prune_versions, publish, write_version
 from slca.weights.swap import SwapTarget, WeightSwapper, load_or_roll_back
+from slca.weights.transports import AutoTransport, for_learner, for_server
 from slca.weights.verify import (
     ManifestPolicy,
     WeightDir,
@@ -26,7 +30,9 @@ from slca.weights.verify import (
 )
 
 __all__ = [
+    "AutoTransport",
     "DiskTransport",
+    "HttpTransport",
     "ManifestPolicy",
     "SwapTarget",
     "TransportStats",
@@ -39,6 +45,9 @@ __all__ = [
     "announce",
     "check_weight_dir",
     "existing_versions",
+    "fetch_token",
+    "for_learner",
+    "for_server",
     "load_or_roll_back",
     "load_state_dict",
     "manifest_mismatch",

@@ -3,7 +3,8 @@
 `<data_dir>/weights/v{N}/` holds model.safetensors (full HF LlamaForCausalLM names; LoRA merged), config.json,
 tokenizer files and manifest.json (a `WeightManifest` with sha256 per file). Written into a temp dir, fsynced,
 renamed; only then `SET slca:weights:latest` and `PUBLISH slca:weights`, so a subscriber never sees a version
-whose files are incomplete."""
+whose files are incomplete. With the HTTP transport (slca/weights/http.py) the manifest also carries the `url` servers
+on other hosts fetch the files from."""
 
 from __future__ import annotations
 
@@ -58,7 +59,10 @@ def write_version(
     train_step: int,
     base_model: str,
     weights_key: str | None = None,
+    url: str | None = None,
 ) -> WeightManifest:
+    """Write `<weights_dir>/v<version>/` atomically: the merged model, tokenizer files and the manifest (sha256 of every
+    file; `url`: where servers without this directory fetch them, from the transport), signed with `weights_key`."""
     remove_stale_temps(weights_dir)
     target = weights_dir / f"v{version}"
     tmp = temp_dir_next_to(target)
@@ -69,7 +73,12 @@ def write_version(
             shutil.copy2(source_dir / name, tmp / name)
     digests = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
     manifest = WeightManifest(
-        version=version, path=str(target.resolve()), sha256=digests, base_model=base_model, train_step=train_step
+        version=version,
+        path=str(target.resolve()),
+        url=url,
+        sha256=digests,
+        base_model=base_model,
+        train_step=train_step,
     )
     if weights_key:
         manifest = manifest.signed(weights_key)
@@ -104,9 +113,11 @@ def publish(
     streams: Streams,
     keep: int = 3,
     weights_key: str | None = None,
+    transport=None,
 ) -> tuple[WeightManifest, float]:
     """Write, announce and prune version N+1; signed with `weights_key` (`common.weights_key`) when given — servers
-    refuse unsigned announcements unless configured for development (`common.allow_unsigned_weights`)."""
+    refuse unsigned announcements unless configured for development (`common.allow_unsigned_weights`). `transport`:
+    how servers reach the files (`slca.weights.transports.for_learner`, connected); None: the disk, in place."""
     t0 = time.perf_counter()
     if not weights_key and redis_client is not None:
         log.warning(
@@ -114,7 +125,8 @@ def publish(
             "common.allow_unsigned_weights is set"
         )
     version = next_version(weights_dir, last_published)
-    manifest = write_version(model, source_dir, weights_dir, version, train_step, base_model, weights_key)
+    url = transport.url_for(version) if transport is not None else None
+    manifest = write_version(model, source_dir, weights_dir, version, train_step, base_model, weights_key, url)
     if redis_client is not None:
         announce(redis_client, streams, manifest)
     prune_versions(weights_dir, keep, version)

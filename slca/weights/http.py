@@ -1,0 +1,253 @@
+"""The HTTP transport: weight versions reach servers on other hosts without a shared filesystem.
+
+The learner's side: `connect()` starts a small HTTP server (stdlib, a thread of the learner) on `learner.weights_bind`
+that serves `GET /v<N>/<name>`: only `manifest.json` and the files that version's manifest lists, nothing else of
+its directory or of the machine. Each version is announced with `url` (in its signed manifest): `learner.weights_url`,
+or `http://<weights_bind>` when that names a host. With `common.weights_key` set, a request must carry a token
+derived from it (`fetch_token`: HMAC of a fixed label, so the key itself never crosses the network); without a key
+the files are served to whoever can reach the address.
+
+A server's side: `fetch(manifest)` downloads each listed file of the announced (signature-checked) manifest from its
+`url` into a local copy (`serve.weights_mirror_dir`), hashing while it streams; a file whose digest differs, a
+response larger than it announced or past `serve.weights_fetch_max_bytes` in all refuses the version (nothing is
+kept). The copy is then loaded like any version on disk — its bytes hashed again against the announced manifest as
+they are parsed (`WeightVersion.state_dict`) — and copies of versions no longer served are removed (`retain`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from slca.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
+from slca.contracts import ContractError, WeightManifest, dump_json
+from slca.contracts.weights import MANIFEST_NAME, inside, is_confined_name
+from slca.weights.disk import TransportStats
+from slca.weights.errors import WeightLoadError
+from slca.weights.verify import WeightVersion, open_weight_dir
+
+log = logging.getLogger(__name__)
+
+_PATH = re.compile(r"^/v(\d+)/(.+)$")
+_VERSION_DIR = re.compile(r"^v(\d+)$")
+_CHUNK = 1 << 20
+_WILDCARDS = {"", "0.0.0.0", "::", "[::]"}
+
+
+def fetch_token(key: str) -> str:
+    """The bearer token of a weight fetch under `common.weights_key` (both sides derive it; the key stays home)."""
+    return hmac.new(key.encode(), b"slca weight fetch", hashlib.sha256).hexdigest()
+
+
+def split_bind(bind: str) -> tuple[str, int]:
+    """`host:port` (`[v6]:port` too) → (host, port); ValueError says what is wrong."""
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"weights bind address {bind!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class HttpTransport:
+    """Versions served by the learner over HTTP, fetched by servers into a local, verified copy."""
+
+    name = "http"
+
+    def __init__(
+        self,
+        weights_dir: Path | None = None,
+        *,
+        bind: str | None = None,
+        url: str | None = None,
+        mirror_dir: Path | None = None,
+        key: str | None = None,
+        timeout_s: float = 60.0,
+        max_bytes: int = 64 << 30,
+    ) -> None:
+        self.weights_dir = None if weights_dir is None else Path(weights_dir)
+        """The learner's published versions (the learner's side)."""
+        self.bind, self.url = bind, url
+        self.mirror_dir = None if mirror_dir is None else Path(mirror_dir)
+        """Where a server keeps its local copies (a server's side)."""
+        self.key = key
+        self.timeout_s, self.max_bytes = timeout_s, max_bytes
+        self.stats = TransportStats()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- the learner's side -----------------------------------------------------------------------
+    def connect(self) -> None:
+        """Start serving `weights_dir` on `bind` (a thread of this process); the announced base URL is then known."""
+        if self._server is not None:
+            return
+        if self.weights_dir is None or not self.bind:
+            raise ValueError("the HTTP weight transport needs the weights directory and a bind address")
+        host, port = split_bind(self.bind)
+        if host in _WILDCARDS and not self.url:
+            raise ValueError(
+                f"weights bind address {self.bind!r} listens on every interface: set the URL servers fetch from "
+                "(the learner's weights_url setting)"
+            )
+        self._server = ThreadingHTTPServer((host, port), _handler(self.weights_dir, self.key))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="weights-http", daemon=True)
+        self._thread.start()
+        log.info("serving published weights at %s (from %s)", self.base_url, self.weights_dir)
+
+    @property
+    def base_url(self) -> str:
+        if self.url:
+            return self.url.rstrip("/")
+        if self._server is None:
+            raise RuntimeError("the HTTP weight transport is not connected")
+        host, port = self._server.server_address[:2]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def url_for(self, version: int) -> str:
+        """Where servers fetch version `version` from (`<url><file name>`), announced in its signed manifest."""
+        return f"{self.base_url}/v{version}/"
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    # --- a server's side ----------------------------------------------------------------------------
+    def can_fetch(self, manifest: WeightManifest) -> bool:
+        return bool(manifest.url)
+
+    def fetch(self, manifest: WeightManifest) -> WeightVersion:
+        """A local copy of the announced version, every file hashed against the announced manifest while it is
+        downloaded; WeightLoadError says why not (nothing of a refused version is kept)."""
+        t0 = time.perf_counter()
+        try:
+            weights, fetched = self._fetch(manifest)
+        except Exception:
+            self.stats.failures += 1
+            raise
+        self.stats.fetches += 1
+        self.stats.bytes += fetched
+        self.stats.seconds += time.perf_counter() - t0
+        return weights
+
+    def _fetch(self, manifest: WeightManifest) -> tuple[WeightVersion, int]:
+        if self.mirror_dir is None:
+            raise WeightLoadError("no local directory to fetch weights into (serve.weights_mirror_dir)")
+        url = manifest.url
+        if not url or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise WeightLoadError(f"v{manifest.version}: no http(s) url to fetch it from ({url!r})")
+        target = self.mirror_dir / f"v{manifest.version}"
+        if not (target / MANIFEST_NAME).is_file():  # else fetched before: its bytes are checked again as loaded
+            remove_stale_temps(self.mirror_dir)
+            tmp = temp_dir_next_to(target)
+            try:
+                fetched = self._download(manifest, url, tmp)
+                (tmp / MANIFEST_NAME).write_text(dump_json(manifest))  # the announced one, signature and all
+                shutil.rmtree(target, ignore_errors=True)
+                commit_dir(tmp, target)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            fetched = 0
+        open_weight_dir(str(target), manifest)
+        return WeightVersion(str(target), manifest.version, manifest), fetched
+
+    def _download(self, manifest: WeightManifest, url: str, into: Path) -> int:
+        total = 0
+        headers = {"Authorization": f"Bearer {fetch_token(self.key)}"} if self.key else {}
+        for name, digest in sorted(manifest.sha256.items()):
+            source = url + urllib.parse.quote(name)
+            dest = into / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            h = hashlib.sha256()
+            try:
+                with urllib.request.urlopen(
+                    urllib.request.Request(source, headers=headers), timeout=self.timeout_s
+                ) as r:
+                    declared = r.headers.get("Content-Length")
+                    if declared is not None and total + int(declared) > self.max_bytes:
+                        raise WeightLoadError(f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes")
+                    with open(dest, "wb") as out:
+                        while block := r.read(_CHUNK):
+                            total += len(block)
+                            if total > self.max_bytes:
+                                raise WeightLoadError(
+                                    f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes"
+                                )
+                            h.update(block)
+                            out.write(block)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                raise WeightLoadError(f"{source}: cannot fetch ({exc})") from None
+            if h.hexdigest() != digest:
+                raise WeightLoadError(f"{source}: checksum mismatch for {name}; v{manifest.version} refused")
+        return total
+
+    def retain(self, versions: set[int]) -> None:
+        """Remove the local copies of every version but `versions` (what is served: what a rollback or a rebuild
+        loads back)."""
+        if self.mirror_dir is None or not self.mirror_dir.is_dir():
+            return
+        for p in self.mirror_dir.iterdir():
+            m = _VERSION_DIR.match(p.name)
+            if m and int(m.group(1)) not in versions:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _handler(weights_dir: Path, key: str | None) -> type[BaseHTTPRequestHandler]:
+    token = fetch_token(key) if key else None
+
+    class WeightFiles(BaseHTTPRequestHandler):
+        server_version = "slca-weights"
+
+        def do_GET(self) -> None:  # noqa: N802 — the name http.server calls
+            if token is not None:
+                sent = self.headers.get("Authorization", "")
+                if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+                    self.send_error(HTTPStatus.FORBIDDEN, "a weight fetch needs the token of common.weights_key")
+                    return
+            file = self._listed_file()
+            if file is None:
+                self.send_error(HTTPStatus.NOT_FOUND)
+                return
+            try:
+                with open(file, "rb") as fh:
+                    size = file.stat().st_size
+                    self.send_response(HTTPStatus.OK)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    shutil.copyfileobj(fh, self.wfile, _CHUNK)
+            except OSError as exc:  # pruned meanwhile, or the client went away
+                log.debug("serving %s: %s", file, exc)
+
+        def _listed_file(self) -> Path | None:
+            """The file asked for when its version's manifest lists it (or it is the manifest), inside the version."""
+            m = _PATH.match(urllib.parse.unquote(urllib.parse.urlsplit(self.path).path))
+            if not m or not is_confined_name(m.group(2)):
+                return None
+            root = weights_dir / f"v{int(m.group(1))}"
+            name = m.group(2)
+            try:
+                listed = WeightManifest.model_validate_json((root / MANIFEST_NAME).read_text()).sha256
+            except (OSError, ContractError, ValueError):
+                return None
+            file = root / name
+            if name != MANIFEST_NAME and name not in listed:
+                return None
+            return file if file.is_file() and inside(root, file) else None
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 — http.server's signature
+            log.debug("weights http: " + format, *args)
+
+    return WeightFiles
