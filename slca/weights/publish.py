@@ -93,12 +93,15 @@ def announce(redis_client, streams: Streams, manifest: WeightManifest) -> None:
     redis_client.publish(streams.weights_channel, text)
 
 
-def prune_versions(weights_dir: Path, keep: int, protect: int) -> None:
-    """Delete all but the newest `keep` versions (never `protect`, the one just announced)."""
+def prune_versions(weights_dir: Path, keep: int, protect: int | set[int] = frozenset()) -> None:
+    """Delete all but the newest `keep` complete versions (with their manifest; never those in `protect`: the one
+    just announced, one still needed). A directory without a manifest is not a version yet and is left alone."""
     if keep <= 0:
         return
-    for v in existing_versions(weights_dir)[:-keep]:
-        if v != protect:
+    protected = {protect} if isinstance(protect, int) else set(protect)
+    complete = [v for v in existing_versions(weights_dir) if (weights_dir / f"v{v}" / MANIFEST_NAME).is_file()]
+    for v in complete[:-keep]:
+        if v not in protected:
             shutil.rmtree(weights_dir / f"v{v}", ignore_errors=True)
 
 

@@ -24,6 +24,7 @@ from ops.experiments.learning.files import read_json, write_json
 from ops.experiments.learning.plan import Plan, RunKey
 from slca.cli import CliError
 from slca.config import Config
+from slca.weights import prune_versions
 
 POLL_S = 0.5
 
@@ -93,24 +94,10 @@ def train_argv(ctx: TrainContext, key: RunKey, steps: int, work: Path, log: Path
     ]
 
 
-def _versions(weights_dir: Path) -> list[int]:
-    """Complete published versions (a version folder is renamed into place with its manifest in it)."""
-    if not weights_dir.is_dir():
-        return []
-    return sorted(
-        int(p.name[1:])
-        for p in weights_dir.iterdir()
-        if p.name[:1] == "v" and p.name[1:].isdigit() and (p / "manifest.json").is_file()
-    )
-
-
 def prune(weights_dir: Path, keep: set[int]) -> None:
-    """Delete every version but the newest and those in `keep`. Safe while training: `slca train` waits until
-    the server serves vN before the next step, so no older version is still being loaded."""
-    versions = _versions(weights_dir)
-    for v in versions[:-1]:
-        if v not in keep:
-            shutil.rmtree(weights_dir / f"v{v}", ignore_errors=True)
+    """Delete every version but the newest and those in `keep` (`slca.weights.prune_versions`). Safe while training:
+    `slca train` waits until the server serves vN before the next step, so no older version is still being loaded."""
+    prune_versions(weights_dir, 1, keep)
 
 
 def train(
