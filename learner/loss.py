@@ -15,7 +15,7 @@ import torch
 
 from learner.advantages.batch import KIND_CODE
 from learner.settings import LossSettings
-from learner.step_stats import TRAINED_KINDS, LossSums, TokenSums
+from learner.step_stats import TRAINED_KINDS, LossSums, TokenFigures
 
 
 @dataclass
@@ -139,8 +139,8 @@ def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> LossSums:
     advantage, |advantage|, clip fraction, ratio, KL, entropy, behaviour-vs-recompute logprob gap."""
     gap = (inputs.behaviour - inputs.logprobs.detach()).abs()
 
-    def sums(mask: torch.Tensor) -> TokenSums:
-        return TokenSums(
+    def sums(mask: torch.Tensor) -> TokenFigures:
+        return TokenFigures(
             tokens=int(mask.sum()),
             adv=float(inputs.advantages[mask].sum()),
             adv_abs=float(inputs.advantages[mask].abs().sum()),

@@ -33,14 +33,16 @@ ESTIMATOR_PREFIX = "estimator/"
 
 
 @dataclass(frozen=True)
-class TokenSums:
-    """Sums over a set of trained tokens (one kind, or all) of one or more micro-batches; `means()` divides."""
+class TokenFigures:
+    """Figures over a set of trained tokens (one segment kind, or all): sums over one or more micro-batches, as a loss
+    reports them (`LossSums`; `+` merges two), or per-token means of a step (`LossStats`, from `means()`)."""
 
     tokens: int
+    """Trained tokens (in the means too: the count they divide by)."""
     adv: float
     adv_abs: float
     clip: float
-    """Tokens whose clipped (or truncated) branch was taken."""
+    """Tokens whose clipped (or truncated) branch was taken; as a mean, the clip fraction."""
     ratio: float
     logprob_gap: float
     """|behaviour logprob − recomputed logprob|."""
@@ -48,49 +50,30 @@ class TokenSums:
     kl: float | None = None
     """k3 KL to the reference (None: no reference model)."""
 
-    def __add__(self, other: TokenSums) -> TokenSums:
-        def add(a: float | None, b: float | None) -> float | None:
+    def __add__(self, other: TokenFigures) -> TokenFigures:
+        def add(a, b):
             return b if a is None else a if b is None else a + b
 
-        return TokenSums(
-            tokens=self.tokens + other.tokens,
-            adv=self.adv + other.adv,
-            adv_abs=self.adv_abs + other.adv_abs,
-            clip=self.clip + other.clip,
-            ratio=self.ratio + other.ratio,
-            logprob_gap=self.logprob_gap + other.logprob_gap,
-            entropy=add(self.entropy, other.entropy),
-            kl=add(self.kl, other.kl),
-        )
+        return TokenFigures(**{f.name: add(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)})
 
-    def means(self) -> TokenMeans:
+    def means(self) -> TokenFigures:
         def mean(v: float | None) -> float | None:
             return None if v is None else (v / self.tokens if self.tokens else 0.0)
 
-        return TokenMeans(
-            tokens=self.tokens,
-            adv_mean=mean(self.adv),
-            adv_abs_mean=mean(self.adv_abs),
-            clip_frac=mean(self.clip),
-            ratio_mean=mean(self.ratio),
-            logprob_gap_mean=mean(self.logprob_gap),
-            entropy_mean=mean(self.entropy),
-            kl=mean(self.kl),
-        )
+        return TokenFigures(self.tokens, **{f: mean(getattr(self, f)) for f in LOG_NAMES if f != "tokens"})
 
 
-@dataclass(frozen=True)
-class TokenMeans:
-    """Per-token means over a set of trained tokens of a step. Field names are the log keys' last part."""
-
-    tokens: int
-    adv_mean: float
-    adv_abs_mean: float
-    clip_frac: float
-    ratio_mean: float
-    logprob_gap_mean: float
-    entropy_mean: float | None = None
-    kl: float | None = None
+LOG_NAMES = {
+    "tokens": "tokens",
+    "adv": "adv_mean",
+    "adv_abs": "adv_abs_mean",
+    "clip": "clip_frac",
+    "ratio": "ratio_mean",
+    "logprob_gap": "logprob_gap_mean",
+    "entropy": "entropy_mean",
+    "kl": "kl",
+}
+"""`TokenFigures` field → the last part of its key in the per-step line, where it is a per-token mean."""
 
 
 def _merge_kinds(a: dict[SegmentKind, Any], b: dict[SegmentKind, Any]) -> dict[SegmentKind, Any]:
@@ -98,40 +81,35 @@ def _merge_kinds(a: dict[SegmentKind, Any], b: dict[SegmentKind, Any]) -> dict[S
 
 
 @dataclass(frozen=True)
-class LossSums:
-    """What a policy loss reports for one micro-batch (one packed group), summed: the trainer merges a step's."""
+class LossFigures:
+    """The loss figures of a micro-batch or a step, over all its trained tokens and per segment kind: sums
+    (`LossSums`: what a policy loss reports for one packed group; the trainer merges a step's) or their means
+    (`LossStats`)."""
 
-    all: TokenSums
-    by_kind: dict[SegmentKind, TokenSums]
-    """Only the kinds the micro-batch has tokens of."""
+    all: TokenFigures
+    by_kind: dict[SegmentKind, TokenFigures]
+    """Only the kinds with trained tokens."""
     ratio_max: float
     ratio_min: float
 
     def merge(self, other: LossSums) -> LossSums:
-        return LossSums(
-            all=self.all + other.all,
-            by_kind=_merge_kinds(self.by_kind, other.by_kind),
-            ratio_max=max(self.ratio_max, other.ratio_max),
-            ratio_min=min(self.ratio_min, other.ratio_min),
+        return LossFigures(
+            self.all + other.all,
+            _merge_kinds(self.by_kind, other.by_kind),
+            max(self.ratio_max, other.ratio_max),
+            min(self.ratio_min, other.ratio_min),
         )
 
     def means(self) -> LossStats:
-        return LossStats(
-            all=self.all.means(),
-            by_kind={k: v.means() for k, v in self.by_kind.items()},
-            ratio_max=self.ratio_max,
-            ratio_min=self.ratio_min,
+        return LossFigures(
+            self.all.means(), {k: v.means() for k, v in self.by_kind.items()}, self.ratio_max, self.ratio_min
         )
 
 
-@dataclass(frozen=True)
-class LossStats:
-    """The loss figures of a step: means over all its trained tokens and per segment kind."""
-
-    all: TokenMeans
-    by_kind: dict[SegmentKind, TokenMeans]
-    ratio_max: float
-    ratio_min: float
+LossSums = LossFigures
+"""A loss's figures as sums (of a micro-batch, or merged over a step's)."""
+LossStats = LossFigures
+"""A step's loss figures as per-token means (`LossSums.means()`)."""
 
 
 @dataclass(frozen=True)
@@ -182,12 +160,12 @@ class StepStats:
 
     @property
     def clip_frac(self) -> float:
-        return self.loss.all.clip_frac if self.loss else 0.0
+        return self.loss.all.clip if self.loss else 0.0
 
     def adv_abs_mean(self, kind: SegmentKind) -> float | None:
         """Mean |advantage| on the step's tokens of `kind`; None when it trained none."""
         means = self.loss.by_kind.get(kind) if self.loss else None
-        return means.adv_abs_mean if means else None
+        return means.adv_abs if means else None
 
     def to_log(self) -> dict[str, float]:
         """The flat per-step line (`all/<figure>`, `<kind>/<figure>`, `all/ratio_max|min`, `grad_norm`,
@@ -199,10 +177,9 @@ class StepStats:
                 *((k.value, self.loss.by_kind[k]) for k in TRAINED_KINDS if k in self.loss.by_kind),
             ]
             for name, means in groups:
-                for f in fields(TokenMeans):
-                    value = getattr(means, f.name)
-                    if value is not None:
-                        out[f"{name}/{f.name}"] = float(value)
+                for field_name, key in LOG_NAMES.items():
+                    if (value := getattr(means, field_name)) is not None:
+                        out[f"{name}/{key}"] = float(value)
             out[f"{ALL}/ratio_max"] = self.loss.ratio_max
             out[f"{ALL}/ratio_min"] = self.loss.ratio_min
         out["grad_norm"] = self.grad_norm
@@ -219,13 +196,11 @@ class StepStats:
         """The figures of a per-step line as `to_log()` writes it (other keys of the line are ignored; figures a
         line lacks are None, a kind's `tokens` 0; a line without `all/tokens` trained no token: `loss` None)."""
 
-        def means(name: str) -> TokenMeans | None:
-            values = {f.name: line[f"{name}/{f.name}"] for f in fields(TokenMeans) if f"{name}/{f.name}" in line}
-            if not values:
+        def means(name: str) -> TokenFigures | None:
+            values = {f: line.get(f"{name}/{key}") for f, key in LOG_NAMES.items()}
+            if all(v is None for v in values.values()):
                 return None
-            return TokenMeans(
-                **{f.name: values.get(f.name) for f in fields(TokenMeans)} | {"tokens": int(values.get("tokens", 0))}
-            )
+            return TokenFigures(**{**values, "tokens": int(values["tokens"] or 0)})
 
         loss = None
         if f"{ALL}/tokens" in line and (all_means := means(ALL)) is not None:

@@ -103,8 +103,8 @@ def test_metrics_per_kind_and_unknown_loss():
     x = inputs([-1.0, -1.1], [-1.0, -1.0], [0.5, -1.5], kinds=[TOOL_CALL, SUMMARY], total_tokens=2)
     _, sums = get_loss("clip")(x, LossSettings())
     m = sums.means()
-    assert m.by_kind[SegmentKind.TOOL_CALL].adv_mean == 0.5 and m.by_kind[SegmentKind.SUMMARY].adv_abs_mean == 1.5
-    assert m.by_kind[SegmentKind.SUMMARY].logprob_gap_mean == pytest.approx(0.1)
+    assert m.by_kind[SegmentKind.TOOL_CALL].adv == 0.5 and m.by_kind[SegmentKind.SUMMARY].adv_abs == 1.5
+    assert m.by_kind[SegmentKind.SUMMARY].logprob_gap == pytest.approx(0.1)
     assert SegmentKind.REASONING not in m.by_kind and m.all.tokens == 2 and m.all.kl is None
     assert set(LOSSES) == {"clip", "clip_tis"}
     with pytest.raises(UnknownLossError, match="known: clip, clip_tis"):

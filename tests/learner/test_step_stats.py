@@ -9,25 +9,25 @@ from pathlib import Path
 import pytest
 
 from learner.advantages import CHANNELS, ESTIMATORS, estimate, register_estimator
-from learner.step_stats import ChannelStats, EstimatorStats, LossSums, StepStats, TokenSums
+from learner.step_stats import ChannelStats, EstimatorStats, LossSums, StepStats, TokenFigures
 from slca.contracts import SegmentKind
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted((ROOT / "bench" / "learning").glob("*/*.jsonl"))
 
 
-def sums(tokens: int, adv: float, kl: float | None = None) -> TokenSums:
-    return TokenSums(tokens=tokens, adv=adv, adv_abs=abs(adv), clip=1.0, ratio=float(tokens), logprob_gap=0.0, kl=kl)
+def sums(tokens: int, adv: float, kl: float | None = None) -> TokenFigures:
+    return TokenFigures(tokens=tokens, adv=adv, adv_abs=abs(adv), clip=1.0, ratio=float(tokens), logprob_gap=0.0, kl=kl)
 
 
 def test_micro_batch_sums_merge_then_divide_by_the_steps_tokens():
     a = LossSums(sums(2, 1.0), {SegmentKind.TOOL_CALL: sums(2, 1.0)}, ratio_max=1.5, ratio_min=0.9)
     b = LossSums(sums(6, -3.0), {SegmentKind.SUMMARY: sums(6, -3.0)}, ratio_max=1.2, ratio_min=0.5)
     m = a.merge(b).means()
-    assert (m.all.tokens, m.all.adv_mean, m.all.adv_abs_mean, m.all.clip_frac) == (8, -0.25, 0.5, 0.25)
-    assert (m.ratio_max, m.ratio_min) == (1.5, 0.5) and m.all.kl is None and m.all.entropy_mean is None
+    assert (m.all.tokens, m.all.adv, m.all.adv_abs, m.all.clip) == (8, -0.25, 0.5, 0.25)
+    assert (m.ratio_max, m.ratio_min) == (1.5, 0.5) and m.all.kl is None and m.all.entropy is None
     assert list(m.by_kind) == [SegmentKind.TOOL_CALL, SegmentKind.SUMMARY]
-    assert m.by_kind[SegmentKind.SUMMARY].adv_mean == -0.5
+    assert m.by_kind[SegmentKind.SUMMARY].adv == -0.5
 
 
 def test_channels_add_over_the_steps_groups():

@@ -68,7 +68,7 @@ def run_diagnostics(lines: list[dict], no_tool_tasks: set[str] = frozenset()) ->
     """`{metric: value}` (None: `slca train` did not log what it needs). `no_tool_tasks`: ids of training tasks
     whose gold has no call (their steps give the spurious-call diagnostic)."""
     steps = [StepStats.from_log(x) for x in lines]
-    zero_adv = [float(s.loss is None or s.loss.all.adv_abs_mean == 0.0) for s in steps]
+    zero_adv = [float(s.loss is None or s.loss.all.adv_abs == 0.0) for s in steps]
     per_channel = {f"diag/zero_variance/{c}": _mean(f) for c, f in sorted(_zero_variance_flags(steps).items())}
     no_tool = [
         float(x["tool_turns_mean"]) for x in lines if x.get("task_id") in no_tool_tasks and "tool_turns_mean" in x

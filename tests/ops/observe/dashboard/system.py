@@ -108,7 +108,7 @@ def write_history(
 
 def _report(step: int, entries):
     """A StepReport whose estimator figures count the zero-variance groups per channel, as `prepare_group` does."""
-    from learner.step_stats import ChannelStats, EstimatorStats, LossStats, StepStats, TokenMeans
+    from learner.step_stats import ChannelStats, EstimatorStats, LossStats, StepStats, TokenFigures
     from learner.trainer import StepReport
 
     channels = {
@@ -119,7 +119,7 @@ def _report(step: int, entries):
         )
         for channel in ("exec", "pref")
     }
-    means = TokenMeans(100 * len(entries), 0.0, 0.5, 0.05, 1.0, 0.0, kl=0.002 * step)
+    means = TokenFigures(100 * len(entries), 0.0, 0.5, 0.05, 1.0, 0.0, kl=0.002 * step)
     stats = StepStats(LossStats(means, {}, 1.0, 1.0), EstimatorStats(channels))
     return StepReport(
         step=step,
