@@ -4,7 +4,7 @@ Redis carries the announcements, and whoever can write Redis could otherwise ann
 their own or pin a server with a huge version number. So the learner signs each manifest with a key it shares
 with the servers (`common.weights_key`): HMAC-SHA256 over the canonical JSON of every field but `signature`
 (sorted keys, no spaces: the same bytes on both sides whatever the serialiser's order). A server refuses a
-manifest whose signature is missing or wrong (serve/swap.py).
+manifest whose signature is missing or wrong (`ManifestPolicy`, slca/weights/verify.py).
 """
 
 from __future__ import annotations

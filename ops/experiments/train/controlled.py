@@ -2,7 +2,7 @@
 equal budgets and seeds. Plan per step: pick a task (seeded) → one group of G episodes through the serve
 agent API (`return_trajectories`, `record: false`) → HierR scores (`workers.scoring.score_trajectory`, with the
 configured `workers` settings and the trained model's own tokenizer, as the online workers score) → one update
-→ publish vN through the online learner's path (`learner.publish.publish`: files, then `SET`+`PUBLISH` on
+→ publish vN through the online learner's path (`slca.weights.publish`: files, then `SET`+`PUBLISH` on
 Redis) → wait until the server serves vN → one JSON line of metrics.
 
 Which server follows the announcement: the in-process one (no `--api`) subscribes under a stream prefix of

@@ -125,7 +125,7 @@ def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str,
         # one token for this run: serve accepts it and the learner uses it; kept out of the state file
         env["SLCA_ADMIN_TOKEN"] = generated_secret(data_dir / "admin-token")
     if not common.weights_key:
-        # the learner signs its weight announcements with it and serve loads only what it signed (serve/swap.py)
+        # the learner signs its weight announcements with it and serve loads only what it signed (slca/weights/)
         env["SLCA_WEIGHTS_KEY"] = generated_secret(data_dir / "weights-key")
     if not common.record_key:
         # the feed's key (scope 'record'): serve records only what such a key sends, the feed sends it
