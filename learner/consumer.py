@@ -24,10 +24,7 @@ from dataclasses import dataclass
 import redis
 
 from slca.contracts import ContractError, RolloutGroup, Streams, decode_entry
-
-
-DEAD_MAXLEN = 10_000
-"""Approximate bound of `slca:dead` when the learner dead-letters an undecodable group."""
+from slca.contracts.queues import DEAD_MAXLEN
 
 
 @dataclass
@@ -123,6 +120,6 @@ class GroupConsumer:
         payload = (entry.raw or {}).get(b"data")
         if payload is not None:
             fields[b"data"] = payload
-        # bounded like the workers' dead letters (workers.dead_maxlen's default): a poison producer cannot grow it
+        # bounded like the workers' dead letters (the same DEAD_MAXLEN): a poison producer cannot grow it
         self.client.xadd(self.streams.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)
         self.ack([entry.entry_id])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import redis
 
+from slca.contracts.queues import DEAD_MAXLEN
 from workers.keys import Keys
 from workers.luascripts import LuaScript, ScriptBatch
 
@@ -33,7 +34,7 @@ def reason_kind(reason: str) -> str:
 
 
 class DeadLetters:
-    def __init__(self, client: redis.Redis, keys: Keys, ttl_s: int, maxlen: int = 10_000):
+    def __init__(self, client: redis.Redis, keys: Keys, ttl_s: int, maxlen: int = DEAD_MAXLEN):
         self.keys = keys
         self.ttl_s = ttl_s
         self.maxlen = maxlen

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import redis
 
 from slca.contracts import Reward, RolloutGroup, Trajectory, dump_msgpack, load_msgpack
+from slca.contracts.queues import DEAD_MAXLEN
 from slca.contracts.stats import RewardStats
 from workers.keys import Keys
 from workers.luascripts import LuaScript, ScriptBatch
@@ -177,7 +178,7 @@ class GroupAssembler:
         ttl_s: int,
         max_groups_len: int,
         late_window_s: float,
-        dead_maxlen: int = 10_000,
+        dead_maxlen: int = DEAD_MAXLEN,
     ):
         self.client = client
         self.dead_maxlen = dead_maxlen

@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from slca.config import SectionSettings
+from slca.contracts.queues import DEAD_MAXLEN
 from slca.contracts.stats import STATS_MAXLEN
 
 
@@ -120,9 +121,10 @@ class WorkerSettings(SectionSettings):
     stats_maxlen: int = Field(default=STATS_MAXLEN, ge=1)
     """MAXLEN (approximate) of the dashboard rewards stats stream (`slca.contracts.stats.STATS_MAXLEN` by default:
     the readers fetch at most that many rows)."""
-    dead_maxlen: int = Field(default=10_000, ge=1)
-    """MAXLEN (approximate: Redis trims whole nodes, so up to ~100 more) of the dead-letter stream `slca:dead`;
-    the oldest dead letters go first. Each dead-letter mark (idempotence) still lives `key_ttl_s`."""
+    dead_maxlen: int = Field(default=DEAD_MAXLEN, ge=1)
+    """MAXLEN (approximate: Redis trims whole nodes, so up to ~100 more) of the dead-letter stream `slca:dead`
+    (`slca.contracts.queues.DEAD_MAXLEN` by default, the learner's bound too); the oldest dead letters go first.
+    Each dead-letter mark (idempotence) still lives `key_ttl_s`."""
     metrics_port: int = Field(default=0, ge=0)
     """Prometheus port of `slca worker` / `slca assembler` (0 = off)."""
 

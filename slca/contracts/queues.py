@@ -38,6 +38,11 @@ class Streams:
         return f"{self.prefix}:{suffix}"
 
 
+DEAD_MAXLEN = 10_000
+"""MAXLEN (approximate: Redis trims whole nodes, so up to ~100 more) of the dead-letter stream `<prefix>:dead`, which
+the workers (`workers.dead_maxlen`'s default) and the learner (an undecodable group) both write: the oldest dead
+letters go first."""
+
 PAYLOAD_FIELD = b"data"
 """Every stream entry carries one msgpack-encoded contract under this field (plus optional plain fields)."""
 

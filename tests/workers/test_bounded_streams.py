@@ -104,6 +104,21 @@ def test_dead_letter_stream_is_capped(client, builder, tiny_model_dir):
     assert WorkerSettings().dead_maxlen >= 1000
 
 
+def test_every_writer_of_the_dead_letters_caps_them_at_the_one_named_bound():
+    import inspect
+
+    from learner import consumer
+    from slca.contracts.queues import DEAD_MAXLEN
+    from workers.groups import GroupAssembler
+
+    assert WorkerSettings().dead_maxlen == DEAD_MAXLEN == consumer.DEAD_MAXLEN
+    for default in (
+        inspect.signature(DeadLetters).parameters["maxlen"],
+        inspect.signature(GroupAssembler).parameters["dead_maxlen"],
+    ):
+        assert default.default == DEAD_MAXLEN
+
+
 def test_a_redelivered_entry_before_its_group_completes_is_kept_until_then(client, builder, tiny_model_dir):
     p = make_pipeline(client, tiny_model_dir)
     trajs = [trajectory(template=templates(builder)[0], task_id="task-r", member=i) for i in range(4)]
