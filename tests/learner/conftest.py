@@ -1,4 +1,4 @@
-"""Fixtures of the learner tests: a `slca learn` subprocess against an owned Redis."""
+"""Fixtures of the learner tests: the online loop's context, a `slca learn` subprocess against an owned Redis."""
 
 from __future__ import annotations
 
@@ -8,6 +8,34 @@ import torch
 
 from slca.contracts import Streams
 from tests.support.learner import LearnerProcess
+
+
+@pytest.fixture
+def loop_context(redis_client, redis_url, tmp_path, tiny_model_dir):
+    """`loop_context(**learner_settings)`: a `LoopContext` for `run_learner` on the tiny model, the owned Redis and
+    `tmp_path` (fp32, 100 ms reads, lr 1e-4 unless overridden)."""
+    from prometheus_client import CollectorRegistry
+
+    from learner.loop import LoopContext
+    from learner.metrics import LearnerMetrics
+    from learner.settings import LearnerSettings
+    from slca.config import CommonSettings
+
+    def make(**overrides) -> LoopContext:
+        settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
+        common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
+        (tmp_path / "learner").mkdir(exist_ok=True)
+        return LoopContext(
+            settings,
+            common,
+            redis_client,
+            tmp_path / "learner",
+            tmp_path / "weights",
+            tiny_model_dir,
+            LearnerMetrics.create(CollectorRegistry()),
+        )
+
+    return make
 
 
 @pytest.fixture

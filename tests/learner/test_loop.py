@@ -6,42 +6,17 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
-from prometheus_client import CollectorRegistry
-
-from learner.loop import LoopContext, run_learner
-from learner.metrics import LearnerMetrics
+from learner.loop import run_learner
 from slca.weights import next_version
-from learner.settings import LearnerSettings
-from slca.config import CommonSettings
 from slca.contracts import WeightManifest, encode_entry
 from slca.contracts.wire import load_json
 from tests.learner.two_tools import TwoToolTask
 
 
-@pytest.fixture
-def context(redis_client, redis_url, tmp_path, tiny_model_dir):
-    def make(**overrides) -> LoopContext:
-        settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
-        common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
-        (tmp_path / "learner").mkdir(exist_ok=True)
-        return LoopContext(
-            settings,
-            common,
-            redis_client,
-            tmp_path / "learner",
-            tmp_path / "weights",
-            tiny_model_dir,
-            LearnerMetrics.create(CollectorRegistry()),
-        )
-
-    return make
-
-
-def test_stale_groups_dropped_bad_entries_dead_lettered_versions_published(context, rollout_model, redis_client):
+def test_stale_groups_dropped_bad_entries_dead_lettered_versions_published(loop_context, rollout_model, redis_client):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=2)
-    ctx = context(max_staleness=0, max_steps=2)
+    ctx = loop_context(max_staleness=0, max_steps=2)
     streams = ctx.streams
     pubsub = redis_client.pubsub()
     pubsub.subscribe(streams.weights_channel)
@@ -71,18 +46,18 @@ def test_stale_groups_dropped_bad_entries_dead_lettered_versions_published(conte
     assert next_version(ctx.weights_dir, 0) == 3  # numbers on disk are never reused
 
 
-def test_stop_event_ends_an_idle_loop(context):
-    ctx = context()
+def test_stop_event_ends_an_idle_loop(loop_context):
+    ctx = loop_context()
     threading.Timer(0.5, ctx.stop.set).start()
     state = run_learner(ctx)
     assert state.step == 0
 
 
-def test_step_with_only_zero_advantage_groups_publishes_no_version(context, rollout_model, redis_client):
+def test_step_with_only_zero_advantage_groups_publishes_no_version(loop_context, rollout_model, redis_client):
     """Identical rewards in every channel: no advantage, no weight change, so no new version to swap to."""
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=3)
-    ctx = context(max_steps=2)
+    ctx = loop_context(max_steps=2)
     flat = task.group(model, 0, size=4, index=0)
     flat = flat.model_copy(
         update={"rewards": [r.model_copy(update={"exec": 0.5, "pref": 0.5, "components": {}}) for r in flat.rewards]}

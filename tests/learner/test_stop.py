@@ -10,32 +10,14 @@ import time
 
 import pytest
 import torch
-from prometheus_client import CollectorRegistry
 
-from learner.loop import LoopContext, run_learner
-from learner.metrics import LearnerMetrics
+from learner.loop import run_learner
 from learner.model import load_policy
 from learner.settings import LearnerSettings
 from learner.trainer import StepInterrupted, Trainer
-from slca.config import CommonSettings
 from slca.contracts import encode_entry
 from tests.learner.two_tools import TwoToolTask
 from tests.support.wait import wait_for
-
-
-def make_context(redis_client, redis_url, tmp_path, model_dir, **overrides) -> LoopContext:
-    settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
-    common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
-    (tmp_path / "learner").mkdir(exist_ok=True)
-    return LoopContext(
-        settings,
-        common,
-        redis_client,
-        tmp_path / "learner",
-        tmp_path / "weights",
-        model_dir,
-        LearnerMetrics.create(CollectorRegistry()),
-    )
 
 
 def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model):
@@ -59,12 +41,10 @@ def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout
     assert all(p.grad is None for p in policy.model.parameters())
 
 
-def test_a_stop_during_a_step_acknowledges_none_of_its_groups(
-    redis_client, redis_url, tmp_path, tiny_model_dir, rollout_model, monkeypatch
-):
+def test_a_stop_during_a_step_acknowledges_none_of_its_groups(loop_context, redis_client, rollout_model, monkeypatch):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=6)
-    ctx = make_context(redis_client, redis_url, tmp_path, tiny_model_dir, groups_per_step=2)
+    ctx = loop_context(groups_per_step=2)
     for i in range(2):
         redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 0, size=4, index=i), id=f"g{i}"))
     original = Trainer.train_step
