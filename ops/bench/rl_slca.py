@@ -16,22 +16,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from ops.bench.proc_sampler import TreeSampler
 from ops.bench.rl_report import SideResult, SideSpec
+from ops.bench.slca_up import bench_sets, copy_logs, ready, role_of, set_args, stop, up_argv
 from ops.observe.scrape import sample_value, scrape
 from slca.redis_server import RedisServer, free_port
 
 log = logging.getLogger("slca.bench.rl")
-ROLES = ("serve", "worker", "assembler", "learn", "feed")
 
 
 @dataclass
@@ -42,38 +39,20 @@ class SlcaSpec(SideSpec):
     ready_timeout_s: float = 900.0
 
 
-def role_of(cmdline: str) -> str:
-    """The pipeline role of a process from its command line (`python -m slca … <command>`, Celery pool children,
-    redis-server)."""
-    if "redis-server" in cmdline:
-        return "redis"
-    if "celery" in cmdline:
-        return "worker"
-    words = cmdline.split()
-    for word in reversed(words):
-        if word in ROLES or word == "up":
-            return "supervisor (slca up)" if word == "up" else word
-    return "other: " + (Path(words[0]).name if words else "?")
-
-
 def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> list[str]:
     """The configuration of the measured pipeline: `slca up`'s defaults but for what the comparison fixes."""
-    no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})
     sets = [
-        f"common.data_dir={data_dir}",
+        *bench_sets(data_dir, port),
         f"common.model={spec.model}",
         f"common.redis_url={redis_url}",
-        f"serve.port={port}",
-        "ops.warm_start_minutes=0",
         f"ops.feed_pack={spec.pack}",
         f"ops.feed_max_tokens={spec.max_new_tokens}",
         f"ops.feed_max_turns={spec.max_turns}",
         "ops.probe_enabled=false",
         f"workers.group_size={spec.group_size}",
-        f"ops.metrics_ports={no_metrics_ports}",
         *spec.extra_sets,
     ]
-    return [arg for s in sets for arg in ("--set", s)]
+    return set_args(sets)
 
 
 def _serve_counts(url: str) -> tuple[float, float]:
@@ -82,14 +61,6 @@ def _serve_counts(url: str) -> tuple[float, float]:
         sample_value(text, "slca_trajectories_recorded_total") or 0.0,
         sample_value(text, "slca_tokens_generated_total") or 0.0,
     )
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/readyz", timeout=2.0) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 @dataclass
@@ -139,15 +110,7 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         server = RedisServer(Path(tmp) / "redis", appendonly=True).start()
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        argv = [
-            sys.executable,
-            "-m",
-            "slca",
-            *pipeline_sets(spec, data_dir, server.url, port),
-            "up",
-            "--duration",
-            str(spec.ready_timeout_s + spec.seconds + 120),
-        ]  # a bound if we die; we stop it first
+        argv = up_argv(pipeline_sets(spec, data_dir, server.url, port), spec.ready_timeout_s + spec.seconds + 120)
         out = open(log_dir / "slca-up.log", "wb")
         began = time.monotonic()
         proc = subprocess.Popen(
@@ -159,7 +122,7 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         )
         sampler = TreeSampler([proc.pid, server.proc.pid], role_of).start()
         try:
-            while not _ready(url):
+            while not ready(url):
                 if proc.poll() is not None or time.monotonic() - began > spec.ready_timeout_s:
                     raise RuntimeError(
                         f"slca up did not become ready; see {log_dir / 'slca-up.log'} and "
@@ -179,11 +142,11 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
             sampler.sample()
             cpu = sampler.cpu_by_role(since=cpu0)
         finally:
-            _stop(proc)
+            stop(proc)
             sampler.stop()
             server.kill()
             out.close()
-            _copy_logs(data_dir / "logs", log_dir)
+            copy_logs(data_dir / "logs", log_dir)
             steps = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1)
     return SideResult(
         name="slca",
@@ -205,20 +168,3 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         ],
         extra={"sets": [s for s in spec.extra_sets]},
     )
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to `slca up` (it stops its children in order), SIGKILL to its session if it lingers."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _copy_logs(src: Path, dst: Path) -> None:
-    if src.is_dir():
-        for f in src.glob("*.log"):
-            (dst / f"slca-{f.name}").write_bytes(f.read_bytes()[-2_000_000:])

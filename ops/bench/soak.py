@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from ops.bench.hostile import hostile_bodies, worst_bodies
 from ops.bench.machine import machine_facts
-from ops.bench.rl_slca import _copy_logs, _ready, _stop
+from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, stop, up_argv
 from ops.bench.soak_report import summarise, table, verdict, write
 from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
 from ops.run.supervisor.state import owned_redis_url, read_state, state_path
@@ -80,23 +80,7 @@ def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
 
     tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
     data_dir, port = tmp / "var", free_port()
-    no_metrics_ports = json.dumps({name: 0 for name in ("worker", "assembler", "learn", "feed")})  # no port clashes
-    sets = [
-        f"common.data_dir={data_dir}",
-        f"serve.port={port}",
-        "ops.warm_start_minutes=0",
-        f"ops.metrics_ports={no_metrics_ports}",
-    ]
-    argv = [
-        sys.executable,
-        "-m",
-        "slca",
-        *global_argv(args),
-        *(a for s in sets for a in ("--set", s)),
-        "up",
-        "--duration",
-        str(READY_TIMEOUT_S + bound_s),
-    ]  # a bound if we die; we stop it first
+    argv = up_argv([*global_argv(args), *set_args(bench_sets(data_dir, port))], READY_TIMEOUT_S + bound_s)
     log_path, keep = tmp / "slca-up.log", True
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
@@ -109,7 +93,7 @@ def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
         try:
             system = System(f"http://127.0.0.1:{port}", [proc.pid], None, "started `slca up`")
             began = time.monotonic()
-            while not _ready(system.url):
+            while not ready(system.url):
                 if proc.poll() is not None or time.monotonic() - began > READY_TIMEOUT_S:
                     raise SystemNotReady(f"slca up did not become ready (exit {proc.poll()})")
                 time.sleep(1.0)
@@ -119,10 +103,10 @@ def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
             yield system
             keep = system.keep_logs
         finally:
-            _stop(proc)
+            stop(proc)
             if keep:
                 kept = Path(tempfile.mkdtemp(prefix="slca-bench-soak-logs-"))
-                _copy_logs(data_dir / "logs", kept)
+                copy_logs(data_dir / "logs", kept)
                 shutil.copy(log_path, kept / "slca-up.log")
                 print(f"logs of the started system: {kept}", file=sys.stderr)
             shutil.rmtree(tmp, ignore_errors=True)
@@ -133,7 +117,7 @@ def attached_system(url: str, config: Config) -> System:
     if urlsplit(url).hostname not in LOOPBACK:
         raise SystemNotReady(f"the soak only attaches to this machine (127.0.0.1), not {urlsplit(url).hostname}")
     url = url.rstrip("/")
-    if not _ready(url):
+    if not ready(url):
         raise SystemNotReady(f"{url}/readyz does not answer 200")
     data_dir = Path(config.common.data_dir)
     state = read_state(state_path(data_dir))

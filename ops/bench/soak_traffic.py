@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from ops.bench.hostile import AGENT, CHAT, JSON_HEADERS, HostileCase
 from ops.bench.proc_sampler import TreeSampler
-from ops.bench.rl_slca import role_of
+from ops.bench.slca_up import role_of
 from ops.bench.soak_report import HostileResult, LegalResult, MemorySample, hostile_problem, retry_after_s
 
 

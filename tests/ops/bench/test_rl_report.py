@@ -13,8 +13,9 @@ import pytest
 from ops.bench.proc_sampler import ProcInfo, TreeSampler, descendants, read_proc
 from ops.bench.rl_report import GIB, SideResult, ratios, table, verdict, where_time_goes
 from ops.bench.rl import trl_side_result
-from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeline_sets, role_of
+from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
 from ops.bench.rl_trl import TrlCounts, close_step, start_window
+from ops.bench.slca_up import role_of
 
 
 def side(
