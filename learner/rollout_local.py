@@ -24,21 +24,6 @@ class Sample:
     logprobs: list[float]
 
 
-@torch.no_grad()
-def sample(
-    model,
-    prompt: list[int],
-    max_new: int,
-    eos_id: int,
-    generator: torch.Generator,
-    temperature: float = 1.0,
-    candidates: list[list[int]] | None = None,
-    free_tail: int = 0,
-) -> Sample:
-    """One completion (see `sample_group`)."""
-    return sample_group(model, prompt, 1, max_new, eos_id, generator, temperature, candidates, free_tail)[0]
-
-
 class _Row:
     """Sampling state of one member: its ids, logprobs, and where its constrained part ended."""
 
