@@ -35,7 +35,7 @@ from slca.contracts import ContractError, WeightManifest, dump_json
 from slca.contracts.weights import MANIFEST_NAME, inside, is_confined_name
 from slca.weights.disk import TransportStats
 from slca.weights.errors import WeightLoadError
-from slca.weights.verify import WeightVersion, open_weight_dir
+from slca.weights.verify import WeightVersion, manifest_mismatch, open_weight_dir
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class HttpTransport:
         if not url or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise WeightLoadError(f"v{manifest.version}: no http(s) url to fetch it from ({url!r})")
         target = self.mirror_dir / f"v{manifest.version}"
-        if not (target / MANIFEST_NAME).is_file():  # else fetched before: its bytes are checked again as loaded
+        if not _holds(target, manifest):  # else fetched before: its bytes are checked again as they are loaded
             remove_stale_temps(self.mirror_dir)
             tmp = temp_dir_next_to(target)
             try:
@@ -202,6 +202,14 @@ class HttpTransport:
             m = _VERSION_DIR.match(p.name)
             if m and int(m.group(1)) not in versions:
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _holds(copy: Path, manifest: WeightManifest) -> bool:
+    """A local copy of exactly this announcement is there already (a retried or repeated swap fetches nothing)."""
+    try:
+        return not manifest_mismatch(WeightManifest.model_validate_json((copy / MANIFEST_NAME).read_text()), manifest)
+    except (OSError, ContractError, ValueError):
+        return False
 
 
 def _handler(weights_dir: Path, key: str | None) -> type[BaseHTTPRequestHandler]:

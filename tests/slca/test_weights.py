@@ -408,8 +408,16 @@ def test_the_learners_publish_announces_a_signed_url_and_serves_only_listed_file
     assert manifest.url == learner_http.url_for(1) and manifest.signature_valid(WEIGHTS_KEY)
     assert not manifest.model_copy(update={"url": "http://elsewhere/v1/"}).signature_valid(WEIGHTS_KEY)
     # a server configured for HTTP fetches it even where the path exists, and loads the verified copy
-    weights = for_server("http", tmp_path / "mirror", WEIGHTS_KEY).fetch(manifest)
+    server = for_server("http", tmp_path / "mirror", WEIGHTS_KEY)
+    weights = server.fetch(manifest)
     assert Path(weights.root) == tmp_path / "mirror" / "v1" and "model.embed_tokens.weight" in weights.state_dict()
+    fetched = server.stats.bytes
+    assert server.fetch(manifest) == weights and server.stats.bytes == fetched  # fetched once, kept while served
+    with open(Path(weights.root) / "model.safetensors", "r+b") as fh:  # the local copy changed after the fetch
+        fh.seek(-4, 2)
+        fh.write(b"\x00\x01\x02\x03")
+    with pytest.raises(WeightLoadError, match="checksum mismatch"):  # its bytes are hashed again as they load
+        weights.state_dict()
     # without the token derived from the key, or for anything but a listed file: nothing is served
     (learner_http.weights_dir / "v1" / "secret.txt").write_text("not listed")
     with pytest.raises(WeightLoadError, match="403"):
