@@ -9,6 +9,7 @@ Test modules import from here, never from a conftest (a conftest holds fixtures 
 - `serve`: `ServerProcess` (a real `slca serve`), `run_in_app()` (the app in-process), `raw_post()`, `ADMIN_TOKEN`,
   `WEATHER_TOOL`.
 - `learner`: `LearnerProcess` (a real `slca learn`), `wait_for_version()`, `load_weights()`.
-- `weights`: `publish_version()` (a weight version as the learner publishes it), `WEIGHTS_KEY`.
+- `weights`: `publish_version()` (a weight version as the learner publishes it, optionally with the `url` of the HTTP
+  transport), `WEIGHTS_KEY`, `manifest_of()` / `rewrite_manifest()` (read or change a directory's manifest).
 - `metrics`: `metric()` (one sample of a Prometheus registry).
 """
