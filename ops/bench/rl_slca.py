@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ops.bench.proc_sampler import TreeSampler
 from ops.bench.rl_report import SideResult, SideSpec
-from ops.bench.slca_up import bench_sets, copy_logs, ready, role_of, set_args, stop, up_argv
+from ops.bench.slca_up import bench_sets, copy_logs, ready, role_of, set_args, sigterm_as_interrupt, stop, up_argv
 from ops.observe.scrape import sample_value, scrape
 from slca.redis_server import RedisServer, free_port
 
@@ -105,7 +105,7 @@ def first_step_logged(metrics_path: Path) -> bool:
 
 
 def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
-    with tempfile.TemporaryDirectory(prefix="slca-bench-rl-") as tmp:
+    with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="slca-bench-rl-") as tmp:
         data_dir = Path(tmp) / "var"
         server = RedisServer(Path(tmp) / "redis", appendonly=True).start()
         port = free_port()

@@ -4,6 +4,7 @@ its own, so that a stuck stop can kill the whole tree."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,6 +60,22 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While a bench holds a started `slca up`: SIGTERM raises KeyboardInterrupt in the main thread, so the bench's
+    `finally` stops the system. Python's default for SIGTERM exits at once, without `finally`, which left a whole
+    `slca up` (and its Redis) running after `kill <bench>`."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def role_of(cmdline: str) -> str:

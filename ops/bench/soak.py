@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from ops.bench.hostile import hostile_bodies, worst_bodies
 from ops.bench.machine import machine_facts
-from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, stop, up_argv
+from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, sigterm_as_interrupt, stop, up_argv
 from ops.bench.soak_report import summarise, table, verdict, write
 from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
 from ops.run.supervisor.state import owned_redis_url, read_state, state_path
@@ -75,7 +75,13 @@ def client_key(config: Config, data_dir: Path) -> str | None:
 
 @contextlib.contextmanager
 def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
-    """`slca up` on a temporary data directory, stopped (SIGTERM, then its session SIGKILLed) on the way out."""
+    """`slca up` on a temporary data directory, stopped (SIGTERM, then its session SIGKILLed) on the way out —
+    also when the soak itself gets SIGTERM."""
+    with sigterm_as_interrupt():
+        yield from _started_system(args, config, bound_s)
+
+
+def _started_system(args, config: Config, bound_s: float) -> Iterator[System]:
     from ops.run.supervisor.up import global_argv, secret_env
 
     tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
