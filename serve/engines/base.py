@@ -14,6 +14,7 @@ the agent loop lists such turns in `Trajectory.meta["constrained_turns"]`.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Protocol, runtime_checkable
 
@@ -153,8 +154,18 @@ ENGINES: dict[str, str] = {
 """Engine name → import path; imported lazily so that `import serve` never pulls torch or vllm."""
 
 
+def bound_onednn_cache(settings) -> None:
+    """oneDNN (torch's and vLLM's CPU matmuls) caches a compiled primitive per batch shape, 1,024 by default at
+    about half a MiB each, so a server's RSS keeps climbing as new prompt lengths arrive; bound it before the
+    first primitive exists (oneDNN reads the variable once). The operator's own setting in the environment wins."""
+    entries = getattr(settings, "onednn_primitive_cache", 0)
+    if entries > 0:
+        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
+
+
 def create_engine(name: str, model_dir: str, settings) -> Engine:
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
+    bound_onednn_cache(settings)
     module, _, cls = ENGINES[name].partition(":")
     return getattr(importlib.import_module(module), cls)(model_dir, settings)

