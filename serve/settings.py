@@ -36,13 +36,14 @@ class ServeSettings(SectionSettings):
     on a quiet machine, where the separate process is expected to pay off as it does for vLLM's own server."""
     kv_cache_gib: float = 1.0
     """vLLM KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE on CPU); keep small on shared machines."""
-    onednn_primitive_cache: int = 256
+    onednn_primitive_cache: int = 64
     """Entries of oneDNN's primitive cache (ONEDNN_PRIMITIVE_CACHE_CAPACITY, read once when the engine starts;
-    oneDNN's default is 1024). On CPU every new batch shape (tokens in a step) compiles matmul primitives of
-    about half a MiB each that the cache keeps: `slca bench soak` saw serve's RSS climb ~70 MiB/min for ten
-    minutes and more as prompts of new lengths arrived (1,024 entries fill only after hundreds of MiB); 256 bounds
-    the fill to ~150 MiB and still holds every decode batch size's primitives. 0 leaves oneDNN's default.
-    An ONEDNN_PRIMITIVE_CACHE_CAPACITY already in the environment wins."""
+    oneDNN's default is 1024). On CPU every new batch shape (tokens in a step) builds matmul primitives that the
+    cache keeps, up to ~2 MiB an entry for prefill-sized shapes: `slca bench soak` saw serve's RSS climb ~70 MiB/min
+    for ten minutes as prompts of new lengths arrived. vLLM in-process engine, 240 requests of new random lengths:
+    +471 MiB at 1024 entries, +446 MiB at 256 (still filling), flat at 32 (720 requests, same time per request).
+    64 keeps the primitives of a dozen decode batch sizes. 0 leaves oneDNN's default; an
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY already in the environment wins."""
     vllm_grammar_cache_mib: int = 64
     """vllm engine: MiB of compiled forced-tool grammars vLLM's xgrammar backend keeps (VLLM_XGRAMMAR_CACHE_MB,
     vLLM's default 512): its keys are caller schemas, so a caller sending new ones fills it. An

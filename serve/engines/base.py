@@ -156,7 +156,7 @@ ENGINES: dict[str, str] = {
 
 def bound_onednn_cache(settings) -> None:
     """oneDNN (torch's and vLLM's CPU matmuls) caches a compiled primitive per batch shape, 1,024 by default at
-    about half a MiB each, so a server's RSS keeps climbing as new prompt lengths arrive; bound it before the
+    up to ~2 MiB each, so a server's RSS keeps climbing as new prompt lengths arrive; bound it before the
     first primitive exists (oneDNN reads the variable once). The operator's own setting in the environment wins."""
     entries = getattr(settings, "onednn_primitive_cache", 0)
     if entries > 0:

@@ -15,7 +15,7 @@ VAR = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 def test_the_default_bound_is_set(monkeypatch):
     monkeypatch.delenv(VAR, raising=False)
     bound_onednn_cache(ServeSettings())
-    assert os.environ[VAR] == "256"
+    assert os.environ[VAR] == "64"
 
 
 def test_the_operators_environment_wins_and_zero_leaves_onednns_default(monkeypatch):
