@@ -1,7 +1,7 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | sft | queue | rl | swap | soak | logprob-gap`. `ops.cli` registers them; heavy imports stay
-inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are ops.cli's, beside
-the code they measure.)"""
+`serve | learner | sft | queue | rl | swap | soak | shape-rss | logprob-gap`. `ops.cli` registers them; heavy
+imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
+ops.cli's, beside the code they measure.)"""
 
 from __future__ import annotations
 
@@ -54,6 +54,18 @@ def register(bench) -> None:
     )
     swap.add_argument("--out", type=Path, default=Path("bench/swap/latest"))
     swap.set_defaults(func=_bench_swap)
+
+    from ops.bench.shape_rss import add_arguments as shape_rss_arguments
+
+    shape_rss = bench.add_parser(
+        "shape-rss",
+        help="serve's RSS under new batch shapes: oneDNN's default primitive cache vs serve.onednn_primitive_cache",
+    )
+    shape_rss_arguments(shape_rss)
+    shape_rss.add_argument("--b-capacity", type=int, default=64, help="side B's cache entries (A: oneDNN's 1024)")
+    shape_rss.add_argument("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)")
+    shape_rss.add_argument("--out", type=Path, help="write results.json + table.md here")
+    shape_rss.set_defaults(func=_bench_shape_rss)
 
     soak = bench.add_parser(
         "soak",
@@ -173,6 +185,12 @@ def _bench_queue(args, config) -> int:
     from ops.bench.queue import run_queue_bench
 
     return run_queue_bench(args, config)
+
+
+def _bench_shape_rss(args, config) -> int:
+    from ops.bench.shape_rss import run_shape_rss
+
+    return run_shape_rss(args, config)
 
 
 def _bench_swap(args, config) -> int:
