@@ -84,18 +84,19 @@ def vllm_server_env(kv_cache_gib: float) -> dict[str, str]:
 
 
 def project_engine_kwargs(model_dir: Path, settings) -> dict:
-    """slca's vLLM engine arguments for these settings, without leaving `engine_kwargs`' environment variable
+    """slca's vLLM engine arguments for these settings, without leaving `engine_kwargs`' environment variables
     set in this process."""
-    from serve.engines.vllm_common import engine_kwargs
+    from serve.engines.vllm_common import ENGINE_ENV, engine_kwargs
 
-    saved = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    saved = {name: os.environ.get(name) for name in ENGINE_ENV}
     try:
         kwargs, _ = engine_kwargs(str(model_dir), settings)
     finally:
-        if saved is None:
-            os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
-        else:
-            os.environ["VLLM_CPU_KVCACHE_SPACE"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return kwargs
 
 

@@ -29,6 +29,10 @@ def cpu_scheduling(max_model_len: int) -> dict:
     return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 2048)}
 
 
+ENGINE_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_XGRAMMAR_CACHE_MB")
+"""The environment variables `engine_kwargs` sets (vLLM reads them, not its arguments)."""
+
+
 def engine_kwargs(model_dir: str, settings) -> tuple[dict, str]:
     """Keyword arguments of vLLM's `EngineArgs` / `AsyncEngineArgs` for our settings, and the chosen dtype.
 

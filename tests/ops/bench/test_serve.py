@@ -67,12 +67,19 @@ def test_project_engine_kwargs_are_the_engines_own_and_leave_the_environment_alo
     from ops.bench.servers import project_engine_kwargs
 
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("VLLM_XGRAMMAR_CACHE_MB", raising=False)
     settings = SimpleNamespace(
-        dtype="float32", max_model_len=1024, max_batch=8, gpu_memory_utilization=0.5, kv_cache_gib=3.0
+        dtype="float32",
+        max_model_len=1024,
+        max_batch=8,
+        gpu_memory_utilization=0.5,
+        kv_cache_gib=3.0,
+        vllm_grammar_cache_mib=64,
     )
     kwargs = project_engine_kwargs("m", settings)
     assert kwargs["max_num_seqs"] == 8 and kwargs["enforce_eager"] is True and kwargs["dtype"] == "float32"
     assert "VLLM_CPU_KVCACHE_SPACE" not in __import__("os").environ
+    assert "VLLM_XGRAMMAR_CACHE_MB" not in __import__("os").environ
 
 
 def test_request_bodies_stream_or_not_and_agent_runs_are_recorded():
