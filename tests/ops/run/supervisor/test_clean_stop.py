@@ -66,7 +66,9 @@ def test_owned_redis_survives_sigint_to_its_owners_process_group(tmp_path):
     """A terminal's Ctrl-C reaches the whole foreground group; the owned redis-server must outlive it, since
     `slca up` stops it last, after its clients (it used to die first, under the learner and the assembler)."""
     code = (
-        f"import sys, time; sys.path.insert(0, {str(os.getcwd())!r})\n"
+        f"import signal, sys, time; sys.path.insert(0, {str(os.getcwd())!r})\n"
+        # a shell's background job starts with SIGINT ignored, and Python then keeps it ignored: restore Ctrl-C
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from pathlib import Path\nfrom slca.redis_server import RedisServer\n"
         f"r = RedisServer(Path({str(tmp_path / 'redis')!r})).start()\n"
         "print(r.url, flush=True)\n"
