@@ -34,6 +34,15 @@ class Streams:
         """Key: the JSON `WeightManifest` of the newest published version."""
         return f"{self.prefix}:weights:latest"
 
+    @property
+    def replicas(self) -> str:
+        """Sorted set: every serve replica's id, scored by its last write (the index `slca.replicas` reads)."""
+        return f"{self.prefix}:replicas"
+
+    def replica(self, replica_id: str) -> str:
+        """Key: one replica's JSON `ReplicaStatus`, expiring `ttl_s` after its last write."""
+        return f"{self.prefix}:replica:{replica_id}"
+
     def stats(self, suffix: str) -> str:
         return f"{self.prefix}:{suffix}"
 

@@ -120,6 +120,10 @@ class Trajectory(Contract):
     """Trajectories sharing it form one rollout group whatever their policy versions (the n rollouts of one
     agent-run request: their behaviour logprobs already correct for a weight swap between them). None: grouped
     by `task_id` and policy-version window."""
+    replica: str = ""
+    """The serve replica that sampled the episode (`serve.replica_id`, `<host>:<port>` by default), so that a
+    trajectory can be traced to the replica and the weights it served when several replicas record into one
+    stream. Empty: recorded before replicas had ids (old records still decode; not a schema bump)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "Trajectory":
