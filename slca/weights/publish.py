@@ -71,10 +71,26 @@ def write_version(
     for name in TOKENIZER_FILES:
         if (source_dir / name).is_file() and not (tmp / name).exists():
             shutil.copy2(source_dir / name, tmp / name)
+    return seal_version(tmp, target, version, base_model, train_step, weights_key, url)
+
+
+def seal_version(
+    tmp: Path,
+    target: Path,
+    version: int,
+    base_model: str,
+    train_step: int = 0,
+    weights_key: str | None = None,
+    url: str | None = None,
+    path: str | None = None,
+) -> WeightManifest:
+    """Finish a version whose files are written in `tmp`: hash every file, write the manifest (signed with
+    `weights_key`; `path`: the directory it names, default `target` — another host's when the files are fetched
+    from `url`), then fsync and rename `tmp` to `target`. The one place a version directory becomes visible."""
     digests = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
     manifest = WeightManifest(
         version=version,
-        path=str(target.resolve()),
+        path=path or str(target.resolve()),
         url=url,
         sha256=digests,
         base_model=base_model,

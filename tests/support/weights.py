@@ -1,16 +1,18 @@
-"""Publishing test weight versions the way the learner does (safetensors + manifest, atomic rename)."""
+"""Test weight versions: the model's own tensors scaled (a real, different set of weights), sealed by the learner's
+`seal_version` (hashes, signed manifest, atomic rename)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
+from slca.atomic import temp_dir_next_to
 from slca.contracts import WeightManifest
-from slca.contracts.weights import MANIFEST_NAME, sha256_file
+from slca.contracts.weights import MANIFEST_NAME
+from slca.weights.publish import seal_version
 
 
 WEIGHTS_KEY = "test-weights-key"
@@ -30,21 +32,13 @@ def publish_version(
     `url`: where servers fetch it over HTTP (slca/weights/http.py); `path`: the directory the manifest names (default:
     where it is written; another: a learner on another host, whose directory servers here cannot read)."""
     final = root / f"v{version}"
-    tmp = root / f".tmp-v{version}"
-    tmp.mkdir(parents=True)
+    tmp = temp_dir_next_to(final)
     state = {k: (v.float() * scale).contiguous() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
     save_file(state, str(tmp / "model.safetensors"))
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
         if (model_dir / name).exists():
             shutil.copy(model_dir / name, tmp / name)
-    digests = {f.name: sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()}  # every file, as publish.py
-    manifest = WeightManifest(
-        version=version, path=path or str(final), url=url, base_model=str(model_dir), sha256=digests
-    )
-    manifest = manifest.signed(key) if key else manifest
-    (tmp / MANIFEST_NAME).write_text(manifest.model_dump_json())
-    os.rename(tmp, final)
-    return manifest
+    return seal_version(tmp, final, version, str(model_dir), weights_key=key, url=url, path=path)
 
 
 def manifest_of(root: Path) -> dict:
