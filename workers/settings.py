@@ -69,7 +69,9 @@ class WorkerSettings(SectionSettings):
     """Celery queue of the scoring tasks."""
     visibility_timeout_s: float = Field(default=300.0, gt=0)
     """Broker visibility timeout: an unacknowledged task is redelivered after this; keep it longer than the
-    slowest scorer (an LLM judge with retries)."""
+    slowest scorer (an LLM judge with retries). It is also how long the task of a worker host that vanished
+    mid-task (SIGKILL, power, network) waits before another worker takes it: with the rule judge (milliseconds a
+    batch) lower it, and `group_timeout_s` with it, for a faster recovery."""
     restore_interval_s: int = Field(default=10, ge=1)
     """How often a worker scans for unacknowledged tasks past the visibility timeout (kombu's restore sweep;
     kombu's own default is only every ~100 s)."""
@@ -98,10 +100,13 @@ class WorkerSettings(SectionSettings):
     """After this many failed deliveries an entry goes to the dead-letter stream."""
     version_window: int = Field(default=1, ge=1)
     """Members of a group share `policy_version // version_window`."""
-    group_timeout_s: float = Field(default=60.0, gt=0)
+    group_timeout_s: float = Field(default=330.0, gt=0)
     """After this, a group with ≥ 2 scored members is emitted as partial; a lone member is dead-lettered.
-    Keep it above `visibility_timeout_s` + `restore_interval_s`, else a member whose worker died is
-    redelivered only after its group went out partial, and then counts as late."""
+    Must exceed the time a vanished worker's task takes to come back — `visibility_timeout_s` +
+    `restore_interval_s`, and `claim_idle_ms` for entries a dead assembler held (checked at load) — else a member
+    whose worker host died mid-task is redelivered only after its group went out partial (or its one scored
+    sibling was dead-lettered alone), and then counts as late: one group becomes dead letters. (It was 60 s
+    under a 300 s visibility timeout, which did exactly that.) Only groups missing a member wait this long."""
     late_window_s: float = Field(default=3600.0, gt=0)
     """How long after a partial emission late members of that group are recognised (and dead-lettered as late)."""
     claim_stale_s: float = Field(default=30.0, gt=0)
@@ -132,6 +137,20 @@ class WorkerSettings(SectionSettings):
     def _judge_reachable(self) -> "WorkerSettings":
         if self.judge == "openai" and not self.judge_url:
             raise ValueError("judge = 'openai' needs judge_url (the endpoint's base URL, e.g. http://host:8000/v1)")
+        return self
+
+    @model_validator(mode="after")
+    def _group_outlasts_redelivery(self) -> "WorkerSettings":
+        """A group's timeout must outlast the redelivery of a member whose worker (or assembler) vanished mid-task:
+        exactly-once group assembly across a lost worker host depends on it (`group_timeout_s`)."""
+        task_back = self.visibility_timeout_s + self.restore_interval_s
+        entry_back = self.claim_idle_ms / 1000
+        if self.group_timeout_s <= max(task_back, entry_back):
+            raise ValueError(
+                f"group_timeout_s ({self.group_timeout_s:g}) must exceed visibility_timeout_s + restore_interval_s "
+                f"({task_back:g}) and claim_idle_ms / 1000 ({entry_back:g}): a member whose worker host vanished "
+                "mid-task comes back only then, and its group would already have gone out partial"
+            )
         return self
 
     def with_tokenizer_of(self, common) -> "WorkerSettings":

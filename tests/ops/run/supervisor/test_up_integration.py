@@ -38,6 +38,7 @@ engine = "hf"
 [workers]
 group_size = {GROUP}
 visibility_timeout_s = 10.0
+restore_interval_s = 2
 claim_idle_ms = 3000
 group_timeout_s = 20.0
 # keep consumed groups in the stream: the test counts trajectory ids out of it after the learner acknowledged them
