@@ -80,6 +80,22 @@ def start_up(cfg: Path, tmp_path: Path) -> subprocess.Popen:
     )
 
 
+def force_stop(up: subprocess.Popen, tmp_path: Path) -> None:
+    """SIGKILL `slca up` and every child group its state file names: each child runs in a session of its own, so
+    killing only `slca up`'s group would leave them running (and loading the machine) after a failed test."""
+    for pid in [up.pid, *(p.get("pid") for p in read_state(tmp_path).values())]:
+        try:
+            os.killpg(pid, signal.SIGKILL) if pid else None
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:  # the redis-server it owns is in a session of its own too, and not in the state file
+        url = (tmp_path / "var" / "redis-url").read_text().strip()
+        redis.Redis.from_url(url, socket_timeout=2).shutdown(nosave=True)
+    except (FileNotFoundError, redis.RedisError):
+        pass
+    up.wait(timeout=10)
+
+
 def watching(up: subprocess.Popen, out: Path) -> dict:
     """`wait_for`'s keywords for waiting on `slca up`: give up when it exits, show the tail of its output."""
     return {
@@ -158,7 +174,7 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
         try:
             up.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            os.killpg(up.pid, signal.SIGKILL)
+            force_stop(up, tmp_path)
             raise
     out = (tmp_path / "up.out").read_text()
     assert up.returncode == 0, out[-3000:]

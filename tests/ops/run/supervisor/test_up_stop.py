@@ -14,6 +14,7 @@ import pytest
 from tests.ops.run.supervisor.test_up_integration import (
     GROUP,
     PROCESSES,
+    force_stop,
     read_state,
     start_up,
     watching,
@@ -58,7 +59,7 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
         took = time.monotonic() - t0
     finally:
         if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
+            force_stop(up, tmp_path)
     out = (tmp_path / "up.out").read_text()
     logs = {n: (tmp_path / "var" / "logs" / f"{n}.log").read_text(errors="replace")[-1500:] for n in PROCESSES}
     final = read_state(tmp_path)
