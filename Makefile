@@ -13,7 +13,7 @@ soak: $(STAMP) model
 	$(BIN)/slca bench soak --out bench/soak/latest
 
 test: $(STAMP) model
-	$(BIN)/python -m pytest -q tests
+	bash scripts/test.sh
 
 # Layout is the formatter's (no `# fmt: skip`); the linter keeps pyflakes' and the statement checks (pyproject).
 lint: $(STAMP)
@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test-fast: $(STAMP) model
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	bash scripts/test.sh "not slow"
 
 install: $(STAMP)
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The suite in two phases (`make test`). 2 cores and ~1,200 tests of which most wait on sockets, subprocesses and
+# Redis: those run on two pytest-xdist workers, a test file per worker (its module fixtures built once), each with
+# one torch/OpenMP thread (two workers × two spinning OpenMP threads on two cores is slower than one worker).
+# Then, alone, the tests marked `serial` (tests/conftest.py): every `slow` one (whole-system runs with deadlines,
+# real vLLM engines) and those that time the machine (latency bounds, stop deadlines), which a neighbour on the
+# other core would make flaky. Both phases always run; the status is the first failure's.
+# $1 (optional): a marker expression both phases keep to, e.g. "not slow" (`make test-fast`).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTEST=(.venv/bin/python -m pytest -q)
+keep=${1:-}
+and=${keep:+ and ($keep)}
+start=$(date +%s)
+OMP_NUM_THREADS=1 "${PYTEST[@]}" -n 2 --dist loadfile -m "not serial$and" tests
+parallel=$?
+mid=$(date +%s)
+"${PYTEST[@]}" -m "serial$and" tests
+serial=$?
+end=$(date +%s)
+echo "tests: parallel phase $(( mid - start )) s (status $parallel), serial phase $(( end - mid )) s (status $serial)"
+# 5: a phase selected no test (e.g. a -m filter that leaves none for it) is not a failure
+for s in $parallel $serial; do [ "$s" = 0 ] || [ "$s" = 5 ] || exit "$s"; done
+exit 0
