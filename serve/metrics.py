@@ -6,6 +6,8 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from slca.weights.fetch_report import FETCH_FAILURES, FetchReport
+
 MAX_TOOL_LABELS = 64
 """Distinct tool names a process labels metrics with; later ones count as 'other'."""
 
@@ -69,6 +71,42 @@ class ServeMetrics:
         self.engine_max_batch = Gauge("slca_engine_max_batch", "Most requests one engine step ran together", registry=r)
         self.engine_steps = Gauge("slca_engine_steps", "Engine batches (hf) or steps (vllm) run", registry=r)
         self.record_failures = Counter("slca_record_failures_total", "Trajectories not added: Redis error", registry=r)
+        # the weight transport over HTTP (slca/weights/http.py), fed by `observe_fetch`
+        self.weights_fetch_bytes = Counter(
+            "slca_weights_fetch_bytes_total", "Weight bytes received over HTTP (failed fetches too)", registry=r
+        )
+        self.weights_fetch_seconds = Histogram(
+            "slca_weights_fetch_seconds",
+            "Time to fetch one weight version over HTTP (a reused local copy is not timed)",
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+            registry=r,
+        )
+        self.weights_fetch_failures = Counter(
+            "slca_weights_fetch_failures_total", "Weight fetches that failed, by reason", ["reason"], registry=r
+        )
+        self.weights_fetch_versions = Counter(
+            "slca_weights_fetch_versions_total",
+            "Fetched versions: verified against the signed manifest, or refused for what was sent",
+            ["outcome"],
+            registry=r,
+        )
+        # every label value known up front (a fixed set): rate() sees a series from 0, not from its first event
+        for reason in FETCH_FAILURES:
+            self.weights_fetch_failures.labels(reason=reason)
+        for outcome in ("verified", "refused"):
+            self.weights_fetch_versions.labels(outcome=outcome)
+
+    def observe_fetch(self, report: FetchReport) -> None:
+        """One fetch of the HTTP weight transport (its `observer`)."""
+        self.weights_fetch_bytes.inc(report.bytes)
+        if report.downloaded:
+            self.weights_fetch_seconds.observe(report.seconds)
+        if report.failure is not None:
+            self.weights_fetch_failures.labels(reason=report.failure).inc()
+        if report.verified:
+            self.weights_fetch_versions.labels(outcome="verified").inc()
+        elif report.refused:
+            self.weights_fetch_versions.labels(outcome="refused").inc()
 
     @staticmethod
     def known_tool(name: str | None, offered: set[str]) -> str:

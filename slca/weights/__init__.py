@@ -8,13 +8,15 @@ One package owns it, used by the learner, `slca train`, the benches and every en
 - one class per transport, each with the learner's side (`connect`, `url_for`, `close`) and a server's (`fetch`,
   `retain`, `stats`): `DiskTransport` (`disk.py`: in place, one machine; the default) and `HttpTransport`
   (`http.py`: the learner serves its versions, servers on other hosts fetch them into a verified local copy);
-  `transports.py` picks them from configuration (`for_learner`, `for_server`);
+  `transports.py` picks them from configuration (`for_learner`, `for_server`); an HTTP fetch reports what it did
+  (`FetchReport`, `fetch_report.py`) to an observer a server passes in (serve's `slca_weights_fetch_*` metrics);
 - a server's side (`swap.py`): `WeightSwapper` follows the announcements, fetches and hands the engine a verified
   version; `load_or_roll_back` is the one rollback of an engine that reloads in place.
 """
 
 from slca.weights.disk import DiskTransport, TransportStats
-from slca.weights.errors import WeightLoadError, WeightRollback, WeightRollbackFailed
+from slca.weights.errors import FetchError, WeightLoadError, WeightRollback, WeightRollbackFailed
+from slca.weights.fetch_report import FETCH_FAILURES, FetchFailure, FetchObserver, FetchReport
 from slca.weights.http import HttpTransport, fetch_token
 from slca.weights.publish import announce, existing_versions, next_version, prune_versions, publish, write_version
 from slca.weights.swap import SwapTarget, WeightSwapper, load_or_roll_back
@@ -32,6 +34,11 @@ from slca.weights.verify import (
 __all__ = [
     "AutoTransport",
     "DiskTransport",
+    "FETCH_FAILURES",
+    "FetchError",
+    "FetchFailure",
+    "FetchObserver",
+    "FetchReport",
     "HttpTransport",
     "ManifestPolicy",
     "SwapTarget",

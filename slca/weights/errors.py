@@ -7,6 +7,15 @@ class WeightLoadError(RuntimeError):
     """A weight version could not be fetched, verified or loaded; the previous version keeps serving."""
 
 
+class FetchError(WeightLoadError):
+    """A version could not be fetched (HTTP transport); `reason` is one of `slca.weights.fetch_report.FETCH_FAILURES`
+    (a bounded metric label)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class WeightRollback(WeightLoadError):
     """The load failed after it may have begun replacing weights; the last good version was restored."""
 

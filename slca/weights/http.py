@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import logging
 import re
 import shutil
@@ -34,7 +35,8 @@ from slca.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
 from slca.contracts import ContractError, WeightManifest, dump_json
 from slca.contracts.weights import MANIFEST_NAME, inside, is_confined_name
 from slca.weights.disk import TransportStats
-from slca.weights.errors import WeightLoadError
+from slca.weights.errors import FetchError, WeightLoadError
+from slca.weights.fetch_report import FetchFailure, FetchObserver, FetchReport
 from slca.weights.verify import WeightVersion, manifest_mismatch, open_weight_dir
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class HttpTransport:
         key: str | None = None,
         timeout_s: float = 60.0,
         max_bytes: int = 64 << 30,
+        observer: FetchObserver | None = None,
     ) -> None:
         self.weights_dir = None if weights_dir is None else Path(weights_dir)
         """The learner's published versions (the learner's side)."""
@@ -82,6 +85,8 @@ class HttpTransport:
         self.key = key
         self.timeout_s, self.max_bytes = timeout_s, max_bytes
         self.stats = TransportStats()
+        self.observer = observer
+        """Handed a `FetchReport` after every fetch, failed or not (serve: its `slca_weights_fetch_*` metrics)."""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -130,68 +135,92 @@ class HttpTransport:
     def fetch(self, manifest: WeightManifest) -> WeightVersion:
         """A local copy of the announced version, every file hashed against the announced manifest while it is
         downloaded; WeightLoadError says why not (nothing of a refused version is kept)."""
-        t0 = time.perf_counter()
+        t0, progress = time.perf_counter(), _Progress()
         try:
-            weights, fetched = self._fetch(manifest)
-        except Exception:
+            weights = self._fetch(manifest, progress)
+        except Exception as exc:
             self.stats.failures += 1
+            self._report(manifest, progress, t0, _failure_of(exc))
             raise
         self.stats.fetches += 1
-        self.stats.bytes += fetched
+        self.stats.bytes += progress.bytes
         self.stats.seconds += time.perf_counter() - t0
+        self._report(manifest, progress, t0, None)
         return weights
 
-    def _fetch(self, manifest: WeightManifest) -> tuple[WeightVersion, int]:
+    def _report(self, manifest: WeightManifest, progress: "_Progress", t0: float, failure: FetchFailure | None):
+        if self.observer is not None:
+            seconds = time.perf_counter() - t0
+            self.observer(FetchReport(manifest.version, progress.bytes, seconds, progress.downloaded, failure))
+
+    def _fetch(self, manifest: WeightManifest, progress: "_Progress") -> WeightVersion:
         if self.mirror_dir is None:
-            raise WeightLoadError("no local directory to fetch weights into (serve.weights_mirror_dir)")
+            raise FetchError("no local directory to fetch weights into (serve.weights_mirror_dir)", "io")
         url = manifest.url
         if not url or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-            raise WeightLoadError(f"v{manifest.version}: no http(s) url to fetch it from ({url!r})")
+            raise FetchError(f"v{manifest.version}: no http(s) url to fetch it from ({url!r})", "no_url")
         target = self.mirror_dir / f"v{manifest.version}"
         if not _holds(target, manifest):  # else fetched before: its bytes are checked again as they are loaded
+            progress.downloaded = True
             remove_stale_temps(self.mirror_dir)
             tmp = temp_dir_next_to(target)
             try:
-                fetched = self._download(manifest, url, tmp)
+                self._download(manifest, url, tmp, progress)
                 (tmp / MANIFEST_NAME).write_text(dump_json(manifest))  # the announced one, signature and all
                 shutil.rmtree(target, ignore_errors=True)
                 commit_dir(tmp, target)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            fetched = 0
         open_weight_dir(str(target), manifest)
-        return WeightVersion(str(target), manifest.version, manifest), fetched
+        return WeightVersion(str(target), manifest.version, manifest)
 
-    def _download(self, manifest: WeightManifest, url: str, into: Path) -> int:
-        total = 0
+    def _download(self, manifest: WeightManifest, url: str, into: Path, progress: "_Progress") -> None:
         headers = {"Authorization": f"Bearer {fetch_token(self.key)}"} if self.key else {}
         for name, digest in sorted(manifest.sha256.items()):
             source = url + urllib.parse.quote(name)
             dest = into / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            h = hashlib.sha256()
             try:
-                with urllib.request.urlopen(
-                    urllib.request.Request(source, headers=headers), timeout=self.timeout_s
-                ) as r:
-                    declared = r.headers.get("Content-Length")
-                    if declared is not None and total + int(declared) > self.max_bytes:
-                        raise WeightLoadError(f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes")
-                    with open(dest, "wb") as out:
-                        while block := r.read(_CHUNK):
-                            total += len(block)
-                            if total > self.max_bytes:
-                                raise WeightLoadError(
-                                    f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes"
-                                )
-                            h.update(block)
-                            out.write(block)
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                raise WeightLoadError(f"{source}: cannot fetch ({exc})") from None
-            if h.hexdigest() != digest:
-                raise WeightLoadError(f"{source}: checksum mismatch for {name}; v{manifest.version} refused")
-        return total
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                out = open(dest, "wb")
+            except OSError as exc:
+                raise FetchError(f"{dest}: cannot write the local copy ({exc})", "io") from None
+            with out:
+                digest_sent = self._copy(manifest, source, headers, out, progress)
+            if digest_sent != digest:
+                raise FetchError(f"{source}: checksum mismatch for {name}; v{manifest.version} refused", "checksum")
+
+    def _copy(self, manifest: WeightManifest, source: str, headers: dict, out, progress: "_Progress") -> str:
+        """Stream `source` into `out`, bounded by `max_bytes` over the whole version; the sha256 of what came."""
+        h = hashlib.sha256()
+        too_large = f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(source, headers=headers), timeout=self.timeout_s) as r:
+                declared = r.headers.get("Content-Length")
+                if declared is not None and progress.bytes + int(declared) > self.max_bytes:
+                    raise FetchError(too_large, "too_large")
+                while block := r.read(_CHUNK):
+                    progress.bytes += len(block)
+                    if progress.bytes > self.max_bytes:
+                        raise FetchError(too_large, "too_large")
+                    h.update(block)
+                    try:
+                        out.write(block)
+                    except OSError as exc:
+                        raise FetchError(f"{source}: cannot write the local copy ({exc})", "io") from None
+        except FetchError:
+            raise
+        except urllib.error.HTTPError as exc:  # before URLError: it is one
+            raise FetchError(f"{source}: cannot fetch ({exc})", "http_status") from None
+        except urllib.error.URLError as exc:
+            reason = "timeout" if isinstance(exc.reason, TimeoutError) else "unreachable"
+            raise FetchError(f"{source}: cannot fetch ({exc})", reason) from None
+        except TimeoutError as exc:
+            raise FetchError(f"{source}: cannot fetch ({exc or 'timed out'})", "timeout") from None
+        except OSError as exc:  # the connection reset or refused mid-way
+            raise FetchError(f"{source}: cannot fetch ({exc})", "unreachable") from None
+        except (ValueError, http.client.HTTPException) as exc:  # a malformed Content-Length, a truncated body
+            raise FetchError(f"{source}: cannot fetch ({exc!r})", "bad_response") from None
+        return h.hexdigest()
 
     def retain(self, versions: set[int]) -> None:
         """Remove the local copies of every version but `versions` (what is served: what a rollback or a rebuild
@@ -202,6 +231,22 @@ class HttpTransport:
             m = _VERSION_DIR.match(p.name)
             if m and int(m.group(1)) not in versions:
                 shutil.rmtree(p, ignore_errors=True)
+
+
+class _Progress:
+    """What one fetch has done so far (kept when it fails midway: its bytes still crossed the network)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.downloaded = False
+
+
+def _failure_of(exc: BaseException) -> FetchFailure:
+    if isinstance(exc, FetchError):
+        return exc.reason  # type: ignore[return-value]
+    if isinstance(exc, WeightLoadError):  # open_weight_dir: the copy does not match the manifest's structure
+        return "invalid_copy"
+    return "io"  # the mirror directory: committing or removing the copy failed
 
 
 def _holds(copy: Path, manifest: WeightManifest) -> bool:

@@ -9,6 +9,7 @@ from typing import Literal
 from slca.contracts import WeightManifest
 from slca.weights.disk import DiskTransport, TransportStats
 from slca.weights.errors import WeightLoadError
+from slca.weights.fetch_report import FetchObserver
 from slca.weights.http import HttpTransport
 from slca.weights.verify import WeightVersion
 
@@ -58,10 +59,12 @@ def for_server(
     key: str | None = None,
     timeout_s: float = 60.0,
     max_bytes: int = 64 << 30,
+    observer: FetchObserver | None = None,
 ) -> DiskTransport | HttpTransport | AutoTransport:
     """A server's transport (`serve.weights_transport`): `disk`, `http` (always fetched into `mirror_dir`), or
-    `auto` (the disk where the announced directory exists here, else HTTP)."""
+    `auto` (the disk where the announced directory exists here, else HTTP). `observer`: handed a `FetchReport` after
+    every HTTP fetch (the disk transport moves nothing)."""
     if mode == "disk":
         return DiskTransport()
-    http = HttpTransport(mirror_dir=mirror_dir, key=key, timeout_s=timeout_s, max_bytes=max_bytes)
+    http = HttpTransport(mirror_dir=mirror_dir, key=key, timeout_s=timeout_s, max_bytes=max_bytes, observer=observer)
     return http if mode == "http" else AutoTransport(DiskTransport(), http)

@@ -96,6 +96,33 @@ PANELS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = [
         ],
     ),
     (
+        "Serve replicas and weight transport",
+        [
+            ("Served version per replica", "none", [("{{instance}}", "max by (instance) (slca_policy_version)")]),
+            (
+                "Weight fetch bytes / s (HTTP)",
+                "Bps",
+                [("{{instance}}", f"sum by (instance) (rate(slca_weights_fetch_bytes_total{R}))")],
+            ),
+            (
+                "Weight fetch time p50 / p95",
+                "s",
+                [
+                    ("p50", f"histogram_quantile(0.5, sum by (le) (rate(slca_weights_fetch_seconds_bucket{R})))"),
+                    ("p95", f"histogram_quantile(0.95, sum by (le) (rate(slca_weights_fetch_seconds_bucket{R})))"),
+                ],
+            ),
+            (
+                "Weight fetch failures and versions",
+                "none",
+                [
+                    ("failed {{reason}}", "sum by (reason) (slca_weights_fetch_failures_total)"),
+                    ("versions {{outcome}}", "sum by (outcome) (slca_weights_fetch_versions_total)"),
+                ],
+            ),
+        ],
+    ),
+    (
         "Simulator (SGLS)",
         [
             (

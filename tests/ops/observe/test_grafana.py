@@ -27,7 +27,8 @@ slca_reward_pref slca_reward_component slca_queue_depth slca_queue_lag_seconds s
 slca_dead_letters_total slca_groups_emitted_total slca_late_members_total slca_learner_steps_total
 slca_learner_step_seconds slca_learner_tokens_per_second slca_learner_loss slca_learner_kl slca_learner_clip_fraction
 slca_advantage_abs_mean slca_zero_variance_groups_total slca_staleness slca_stale_groups_dropped_total
-slca_published_version slca_publish_seconds""".split()
+slca_published_version slca_publish_seconds slca_weights_fetch_bytes_total slca_weights_fetch_seconds
+slca_weights_fetch_failures_total slca_weights_fetch_versions_total""".split()
 
 PAGE = """# HELP slca_scored_total Trajectories scored
 # TYPE slca_scored_total counter
