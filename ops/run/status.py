@@ -1,5 +1,5 @@
-"""`slca status`: the processes of a running `slca up` (from its state file), queue depths, the served version
-and recent rewards (from Redis)."""
+"""`slca status`: the processes of a running `slca up` (from its state file), queue depths, the served version,
+every serve replica's version and heartbeat, and recent rewards (from Redis)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from ops.observe.probe_report import probe_lines
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
 from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines
 from ops.observe.scrape import sample_value, scrape
+from ops.run.replica_lines import replica_lines
 from ops.run.supervisor.state import read_state, state_path, up_redis_url
 from ops.run.supervisor.table import process_table, system_lines
 from slca.config import Config
 from slca.redaction import redact_url
+from slca.replicas import read_replicas
 
 
 def run_status(args, config: Config) -> int:
@@ -30,6 +32,7 @@ def run_status(args, config: Config) -> int:
     client = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
     try:
         snapshot = read_snapshot(client, common.stream_prefix, n_rewards=max(args.window, REWARD_HISTORY), n_learner=1)
+        replicas = read_replicas(client, common.stream_prefix)
     except redis.RedisError as exc:
         print(f"redis {redact_url(redis_url)}: {exc}")
         return 1
@@ -40,6 +43,7 @@ def run_status(args, config: Config) -> int:
     served = sample_value(text, "slca_policy_version") if text else None
     print(f"redis: {redact_url(redis_url)}")
     print(system_lines(snapshot, served, window=args.window))
+    print(replica_lines(replicas))
     print(status_lines(by_version(snapshot.rewards)))
     print(probe_lines(read_probe_rounds(redis_url, common.stream_prefix)))
     return 0

@@ -3,7 +3,8 @@
 Mount it with `app.add_subapp("/dashboard/", make_app(redis_url))`; the page loads `static/...` and fetches
 `api/stats` relative to its own URL, so it works under any mount point.
 
-`api/stats` shows the deployment's rewards, versions and queues: when keys are configured (`common.admin_token`,
+`api/stats` shows the deployment's rewards, versions, queues and serve replicas (each one's served version and
+heartbeat, `slca.replicas`): when keys are configured (`common.admin_token`,
 `common.api_keys`) it needs one of them as `Authorization: Bearer <key>`; the page takes it from its URL once
 (`/dashboard/#token=<key>`) and keeps it for the browser tab. The page and its static files hold no data and stay
 open. Building the charts from up to `MAX_ROWS` rows per stream runs in a thread, not on serve's event loop.
@@ -23,6 +24,7 @@ from ops.observe.dashboard.assets import Asset, load_assets
 from ops.observe.dashboard.series import build_charts
 from ops.observe.redis_view import read_snapshot_async
 from slca.contracts.stats import STATS_READ_DEFAULT, STATS_READ_MAX
+from slca.replicas import read_replicas_async
 
 REDIS = web.AppKey("dashboard_redis", aioredis.Redis)
 PREFIX = web.AppKey("dashboard_prefix", str)
@@ -80,10 +82,15 @@ def _authorised(request: web.Request) -> bool:
     return scheme.lower() == "bearer" and sum(hmac.compare_digest(given_b, k) for k in keys) > 0
 
 
-def _body(snapshot) -> bytes:
+def _body(snapshot, replicas) -> bytes:
     import json
 
-    body = {**snapshot.to_json(), "charts": build_charts(snapshot).to_json(), "now": time.time()}
+    body = {
+        **snapshot.to_json(),
+        "charts": build_charts(snapshot).to_json(),
+        "replicas": [v.to_json() for v in replicas],
+        "now": time.time(),
+    }
     return json.dumps(body).encode()
 
 
@@ -103,7 +110,8 @@ async def stats(request: web.Request) -> web.Response:
         return web.json_response({"error": "limit must be an integer"}, status=400)
     try:
         snapshot = await read_snapshot_async(request.app[REDIS], request.app[PREFIX], limit, limit)
+        replicas = await read_replicas_async(request.app[REDIS], request.app[PREFIX])
     except (aioredis.RedisError, OSError) as exc:
         return web.json_response({"error": f"redis unavailable: {exc}"}, status=503)
-    body = await asyncio.to_thread(_body, snapshot)  # thousands of rows: not on serve's event loop
+    body = await asyncio.to_thread(_body, snapshot, replicas)  # thousands of rows: not on serve's event loop
     return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})

@@ -1,7 +1,8 @@
 // The dashboard page: polls api/stats and draws its `charts` (already in uPlot's columnar layout, computed by
 // ops/observe/dashboard/series.py) with the vendored uPlot. Time axes get seconds since the epoch and print local
-// wall-clock times. Test hooks: <body data-rendered="N"> (charts drawn with data), data-fetches, and on each
-// chart figure data-empty (no data yet), data-x-ticks (the x-axis labels uPlot drew last).
+// wall-clock times. Test hooks: <body data-rendered="N"> (charts drawn with data), data-fetches, on each
+// chart figure data-empty (no data yet), data-x-ticks (the x-axis labels uPlot drew last), and on the replicas
+// table's section data-count (replicas listed) and data-stale (how many of them are stale).
 "use strict";
 
 const POLL_MS = 3000;
@@ -182,8 +183,38 @@ function recordQueues(data) {
   }
 }
 
+// one row per serve replica; text only (textContent), never markup: ids, URLs and errors come from Redis
+function renderReplicas(replicas) {
+  const section = document.getElementById("replicas");
+  const body = section.querySelector("tbody");
+  const rows = replicas.map(r => {
+    const tr = document.createElement("tr");
+    if (r.stale) tr.className = "stale";
+    const swap = r.last_swap === "none" ? "none yet"
+      : `${r.last_swap} (v${r.last_swap_version})` + (r.last_error && r.last_swap !== "ok" ? ": " + r.last_error : "");
+    const cells = [r.replica, "v" + r.policy_version, `${num(r.age_s, 1)} s ago` + (r.stale ? " — STALE" : ""),
+                   swap, r.url || "-"];
+    for (const text of cells) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.appendChild(td);
+    }
+    return tr;
+  });
+  if (!rows.length) {
+    const tr = document.createElement("tr");
+    tr.className = "none";
+    tr.innerHTML = '<td colspan="5">none announced</td>';
+    rows.push(tr);
+  }
+  body.replaceChildren(...rows);
+  section.dataset.count = String(replicas.length);
+  section.dataset.stale = String(replicas.filter(r => r.stale).length);
+}
+
 function render(data) {
   recordQueues(data);
+  renderReplicas(data.replicas || []);
   // an idle system reads all-zero depths: that is "no data yet", not a chart of zeros
   const active = (data.rewards || []).length || (data.queues || []).some(q => q.length > 0);
   let rendered = 0;
