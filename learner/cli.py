@@ -20,6 +20,7 @@ def register(commands, bench) -> None:
 
 
 def _learn(args: argparse.Namespace, config) -> int:
+    import os
     from pathlib import Path
 
     if args.list_estimators:
@@ -33,12 +34,14 @@ def _learn(args: argparse.Namespace, config) -> int:
     from learner.loop import LoopContext, is_main_rank, run_dir_of, run_learner
     from learner.metrics import LearnerMetrics
     from learner.settings import LearnerSettings
+    from slca.heap import fix_mmap_threshold
     from slca.logs import setup_logging
     from slca.models.paths import find_model_dir, how_to_make
     from slca.weights import for_learner
 
     setup_logging(config.common.log_level)
     settings = config.get(LearnerSettings)
+    fix_mmap_threshold(settings.heap_mmap_threshold_kib)
     updates = {k: v for k, v in (("max_steps", args.max_steps), ("estimator", args.estimator)) if v is not None}
     settings = settings.model_copy(update=updates)
     check_estimator(settings.estimator)
@@ -47,7 +50,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     name = settings.init_model or common.model
     model_dir = find_model_dir(name, common.cache_dir, hint=f"{how_to_make(name)}, or set learner.init_model")
-    if settings.metrics_port:
+    if settings.metrics_port and is_main_rank():  # rank 0 reports the steps; one port per host is free anyway
         start_http_server(settings.metrics_port)
     weights_dir = Path(common.data_dir) / "weights"
     # how servers reach the versions: the disk (one machine), or HTTP on learner.weights_bind (rank 0 publishes)
@@ -81,6 +84,9 @@ def _learn(args: argparse.Namespace, config) -> int:
         raise CliError(f"cannot reach Redis at {common.redis_or_default()}: {exc}") from None
     finally:
         transport.close()
+    if not is_main_rank():
+        print(f"learner rank {os.environ.get('RANK')} stopped at step {state.step} (rank 0 reports the groups)")
+        return 0
     print(f"learner stopped at step {state.step}, version {state.version}, {len(state.consumed)} groups consumed")
     return 0
 

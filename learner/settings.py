@@ -114,19 +114,28 @@ class LearnerSettings(SectionSettings):
     """LoRA alpha."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, more time)."""
+    heap_mmap_threshold_kib: int = Field(default=1024, ge=0)
+    """glibc's mmap threshold, fixed, for `slca learn`, `slca sft` and the training benches (slca/heap.py): tensors
+    above it are mapped and unmapped on their own, so freed step memory returns to the system instead of
+    fragmenting the heap. 0: glibc's dynamic threshold; `MALLOC_MMAP_THRESHOLD_` in the environment wins."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """auto: bf16 autocast on GPU and on CPUs with bf16 support, else fp32. Master weights stay fp32."""
     consumer_group: str = "learner"
     """Redis consumer group on the groups stream."""
     consumer_name: str | None = None
-    """This learner's name in the consumer group; None: `learner-<RANK>` (`learner-0` alone). Keep it stable: a
-    restarted learner resumes the groups pending under its name. Under torchrun a set name gets `-<RANK>`."""
+    """This learner's name in the consumer group; None: `learner-0`. Keep it stable: a restarted learner resumes the
+    groups pending under its name. Under torchrun only rank 0 reads groups, under this same name (one consumer
+    whatever the number of ranks, so a learner moved between one and N processes finds its own pending groups)."""
     claim_idle_ms: int = Field(default=600_000, ge=1)
     """XAUTOCLAIM groups pending on any consumer for longer than this (a learner that died, or ran under another
     name). A live learner keeps its own held groups fresh between reads, but not during a step: keep this above
     the longest step."""
     block_ms: int = 1000
-    """XREADGROUP block time."""
+    """XREADGROUP block time. Under torchrun rank 0 also tells the other ranks to keep waiting this often."""
+    ddp_timeout_s: int = Field(default=120, ge=1)
+    """Under torchrun: a collective (a step's gradient average, rank 0's orders) that does not complete in this many
+    seconds fails, so the surviving ranks of a dead (or unreachable) one exit instead of hanging. The other ranks wait
+    for rank 0 while it publishes and checkpoints: keep it above the longest publish + checkpoint."""
     max_steps: int = 0
     """Stop after this many optimizer steps in total (0: run forever)."""
     seed: int = 0

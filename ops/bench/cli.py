@@ -214,10 +214,18 @@ def _bench_rl(args, config) -> int:
     return run_rl_bench(args, config)
 
 
+def _fixed_heap(config) -> None:
+    from learner.settings import LearnerSettings
+    from slca.heap import fix_mmap_threshold
+
+    fix_mmap_threshold(config.get(LearnerSettings).heap_mmap_threshold_kib)
+
+
 def _bench_sft(args, config) -> int:
     from ops.bench.sft import run_sft_bench
     from ops.experiments.warmstart.data import load_demonstrations
 
+    _fixed_heap(config)  # the same heap as `slca sft` (slca/heap.py): both loops' memory returns between windows
     return run_sft_bench(args, config, load_demonstrations(config, args.pack, "train", args.seed))
 
 
@@ -235,6 +243,7 @@ def _bench_serve(args, config) -> int:
 def _bench_learner(args, config) -> int:
     from ops.bench.learner_step import run_bench_cli
 
+    _fixed_heap(config)  # as `slca learn`
     return run_bench_cli(args, config)
 
 

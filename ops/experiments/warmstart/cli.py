@@ -31,8 +31,11 @@ def _sft(args, config) -> int:
     from learner.sft import run_sft
     from ops.experiments.warmstart.data import load_demonstrations, load_pack
 
+    from learner.settings import LearnerSettings
     from ops.settings import OpsSettings
+    from slca.heap import fix_mmap_threshold
 
+    fix_mmap_threshold(config.get(LearnerSettings).heap_mmap_threshold_kib)
     if args.minutes is None:  # one default for the stage `slca up` runs and the command a person types
         args.minutes = config.get(OpsSettings).warm_start_minutes
     demos = load_demonstrations(config, args.pack, "train", args.seed)
