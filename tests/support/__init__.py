@@ -12,4 +12,6 @@ Test modules import from here, never from a conftest (a conftest holds fixtures 
 - `weights`: `publish_version()` (a weight version as the learner publishes it, optionally with the `url` of the HTTP
   transport), `WEIGHTS_KEY`, `manifest_of()` / `rewrite_manifest()` (read or change a directory's manifest).
 - `metrics`: `metric()` (one sample of a Prometheus registry).
+- `netns`: `Network` (hosts as Linux network namespaces on one private bridge, made and removed by the test;
+  skips where namespaces cannot be made), `children()`, `cmdline()`.
 """
