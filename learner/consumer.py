@@ -18,7 +18,6 @@ well above a restart.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import redis
@@ -36,13 +35,11 @@ class GroupEntry:
 
 
 def consumer_name(configured: str | None) -> str:
-    """This learner's name in the consumer group: `configured`, else `learner`, suffixed `-<RANK>` — always when
-    defaulted (`learner-0` alone), and under torchrun (WORLD_SIZE > 1) when configured. Never the host name: a
-    learner restarted elsewhere must find its own pending entries under the same name."""
-    rank = os.environ.get("RANK", "0")
-    if configured:
-        return f"{configured}-{rank}" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else configured
-    return f"learner-{rank}"
+    """This learner's name in the consumer group: `configured`, else `learner-0`. Never the host name: a learner
+    restarted elsewhere must find its own pending entries under the same name. Not the rank either: under torchrun
+    only rank 0 reads (`learner.ddp_orders`), so one process or N use the same name and the same pending entries
+    (`learner-0` was rank 0's name when every rank read its own groups)."""
+    return configured or "learner-0"
 
 
 class GroupConsumer:

@@ -8,23 +8,35 @@ Order per step, and why:
 3. checkpoint when due (model, optimizer, step, version, consumed ids), atomically;
 4. XACK the entries whose steps are now in a checkpoint — never earlier, so nothing accepted is lost;
 5. stats stream entry, metrics log line, Prometheus.
+
+Under torchrun (`learner.ddp`) this loop is rank 0's, and it is the same loop: rank 0 alone reads the step's
+groups (`groups_per_step` per rank), hands each rank its share (`learner.ddp_orders`), trains on its own while
+DDP averages the gradients, and alone publishes, checkpoints (the consumed ids of every rank's groups) and
+acknowledges. The other ranks only train (`learner.follower`). At start every rank takes rank 0's checkpoint
+(`learner.ddp_state`), so the ranks never disagree on the weights or on what was applied: a rank that dies,
+whichever, costs at most the steps since rank 0's last checkpoint, whose groups are still pending under rank 0's
+stable consumer name and are applied again exactly once by the restarted group.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import redis
+import torch.distributed
 
 from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
 from learner.consumer import GroupConsumer, GroupEntry, consumer_name
+from learner.ddp import Ranks
+from learner.ddp_orders import Orders
+from learner.ddp_state import broadcast_training_state
+from learner.follower import follow
 from learner.metrics import LearnerMetrics
 from learner.model import load_policy, load_reference
 from learner.settings import LearnerSettings
@@ -56,23 +68,50 @@ class LoopContext:
 
 
 def run_dir_of(settings: LearnerSettings, common: CommonSettings) -> Path:
-    """Checkpoints and logs. Under torchrun each rank keeps its own (it consumes its own groups)."""
+    """Checkpoints and logs: rank 0's (the one checkpoint, the same place with one process or N), and under
+    torchrun `rank<N>/` for another rank's step log."""
     root = Path(settings.run_dir or Path(common.data_dir) / "learner")
-    return root / f"rank{os.environ['RANK']}" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else root
+    ranks = Ranks.from_env()
+    return root if ranks.is_main else root / f"rank{ranks.rank}"
 
 
 def is_main_rank() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
+    return Ranks.from_env().is_main
 
 
 def run_learner(ctx: LoopContext) -> LearnerState:
     """The plan: restore, then loop {collect groups, step, publish, checkpoint, ack, report}."""
     s = ctx.settings
+    ranks = Ranks.from_env()
     policy = load_policy(ctx.model_dir, s)
     ref = load_reference(ctx.model_dir, policy.device) if s.loss.kl_beta > 0 else None
     trainer = Trainer(policy, s, ref)
-    state = load_checkpoint(ctx.run_dir, policy.model, trainer.optimizer) or LearnerState()
+    state = (load_checkpoint(ctx.run_dir, policy.model, trainer.optimizer) if ranks.is_main else None) or LearnerState()
+    orders = Orders(ranks, policy.device) if ranks.distributed else None
+    if orders is not None:
+        state.step = broadcast_training_state(policy.model, trainer.optimizer, state.step, policy.device)
     trainer.step = state.step
+    if orders is None:
+        return lead(ctx, policy, trainer, state, None, ranks)
+    if ranks.is_main:
+        state = lead(ctx, policy, trainer, state, orders, ranks)
+        # only after a loop that ended by itself (a stop, max_steps): after an error rank 0 just exits, and the
+        # others' next collective fails at once (a closed connection) or after learner.ddp_timeout_s
+        try:
+            orders.stop()
+        except RuntimeError as exc:  # torch's DistBackendError: a rank already gone, whose death stopped us
+            log.warning("learner: could not tell every rank to stop (%s); torchrun restarts or ends them", exc)
+    else:
+        state = follow(trainer, orders, ctx.run_dir)
+    torch.distributed.destroy_process_group()
+    return state
+
+
+def lead(
+    ctx: LoopContext, policy, trainer: Trainer, state: LearnerState, orders: Orders | None, ranks: Ranks
+) -> LearnerState:
+    """The loop of the one process that reads groups (rank 0 under torchrun)."""
+    s = ctx.settings
     consumed = set(state.consumed)
     ctx.metrics.published_version.set(state.version)
     consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, consumer_name(s.consumer_name), s.claim_idle_ms)
@@ -81,11 +120,15 @@ def run_learner(ctx: LoopContext) -> LearnerState:
     # A stop (ctx.stop) is honoured within about `block_ms` while waiting for groups and between the groups of a
     # step; a step cut short changes no weight, and nothing is acknowledged that is not in a checkpoint.
     while not ctx.stop.is_set() and not (s.max_steps and state.step >= s.max_steps):
-        entries = collect(ctx, consumer, state, consumed, unacked)
+        entries = collect(
+            ctx, consumer, state, consumed, unacked, s.groups_per_step * ranks.world, orders.wait if orders else None
+        )
         if not entries:
             continue
+        groups = [e.group for e in entries]
+        mine = orders.step(groups) if orders is not None else groups
         try:
-            report = trainer.train_step([e.group for e in entries], should_stop=ctx.stop.is_set)
+            report = trainer.train_step(mine, should_stop=ctx.stop.is_set)
         except StepInterrupted as exc:
             log.info(
                 "learner: stop: step %d abandoned (%s); its %d groups stay pending for the next start",
@@ -119,12 +162,21 @@ def run_learner(ctx: LoopContext) -> LearnerState:
 
 
 def collect(
-    ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, consumed: set[str], unacked: list[bytes]
+    ctx: LoopContext,
+    consumer: GroupConsumer,
+    state: LearnerState,
+    consumed: set[str],
+    unacked: list[bytes],
+    want: int | None = None,
+    waiting: Callable[[], None] | None = None,
 ) -> list[GroupEntry]:
-    """Up to `groups_per_step` usable groups; blocks at most ~block_ms per read so `stop` is honoured."""
-    want = ctx.settings.groups_per_step
+    """`want` usable groups (default `groups_per_step`), or none; blocks at most ~block_ms per read so `stop` is
+    honoured. `waiting` is called before each read (rank 0 tells the other ranks to keep waiting)."""
+    want = want or ctx.settings.groups_per_step
     usable: list[GroupEntry] = []
     while len(usable) < want and not ctx.stop.is_set():
+        if waiting is not None:
+            waiting()
         consumer.keep_alive()  # groups held until a checkpoint must not look idle to another learner
         entries = consumer.read(want - len(usable), ctx.settings.block_ms)
         if not entries:
@@ -151,11 +203,6 @@ def collect(
 def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
     s = ctx.settings
     if state.step % s.publish_every:
-        return None
-    if not is_main_rank():  # rank 0 publishes; the others follow its number for their staleness checks
-        latest = ctx.client.get(ctx.streams.weights_latest)
-        if latest:
-            state.version = max(state.version, json.loads(latest)["version"])
         return None
     manifest, seconds = publish(
         policy.model,

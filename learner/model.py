@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from learner.ddp import Ranks, join
 from learner.forward import TokenLogprobs, token_logprobs
 from learner.settings import LearnerSettings
 
@@ -89,13 +90,11 @@ def load_policy(path: Path, settings: LearnerSettings) -> Policy:
         model = apply_lora(model, settings)
     model.train()
     runner: torch.nn.Module = LogprobModule(model)
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    distributed = Ranks.from_env().distributed
     if distributed:
-        import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        join(device, settings.ddp_timeout_s)
         runner = DistributedDataParallel(runner, device_ids=[device.index] if device.type == "cuda" else None)
     return Policy(model, runner, device, use_autocast(settings.precision, device), Path(path), distributed)
 

@@ -8,7 +8,10 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
+from learner.ddp_comm import gather_ints
+from learner.ddp_report import StepShare, gather_step
 from learner.model import Policy
 from learner.settings import LearnerSettings
 from learner.step import PreparedGroup, group_loss, prepare_group
@@ -58,23 +61,37 @@ class Trainer:
     def train_step(self, groups: list[RolloutGroup], should_stop=None) -> StepReport:
         """`should_stop` (a callable) is asked before each group's forward/backward; when it says yes, the step is
         abandoned before any weight changes (StepInterrupted). Not under DDP: every rank must run the same
-        forwards, so a rank cannot leave on its own."""
+        forwards, so a rank cannot leave on its own.
+
+        Under DDP `groups` is this rank's share of the step, and the step is the one a single process would take
+        on every rank's groups: the loss is divided by the step's totals over all ranks and multiplied by the
+        number of ranks (DDP averages the gradients), and the report sums every rank's figures."""
         t0 = time.perf_counter()
         prepared, adv_seconds = self.prepare(groups)
+        distributed = self.policy.distributed
         totals = (sum(p.num_tokens for p in prepared), sum(len(p.tokens) for p in prepared))
-        # Under DDP every rank must run the same number of forwards, so nothing is skipped there.
-        skip = self.settings.skip_zero_advantage_groups and not self.policy.distributed
+        skip = self.settings.skip_zero_advantage_groups
         work = [p for p in prepared if p.num_tokens and not (skip and p.all_zero)]
+        forwards, scale = len(work), 1
+        if distributed:
+            totals, forwards = _step_totals(totals, len(work), self.policy.device)
+            scale = dist.get_world_size()
         total_loss, row_tokens, seq_offset = 0.0, 0, 0
         sums: LossSums | None = None
         self.optimizer.zero_grad(set_to_none=True)
-        for k, group in enumerate(work):
-            if should_stop is not None and not self.policy.distributed and should_stop():
+        for k in range(forwards):
+            if should_stop is not None and not distributed and should_stop():
                 self.optimizer.zero_grad(set_to_none=True)
                 raise StepInterrupted(f"stopped before group {k + 1} of {len(work)}")
-            sync = k == len(work) - 1 or not self.policy.distributed
+            # DDP reduces the gradients in the last backward only; every rank runs `forwards` of them (a rank
+            # with fewer groups, or none, runs empty ones), so every rank reduces exactly once and together
+            sync = k == forwards - 1 or not distributed
             ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
             with ctx:
+                if k >= len(work):
+                    _empty_loss(self.policy).backward()
+                    continue
+                group = work[k]
                 loss, group_sums, _ = group_loss(
                     self.policy.runner,
                     group,
@@ -85,7 +102,7 @@ class Trainer:
                     seq_offset,
                     self.settings.share_prefix,
                 )
-                loss.backward()
+                (loss * scale).backward()
             total_loss += float(loss.detach())
             sums = group_sums if sums is None else sums.merge(group_sums)
             shared = _prefix(group) if self.settings.share_prefix else 0
@@ -93,21 +110,32 @@ class Trainer:
             seq_offset += len(group.tokens)
         grad_norm = self._apply()
         self.step += 1
-        stats = StepStats(
-            loss=None if sums is None else sums.means(),
-            estimator=sum((p.estimator_stats for p in prepared), EstimatorStats()),
-            grad_norm=grad_norm,
+        share = StepShare(
+            loss=total_loss,
+            row_tokens=row_tokens,
+            skipped_zero=len(prepared) - len(work),
             constrained_excluded=sum(p.constrained_excluded for p in prepared),
+            group_ids=[g.group_id for g in groups],
+            sums=sums,
+            estimator=sum((p.estimator_stats for p in prepared), EstimatorStats()),
+        )
+        if distributed:
+            share = gather_step(share, self.policy.device)
+        stats = StepStats(
+            loss=None if share.sums is None else share.sums.means(),
+            estimator=share.estimator,
+            grad_norm=grad_norm,
+            constrained_excluded=share.constrained_excluded,
         )
         return StepReport(
             step=self.step,
-            loss=total_loss,
-            tokens=sum(p.num_tokens for p in prepared),
-            row_tokens=row_tokens,
+            loss=share.loss,
+            tokens=totals[0],
+            row_tokens=share.row_tokens,
             seconds=time.perf_counter() - t0,
             advantage_seconds=adv_seconds,
-            group_ids=[g.group_id for g in groups],
-            skipped_zero=len(prepared) - len(work),
+            group_ids=share.group_ids,
+            skipped_zero=share.skipped_zero,
             stats=stats,
             updated=grad_norm > 0.0,
         )
@@ -120,6 +148,24 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
+
+
+def _step_totals(totals: tuple[int, int], forwards: int, device) -> tuple[tuple[int, int], int]:
+    """The step's generated tokens and trajectories over every rank, and the most forwards any rank runs."""
+    ranks = gather_ints([*totals, forwards], device)
+    return (sum(r[0] for r in ranks), sum(r[1] for r in ranks)), max(r[2] for r in ranks)
+
+
+def _empty_loss(policy: Policy) -> torch.Tensor:
+    """A forward of one token whose loss is 0: its backward gives every parameter a zero gradient, so a rank with
+    nothing (more) to train takes part in DDP's gradient average, adding nothing to it."""
+    from learner.forward import select_rows
+    from learner.packing import pack_group
+
+    tokens = [[0, 0]]
+    packed = pack_group(tokens, False)
+    rows, targets = select_rows(packed, tokens, [torch.tensor([1])])
+    return policy.runner(packed, rows, targets, policy.autocast).logprobs.sum() * 0.0
 
 
 def _prefix(group: PreparedGroup) -> int:

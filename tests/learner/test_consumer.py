@@ -23,16 +23,18 @@ def add_groups(client, streams: Streams, n: int) -> list[bytes]:
     return ids
 
 
-def test_consumer_name_is_stable_across_hosts__configurable__rank_suffixed_under_torchrun(monkeypatch):
+def test_consumer_name_is_stable_across_hosts_and_world_sizes__configurable(monkeypatch):
+    """Under torchrun only rank 0 reads groups, under the name one process uses: a learner moved between one
+    process and N finds its own pending groups."""
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setattr("socket.gethostname", lambda: "pod-7f9c")
     assert consumer_name(None) == "learner-0"
     assert consumer_name("trainer-a") == "trainer-a"
-    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "4")
-    assert consumer_name(None) == "learner-3"
-    assert consumer_name("trainer-a") == "trainer-a-3"
+    assert consumer_name(None) == "learner-0"
+    assert consumer_name("trainer-a") == "trainer-a"
 
 
 def test_restarted_learner_resumes_its_own_pending_groups(redis_client, monkeypatch):
