@@ -74,11 +74,15 @@ def durable_redis_url(durable_redis_server) -> str:
     return durable_redis_server.url
 
 
-@pytest.fixture
-def durable_redis_client(durable_redis_url):
-    client = redis.Redis.from_url(durable_redis_url, decode_responses=False)
+def _client_of(url: str):
+    client = redis.Redis.from_url(url, decode_responses=False)
     yield client
     client.close()
+
+
+@pytest.fixture
+def durable_redis_client(durable_redis_url):
+    yield from _client_of(durable_redis_url)
 
 
 @pytest.fixture
@@ -88,9 +92,7 @@ def redis_url(redis_server) -> str:
 
 @pytest.fixture
 def redis_client(redis_url):
-    client = redis.Redis.from_url(redis_url, decode_responses=False)
-    yield client
-    client.close()
+    yield from _client_of(redis_url)
 
 
 @pytest.fixture
