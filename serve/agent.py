@@ -53,11 +53,13 @@ class EpisodeOutcome:
 
 
 class AgentRunner:
-    def __init__(self, engine, tools_provider, metrics: ServeMetrics, timeout_s: float):
+    def __init__(self, engine, tools_provider, metrics: ServeMetrics, timeout_s: float, replica: str = ""):
         self.engine = engine
         self.tools = tools_provider
         self.metrics = metrics
         self.timeout_s = timeout_s
+        self.replica = replica
+        """This replica's id, written on every trajectory (`Trajectory.replica`)."""
 
     async def run(self, spec: EpisodeSpec, seed: int) -> EpisodeOutcome:
         tok = self.engine.tokenizer
@@ -115,6 +117,7 @@ class AgentRunner:
             meta=meta,
             fallback_version=self.engine.version,
             group_key=spec.run_id,
+            replica=self.replica,
         )
         final = (
             messages[-1]

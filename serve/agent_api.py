@@ -15,7 +15,7 @@ from serve.auth import record_refusal
 from serve.engines.base import SamplingParams
 from serve.errors import ServeError
 from serve.http_util import check_model, off_loop, read_json, sse
-from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS, TOOLS
+from serve.keys import ENGINE, METRICS, RECORDER, REPLICA, SETTINGS, TOOLS
 from serve.prompting import request_chunks
 from serve.requests import (
     AgentRunRequest,
@@ -80,7 +80,9 @@ async def agent_runs(request: web.Request) -> web.StreamResponse:
 
 async def _run(request: web.Request, req: AgentRunRequest, spec: EpisodeSpec) -> web.StreamResponse:
     app = request.app
-    runner = AgentRunner(app[ENGINE], app[TOOLS], app[METRICS], app[SETTINGS].engine_timeout_s)
+    runner = AgentRunner(
+        app[ENGINE], app[TOOLS], app[METRICS], app[SETTINGS].engine_timeout_s, replica=app[REPLICA].replica
+    )
     seed = req.seed if req.seed is not None else random.getrandbits(31)
     # rollout seeds stay within 0..max_seed (the agent loop adds a small step per turn: torch takes < 2**64)
     seeds = [(seed + 1_000_003 * i) % (app[SETTINGS].max_seed + 1) for i in range(req.n)]

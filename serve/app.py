@@ -20,11 +20,24 @@ from serve.chat import chat_completions
 from serve.engines.base import Engine, create_engine
 from serve.errors import ServeError
 from serve.http_util import request_pool_ctx
-from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, RECORDER, REDIS, SETTINGS, STREAMS, SWAPPER, TOOLS
+from serve.keys import (
+    BACKGROUND,
+    COMMON,
+    ENGINE,
+    METRICS,
+    RECORDER,
+    REDIS,
+    REPLICA,
+    SETTINGS,
+    STREAMS,
+    SWAPPER,
+    TOOLS,
+)
 from serve.metrics import ServeMetrics
 from serve.openapi import openapi_json
 from serve.origin import origin_middleware
 from serve.recorder import TrajectoryRecorder
+from serve.replica import ReplicaAnnouncer, ReplicaIdentity
 from serve.settings import ServeSettings
 from serve.redis_client import command_client, subscriber_client
 from serve.tools import make_tool_provider
@@ -114,6 +127,7 @@ def create_app(
     app[SETTINGS], app[COMMON] = settings, common
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)
+    app[REPLICA] = ReplicaIdentity.of(settings)
     app[BACKGROUND] = []
     app[ADMISSION] = admission_of(settings)
     factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
@@ -121,6 +135,7 @@ def create_app(
     app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_weights_ctx)
+    app.cleanup_ctx.append(_replica_ctx)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/agent/runs", agent_runs)
     app.router.add_get("/v1/models", admin.models)
@@ -176,6 +191,7 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
         common.weights_key,
         settings.weights_fetch_timeout_s,
         settings.weights_fetch_max_bytes,
+        observer=app[METRICS].observe_fetch,  # slca_weights_fetch_*
     )
     app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy, transport=transport)
     if app[SETTINGS].subscribe_weights:
@@ -188,3 +204,25 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
     await asyncio.gather(*app[BACKGROUND], return_exceptions=True)
     if app[SETTINGS].subscribe_weights:
         await client.aclose()
+
+
+async def _replica_ctx(app: web.Application) -> AsyncIterator[None]:
+    """This replica's status in Redis (serve/replica.py): at start, after every swap outcome, every heartbeat."""
+    settings = app[SETTINGS]
+    if not settings.replica_heartbeat_s:
+        yield
+        return
+    announcer = ReplicaAnnouncer(
+        app[REDIS],
+        app[STREAMS],
+        app[REPLICA],
+        app[ENGINE],
+        app[SWAPPER],
+        settings.replica_heartbeat_s,
+        settings.replica_ttl_s,
+    )
+    app[SWAPPER].on_outcome = announcer.poke
+    task = asyncio.create_task(announcer.run(), name="replica-status")
+    yield
+    app[SWAPPER].on_outcome = None
+    await announcer.stop(task)

@@ -16,7 +16,7 @@ from serve.engines.base import EngineError, GenerationResult, SamplingParams
 from serve.detok import IncrementalText
 from serve.errors import EngineUnavailable, ServeError
 from serve.http_util import check_model, off_loop, read_json, sse
-from serve.keys import ENGINE, METRICS, RECORDER, SETTINGS
+from serve.keys import ENGINE, METRICS, RECORDER, REPLICA, SETTINGS
 from serve.prompting import request_chunks
 from serve.requests import (
     ChatRequest,
@@ -181,6 +181,7 @@ async def _maybe_record(request: web.Request, plan: ChatPlan, turns: list[Turn])
             meta={"source": "chat", "engine": request.app[ENGINE].name},
             fallback_version=request.app[ENGINE].version,
             group_key=task_id,
+            replica=request.app[REPLICA].replica,
         )
         await request.app[RECORDER].record(traj)
 

@@ -46,6 +46,12 @@ def run_serve(args, config) -> int:
     from slca.logs import setup_logging
 
     setup_logging(common.log_level)
+    from serve.replica import ReplicaIdentity
+
+    try:
+        ReplicaIdentity.of(settings)  # a host name that makes no usable default id: say which setting to set
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
     app.on_startup.append(_exit_when_engine_is_fatal)
     app.on_startup.append(_one_stop_signal)

@@ -11,6 +11,7 @@ from aiohttp import web
 from serve.engines.base import Engine
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
+from serve.replica import ReplicaIdentity
 from serve.settings import ServeSettings
 from slca.config import CommonSettings
 from slca.contracts import Streams, ToolProvider
@@ -28,4 +29,6 @@ TOOLS = web.AppKey("tools", ToolProvider)
 """The ToolProvider of agent runs (SGLS, or the minimal fallback); closed with the engine, on exit."""
 REQUEST_POOL = web.AppKey("request_pool", ThreadPoolExecutor)
 """The threads of the CPU work of requests (`serve.http_util.off_loop`); shut down on exit."""
+REPLICA = web.AppKey("replica", ReplicaIdentity)
+"""Who this replica is (`serve.replica_id`, `serve.advertise_url`): on every recorded trajectory, and its status."""
 BACKGROUND = web.AppKey("background", list[asyncio.Task])

@@ -1,8 +1,12 @@
 """Settings of the agent API server."""
 
 from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
 
 from slca.config import SectionSettings
+from slca.contracts.replicas import check_replica_id
 
 
 class ServeSettings(SectionSettings):
@@ -138,6 +142,20 @@ class ServeSettings(SectionSettings):
     weights_fetch_max_bytes: int = 64 << 30
     """A version whose files add up to more than this (64 GiB) is refused while it is fetched, before it fills the
     disk."""
+    # --- replicas (README "More than one machine") -------------------------------------------------------------
+    replica_id: str | None = None
+    """This replica's id: written on every trajectory it records (`Trajectory.replica`) and the key of its status
+    in Redis (`slca status`, the dashboard). None: `<hostname>:<port>`, computed at start. Letters, digits and
+    `._:@/+=-[]`, up to 200 characters; give each replica of one deployment its own."""
+    advertise_url: str | None = None
+    """The address clients and load balancers reach this replica at, as `slca status` and the dashboard list it.
+    None: `http://<host>:<port>`, with the machine's host name when `host` listens on every interface."""
+    replica_heartbeat_s: float = Field(default=5.0, ge=0)
+    """How often this replica rewrites its status in Redis (also at start and after every swap outcome); readers
+    show it as stale after 3 missed heartbeats. 0: never announced."""
+    replica_ttl_s: float = Field(default=60.0, gt=0)
+    """How long a status lives after its last write: a replica silent this long disappears from the listing.
+    At least twice `replica_heartbeat_s`, so a live replica's key never lapses between two writes."""
     redis_socket_timeout_s: float = 5.0
     """serve's Redis commands (recording, readiness, dashboard reads) fail after this long instead of hanging on a
     Redis that stopped answering (the weight subscriber has no read timeout: its channel is quiet by design)."""
@@ -154,3 +172,26 @@ class ServeSettings(SectionSettings):
     """Window over which engine failures are counted against `engine_max_rebuilds`."""
     engine_timeout_s: float = 300.0
     """A request still waiting on the engine after this long fails with 503."""
+
+    @field_validator("replica_id")
+    @classmethod
+    def _replica_id(cls, v: str | None) -> str | None:
+        return None if v is None else check_replica_id(v)
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _advertise_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            parts = urlsplit(v)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{v!r} is not an http(s) URL with a host (e.g. http://serve-1.internal:8000)")
+        return v
+
+    @model_validator(mode="after")
+    def _status_outlives_a_heartbeat(self) -> "ServeSettings":
+        if self.replica_heartbeat_s and self.replica_ttl_s < 2 * self.replica_heartbeat_s:
+            raise ValueError(
+                f"replica_ttl_s ({self.replica_ttl_s}) must be at least twice replica_heartbeat_s "
+                f"({self.replica_heartbeat_s}): the status would expire between two heartbeats"
+            )
+        return self

@@ -53,6 +53,7 @@ class TrajectoryBuilder:
         meta: dict[str, Any],
         fallback_version: int,
         group_key: str | None = None,
+        replica: str = "",
     ) -> Trajectory:
         return Trajectory(
             task_id=task_id,
@@ -67,4 +68,5 @@ class TrajectoryBuilder:
             ground_truth=ground_truth,
             meta=meta,
             group_key=group_key,
+            replica=replica,
         )

@@ -30,8 +30,10 @@ class InProcessServer:
             self.common = self.common.model_copy(update={"weights_key": secrets.token_hex(32)})
         if stream_prefix:
             self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})
+        # its own replica identity (`<hostname>:<free port>`, its own URL), never a configured one: on a Redis shared
+        # with a deployment it would overwrite that replica's status, and withdraw it when it stops
         self.settings = config.get(ServeSettings).model_copy(
-            update={"subscribe_weights": follow_weights, "port": free_port()}
+            update={"subscribe_weights": follow_weights, "port": free_port(), "replica_id": None, "advertise_url": None}
         )
         self.sim_settings = sim_settings
         self.loop = asyncio.new_event_loop()

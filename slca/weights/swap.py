@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any, Awaitable, Callable, Protocol
 
 from redis.exceptions import RedisError
@@ -72,6 +73,13 @@ class WeightSwapper:
         """Version of the last announcement that passed the policy (the base of the version-jump guard)."""
         self.last_error: str | None = None
         self.last_seconds: float | None = None
+        self.last_outcome: str = "none"
+        """How the last swap attempt ended: 'none' (none yet), 'ok', 'failed' or 'refused' (the labels of
+        `slca_swaps_total`); with `last_outcome_version` and `last_outcome_at`, what a replica announces."""
+        self.last_outcome_version: int | None = None
+        self.last_outcome_at: float | None = None
+        self.on_outcome: Callable[[], None] | None = None
+        """Called on the event loop after every swap outcome (serve re-announces its status at once)."""
         # Swaps are serialised: two versions loading at once would race on which ends up serving.
         self._lock = asyncio.Lock()
         metrics.policy_version.set(engine.version)
@@ -96,6 +104,7 @@ class WeightSwapper:
                 error = exc if isinstance(exc, WeightLoadError) else WeightLoadError(f"{where}: {exc!r}")
                 self.last_error = str(error)
                 self.metrics.swaps.labels(outcome="failed").inc()
+                self._settled("failed", version)
                 if isinstance(exc, WeightRollback):
                     self.metrics.swap_rollbacks.inc()
                 log.warning("weight swap to v%s failed, still serving v%s: %s", version, self.engine.version, error)
@@ -108,6 +117,7 @@ class WeightSwapper:
             self.metrics.swaps.labels(outcome="ok").inc()
             self.metrics.swap_seconds.observe(seconds)
             self.metrics.policy_version.set(version)
+            self._settled("ok", version)
             log.info("now serving weights v%s (swap %.2fs)", version, seconds)
             return seconds
 
@@ -125,12 +135,21 @@ class WeightSwapper:
             self.last_error = f"weight announcement v{manifest.version} refused: {refusal}"
             self.metrics.swaps.labels(outcome="refused").inc()
             log.warning("%s; still serving v%s", self.last_error, self.engine.version)
+            self._settled("refused", manifest.version)
             return
         self.last_accepted = manifest.version
         try:
             await self.swap(manifest.version, manifest.path, manifest)
         except WeightLoadError:
             return  # counted and logged by swap(); keep following the channel
+
+    def _settled(self, outcome: str, version: int) -> None:
+        self.last_outcome, self.last_outcome_version, self.last_outcome_at = outcome, version, time.time()
+        if self.on_outcome is not None:
+            try:
+                self.on_outcome()
+            except Exception:  # a listener's bug must not turn a swap into a failure
+                log.exception("swap outcome listener failed")
 
     async def follow(self, client, streams: Streams) -> None:
         """Background task: the newest published version at start, then every notification; never dies of an

@@ -31,12 +31,14 @@ def status(replica: str, version: int, **extra) -> ReplicaStatus:
     return ReplicaStatus(**{**fields, **extra})
 
 
-def write(redis_url: str, *statuses: ReplicaStatus) -> None:
+def write(redis_url: str, *statuses: ReplicaStatus, prefix: str = PREFIX) -> None:
+    """Each status as its replica writes it (`announce`)."""
+
     async def main():
         client = aioredis.Redis.from_url(redis_url)
         try:
             for s in statuses:
-                await announce(client, Streams(PREFIX), s)
+                await announce(client, Streams(prefix), s)
         finally:
             await client.aclose()
 
