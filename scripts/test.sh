@@ -15,7 +15,7 @@ start=$(date +%s)
 OMP_NUM_THREADS=1 "${PYTEST[@]}" -n 2 --dist loadfile -m "not serial$and" tests
 parallel=$?
 mid=$(date +%s)
-"${PYTEST[@]}" -m "serial$and" tests
+"${PYTEST[@]}" -m "serial$and" --durations=20 tests
 serial=$?
 end=$(date +%s)
 echo "tests: parallel phase $(( mid - start )) s (status $parallel), serial phase $(( end - mid )) s (status $serial)"
