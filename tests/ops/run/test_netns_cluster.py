@@ -34,8 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.settings import ServeSettings
-from slca.contracts import RolloutGroup, Streams, Trajectory, WeightManifest, decode_entry
+from slca.contracts import RolloutGroup, Streams, WeightManifest, decode_entry
 from slca.contracts.wire import load_json
 from tests.support.netns import IFACE, Network, children, cmdline
 from tests.support.wait import wait_for
@@ -54,8 +53,6 @@ ADDRESSES = {"redis": 10, "serve1": 11, "serve2": 12, "worker": 13, "worker2": 1
 order of their addresses, and rank 0 (the one that publishes, on `learner.weights_bind`) must be learner0."""
 CLIENT = 30
 STREAMS = Streams("slca")
-REPLICA_IDS = "replica_id" in ServeSettings.model_fields and "replica" in Trajectory.model_fields
-"""serve records its `serve.replica_id` in `Trajectory.replica` (TODO(replica) below: until both have landed)."""
 
 WORKER_SETTINGS = {
     "SLCA_WORKERS__GROUP_SIZE": str(GROUP),
@@ -182,8 +179,7 @@ class Cluster:
 
     def start_serve(self, host: str) -> None:
         extra = {**SERVE_SETTINGS, "SLCA_SERVE__HOST": self.net[host].ip, "SLCA_RECORD_KEY": self.record_key}
-        if REPLICA_IDS:
-            extra["SLCA_SERVE__REPLICA_ID"] = host
+        extra["SLCA_SERVE__REPLICA_ID"] = host  # on every trajectory it records (`Trajectory.replica`)
         self.net.run(host, [sys.executable, "-m", "slca", "serve"], self.env(host, **extra), log="serve")
 
     def start_worker_host(self, host: str) -> None:
@@ -381,13 +377,9 @@ def test_the_system_across_namespaces_recovers_from_a_lost_worker_host_and_a_los
         first_ids = c.all_recorded()
         wait_for(lambda: first_ids <= set(c.grouped()), 120, "the first runs' trajectories in groups", **watch)
         by_id = {t.id: t for _, g in c.groups() for t in g.trajectories}
-        if REPLICA_IDS:
-            for replica, ids in sent.items():
-                assert {by_id[t].replica for t in ids} == {replica}
-        # TODO(replica): once serve sets `Trajectory.replica` from `serve.replica_id` (the contract field is in; the
-        # setting and its use in serve are being added), drop the `if` (and REPLICA_IDS): each replica's trajectories
-        # must say which replica recorded them. Besides, every id each replica returned is in a group (just checked)
-        # and each replica counted its own runs:
+        for replica, ids in sent.items():  # each replica's trajectories say which replica recorded them
+            assert {by_id[t].replica for t in ids} == {replica}
+        # and each replica counted its own runs
         for replica in REPLICAS:
             _, page = c.http(replica, "/metrics")
             assert re.search(rb'slca_requests_total\{endpoint="/v1/agent/runs",status="200"\} 2\.0', page), replica
