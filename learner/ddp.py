@@ -59,15 +59,30 @@ def join(device: torch.device, timeout_s: int) -> None:
         dist.init_process_group(backend=backend, store=store, rank=ranks.rank, world_size=ranks.world, timeout=timeout)
 
 
-def attempt_store(timeout: timedelta):
-    """Under torchrun, the agent's store with a prefix of its own per start of the ranks; None elsewhere (env://,
-    where rank 0 hosts a new store each time).
+def leave() -> None:
+    """Leave the process group at the end of `slca learn`. First a moment without the GIL: gloo's worker threads may
+    still be dropping the last reference to finished works of DDP's own collectives, which needs the GIL, while the
+    group's destructor joins those threads holding it (`learner.ddp_comm` keeps its own works for that reason)."""
+    import time
 
-    torchrun's static rendezvous (`--master-addr`, no `--rdzv-backend`) keeps one store across the restarts of
-    `--max-restarts`, and the process group writes the same keys in it each time: a restarted rank then reads the
-    dead ranks' addresses and fails to connect. The restart count (TORCHELASTIC_RESTART_COUNT, the same on every
-    rank of a start) keeps each start's keys apart."""
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+    import torch.distributed as dist
+
+    time.sleep(0.2)
+    dist.destroy_process_group()
+
+
+def attempt_store(timeout: timedelta):
+    """Under torchrun on one host, the agent's store with a prefix of its own per start of the ranks; None elsewhere
+    (env://: where rank 0 hosts a new store each time, or the agent's store as torch uses it).
+
+    torchrun's static rendezvous (`--master-addr`) keeps one store across the restarts of `--max-restarts`, and the
+    process group writes the same keys in it each time: a restarted rank then read the dead ranks' gloo addresses
+    and failed to connect (measured, torch 2.13). The restart count (TORCHELASTIC_RESTART_COUNT) keeps each start's
+    keys apart — but only one agent's count is sure to be the same on every rank: across hosts an agent that restarts
+    its ranks because another host's did does not count it. There, use the c10d rendezvous with
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (a fresh store per round; README "Learner ranks")."""
+    one_agent = os.environ.get("LOCAL_WORLD_SIZE") == os.environ.get("WORLD_SIZE")
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or not one_agent:
         return None
     from torch.distributed import PrefixStore, TCPStore
 

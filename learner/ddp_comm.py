@@ -5,11 +5,13 @@ whatever it says; the project sends nothing pickled across processes. Here a pay
 its length sent first so that the receivers can allocate it. Tensors live on `device`: the CPU under gloo, the
 rank's GPU under NCCL (which moves only CUDA tensors).
 
-The tensors of the last few collectives stay referenced here (`_in_flight`). Gloo's worker thread drops its own
-reference to a finished collective's tensors a moment after `wait()` returns; if Python has already let go of them,
-that drop needs the GIL. When the process group is destroyed right after the last collective (`slca learn`
-stopping), the main thread holds the GIL while it joins that worker thread in the group's destructor: a deadlock
-(seen: rank 0 hung at exit after its stop order). Kept referenced, the tensors' last owner is Python.
+Each collective's work handle stays referenced here for a few more collectives (`_done`). Gloo's worker thread drops
+its reference to a finished work a moment after `wait()` returns; when that reference is the last, the work's
+destructor runs on that thread and needs the GIL (torch 2.13: its tensors' Python objects, its saved thread-local
+state). When the process group is destroyed right after the last collective (`slca learn` stopping), the main thread
+holds the GIL while it joins that worker thread in the group's destructor: a deadlock (seen: ranks hung at exit, the
+worker waiting for the GIL in ~AsyncBroadcastWork). Kept here, the last reference is Python's, dropped by the main
+thread.
 """
 
 from __future__ import annotations
@@ -21,16 +23,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+_kept: deque[Any] = deque(maxlen=8)
+"""The work handles of the last few collectives."""
 
-_in_flight: deque[list[torch.Tensor]] = deque(maxlen=4)
-"""The tensors of the last few collectives, one list per collective."""
+
+def _done(work) -> None:
+    """Wait for a collective started with `async_op=True`, and keep its handle (see above)."""
+    _kept.append(work)
+    work.wait()
 
 
 def broadcast_bytes(payload: bytes | None, device: torch.device) -> bytes:
     """Rank 0's `payload` on every rank (the others pass None)."""
     size = torch.tensor([len(payload) if payload is not None else 0], dtype=torch.int64, device=device)
-    _in_flight.append([size])
-    dist.broadcast(size, src=0)
+    _done(dist.broadcast(size, src=0, async_op=True))
     n = int(size.item())
     if n == 0:
         return b""
@@ -38,8 +44,7 @@ def broadcast_bytes(payload: bytes | None, device: torch.device) -> bytes:
         buf = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(device)
     else:
         buf = torch.empty(n, dtype=torch.uint8, device=device)
-    _in_flight.append([buf])
-    dist.broadcast(buf, src=0)
+    _done(dist.broadcast(buf, src=0, async_op=True))
     return payload if payload is not None else buf.cpu().numpy().tobytes()
 
 
@@ -58,8 +63,7 @@ def gather_json(obj: Any, device: torch.device) -> list[Any]:
     buf = torch.zeros(longest, dtype=torch.uint8, device=device)
     buf[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
     parts = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(world)]
-    _in_flight.append([buf, *parts])
-    dist.all_gather(parts, buf)
+    _done(dist.all_gather(parts, buf, async_op=True))
     return [json.loads(p[: s[0]].cpu().numpy().tobytes()) for p, s in zip(parts, sizes)]
 
 
@@ -67,6 +71,10 @@ def gather_ints(values: list[int], device: torch.device) -> list[list[int]]:
     """Every rank's `values` (the same count on every rank), in rank order, on every rank: one collective."""
     mine = torch.tensor(values, dtype=torch.int64, device=device)
     parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
-    _in_flight.append([mine, *parts])
-    dist.all_gather(parts, mine)
+    _done(dist.all_gather(parts, mine, async_op=True))
     return [p.tolist() for p in parts]
+
+
+def broadcast_in_place(tensor: torch.Tensor) -> None:
+    """Rank 0's `tensor` into every rank's (same shape and dtype, on the group's device)."""
+    _done(dist.broadcast(tensor, src=0, async_op=True))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from learner.ddp_comm import broadcast_json
+from learner.ddp_comm import broadcast_in_place, broadcast_json
 
 
 def broadcast_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, device) -> int:
@@ -40,7 +40,7 @@ def broadcast_training_state(model: torch.nn.Module, optimizer: torch.optim.Opti
             tensor = flat[name].to(device)
         else:
             tensor = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
-        dist.broadcast(tensor, src=0)
+        broadcast_in_place(tensor)
         index, _, key = name.partition("/")
         received.setdefault(int(index), {})[key] = tensor
     if not main and (received or header["param_groups"]):
@@ -52,10 +52,10 @@ def broadcast_training_state(model: torch.nn.Module, optimizer: torch.optim.Opti
 
 def _broadcast_in_place(tensor: torch.Tensor, device) -> None:
     if tensor.device == torch.device(device) and tensor.is_contiguous():
-        dist.broadcast(tensor, src=0)
+        broadcast_in_place(tensor)
         return
     staged = tensor.detach().to(device).contiguous()
-    dist.broadcast(staged, src=0)
+    broadcast_in_place(staged)
     with torch.no_grad():
         tensor.copy_(staged)
 

@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import redis
-import torch.distributed
 
 from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
 from learner.consumer import GroupConsumer, GroupEntry, consumer_name
-from learner.ddp import Ranks
+from learner.ddp import Ranks, leave
 from learner.ddp_orders import Orders
 from learner.ddp_state import broadcast_training_state
 from learner.follower import follow
@@ -103,7 +102,7 @@ def run_learner(ctx: LoopContext) -> LearnerState:
             log.warning("learner: could not tell every rank to stop (%s); torchrun restarts or ends them", exc)
     else:
         state = follow(trainer, orders, ctx.run_dir)
-    torch.distributed.destroy_process_group()
+    leave()
     return state
 
 
