@@ -31,21 +31,24 @@ def broadcast_training_state(model: torch.nn.Module, optimizer: torch.optim.Opti
         header = {
             "step": step,
             "param_groups": saved["param_groups"],
-            "tensors": [[name, list(t.shape), str(t.dtype).removeprefix("torch.")] for name, t in flat.items()],
+            "tensors": [
+                [name, list(t.shape), str(t.dtype).removeprefix("torch."), t.device.type] for name, t in flat.items()
+            ],
         }
     header = broadcast_json(header, device)
     received: dict[int, dict[str, torch.Tensor]] = {}
-    for name, shape, dtype in header["tensors"]:
+    for name, shape, dtype, kind in header["tensors"]:
         if main:
             tensor = flat[name].to(device)
         else:
             tensor = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
         broadcast_in_place(tensor)
         index, _, key = name.partition("/")
-        received.setdefault(int(index), {})[key] = tensor
+        # where rank 0 keeps it: AdamW's `step` is a CPU tensor even under NCCL, which moves only CUDA ones
+        received.setdefault(int(index), {})[key] = tensor.cpu() if kind == "cpu" else tensor
     if not main and (received or header["param_groups"]):
         groups = [_tuples(g) for g in header["param_groups"]]
-        # load_state_dict puts each state tensor where its parameter lives (AdamW's `step` stays on the CPU)
+        # load_state_dict moves the moments where their parameters live and leaves a non-capturable `step` as it is
         optimizer.load_state_dict({"state": received, "param_groups": groups})
     return int(header["step"])
 
