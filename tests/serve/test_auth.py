@@ -10,23 +10,11 @@ from serve.auth import granted
 from serve.settings import ServeSettings
 from slca.config import CommonSettings, ConfigError, load_config
 from slca.contracts import Streams, Trajectory, decode_entry
-from tests.support.serve import run_in_app
+from tests.support.serve import agent_run_body, run_in_app
 
 RECORD_KEY, SERVE_KEY, ADMIN = "rec-key-1", "serve-key-1", "admin-tok-1"
 KEYS = {RECORD_KEY: ["record"], SERVE_KEY: ["serve"]}
 GROUND_TRUTH = {"calls": [{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}]}
-
-
-def _body(task_id: str, **extra) -> dict:
-    return {
-        "messages": [{"role": "user", "content": "hi"}],
-        "task_id": task_id,
-        "n": 2,
-        "max_tokens": 4,
-        "seed": 3,
-        "record": True,
-        **extra,
-    }
 
 
 def _auth(key: str | None) -> dict:
@@ -67,10 +55,10 @@ def test_agent_runs_record_only_with_a_record_key(tiny_model_dir, serve_redis, r
             ("admin", ADMIN),
         ]:
             r = await client.post(
-                "/v1/agent/runs", json=_body(f"auth-{name}", ground_truth=GROUND_TRUTH), headers=_auth(key)
+                "/v1/agent/runs", json=agent_run_body(f"auth-{name}", ground_truth=GROUND_TRUTH), headers=_auth(key)
             )
             out[name] = (r.status, await r.json())
-        r = await client.post("/v1/agent/runs", json=_body("auth-off", record=False))
+        r = await client.post("/v1/agent/runs", json=agent_run_body("auth-off", record=False))
         out["off"] = (r.status, await r.json())
         return out
 

@@ -21,7 +21,8 @@ from slca.config import CommonSettings
 from slca.contracts import Streams, Trajectory, decode_entry
 from slca.replicas import read_replicas, read_replicas_async
 from slca.weights import HttpTransport, announce
-from tests.support.serve import ADMIN_TOKEN
+from tests.support.serve import ADMIN_TOKEN, agent_run_body
+from tests.support.wait import wait_for_async
 from tests.support.weights import WEIGHTS_KEY, publish_version
 
 
@@ -45,27 +46,6 @@ async def start_apps(stack: AsyncExitStack, tiny_model_dir, redis_url: str, pref
     return out
 
 
-async def until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await predicate()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def run_body(task_id: str) -> dict:
-    return {
-        "messages": [{"role": "user", "content": "hi"}],
-        "task_id": task_id,
-        "n": 2,
-        "max_tokens": 4,
-        "seed": 3,
-        "record": True,
-    }
-
-
 def test_each_replica_records_its_id_and_announces_itself(tiny_model_dir, serve_redis, rclient):
     prefix = "replicas2"
     ids = ("replica-a", "replica-b")
@@ -84,13 +64,15 @@ def test_each_replica_records_its_id_and_announces_itself(tiny_model_dir, serve_
             )
             auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
             for (client, app), replica in zip(apps, ids):
-                r = await client.post("/v1/agent/runs", json=run_body(f"task-{replica}"), headers=auth)
+                r = await client.post("/v1/agent/runs", json=agent_run_body(f"task-{replica}"), headers=auth)
                 assert r.status == 200, await r.text()
                 chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "seed": 1}
                 r = await client.post("/v1/chat/completions", json=chat, headers=auth)  # recorded: share 1
                 assert r.status == 200, await r.text()
             client, app = apps[0]
-            listed = await until(lambda: _both_listed(app[REDIS], prefix, ids), 10, "both replicas' statuses in Redis")
+            listed = await wait_for_async(
+                lambda: _both_listed(app[REDIS], prefix, ids), 10, "both replicas' statuses in Redis"
+            )
             return listed
 
     listed = asyncio.run(main())
@@ -178,11 +160,11 @@ def test_a_replica_fetching_over_http_counts_the_fetch_and_announces_each_swap(
                 ok = views and views[0].status.last_swap_version == version and views[0].status.last_swap == outcome
                 return views[0].status if ok else None
 
-            after_v1 = await until(lambda: status_of(1, "ok"), 120, "v1 fetched, swapped and announced")
+            after_v1 = await wait_for_async(lambda: status_of(1, "ok"), 120, "v1 fetched, swapped and announced")
             page_v1 = await (await client.get("/metrics")).text()
-            await until(lambda: _subscribed(app[REDIS], streams), 30, "the weight channel's subscriber")
+            await wait_for_async(lambda: _subscribed(app[REDIS], streams), 30, "the weight channel's subscriber")
             announce(rclient, streams, v2)
-            after_v2 = await until(lambda: status_of(2, "failed"), 120, "v2 refused and announced")
+            after_v2 = await wait_for_async(lambda: status_of(2, "failed"), 120, "v2 refused and announced")
             page_v2 = await (await client.get("/metrics")).text()
             return after_v1, page_v1, after_v2, page_v2, app[ENGINE].version, app[SWAPPER].last_error, app[REPLICA]
 

@@ -319,19 +319,6 @@ def test_a_swap_by_path_needs_a_signed_manifest_of_that_version_when_the_server_
 
 
 # --- no shared disk: the HTTP transport ------------------------------------------------------------------------
-@pytest.fixture
-def learner_http(tmp_path):
-    """The learner's side on "another host": its versions directory, served on a free port of this machine."""
-    from slca.weights import HttpTransport
-
-    transport = HttpTransport(tmp_path / "learner-host" / "weights", bind="127.0.0.1:0", key=WEIGHTS_KEY)
-    transport.connect()
-    try:
-        yield transport
-    finally:
-        transport.close()
-
-
 def _elsewhere(version: int) -> str:
     return f"/nonexistent/learner-host/weights/v{version}"  # the learner's path, which this server cannot read
 

@@ -13,19 +13,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from serve.metrics import ServeMetrics
 from slca.redis_server import free_port
-from slca.weights import FETCH_FAILURES, HttpTransport, WeightLoadError, for_server
+from slca.weights import FETCH_FAILURES, WeightLoadError, for_server
 from tests.support.weights import WEIGHTS_KEY, publish_version
-
-
-@pytest.fixture
-def learner_http(tmp_path):
-    """The learner's side on "another host": its versions directory, served on a free port of this machine."""
-    transport = HttpTransport(tmp_path / "learner-host" / "weights", bind="127.0.0.1:0", key=WEIGHTS_KEY)
-    transport.connect()
-    try:
-        yield transport
-    finally:
-        transport.close()
 
 
 def sample(metrics: ServeMetrics, series: str) -> float:

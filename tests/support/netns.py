@@ -35,6 +35,7 @@ from typing import Callable, TypeVar
 
 import pytest
 
+from ops.run.supervisor.state import pid_alive
 from tests.support.processes import REPO
 
 T = TypeVar("T")
@@ -262,7 +263,7 @@ def remove_stale(prefix: str = PREFIX) -> list[str]:
     for line in listed.splitlines():
         name = line.split()[0] if line.strip() else ""
         m = re.fullmatch(rf"{re.escape(prefix)}(\d+)-.+", name)
-        if not m or _alive(int(m.group(1))):
+        if not m or pid_alive(int(m.group(1))):
             continue
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
         Network.signal([int(p) for p in pids], signals.SIGKILL)
@@ -282,16 +283,6 @@ def pick_subnet() -> ipaddress.IPv4Network:
             return ipaddress.IPv4Network(f"10.231.{x}.0/24")
         x = x % 250 + 1
     raise RuntimeError("no free 10.231.<x>.0/24 subnet")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _ip(*args: str) -> None:

@@ -18,6 +18,20 @@ from tests.support.wait import wait_for
 
 ADMIN_TOKEN = "test-admin-token"
 
+
+def agent_run_body(task_id: str, **extra) -> dict:
+    """A small recorded agent run (two rollouts of ≤ 4 tokens, seeded) for `POST /v1/agent/runs`."""
+    return {
+        "messages": [{"role": "user", "content": "hi"}],
+        "task_id": task_id,
+        "n": 2,
+        "max_tokens": 4,
+        "seed": 3,
+        "record": True,
+        **extra,
+    }
+
+
 # the hostile cases' forced tool (ops/bench/hostile.py), with a declared response schema for the simulator
 WEATHER_TOOL = {
     **WEATHER,

@@ -1,7 +1,9 @@
-"""`wait_for`: the one way tests wait for another process's (or thread's) progress."""
+"""`wait_for`: the one way tests wait for another process's (or thread's) progress (`wait_for_async` inside an
+event loop)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from typing import Callable, TypeVar
@@ -40,6 +42,20 @@ def wait_for(
                 )
             )
         time.sleep(interval)
+
+
+async def wait_for_async(predicate, timeout: float = 20.0, what: str | None = None, *, interval: float = 0.05):
+    """`wait_for` for a predicate returning an awaitable, polled without blocking the running event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {_name(predicate, what)} (last value: {value!r})"
+            )
+        await asyncio.sleep(interval)
 
 
 def _name(predicate, what: str | None) -> str:

@@ -78,11 +78,11 @@ def read_state(path: Path) -> dict[str, Any] | None:
     except (FileNotFoundError, json.JSONDecodeError):
         return None
     pid = state.get("supervisor_pid")
-    state["alive"] = bool(pid) and _pid_alive(int(pid))
+    state["alive"] = bool(pid) and pid_alive(int(pid))
     return state
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
