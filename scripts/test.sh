@@ -8,7 +8,7 @@
 # $1 (optional): a marker expression both phases keep to, e.g. "not slow" (`make test-fast`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PYTEST=(.venv/bin/python -m pytest -q)
+PYTEST=(.venv/bin/python -m pytest -q --tb=short)  # short tracebacks: a CI log shows the failing line and its message, not the helpers
 keep=${1:-}
 and=${keep:+ and ($keep)}
 start=$(date +%s)

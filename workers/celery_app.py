@@ -68,11 +68,13 @@ def make_celery_app(settings: WorkerSettings, redis_url: str, prefix: str = "slc
     """The scoring app: broker and result backend `redis_url`, stream names under `prefix`."""
     s = settings
     app = Celery("slca.workers", broker=redis_url, backend=redis_url, set_as_current=False)
-    # unacked_restore_*: scan for tasks of vanished workers every restore_interval_s (kombu's default is ~100 s)
+    # unacked_restore_*: scan for tasks of vanished workers every restore_interval_s (kombu's default is ~100 s);
+    # unacked_mutex_expire: a worker killed inside its scan must not block every other scan for kombu's 300 s
     transport = {
         "visibility_timeout": s.visibility_timeout_s,
         "unacked_restore_interval": s.restore_interval_s,
         "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": s.restore_lock_s,
     }
     app.conf.update(
         task_serializer="json",

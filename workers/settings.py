@@ -75,6 +75,11 @@ class WorkerSettings(SectionSettings):
     restore_interval_s: int = Field(default=10, ge=1)
     """How often a worker scans for unacknowledged tasks past the visibility timeout (kombu's restore sweep;
     kombu's own default is only every ~100 s)."""
+    restore_lock_s: int = Field(default=10, ge=1)
+    """Expiry of the lock a worker holds while it scans for those tasks (kombu's `unacked_mutex`). A worker host
+    that vanishes while it holds the lock stops every other worker's scan until the lock expires: kombu's default
+    of 300 s on top of the visibility timeout would outlast `group_timeout_s`. A scan takes milliseconds; if one
+    outlives the lock, two workers may restore the same task, which idempotent scoring absorbs."""
     task_max_retries: int = Field(default=5, ge=0)
     """Celery retries of a transient failure (judge unreachable, Redis blip) before the entry is dead-lettered."""
     retry_backoff_s: float = Field(default=1.0, gt=0)
@@ -103,7 +108,7 @@ class WorkerSettings(SectionSettings):
     group_timeout_s: float = Field(default=330.0, gt=0)
     """After this, a group with ≥ 2 scored members is emitted as partial; a lone member is dead-lettered.
     Must exceed the time a vanished worker's task takes to come back — `visibility_timeout_s` +
-    `restore_interval_s`, and `claim_idle_ms` for entries a dead assembler held (checked at load) — else a member
+    `restore_interval_s` + `restore_lock_s`, and `claim_idle_ms` for entries a dead assembler held (checked at load) — else a member
     whose worker host died mid-task is redelivered only after its group went out partial (or its one scored
     sibling was dead-lettered alone), and then counts as late: one group becomes dead letters. (It was 60 s
     under a 300 s visibility timeout, which did exactly that.) Only groups missing a member wait this long."""
@@ -143,12 +148,12 @@ class WorkerSettings(SectionSettings):
     def _group_outlasts_redelivery(self) -> "WorkerSettings":
         """A group's timeout must outlast the redelivery of a member whose worker (or assembler) vanished mid-task:
         exactly-once group assembly across a lost worker host depends on it (`group_timeout_s`)."""
-        task_back = self.visibility_timeout_s + self.restore_interval_s
+        task_back = self.visibility_timeout_s + self.restore_interval_s + self.restore_lock_s
         entry_back = self.claim_idle_ms / 1000
         if self.group_timeout_s <= max(task_back, entry_back):
             raise ValueError(
                 f"group_timeout_s ({self.group_timeout_s:g}) must exceed visibility_timeout_s + restore_interval_s "
-                f"({task_back:g}) and claim_idle_ms / 1000 ({entry_back:g}): a member whose worker host vanished "
+                f"+ restore_lock_s ({task_back:g}) and claim_idle_ms / 1000 ({entry_back:g}): a member whose worker host vanished "
                 "mid-task comes back only then, and its group would already have gone out partial"
             )
         return self

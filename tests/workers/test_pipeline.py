@@ -9,6 +9,7 @@ import redis
 from tests.support.trajectories import trajectory
 from tests.support.wait import wait_for
 from tests.workers.judge_endpoint import Endpoint
+from workers.celery_app import make_celery_app
 from tests.workers.pipeline_harness import (
     FAST,
     RunningAssembler,
@@ -99,7 +100,9 @@ def four_per_task(builder, tasks: int, prefix: str):
 def test_worker_killed_mid_task_work_is_redelivered(
     builder, settings, redis_url, redis_client, scoring_workers, start_assembler
 ):
-    """The judge hangs until the worker is killed, so the kill provably lands mid-task."""
+    """The judge hangs until the worker is killed, so the kill provably lands mid-task; and the worker dies holding
+    the restore-sweep lock (as a host that vanishes inside its sweep leaves it), which every other worker's sweep
+    must outlast: with kombu's default expiry (300 s) the task would come back long after its group timed out."""
     judge = Endpoint()
     judge.hold.clear()
     try:
@@ -110,6 +113,9 @@ def test_worker_killed_mid_task_work_is_redelivered(
         first = scoring_workers.start_scoring(s, name="first")
         assert judge.received.wait(timeout=60)  # the first task is inside the judge call
         assert redis_client.hlen("unacked") >= 1  # delivered, not acknowledged
+        with make_celery_app(s, redis_url).connection_for_read() as conn:
+            lock_s = conn.default_channel.unacked_mutex_expire  # what the dying worker's kombu locks with
+        redis_client.set("unacked_mutex", "the-killed-worker", ex=lock_s)
         scoring_workers.kill(first)
         judge.hold.set()
         scoring_workers.start_scoring(s, name="second")

@@ -39,8 +39,11 @@ engine = "hf"
 group_size = {GROUP}
 visibility_timeout_s = 10.0
 restore_interval_s = 2
+restore_lock_s = 3
 claim_idle_ms = 3000
-group_timeout_s = 20.0
+# a killed worker's task is back after 10 + 2 (+ 3 if it died inside its restore sweep) s, on a worker that first
+# has to restart: the margin is for that restart on a loaded machine
+group_timeout_s = 40.0
 # keep consumed groups in the stream: the test counts trajectory ids out of it after the learner acknowledged them
 trim_consumed_groups = false
 [ops]
