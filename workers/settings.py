@@ -108,10 +108,11 @@ class WorkerSettings(SectionSettings):
     group_timeout_s: float = Field(default=330.0, gt=0)
     """After this, a group with ≥ 2 scored members is emitted as partial; a lone member is dead-lettered.
     Must exceed the time a vanished worker's task takes to come back — `visibility_timeout_s` +
-    `restore_interval_s` + `restore_lock_s`, and `claim_idle_ms` for entries a dead assembler held (checked at load) — else a member
-    whose worker host died mid-task is redelivered only after its group went out partial (or its one scored
-    sibling was dead-lettered alone), and then counts as late: one group becomes dead letters. (It was 60 s
-    under a 300 s visibility timeout, which did exactly that.) Only groups missing a member wait this long."""
+    `restore_interval_s` + `restore_lock_s`, and `claim_idle_ms` for entries a dead assembler held (checked at
+    load) — else a member whose worker host died mid-task is redelivered only after its group went out partial
+    (or its one scored sibling was dead-lettered alone), and then counts as late: one group becomes dead letters.
+    (It was 60 s under a 300 s visibility timeout, which did exactly that.) Only groups missing a member wait this
+    long."""
     late_window_s: float = Field(default=3600.0, gt=0)
     """How long after a partial emission late members of that group are recognised (and dead-lettered as late)."""
     claim_stale_s: float = Field(default=30.0, gt=0)
@@ -153,8 +154,8 @@ class WorkerSettings(SectionSettings):
         if self.group_timeout_s <= max(task_back, entry_back):
             raise ValueError(
                 f"group_timeout_s ({self.group_timeout_s:g}) must exceed visibility_timeout_s + restore_interval_s "
-                f"+ restore_lock_s ({task_back:g}) and claim_idle_ms / 1000 ({entry_back:g}): a member whose worker host vanished "
-                "mid-task comes back only then, and its group would already have gone out partial"
+                f"+ restore_lock_s ({task_back:g}) and claim_idle_ms / 1000 ({entry_back:g}): a member whose worker "
+                "host vanished mid-task comes back only then, and its group would already have gone out partial"
             )
         return self
 
