@@ -211,22 +211,33 @@ def alternate(
     warmup: int = 1,
     machine: Callable[[], dict] = machine_now,
     on_window: Callable[[Window], None] | None = None,
+    done: list[Window] | None = None,
 ) -> ABResult:
-    """Warm both sides up alike, then `pairs` pairs of windows in alternated order; see the module docstring."""
+    """Warm both sides up alike, then `pairs` pairs of windows in alternated order; see the module docstring.
+    `done`: windows measured by an earlier, interrupted run of the same bench (`on_window` persisted them): they are
+    kept as they are and only the missing ones run (a long bench resumes where it stopped); the warm-up runs
+    again only when no window is done."""
     if pairs < MIN_PAIRS:
         raise ValueError(f"pairs={pairs}: at least {MIN_PAIRS} pairs")
     if warmup < 0:
         raise ValueError("warmup ≥ 0")
     orders = pair_orders(pairs, order, seed)
     sides = {"A": a, "B": b}
+    earlier = {(w.pair, w.position): w for w in done or []}
+    for (i, position), w in earlier.items():
+        if i >= pairs or w.side != sides[orders[i][position]].name:
+            raise ValueError(f"done window {i}/{position} ({w.side}) is not one of this run's windows")
     start = machine()
-    for label in orders[0]:
+    for label in orders[0] if not earlier else ():
         side = sides[label]
         for _ in range(warmup):
             side.warmup() if side.warmup is not None else side.measure()
     windows: list[Window] = []
     for i, first_second in enumerate(orders):
         for position, label in enumerate(first_second):
+            if (i, position) in earlier:
+                windows.append(earlier[i, position])
+                continue
             side = sides[label]
             m = _measurement(side.measure())
             windows.append(Window(i, position, side.name, m.figure, m.units, m.seconds, m.waves, m.detail))

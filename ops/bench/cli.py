@@ -20,7 +20,10 @@ def register(bench) -> None:
     queue.set_defaults(func=_bench_queue)
 
     rl = bench.add_parser("rl", help="TRL's GRPOTrainer vs slca's online pipeline: same model, tasks, wall time")
-    rl.add_argument("--minutes", type=float, default=10.0, help="wall time of each side")
+    rl.add_argument("--minutes", type=float, default=10.0, help="wall time of each window (one side, one pair)")
+    rl.add_argument("--pairs", type=int, default=3, help="alternated TRL/slca pairs of windows (≥ 3; both sides)")
+    rl.add_argument("--order", choices=("alternate", "random"), default="alternate", help="first side of each pair")
+    rl.add_argument("--seed", type=int, default=0, help="draws the order with --order random (recorded)")
     rl.add_argument("--model", help="warm-started model (default: the sft model, else embedded with a warning)")
     rl.add_argument("--pack", default="everyday", help="task pack (train split)")
     rl.add_argument("--group-size", type=int, default=8)
@@ -34,7 +37,12 @@ def register(bench) -> None:
         metavar="SECTION.FIELD=VALUE",
         help="extra setting for the slca pipeline only (e.g. serve.engine=hf)",
     )
-    rl.add_argument("--out", type=Path, default=Path("bench/rl/latest"))
+    rl.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/rl/latest"),
+        help="results.json + table.md here; the same command with the same --out resumes an interrupted run",
+    )
     rl.set_defaults(func=_bench_rl)
 
     swap = bench.add_parser("swap", help="hot-swap under load: swap latency, failed requests, mixed-version share")

@@ -23,12 +23,21 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ops.bench.ab import check_no_paths, machine_now
+from ops.bench.ab import MIN_PAIRS, Measurement, Side, Window, alternate, check_no_paths, machine_now, markdown
 from ops.bench.ab import write as write_checked
 from ops.bench.common import bench_command, model_name
 from ops.bench.machine import machine_facts
 from ops.bench.proc_sampler import TreeSampler
-from ops.bench.rl_report import SideResult, SideSpec, ratios, table, verdict, where_time_goes
+from ops.bench.rl_report import (
+    GIB,
+    SideResult,
+    SideSpec,
+    ratio_spread,
+    ratios,
+    table,
+    verdict,
+    where_time_goes,
+)
 from ops.bench.rl_slca import SlcaSpec, run_slca_side
 from ops.bench.rl_trl import TrlCounts, TrlSpec
 
@@ -63,6 +72,7 @@ def trl_available() -> bool:
 
 def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -> SideResult:
     """TRL in a child process; its peak RSS and CPU from /proc."""
+    log_dir.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = log_dir / "trl-spec.json", log_dir / "trl-counts.json"
     spec_path.write_text(json.dumps(spec.__dict__))
     with open(log_dir / "trl.log", "wb") as out:
@@ -141,6 +151,9 @@ def run_rl_bench(args, config) -> int:
         raise CliError("TRL is not installed: `pip install -e .[bench]` (a benchmark-only extra)")
     if args.minutes <= 0 or args.group_size < 2 or args.max_new_tokens < 1:
         raise CliError("--minutes > 0, --group-size ≥ 2 and --max-new-tokens ≥ 1 are required")
+    both = set(sides) == set(SIDES)
+    if both and args.pairs < MIN_PAIRS:
+        raise CliError(f"--pairs {args.pairs}: at least {MIN_PAIRS} alternated pairs")
     model, warning = resolve_model(args.model, config)
     if warning:
         log.warning(warning)
@@ -150,66 +163,193 @@ def run_rl_bench(args, config) -> int:
     seconds = args.minutes * 60
     machine_start = machine_now()
     log_dir = Path(tempfile.mkdtemp(prefix="slca-bench-rl-logs-"))
-    print(f"model {model_name(model)}; {seconds:.0f} s per side; logs in {log_dir}", flush=True)
-    results: dict[str, SideResult] = {}
+    print(f"model {model_name(model)}; {seconds:.0f} s per window; logs in {log_dir}", flush=True)
     alike = SideSpec(model, args.pack, args.group_size, args.max_new_tokens, seconds)
-    if "trl" in sides:
-        results["trl"] = run_trl_side(
-            TrlSpec(
-                **asdict(alike),
-                lr=learner.lr,
-                bf16=precision.dtype == "bfloat16",
-                w_exec=learner.advantage.w_exec,
-                w_pref=learner.advantage.w_pref,
-            ),
-            log_dir,
-        )
-    if "slca" in sides:
+    trl_spec = TrlSpec(
+        **asdict(alike),
+        lr=learner.lr,
+        bf16=precision.dtype == "bfloat16",
+        w_exec=learner.advantage.w_exec,
+        w_pref=learner.advantage.w_pref,
+    )
+
+    def slca_spec(trl: SideResult | None) -> SlcaSpec:
         # TRL stops at the first step end past the deadline: one step can overrun it by minutes on a slow
-        # machine. The pipeline gets the same wall time TRL actually had, so neither rate covers a shorter run.
-        slca_seconds = same_wall_time(seconds, results.get("trl"))
-        if slca_seconds > seconds:
-            print(
-                f"TRL's last step ended {slca_seconds - seconds:.0f} s past the deadline: the pipeline runs "
-                f"{slca_seconds:.0f} s too",
-                flush=True,
-            )
-        results["slca"] = run_slca_side(
-            SlcaSpec(
-                **{**asdict(alike), "seconds": slca_seconds},
-                max_turns=args.max_turns,
-                extra_sets=tuple(args.pipeline_set),
-            ),
-            log_dir,
+        # machine. The pipeline gets the wall time TRL actually had, so neither rate covers a shorter run.
+        return SlcaSpec(
+            **{**asdict(alike), "seconds": same_wall_time(seconds, trl)},
+            max_turns=args.max_turns,
+            extra_sets=tuple(args.pipeline_set),
         )
-    lines = report_lines(list(results.values()), model, warning, precision.describe("precision"))
-    print("\n".join(lines), flush=True)
+
     facts = machine_facts()
-    write_outputs(
-        args.out,
-        lines,
-        results,
-        {
-            "command": bench_command("rl", sys.argv),
-            "method": "ops.bench.ab (sides one after the other, not alternated)",
-            "machine": {"cpu": facts["cpu"], "cores": facts["cores"], "python": facts["python"]},
-            "machine_start": machine_start,
-            "machine_end": machine_now(),
-            "model": model_name(model),
-            "warm_started": warning is None,
-            "pack": args.pack,
-            "split": "train",
-            "group_size": args.group_size,
-            "max_new_tokens": args.max_new_tokens,
-            "minutes": args.minutes,
-            "precision": precision.dtype,
-            "lr": learner.lr,
-            "serve_engine": serve_engine(config, args.pipeline_set),
-            "pipeline_sets": list(args.pipeline_set),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    common = {
+        "command": bench_command("rl", sys.argv),
+        "machine": {"cpu": facts["cpu"], "cores": facts["cores"], "python": facts["python"]},
+        "model": model_name(model),
+        "warm_started": warning is None,
+        "pack": args.pack,
+        "split": "train",
+        "group_size": args.group_size,
+        "max_new_tokens": args.max_new_tokens,
+        "minutes_per_window": args.minutes,
+        "precision": precision.dtype,
+        "lr": learner.lr,
+        "serve_engine": serve_engine(config, args.pipeline_set),
+        "pipeline_sets": list(args.pipeline_set),
+    }
+    if both:
+        lines, data = run_alternated(args, trl_spec, slca_spec, log_dir, common)
+        lines = report_header(model, warning, precision.describe("precision")) + lines
+    else:  # one side alone: a check of that side, no ratio
+        result = (
+            run_trl_side(trl_spec, log_dir / "trl")
+            if sides == ["trl"]
+            else run_slca_side(slca_spec(None), log_dir / "slca")
+        )
+        lines = report_header(model, warning, precision.describe("precision")) + side_lines(result)
+        data = {**common, "method": "one side alone (no comparison)", "sides": {result.name: result.to_dict()}}
+    data.update(
+        machine_start=machine_start,
+        machine_end=machine_now(),
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+    print("\n".join(lines), flush=True)
+    write_outputs(args.out, lines, data)
+    return 0
+
+
+WINDOWS_FILE = "windows.jsonl"
+"""Beside results.json: one line per measured window (its `Window` and the side's `SideResult`), written as each
+window ends, so that the same command after an interruption measures only the windows still missing."""
+
+
+class WindowLog:
+    """The measured windows of one alternated run, read back on resume; refuses to mix runs of other settings."""
+
+    def __init__(self, out: Path, spec: dict):
+        self.path = (out.parent if out.suffix == ".json" else out) / WINDOWS_FILE
+        self.spec = spec
+
+    def load(self) -> list[tuple[Window, SideResult]]:
+        from slca.cli import CliError
+
+        if not self.path.is_file():
+            return []
+        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        if not rows or rows[0].get("spec") != self.spec:
+            raise CliError(
+                f"{self.path} holds windows of a run with other settings: give another --out, or remove it to "
+                "start over"
+            )
+        return [(Window(**r["window"]), SideResult.from_dict(r["result"])) for r in rows[1:]]
+
+    def add(self, window: Window, result: SideResult) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.is_file()
+        with self.path.open("a") as f:
+            if fresh:
+                f.write(json.dumps({"spec": self.spec}) + "\n")
+            f.write(json.dumps({"window": asdict(window), "result": result.to_dict()}) + "\n")
+
+
+def measurement(result: SideResult) -> Measurement:
+    """A window's figure for the A/B method: trained tokens per hour (completion tokens of steps that changed the
+    weights; the issue's figure), with the other counts as its detail."""
+    return Measurement(
+        figure=result.trained_tokens_per_s * 3600,
+        units=result.trained_tokens,
+        seconds=result.seconds,
+        waves=result.steps,
+        detail={
+            "completions": result.completions,
+            "completions_trained": result.completions_trained,
+            "updates": result.updates,
+            "generated_tokens": result.generated_tokens,
+            "peak_rss_gib": round(result.peak_rss_bytes / GIB, 3),
         },
     )
-    return 0
+
+
+def run_alternated(args, trl_spec: TrlSpec, slca_spec, log_dir: Path, common: dict) -> tuple[list[str], dict]:
+    """TRL (A) and the pipeline (B) in `args.pairs` alternated pairs of windows (`ops.bench.ab.alternate`; each
+    window excludes its own start-up and cold first step, so no further warm-up); resumable from WINDOWS_FILE."""
+    spec_keys = ("model", "pack", "group_size", "max_new_tokens", "minutes_per_window", "precision", "lr")
+    window_log = WindowLog(args.out, {**{k: common[k] for k in spec_keys}, "pipeline_sets": common["pipeline_sets"]})
+    earlier = window_log.load()
+    results: dict[tuple[int, str], SideResult] = {(w.pair, w.side): r for w, r in earlier}
+    if earlier:
+        print(f"resuming: {len(earlier)} window(s) already measured in {WINDOWS_FILE}", flush=True)
+    current: dict[str, SideResult] = {}
+    pair = {"trl": 0, "slca": 0}
+
+    def measure(side: str):
+        def run() -> Measurement:
+            while (pair[side], side) in results:  # windows of this side measured before the interruption
+                pair[side] += 1
+            i = pair[side]
+            where = log_dir / f"pair{i + 1}-{side}"
+            print(f"pair {i + 1}: {side} window", flush=True)
+            if side == "trl":
+                r = run_trl_side(trl_spec, where)
+            else:
+                r = run_slca_side(slca_spec(results.get((i, "trl"))), where)
+            current[side] = results[i, side] = r
+            return measurement(r)
+
+        return run
+
+    def persist(window: Window) -> None:
+        window_log.add(window, current[window.side])
+
+    ab_result = alternate(
+        Side("trl", measure("trl")),
+        Side("slca", measure("slca")),
+        pairs=args.pairs,
+        order=args.order,
+        seed=args.seed,
+        warmup=0,
+        on_window=persist,
+        done=[w for w, _ in earlier],
+    )
+    per_pair = [ratios(results[i, "slca"], results[i, "trl"]) for i in range(args.pairs)]
+    spread = ratio_spread(per_pair)
+    summary = ab_result.summary()
+    peak_gib = max(results[i, "slca"].peak_rss_bytes for i in range(args.pairs)) / GIB
+    lines = [
+        f"method: {args.pairs} alternated pairs of {common['minutes_per_window']:g}-minute windows (ops.bench.ab); "
+        "each window after its side's start-up and cold first step",
+        *verdict(summary["median_ratio"], summary["interval"], summary["interval_coverage"], peak_gib),
+        "  slca ÷ TRL per rate over the pairs (median, min–max):",
+        *(
+            f"    {key:<30} {v['median']:.2f}× ({v['min']:.2f}–{v['max']:.2f})"
+            for key, v in spread.items()
+            if v is not None
+        ),
+    ]
+    for i in range(args.pairs):
+        first = "TRL" if ab_result.orders[i][0] == "A" else "slca"
+        lines += [f"pair {i + 1} ({first} first):", *table([results[i, "trl"], results[i, "slca"]])]
+    lines += where_time_goes(results[0, "slca"])
+    for note in dict.fromkeys(f"  note ({s.name}): {n}" for s in results.values() for n in s.notes):
+        lines.append(note)
+    data = {
+        **common,
+        "method": f"ops.bench.ab.alternate: {args.pairs} pairs, order {args.order}, figure trained tokens/hour "
+        "(B = slca over A = TRL); cold first step excluded inside each window on both sides",
+        "ab": ab_result.to_dict(),
+        "ratios_slca_over_trl": spread,
+        "pairs": [
+            {
+                "pair": i + 1,
+                "trl": results[i, "trl"].to_dict(),
+                "slca": results[i, "slca"].to_dict(),
+                "ratios_slca_over_trl": per_pair[i],
+            }
+            for i in range(args.pairs)
+        ],
+    }
+    return lines + ["", *markdown(ab_result, "trained tokens/hour")], data
 
 
 def serve_engine(config, pipeline_sets: list[str]) -> str:
@@ -220,23 +360,18 @@ def serve_engine(config, pipeline_sets: list[str]) -> str:
     return config.section("serve").engine
 
 
-def report_lines(sides: list[SideResult], model: str, warning: str | None, precision: str) -> list[str]:
-    by = {s.name: s for s in sides}
-    lines = [f"slca bench rl — model {model_name(model)}; {precision}"] + ([f"  WARNING: {warning}"] if warning else [])
-    lines += table(sides)
-    if "slca" in by and "trl" in by:
-        lines += verdict(by["slca"], by["trl"])
-    if "slca" in by:
-        lines += where_time_goes(by["slca"])
-    for s in sides:
-        lines += [f"  note ({s.name}): {n}" for n in s.notes]
-    return lines
+def report_header(model: str, warning: str | None, precision: str) -> list[str]:
+    return [f"slca bench rl — model {model_name(model)}; {precision}"] + ([f"  WARNING: {warning}"] if warning else [])
 
 
-def write_outputs(out: Path, lines: list[str], results: dict[str, SideResult], facts: dict) -> None:
+def side_lines(result: SideResult) -> list[str]:
+    lines = table([result])
+    if result.name == "slca":
+        lines += where_time_goes(result)
+    return lines + [f"  note ({result.name}): {n}" for n in result.notes]
+
+
+def write_outputs(out: Path, lines: list[str], data: dict) -> None:
     """results.json + table.md (`ops.bench.ab.write`: refused, nothing written, if a machine path is in them)."""
-    data = {**facts, "sides": {k: v.to_dict() for k, v in results.items()}}
-    if len(results) == 2:
-        data["ratios_slca_over_trl"] = ratios(results["slca"], results["trl"])
     check_no_paths(data, lines)
     write_checked(out, data, ["```", *lines, "```"], "slca bench rl")

@@ -105,6 +105,7 @@ def first_step_logged(metrics_path: Path) -> bool:
 
 
 def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
+    log_dir.mkdir(parents=True, exist_ok=True)
     with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="slca-bench-rl-") as tmp:
         data_dir = Path(tmp) / "var"
         server = RedisServer(Path(tmp) / "redis", appendonly=True).start()

@@ -219,3 +219,23 @@ def test_write_json_and_markdown_with_the_command(tmp_path):
 def test_bench_command_cuts_paths_inside_settings():
     argv = ["slca", "bench", "rl", "--pipeline-set", "common.model=/abs/m", "--out=/o", "--model=~/x/warm"]
     assert bench_command("rl", argv) == "slca bench rl --pipeline-set common.model=…/m --model=…/warm"
+
+
+def test_a_resumed_run_keeps_the_done_windows_and_measures_only_the_missing_ones():
+    log: list[str] = []
+    first = ab.alternate(
+        Fake("a", [10, 10, 10], log).side, Fake("b", [20, 40, 60], log).side, warmup=0, machine=machine([(0,) * 3] * 2)
+    )
+    kept = first.windows[:3]  # the run stopped inside pair 2 (B went first there, A had not run)
+    log.clear()
+    resumed = ab.alternate(
+        Fake("a", [11, 12], log, warm=True).side,
+        Fake("b", [99], log, warm=True).side,
+        warmup=1,
+        done=kept,
+        machine=machine([(0,) * 3] * 2),
+    )
+    assert log == ["a:measure", "a:measure", "b:measure"]  # no warm-up again, the done windows not re-run
+    assert resumed.figures("a") == [10, 11, 12] and resumed.figures("b") == [20, 40, 99]
+    with pytest.raises(ValueError, match="not one of this run's windows"):
+        ab.alternate(Fake("x", [1] * 3, log).side, Fake("b", [1] * 3, log).side, warmup=0, done=kept)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from ops.bench.proc_sampler import ProcInfo, TreeSampler, descendants, read_proc
-from ops.bench.rl_report import GIB, SideResult, ratios, table, verdict, where_time_goes
+from ops.bench.rl_report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
 from ops.bench.rl import trl_side_result
 from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
 from ops.bench.rl_trl import TrlCounts, close_step, start_window
@@ -64,13 +64,23 @@ def test_ratios_are_slca_over_trl_and_none_where_trl_did_nothing():
 
 
 @pytest.mark.parametrize(
-    "slca_completions, rss, expect",
-    [(160, 4.0, ("met", "met")), (150, 4.0, ("NOT met", "met")), (200, 7.0, ("met", "NOT met"))],
+    "median, rss, expect", [(2.1, 4.0, ("met", "met")), (1.9, 4.0, ("NOT met", "met")), (2.5, 7.0, ("met", "NOT met"))]
 )
-def test_verdict_checks_both_targets(slca_completions, rss, expect):
-    line = verdict(side("slca", completions=slca_completions, rss_gib=rss), side("trl", completions=80))[0]
-    assert f"= {slca_completions / 80:.2f}" in line
+def test_verdict_checks_the_median_trained_token_ratio_and_the_peak_memory(median, rss, expect):
+    line = verdict(median, [1.5, 3.0], 0.75, rss)[0]
+    assert f"median over pairs = {median:.2f} (75% interval 1.50–3.00)" in line
     assert f"target ≥ 2.0: {expect[0]})" in line and f"target ≤ 6: {expect[1]})" in line
+
+
+def test_ratio_spread_gives_each_rates_median_and_range_over_the_pairs():
+    pairs = [{"x": 1.0, "y": None}, {"x": 3.0, "y": None}, {"x": 2.0, "y": None}]
+    assert ratio_spread(pairs) == {"x": {"median": 2.0, "min": 1.0, "max": 3.0}, "y": None}
+
+
+def test_a_side_result_survives_its_json_form():
+    r = side("slca", seconds=600, trained_tokens=6000)
+    back = SideResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back == r and back.trained_tokens_per_s == 10.0
 
 
 def test_table_has_a_ratio_column_only_with_both_sides():
@@ -159,12 +169,12 @@ def test_rl_results_refuse_machine_paths_and_record_the_typed_command(tmp_path):
     from ops.bench.ab import MachinePathError
     from ops.bench.rl import write_outputs
 
-    results = {"slca": side("slca")}
+    data = {"sides": {"slca": side("slca").to_dict()}}
     with pytest.raises(MachinePathError):
-        write_outputs(tmp_path / "a", ["x"], results, {"command": "slca rl --out /srv/x", "model": "warm"})
+        write_outputs(tmp_path / "a", ["x"], {**data, "command": "slca rl --out /srv/x", "model": "warm"})
     with pytest.raises(MachinePathError):
-        write_outputs(tmp_path / "b", ["logs in /tmp/slca-bench-rl-logs-1"], results, {"command": "slca bench rl"})
-    write_outputs(tmp_path / "c", ["ok"], results, {"command": "slca bench rl --minutes 10", "model": "warm"})
+        write_outputs(tmp_path / "b", ["logs in /tmp/slca-bench-rl-logs-1"], {**data, "command": "slca bench rl"})
+    write_outputs(tmp_path / "c", ["ok"], {**data, "command": "slca bench rl --minutes 10", "model": "warm"})
     data = json.loads((tmp_path / "c" / "results.json").read_text())
     assert data["sides"]["slca"]["trained_tokens_per_s"] == 0 and (tmp_path / "c" / "table.md").is_file()
 
@@ -223,3 +233,49 @@ def test_the_pipeline_gets_the_wall_time_trl_actually_had():
     assert same_wall_time(600, side("trl", seconds=661)) == 661  # TRL's last step overran the deadline
     assert same_wall_time(600, side("trl", seconds=600)) == 600
     assert same_wall_time(600, None) == 600
+
+
+def test_alternated_windows_resume_after_an_interruption_and_report_per_pair_ratios(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import ops.bench.rl as rl
+
+    calls: list[str] = []
+
+    def fake(name: str, tokens_per_window: list[int]):
+        def run(spec, log_dir):
+            calls.append(f"{name}:{log_dir.name}")
+            if len(calls) == 4 and stop_at_fourth:
+                raise KeyboardInterrupt  # the run dies inside its fourth window
+            return side(name, seconds=600, trained_tokens=tokens_per_window[len([c for c in calls if name in c]) - 1])
+
+        return run
+
+    args = SimpleNamespace(out=tmp_path / "out", pairs=3, order="alternate", seed=0)
+    common = {
+        "model": "m",
+        "pack": "p",
+        "group_size": 8,
+        "max_new_tokens": 64,
+        "minutes_per_window": 10,
+        "precision": "bfloat16",
+        "lr": 1e-5,
+        "pipeline_sets": [],
+    }
+    slca_spec = lambda trl: trl  # noqa: E731 (the fakes ignore their spec)
+    stop_at_fourth = True
+    monkeypatch.setattr(rl, "run_trl_side", fake("trl", [1000, 1000, 1000]))
+    monkeypatch.setattr(rl, "run_slca_side", fake("slca", [3000, 2000, 4000]))
+    with pytest.raises(KeyboardInterrupt):
+        rl.run_alternated(args, None, slca_spec, tmp_path / "logs", common)
+    assert calls == ["trl:pair1-trl", "slca:pair1-slca", "slca:pair2-slca", "trl:pair2-trl"]
+    stop_at_fourth, calls[:] = False, []
+    monkeypatch.setattr(rl, "run_trl_side", fake("trl", [1000, 1000]))
+    monkeypatch.setattr(rl, "run_slca_side", fake("slca", [4000]))
+    lines, data = rl.run_alternated(args, None, slca_spec, tmp_path / "logs", common)
+    assert calls == ["trl:pair2-trl", "trl:pair3-trl", "slca:pair3-slca"]  # only what was missing
+    assert data["ab"]["ratio_b_over_a"] == [3.0, 2.0, 4.0] and data["ab"]["median_ratio"] == 3.0
+    assert data["ratios_slca_over_trl"]["trained_tokens_per_s"] == {"median": 3.0, "min": 2.0, "max": 4.0}
+    assert any("median over pairs = 3.00" in line and "target ≥ 2.0: met" in line for line in lines)
+    with pytest.raises(Exception, match="other settings"):
+        rl.run_alternated(args, None, slca_spec, tmp_path / "logs", {**common, "lr": 2e-5})
