@@ -115,6 +115,7 @@ def lead(
     ctx.metrics.published_version.set(state.version)
     consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, consumer_name(s.consumer_name), s.claim_idle_ms)
     unacked: list[bytes] = []
+    idle = IdleSteps()
     log.info("learner: step %d, version %d, %d groups consumed so far", state.step, state.version, len(consumed))
     # A stop (ctx.stop) is honoured within about `block_ms` while waiting for groups and between the groups of a
     # step; a step cut short changes no weight, and nothing is acknowledged that is not in a checkpoint.
@@ -157,7 +158,34 @@ def lead(
             consumer.ack(unacked)
             unacked.clear()
         record_step(ctx, state, report, entries, published)
+        if warning := idle.observe(report.updated):
+            log.warning(warning)
     return state
+
+
+class IdleSteps:
+    """Steps in a row that changed no weight (every group had zero advantage: each member got the same reward).
+    The learner then publishes nothing, and the served version stays where it is; that is right, but it must not be
+    silent: a raw model that never calls a tool (no warm start) gets the same reward on every member forever.
+    `observe` returns a warning after `first` such steps, then after 10×, 100× … as many; an update resets it."""
+
+    def __init__(self, first: int = 10):
+        self.first = self.next = first
+        self.run = 0
+
+    def observe(self, updated: bool) -> str | None:
+        if updated:
+            self.run, self.next = 0, self.first
+            return None
+        self.run += 1
+        if self.run < self.next:
+            return None
+        self.next *= 10
+        return (
+            f"learner: {self.run} steps in a row changed no weight (every group's members got equal rewards), so "
+            "no version was published: nothing to learn from this traffic. A model that never calls a tool does "
+            "this; warm-start it first (`slca sft`, or `slca up` with ops.warm_start_minutes > 0)"
+        )
 
 
 def collect(

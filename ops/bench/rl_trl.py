@@ -187,6 +187,9 @@ def run(spec: TrlSpec) -> TrlCounts:
             max_completion_length=spec.max_new_tokens,
             learning_rate=spec.lr,
             bf16=spec.bf16,
+            # TRL's config turns checkpointing on by default; the pipeline's learner does not use it, and TRL fits
+            # in memory without it here (a fair side recomputes no activations the other side keeps)
+            gradient_checkpointing=False,
             use_cpu=True,
             temperature=spec.temperature,
             seed=spec.seed,

@@ -69,3 +69,13 @@ def test_step_with_only_zero_advantage_groups_publishes_no_version(loop_context,
     lines = [json.loads(x) for x in (ctx.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert state.step == 2 and [x["skipped_zero"] for x in lines] == [1, 0]
     assert [x["published"] for x in lines] == [None, 1] and state.version == 1
+
+
+def test_steps_that_change_no_weight_are_said_in_the_log_not_silent():
+    from learner.loop import IdleSteps
+
+    idle = IdleSteps(first=3)
+    said = [idle.observe(False) for _ in range(30)]
+    assert [i + 1 for i, w in enumerate(said) if w] == [3, 30]  # after 3, then after 30 in a row
+    assert "3 steps in a row changed no weight" in said[2] and "slca sft" in said[2]
+    assert idle.observe(True) is None and [idle.observe(False) for _ in range(3)][-1]  # an update starts over
