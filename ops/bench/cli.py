@@ -1,5 +1,6 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | sft | queue | rl | swap | soak | shape-rss | logprob-gap`. `ops.cli` registers them; heavy
+`serve | learner | sft | queue | rl | swap | soak | shape-rss | logprob-gap`, and `table` (the README's
+performance table from their results). `ops.cli` registers them; heavy
 imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
 ops.cli's, beside the code they measure.)"""
 
@@ -91,6 +92,10 @@ def register(bench) -> None:
     )
     soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
     soak.set_defaults(func=_bench_soak)
+
+    tbl = bench.add_parser("table", help="the README's performance table from the committed bench/*/ab results")
+    tbl.add_argument("--write", action="store_true", help="rewrite the table's block in README.md (else print it)")
+    tbl.set_defaults(func=_bench_table)
 
     bs = bench.add_parser(
         "sft",
@@ -206,6 +211,12 @@ def _bench_swap(args, config) -> int:
 
     _logging(config)
     return run_bench_swap(args, config)
+
+
+def _bench_table(args, config) -> int:
+    from ops.bench.table import run_table
+
+    return run_table(args, Path(__file__).resolve().parents[2])
 
 
 def _bench_soak(args, config) -> int:

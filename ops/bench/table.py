@@ -1,0 +1,130 @@
+"""The README's performance table, made by code from the committed bench results (`slca bench table`).
+
+One row per side-by-side comparison in `bench/*/ab` (the results of `ops.bench.ab`'s method): the median ratio
+B ÷ A over the pairs, its spread (min–max and the order-statistic interval with its coverage), the pairs, the
+load average at start → end, the CPU flags and the command. `slca bench swap` is not a ratio: its row gives
+its latencies and failures. A bench whose `ab` result is missing says so instead of quoting an older figure.
+
+The block sits between two markers in README.md; `slca bench table --write` rewrites it, and a test fails when
+the README's block differs from what the committed results give (a hand-edited or stale table)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+START = "<!-- bench-table: written by `slca bench table --write` from bench/*/ab; do not edit by hand -->"
+END = "<!-- /bench-table -->"
+HEADER = [
+    "| bench | B ÷ A (figure) | median | min–max | interval (coverage) | pairs | load start → end | CPU flags |",
+    "|---|---|---|---|---|---|---|---|",
+]
+
+
+@dataclass(frozen=True)
+class Source:
+    bench: str
+    path: str
+    """results.json, relative to the repository root."""
+    rows: Callable[[dict], list[str]]
+
+
+def _load(m: dict) -> str:
+    return f"{m['load_average'][0]:g}" if m and m.get("load_average") else "—"
+
+
+def _flags(m: dict) -> str:
+    return ", ".join(m.get("cpu_flags") or []) or "—"
+
+
+def _ab_row(bench: str, what: str, ab: dict) -> str:
+    if ab.get("median_ratio") is None:
+        return f"| {bench} | {what} | — | — | — | {ab.get('pairs', '—')} | — | — |"
+    lo, hi = ab["interval"]
+    return (
+        f"| {bench} | {what} | **{ab['median_ratio']:.2f}×** | {ab['min_ratio']:.2f}–{ab['max_ratio']:.2f} | "
+        f"{lo:.2f}–{hi:.2f} ({ab['interval_coverage']:.0%}) | {ab['pairs']} | "
+        f"{_load(ab['machine_start'])} → {_load(ab['machine_end'])} | {_flags(ab['machine_start'])} |"
+    )
+
+
+def sft_rows(data: dict) -> list[str]:
+    return [_ab_row("sft", "new warm-start loop ÷ old (real tokens/s)", data["ab"])]
+
+
+def rl_rows(data: dict) -> list[str]:
+    engine = data.get("serve_engine", "?")
+    return [_ab_row("rl", f"slca ({engine} engine) ÷ TRL GRPOTrainer (trained tokens/hour)", data["ab"])]
+
+
+def serve_rows(data: dict) -> list[str]:
+    return [
+        _ab_row("serve", f"{row['target']} ÷ vLLM's server, {row['comparison']}, {row['clients']} clients", row)
+        for row in data["rows"]
+    ]
+
+
+def swap_rows(data: dict) -> list[str]:
+    what = (
+        f"hot swap under load, {data['versions']} versions: swap p50 {data['latency_p50_s']:.2f} s (max "
+        f"{data['latency_max_s']:.2f}), publish → first token p50 {data['end_to_end_p50_s']:.2f} s (max "
+        f"{data['end_to_end_max_s']:.2f}), {data['failed_swaps']} failed swaps, {data['failed']} of "
+        f"{data['requests']} requests failed"
+    )
+    return [
+        f"| swap | {what} | — | — | — | — | {_load(data['machine_start'])} → {_load(data['machine_end'])} | "
+        f"{_flags(data['machine_start'])} |"
+    ]
+
+
+SOURCES = (
+    Source("sft", "bench/sft/ab/results.json", sft_rows),
+    Source("serve", "bench/serve/ab/results.json", serve_rows),
+    Source("rl", "bench/rl/ab/results.json", rl_rows),
+    Source("swap", "bench/swap/ab/results.json", swap_rows),
+)
+
+
+def render(root: Path) -> str:
+    """The block (markers included) from the results under `root`."""
+    rows, commands = [], []
+    for source in SOURCES:
+        path = root / source.path
+        if not path.is_file():
+            rows.append(
+                f"| {source.bench} | not yet measured with the method (`{source.path}` missing) | — | — | — "
+                "| — | — | — |"
+            )
+            continue
+        data = json.loads(path.read_text())
+        rows += source.rows(data)
+        commands.append(f"- {source.bench}: `{data.get('command', '?')}` → `{Path(source.path).parent.as_posix()}/`")
+    return "\n".join([START, *HEADER, *rows, "", "Commands:", "", *commands, END])
+
+
+def replace_block(text: str, block: str) -> str:
+    """`text` with its block between the markers replaced; a README without the markers is refused."""
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README has no block between {START!r} and {END!r}")
+    return text[:start] + block + text[end + len(END) :]
+
+
+def current_block(text: str) -> str:
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README has no block between {START!r} and {END!r}")
+    return text[start : end + len(END)]
+
+
+def run_table(args, root: Path) -> int:
+    block = render(root)
+    if args.write:
+        readme = root / "README.md"
+        readme.write_text(replace_block(readme.read_text(), block))
+        print(f"README.md: performance table rewritten from {len(SOURCES)} bench results")
+    else:
+        print(block)
+    return 0
