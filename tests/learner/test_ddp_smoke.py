@@ -21,6 +21,7 @@ import torch
 from ops.bench.learner_step import synthetic_group
 from slca.contracts import encode_entry
 from slca.redis_server import free_port
+from tests.support.processes import run_as_group
 from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -259,13 +260,8 @@ def test_slca_learn_under_torchrun_has_one_consumer_both_ranks_train_and_rank0_p
 
     client = redis.Redis.from_url(redis_server.url)
     groups = _add_groups(client, 4)  # 2 steps × 2 ranks × 1 group
-    proc = subprocess.run(
-        _torchrun(max_steps=2),
-        env=_learn_env(redis_server.url, tmp_path, tiny_model_dir),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_as_group(
+        _torchrun(max_steps=2), timeout=300, env=_learn_env(redis_server.url, tmp_path, tiny_model_dir), cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-3000:]
 

@@ -87,3 +87,24 @@ class CeleryWorkers:
                 self.kill(proc, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def run_as_group(argv: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """`subprocess.run(argv, capture_output=True, text=True)` in a session of its own, and on timeout the whole
+    process group killed, not only the direct child: a launcher's children (torchrun's ranks) would otherwise
+    outlive the test and load the machine for the rest of the suite. Raises `subprocess.TimeoutExpired`."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # anything the launcher left behind
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
