@@ -23,31 +23,12 @@ from tests.support.trajectories import TrajectoryBuilder
 CACHE_DIR = Path(load_config().common.cache_dir)
 
 
-# Tests that time the machine (a latency bound, a stop deadline): in the parallel phase of scripts/test.sh a test on
-# the other core would make them flaky, so they run alone, with every slow test, in its serial phase.
-TIMED_MODULES = frozenset(
-    {
-        "tests/learner/test_stop.py",
-        "tests/ops/observe/test_grafana.py",
-        "tests/ops/run/supervisor/test_clean_stop.py",
-        "tests/ops/run/supervisor/test_supervisor.py",
-        "tests/serve/engines/test_grammar.py",
-        "tests/serve/test_hardening.py",
-        "tests/serve/test_hostile.py",
-        "tests/serve/test_redis_timeouts.py",
-        "tests/serve/test_replicas.py",
-        "tests/serve/test_stop_signals.py",
-        "tests/sim/test_hostile_schemas.py",
-        "tests/workers/test_assembler_stop.py",
-    }
-)
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def pytest_collection_modifyitems(config, items):
+    # `slow` tests (whole systems with deadlines, real vLLM engines) and `timed` ones (a tight latency bound, a stop
+    # deadline: a test on the other core of the parallel phase would make them flaky) run alone, in the serial
+    # phase of scripts/test.sh. Mark the test that times, not its module: the module's other tests run in parallel.
     for item in items:
-        module = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
-        if item.get_closest_marker("slow") or module in TIMED_MODULES:
+        if item.get_closest_marker("slow") or item.get_closest_marker("timed"):
             item.add_marker(pytest.mark.serial)
 
 

@@ -19,6 +19,8 @@ from slca.contracts import encode_entry
 from tests.learner.two_tools import TwoToolTask
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
+
 
 def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model):
     model, tokenizer = rollout_model

@@ -13,6 +13,7 @@ from ops.bench.hostile import AGENT, CHAT, USER, escaped_quote_run, hostile_bodi
 
 
 # --- 1. the JSON depth pre-scan is linear --------------------------------------------------------
+@pytest.mark.timed
 @pytest.mark.parametrize("tail", [b"", b"\\"])
 def test_depth_scan_of_a_1mib_escaped_quote_run_is_fast(tail):
     from serve.errors import InvalidJSON
@@ -25,6 +26,7 @@ def test_depth_scan_of_a_1mib_escaped_quote_run_is_fast(tail):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.timed
 def test_depth_scan_of_escaped_quotes_in_history_arguments_is_fast():
     from serve.errors import BadRequest
     from serve.requests import ChatRequest, parse_body
@@ -133,6 +135,7 @@ def _pattern_tools(pattern: str, count: int = 1) -> list[dict]:
     ]
 
 
+@pytest.mark.timed
 def test_a_costly_pattern_within_the_length_limit_is_checked_without_compiling():
     from ops.bench.hostile import costly_pattern
     from serve.requests import check_tools
@@ -257,6 +260,7 @@ async def _hang_up_after_start(client, app, body: dict) -> float:
     return time.monotonic()
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_hang_up_cancels_the_engine_work_within_a_second(tiny_model_dir, serve_redis, stream, caplog):
     import asyncio
@@ -329,6 +333,7 @@ def test_a_stream_past_the_engine_timeout_ends_with_an_error_event(tiny_model_di
     assert '"engine_unavailable"' in text and "timed out" in text
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("stream", [False, True])
 def test_healthz_answers_within_100ms_while_16_long_outputs_decode(tiny_model_dir, serve_redis, stream):
     import asyncio

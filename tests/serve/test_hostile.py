@@ -282,6 +282,7 @@ def test_hostile_body_gets_a_4xx_naming_the_field(hf_server, case):
     assert elapsed < 5.0, f"{case} took {elapsed:.1f}s to reject"
 
 
+@pytest.mark.timed
 def test_many_messages_are_rejected_before_templating(hf_server):
     data = json.dumps({"messages": [{"role": "user", "content": "x"}] * 5000}).encode()
     started = time.monotonic()
@@ -389,6 +390,7 @@ def _worst_bodies() -> list[tuple[str, bytes]]:
     return [(case.path, case.body) for case in worst_bodies(WEATHER_TOOL)]
 
 
+@pytest.mark.timed
 def test_healthz_answers_within_100ms_while_the_worst_inputs_are_processed(hf_server):
     """Each of the worst bodies in turn (one request at a time), /healthz pinged all along."""
     bodies = _worst_bodies()

@@ -10,6 +10,8 @@ import redis
 from serve.redis_client import command_client, subscriber_client
 from serve.settings import ServeSettings
 
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
+
 
 @pytest.fixture
 def stalled_redis():

@@ -221,6 +221,7 @@ class _Engine:
     version = 3
 
 
+@pytest.mark.timed
 def test_the_announcer_stops_even_when_redis_absorbs_the_cancel():
     from serve.replica import ReplicaAnnouncer
 

@@ -5,7 +5,11 @@ import os
 import signal
 import time
 
+import pytest
+
 from tests.support.serve import ServerProcess
+
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
 
 
 def test_sigint_then_sigterm_is_one_clean_stop(serve_redis, tiny_model_dir, tmp_path):

@@ -21,6 +21,8 @@ from sim.schemas import is_valid, tool_spec, validation_error
 from sim.settings import SimSettings
 from sim.synth import synthesise
 
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
+
 EVIL = "^(a+)+$"
 EVIL_TEXT = "a" * 5000 + "!"
 

@@ -19,6 +19,8 @@ from tests.support.wait import wait_for
 from tests.workers.pipeline_harness import fed, templates
 from workers.settings import WorkerSettings
 
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
+
 
 def start_assembler(redis_url: str, settings: WorkerSettings) -> tuple[threading.Event, threading.Thread]:
     from workers.assembler import run_assembler

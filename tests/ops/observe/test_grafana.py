@@ -89,6 +89,7 @@ def test_prometheus_config_scrapes_the_default_ports():
     assert targets["slca-assembler"].endswith(f":{ports['assembler']}")
 
 
+@pytest.mark.timed
 def test_feed_metrics_live(tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "SLCA_DATA_DIR": str(tmp_path)}

@@ -44,6 +44,7 @@ def test_forced_tool_with_local_defs_gets_a_grammar_that_resolves_them(others):
         ),
     ],
 )
+@pytest.mark.timed
 def test_schemas_past_the_grammar_limits_are_refused_before_compiling(schema, words):
     from serve.engines.grammar import SchemaNotSupported, tool_call_grammar
 

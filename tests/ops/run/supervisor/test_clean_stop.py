@@ -7,12 +7,15 @@ import subprocess
 import sys
 import time
 
+import pytest
 import redis
 
 from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, Supervisor
 from ops.run.supervisor.logpump import RotatingLog
 from ops.run.supervisor.up import stop_table
 from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
 
 PY = sys.executable
 

@@ -13,6 +13,8 @@ import pytest
 from ops.run.supervisor import Backoff, ManagedProcess, ProcessSpec, ProcessState, Supervisor
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
+
 PY = sys.executable
 HELPER = Path(__file__).with_name("run_supervisor.py")
 REPO = Path(__file__).resolve().parents[4]
