@@ -182,6 +182,23 @@ class ABResult:
             out.update(median_ratio=None, min_ratio=None, max_ratio=None, interval=None, interval_coverage=None)
         return out
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "ABResult":
+        """The inverse of `to_dict` (its summary, derived from the windows, dropped): a result read back when a
+        long bench resumes."""
+        return cls(
+            data["a"],
+            data["b"],
+            data["pairs"],
+            data["order"],
+            data["seed"],
+            data["orders"],
+            data["warmup_per_side"],
+            [Window(**w) for w in data["windows"]],
+            data["machine_start"],
+            data["machine_end"],
+        )
+
     def to_dict(self) -> dict:
         return {
             "a": self.a,
@@ -255,6 +272,45 @@ def alternate(
         start,
         machine(),
     )
+
+
+class ResumeError(ValueError):
+    """A resume file holds records of a run with other settings."""
+
+
+class ResumeLog:
+    """What a long bench has measured so far, one JSON record per line after a header line with the run's settings
+    (`spec`), appended as each record is done: the same command after an interruption (a stopped session, a
+    crash) reads the records back and measures only what is missing. Records of other settings are refused
+    rather than mixed into a result."""
+
+    def __init__(self, path: Path | str, spec: dict):
+        self.path = Path(path)
+        self.spec = json.loads(json.dumps(spec))  # as it will read back (tuples become lists)
+
+    def load(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        if not rows or rows[0].get("spec") != self.spec:
+            raise ResumeError(
+                f"{self.path} holds a run with other settings: give another --out, or remove it to start over"
+            )
+        return rows[1:]
+
+    def add(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.is_file()
+        with self.path.open("a") as f:
+            if fresh:
+                f.write(json.dumps({"spec": self.spec}) + "\n")
+            f.write(json.dumps(record) + "\n")
+
+
+def resume_path(out: Path | str, name: str) -> Path:
+    """Where a bench writing to `out` (a directory, or a .json file) keeps its resume file `name`."""
+    out = Path(out)
+    return (out.parent if out.suffix == ".json" else out) / name
 
 
 def _num(v: float | None, spec: str = ".3g") -> str:

@@ -23,7 +23,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ops.bench.ab import MIN_PAIRS, Measurement, Side, Window, alternate, check_no_paths, machine_now, markdown
+from ops.bench.ab import (
+    MIN_PAIRS,
+    Measurement,
+    ResumeError,
+    ResumeLog,
+    Side,
+    Window,
+    alternate,
+    check_no_paths,
+    machine_now,
+    markdown,
+    resume_path,
+)
 from ops.bench.ab import write as write_checked
 from ops.bench.common import bench_command, model_name
 from ops.bench.machine import machine_facts
@@ -224,35 +236,6 @@ WINDOWS_FILE = "windows.jsonl"
 window ends, so that the same command after an interruption measures only the windows still missing."""
 
 
-class WindowLog:
-    """The measured windows of one alternated run, read back on resume; refuses to mix runs of other settings."""
-
-    def __init__(self, out: Path, spec: dict):
-        self.path = (out.parent if out.suffix == ".json" else out) / WINDOWS_FILE
-        self.spec = spec
-
-    def load(self) -> list[tuple[Window, SideResult]]:
-        from slca.cli import CliError
-
-        if not self.path.is_file():
-            return []
-        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-        if not rows or rows[0].get("spec") != self.spec:
-            raise CliError(
-                f"{self.path} holds windows of a run with other settings: give another --out, or remove it to "
-                "start over"
-            )
-        return [(Window(**r["window"]), SideResult.from_dict(r["result"])) for r in rows[1:]]
-
-    def add(self, window: Window, result: SideResult) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = not self.path.is_file()
-        with self.path.open("a") as f:
-            if fresh:
-                f.write(json.dumps({"spec": self.spec}) + "\n")
-            f.write(json.dumps({"window": asdict(window), "result": result.to_dict()}) + "\n")
-
-
 def measurement(result: SideResult) -> Measurement:
     """A window's figure for the A/B method: trained tokens per hour (completion tokens of steps that changed the
     weights; the issue's figure), with the other counts as its detail."""
@@ -274,9 +257,17 @@ def measurement(result: SideResult) -> Measurement:
 def run_alternated(args, trl_spec: TrlSpec, slca_spec, log_dir: Path, common: dict) -> tuple[list[str], dict]:
     """TRL (A) and the pipeline (B) in `args.pairs` alternated pairs of windows (`ops.bench.ab.alternate`; each
     window excludes its own start-up and cold first step, so no further warm-up); resumable from WINDOWS_FILE."""
+    from slca.cli import CliError
+
     spec_keys = ("model", "pack", "group_size", "max_new_tokens", "minutes_per_window", "precision", "lr")
-    window_log = WindowLog(args.out, {**{k: common[k] for k in spec_keys}, "pipeline_sets": common["pipeline_sets"]})
-    earlier = window_log.load()
+    window_log = ResumeLog(
+        resume_path(args.out, WINDOWS_FILE),
+        {**{k: common[k] for k in spec_keys}, "pipeline_sets": common["pipeline_sets"]},
+    )
+    try:
+        earlier = [(Window(**r["window"]), SideResult.from_dict(r["result"])) for r in window_log.load()]
+    except ResumeError as exc:
+        raise CliError(str(exc)) from exc
     results: dict[tuple[int, str], SideResult] = {(w.pair, w.side): r for w, r in earlier}
     if earlier:
         print(f"resuming: {len(earlier)} window(s) already measured in {WINDOWS_FILE}", flush=True)
@@ -300,7 +291,7 @@ def run_alternated(args, trl_spec: TrlSpec, slca_spec, log_dir: Path, common: di
         return run
 
     def persist(window: Window) -> None:
-        window_log.add(window, current[window.side])
+        window_log.add({"window": asdict(window), "result": current[window.side].to_dict()})
 
     ab_result = alternate(
         Side("trl", measure("trl")),

@@ -90,7 +90,11 @@ def run_serve_bench(settings, common, args) -> int:
         flush=True,
     )
     print(HEADER, flush=True)
-    rows: list[Comparison] = []
+    # each finished row is kept as it ends: the same command resumes an interrupted bench (1–2 h at the defaults)
+    done = resumed_rows(args, header, rule)
+    rows: list[Comparison] = list(done.values())
+    for row in rows:
+        print(table_row(row) + " (measured before the interruption)", flush=True)
     with tempfile.TemporaryDirectory(prefix="slca-bench-serve-") as tmp:
         from slca.redis_server import RedisServer
 
@@ -99,13 +103,17 @@ def run_serve_bench(settings, common, args) -> int:
             with _server(baseline, settings, model_dir, redis.url, Path(tmp)) as base_url:
                 header["baseline_flags"] = _baseline_flags(baseline, model_dir, settings)
                 for target in targets:
+                    levels = args.hf_clients if "slca-hf" in (target, baseline) else args.clients
+                    todo = [(c, n) for c in comparisons for n in levels if (target, c, n) not in done]
+                    if not todo:
+                        continue
                     try:
                         with _server(target, settings, model_dir, redis.url, Path(tmp)) as url:
-                            levels = args.hf_clients if "slca-hf" in (target, baseline) else args.clients
-                            for comparison in comparisons:
-                                for clients in levels:
-                                    rows.append(compare(target, comparison, clients, base_url, url, args, rule))
-                                    print(table_row(rows[-1]), flush=True)
+                            for comparison, clients in todo:
+                                rows.append(compare(target, comparison, clients, base_url, url, args, rule))
+                                done[rows[-1].key] = rows[-1]
+                                row_log(args, header, rule).add(rows[-1].to_dict())
+                                print(table_row(rows[-1]), flush=True)
                     except ServerFailed as exc:
                         notes.append(f"{target} did not run: {str(exc).splitlines()[0]}")
                         print(f"note: {exc}", flush=True)
@@ -156,6 +164,43 @@ def compare(
         for k, v, api in (("A", samples["A"], api_a), ("B", samples["B"], api_b))
     }
     return Comparison(target, comparison, clients, figures["A"], figures["B"], result)
+
+
+ROWS_FILE = "rows.jsonl"
+"""Beside results.json: every finished row (one target, comparison and concurrency), for a resumed run."""
+
+
+def row_log(args, header: dict, rule: ab.WindowRule) -> "ab.ResumeLog | _NoLog":
+    """The resume file of a run writing to `--out` (None without one: nothing to resume into)."""
+    if not args.out:
+        return _NoLog()
+    keys = ("model", "dtype", "baseline", "max_tokens", "pairs", "order", "seed")
+    return ab.ResumeLog(
+        ab.resume_path(args.out, ROWS_FILE),
+        {
+            **{k: header[k] for k in keys},
+            "window": [rule.min_waves, rule.min_seconds],
+            "min_requests": args.min_requests,
+        },
+    )
+
+
+class _NoLog:
+    def load(self) -> list[dict]:
+        return []
+
+    def add(self, record: dict) -> None:
+        pass
+
+
+def resumed_rows(args, header: dict, rule: ab.WindowRule) -> dict[tuple[str, str, int], Comparison]:
+    from slca.cli import CliError
+
+    try:
+        rows = [Comparison.from_dict(r) for r in row_log(args, header, rule).load()]
+    except ab.ResumeError as exc:
+        raise CliError(str(exc)) from exc
+    return {r.key: r for r in rows}
 
 
 def _baseline_flags(baseline: str, model_dir: Path, settings) -> list[str] | None:

@@ -70,6 +70,22 @@ class Comparison:
     b: Figures
     result: ABResult
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Comparison":
+        """The inverse of `to_dict`: a row read back when the bench resumes."""
+        return cls(
+            data["target"],
+            data["comparison"],
+            data["clients"],
+            Figures(**data["baseline"]),
+            Figures(**data["measured"]),
+            ABResult.from_dict(data),
+        )
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.target, self.comparison, self.clients)
+
     def to_dict(self) -> dict:
         return {
             "target": self.target,

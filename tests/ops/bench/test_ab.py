@@ -239,3 +239,24 @@ def test_a_resumed_run_keeps_the_done_windows_and_measures_only_the_missing_ones
     assert resumed.figures("a") == [10, 11, 12] and resumed.figures("b") == [20, 40, 99]
     with pytest.raises(ValueError, match="not one of this run's windows"):
         ab.alternate(Fake("x", [1] * 3, log).side, Fake("b", [1] * 3, log).side, warmup=0, done=kept)
+
+
+def test_a_result_survives_its_json_form():
+    log: list[str] = []
+    r = ab.alternate(
+        Fake("a", [1, 2, 3], log).side, Fake("b", [2, 2, 2], log).side, warmup=0, machine=machine([(1,) * 3] * 2)
+    )
+    back = ab.ABResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back.to_dict() == r.to_dict() and back.ratios() == [2.0, 1.0, 2 / 3]
+
+
+def test_the_resume_log_gives_back_what_was_added_and_refuses_other_settings(tmp_path):
+    path = ab.resume_path(tmp_path / "out", "rows.jsonl")
+    assert path == tmp_path / "out" / "rows.jsonl" and ab.resume_path(tmp_path / "r.json", "x") == tmp_path / "x"
+    first = ab.ResumeLog(path, {"clients": (1, 16), "pairs": 3})
+    assert first.load() == []
+    first.add({"row": 1})
+    first.add({"row": 2})
+    assert ab.ResumeLog(path, {"clients": [1, 16], "pairs": 3}).load() == [{"row": 1}, {"row": 2}]
+    with pytest.raises(ab.ResumeError, match="other settings"):
+        ab.ResumeLog(path, {"clients": [1, 16], "pairs": 4}).load()

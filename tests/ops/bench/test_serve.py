@@ -188,3 +188,77 @@ def test_recorded_command_leaves_out_the_output_directory():
     argv = ["slca", "--set", "a=b", "bench", "serve", "--clients", "1,16", "--out", "/x/y", "--max-tokens=8"]
     assert bench_command("serve", argv) == "slca bench serve --clients 1,16 --max-tokens=8"
     assert bench_command("swap", ["slca", "bench", "swap", "--out=/x"]) == "slca bench swap"
+
+
+def test_an_interrupted_bench_resumes_with_the_rows_it_had_and_starts_no_server_it_does_not_need(tmp_path, monkeypatch):
+    from contextlib import contextmanager
+
+    import ops.bench.serve.main as bench
+    import slca.redis_server
+
+    started: list[str] = []
+    measured: list[tuple] = []
+
+    @contextmanager
+    def server(target, *a):
+        started.append(target)
+        yield "base" if target == "vllm-server" else "target"
+
+    def fake_compare(target, comparison, clients, base_url, url, args, rule):
+        if len(measured) == stop_after:
+            raise KeyboardInterrupt
+        measured.append((target, comparison, clients))
+        return compare(target, comparison, clients, base_url, url, args, rule, measure=FakeServers())
+
+    class NoRedis:
+        def __init__(self, *a, **k):
+            self.url = "redis://unused"
+
+        def start(self):
+            return self
+
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(bench, "_server", server)
+    monkeypatch.setattr(bench, "compare", fake_compare)
+    monkeypatch.setattr(bench, "_baseline_flags", lambda *a: [])
+    monkeypatch.setattr(slca.redis_server, "RedisServer", NoRedis)
+    monkeypatch.setattr("sys.argv", ["slca", "bench", "serve"])
+    args = SimpleNamespace(
+        baseline="vllm-server",
+        targets=["slca-vllm-core", "slca-hf"],
+        comparisons=["chat-whole", "agent"],
+        clients=[1, 16],
+        hf_clients=[1],
+        waves=1,
+        window_s=0.0,
+        pairs=3,
+        order="alternate",
+        seed=0,
+        max_tokens=64,
+        min_requests=1,
+        out=tmp_path / "serve",
+    )
+    settings, common = SimpleNamespace(dtype="float32"), SimpleNamespace(model_path=lambda: tmp_path / "model")
+    stop_after = 4  # every slca-vllm-core row, then the interruption on slca-hf's first
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_serve_bench(settings, common, args)
+    assert started == ["vllm-server", "slca-vllm-core", "slca-hf"]
+    started.clear(), measured.clear()
+    stop_after = -1
+    assert bench.run_serve_bench(settings, common, args) == 0
+    assert started == ["vllm-server", "slca-hf"]  # slca-vllm-core's rows were all done: not started again
+    assert measured == [("slca-hf", "chat-whole", 1), ("slca-hf", "agent", 1)]
+    rows = json.loads((tmp_path / "serve" / "results.json").read_text())["rows"]
+    assert [(r["target"], r["comparison"], r["clients"]) for r in rows] == [
+        ("slca-vllm-core", "chat-whole", 1),
+        ("slca-vllm-core", "chat-whole", 16),
+        ("slca-vllm-core", "agent", 1),
+        ("slca-vllm-core", "agent", 16),
+        ("slca-hf", "chat-whole", 1),
+        ("slca-hf", "agent", 1),
+    ]
+    args.pairs = 4
+    with pytest.raises(Exception, match="other settings"):
+        bench.run_serve_bench(settings, common, args)
