@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ops.bench.proc_sampler import TreeSampler
+from ops.observe.procs import TreeSampler
 from ops.bench.rl_report import SideResult, SideSpec
 from ops.bench.slca_up import bench_sets, copy_logs, ready, role_of, set_args, sigterm_as_interrupt, stop, up_argv
 from ops.observe.scrape import sample_value, scrape

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ops.bench.proc_sampler import ProcInfo, TreeSampler, descendants, read_proc
+from ops.observe.procs import ProcInfo, TreeSampler, descendants, read_proc
 from ops.bench.rl_report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
 from ops.bench.rl import trl_side_result
 from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
