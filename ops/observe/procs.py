@@ -36,6 +36,20 @@ def read_proc(pid: int) -> ProcInfo | None:
     return ProcInfo(int(fields[1]), int(statm[1]) * PAGE, (int(fields[11]) + int(fields[12])) / TICK, cmd)
 
 
+def proc_table() -> dict[int, ProcInfo]:
+    """Every live process now: pid → `ProcInfo`."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (info := read_proc(int(name))) is not None:
+            table[int(name)] = info
+    return table
+
+
+def tree_rss(root: int, table: dict[int, ProcInfo]) -> int:
+    """Resident bytes of `root` and every process below it (0 when it is gone)."""
+    return sum(table[pid].rss_bytes for pid in descendants(root, table) if pid in table)
+
+
 def descendants(root: int, table: dict[int, ProcInfo]) -> set[int]:
     """`root` and every process below it in `table` (pid → info)."""
     children: dict[int, list[int]] = {}
@@ -70,10 +84,7 @@ class TreeSampler:
     _thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        table = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit() and (info := read_proc(int(name))) is not None:
-                table[int(name)] = info
+        table = proc_table()
         pids = set().union(*(descendants(r, table) for r in self.roots)) & set(table)
         total, by_role = 0, {}
         for pid in pids:

@@ -13,6 +13,7 @@ from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines
 from ops.observe.scrape import sample_value, scrape
 from ops.run.replica_lines import replica_lines
 from ops.run.supervisor.state import read_state, state_path, up_redis_url
+from ops.run.supervisor.memory import memory_lines
 from ops.run.supervisor.table import process_table, system_lines
 from slca.config import Config
 from slca.redaction import redact_url
@@ -28,6 +29,7 @@ def run_status(args, config: Config) -> int:
         alive = "running" if state["alive"] else "NOT running (stale state file)"
         print(f"slca up (pid {state['supervisor_pid']}): {alive}")
         print(process_table(state["processes"]))
+        print(memory_lines(state.get("memory")))
     redis_url = common.redis_url or up_redis_url(common.data_dir, state) or common.redis_or_default()
     client = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
     try:

@@ -23,7 +23,8 @@ from ops.observe.scrape import sample_value, scrape
 from ops.observe.redis_view import read_snapshot
 from ops.settings import OpsSettings
 from ops.run.supervisor.plan import build_specs
-from ops.run.supervisor.process import Backoff
+from ops.run.supervisor.process import Backoff, ProcessState
+from ops.run.supervisor.memory import SystemMemory, memory_lines
 from ops.run.supervisor.readiness import ReadinessPolicy
 from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.run.supervisor.supervisor import Supervisor
@@ -72,6 +73,7 @@ def run_up(args, config: Config) -> int:
             state_path(data_dir),
             ops.status_interval_s,
             extra={"redis_url": redact_url(redis_url), "data_dir": str(data_dir)},
+            redis_pid=owned_redis.proc.pid if owned_redis is not None else None,
         )
         if getattr(args, "duration", None):
             stop_after(supervisor, args.duration)
@@ -201,11 +203,17 @@ def print_banner(
     print("\n".join(lines), flush=True)
 
 
+LIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
+
+
 class StatusReporter:
     """Called once a second by the supervisor: writes the state file; redraws the table every interval."""
 
-    def __init__(self, redis_url: str, prefix: str, path: Path, interval_s: float, extra: dict):
+    def __init__(self, redis_url: str, prefix: str, path: Path, interval_s: float, extra: dict, redis_pid=None):
         self.client = redis.Redis.from_url(redis_url, socket_timeout=1.0)
+        self.memory = SystemMemory()
+        self.redis_pid = redis_pid
+        """The owned redis-server's pid (counted in the system's memory); None for a configured Redis."""
         self.prefix = prefix
         self.path = path
         self.interval_s = interval_s
@@ -214,7 +222,12 @@ class StatusReporter:
         self.tty = sys.stdout.isatty()
 
     def __call__(self, supervisor: Supervisor, final: bool = False) -> None:
-        state = describe(supervisor, self.extra)
+        # running or stopping only: an exited child's pid may already name another process
+        roots = {p.spec.name: p.pid for p in supervisor.processes if p.pid and p.state in LIVE}
+        if self.redis_pid:
+            roots["redis"] = self.redis_pid
+        self.memory.sample(roots)
+        state = describe(supervisor, {**self.extra, "memory": self.memory.to_dict()})
         write_state(self.path, state)
         if final or time.monotonic() - self.last_table < self.interval_s:
             return
@@ -226,5 +239,7 @@ class StatusReporter:
         api = next((p["url"] for p in state["processes"] if p["name"] == "serve"), None)
         text = scrape(api + "/metrics", 0.5) if api else None
         served = sample_value(text, "slca_policy_version") if text else None
-        table = process_table(state["processes"]) + "\n" + system_lines(snapshot, served)
+        table = "\n".join(
+            [process_table(state["processes"]), system_lines(snapshot, served), memory_lines(state["memory"])]
+        )
         print(("\x1b[H\x1b[J" if self.tty else "") + table + "\n", flush=True)

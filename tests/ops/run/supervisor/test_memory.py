@@ -1,0 +1,58 @@
+"""slca up's memory accounting: each supervised process counted with its children, the peak of the sum at one
+instant kept with each share, and the lines `slca status` prints from the state file."""
+
+import subprocess
+import sys
+
+from ops.run.supervisor.memory import GIB, SystemMemory, memory_lines
+
+CHILD = "import time; x = bytearray(48 << 20); print(1, flush=True); time.sleep(60)"
+HOLDER = """
+import subprocess, sys, time
+block = bytearray({mib} << 20)
+child = subprocess.Popen([sys.executable, "-c", {child!r}], stdout=subprocess.PIPE)
+child.stdout.readline()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def holder(mib: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.format(mib=mib, child=CHILD)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_each_process_is_counted_with_its_children_and_the_peak_of_the_sum_is_kept():
+    big, small = holder(96), holder(16)
+    memory = SystemMemory()
+    try:
+        memory.sample({"big": big.pid, "small": small.pid})
+        now = memory.now
+        assert now["big"] > (96 + 48) << 20 and (16 + 48) << 20 < now["small"] < now["big"]  # the child counted
+        peak = memory.peak_total
+        small.kill()
+        small.wait()
+        memory.sample({"big": big.pid, "small": small.pid})  # a process gone counts 0, its peak stays
+        assert memory.now["small"] == 0 and memory.peak["small"] == now["small"]
+        assert memory.peak_total == peak and memory.at_peak == now
+    finally:
+        for p in (big, small):
+            p.kill()
+            p.wait()
+
+
+def test_status_lines_give_the_whole_system_against_the_target():
+    memory = SystemMemory()
+    memory.now = {"serve": 2 * GIB, "learn": 3 * GIB}
+    memory.peak, memory.peak_total, memory.at_peak = (
+        dict(memory.now),
+        int(7 * GIB),
+        {"serve": 3 * GIB, "learn": 4 * GIB},
+    )
+    text = memory_lines(memory.to_dict())
+    assert "5.00 GiB now, peak 7.00 GiB for the whole system (OVER the 6 GiB target)" in text
+    assert "serve 2.00 (peak 3.00)  learn 3.00 (peak 4.00)" in text
+    assert memory_lines(None) == "memory: not sampled yet"
