@@ -85,6 +85,8 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
 
 
 CLIENT_CLOSED = 499
+BACKGROUND_STOP_S = 5.0
+"""How long a stopping server waits for each round of its background tasks' ends (weight follower …)."""
 """Status counted (never sent) for a request whose client hung up first (nginx's convention)."""
 
 
@@ -201,9 +203,15 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     for task in app[BACKGROUND]:
         task.cancel()
-    await asyncio.gather(*app[BACKGROUND], return_exceptions=True)
+    # bounded: a cancel redis-py absorbed while the follower waited in listen() is only seen on its next message,
+    # so if the tasks have not ended, the subscriber's connection is closed under them (they then see the cancel)
+    _, pending = await asyncio.wait(app[BACKGROUND], timeout=BACKGROUND_STOP_S) if app[BACKGROUND] else ((), ())
     if app[SETTINGS].subscribe_weights:
         await client.aclose()
+    if pending:
+        _, pending = await asyncio.wait(pending, timeout=BACKGROUND_STOP_S)
+        for task in pending:
+            log.warning("background task %s did not end within %ss of the stop", task.get_name(), BACKGROUND_STOP_S)
 
 
 async def _replica_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from slca.cancel import raise_if_cancelling
 from slca.contracts import Streams
 from slca.contracts.replicas import ReplicaStatus, check_replica_id
 from slca.replicas import announce, withdraw
@@ -106,14 +107,11 @@ class ReplicaAnnouncer:
 
     async def run(self) -> None:
         """Background task: write, then wait for a swap outcome or the next heartbeat, until `stop` (or a cancel)."""
-        me = asyncio.current_task()
         while not self._stopping:
             self._wake.clear()
             await self.write()
-            # redis-py (8.1) can absorb a cancel that lands inside a command: the command completes and the cancel
-            # request stays pending on the task. Honour it here, or a stopping server would heartbeat forever.
-            if me is not None and me.cancelling():
-                raise asyncio.CancelledError
+            # a cancel redis-py absorbed inside the write: honour it, or a stopping server would heartbeat forever
+            raise_if_cancelling()
             if self._stopping:
                 break
             try:

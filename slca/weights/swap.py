@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from redis.exceptions import RedisError
 
+from slca.cancel import raise_if_cancelling
 from slca.contracts import ContractError, Streams, WeightManifest
 from slca.contracts.wire import validate
 from slca.weights.disk import DiskTransport
@@ -158,11 +159,14 @@ class WeightSwapper:
             pubsub = None
             try:
                 latest = await client.get(streams.weights_latest)
+                raise_if_cancelling()  # a stop absorbed by that command: do not go on into listen()
                 if latest:
                     await self.swap_manifest(latest)
                 pubsub = client.pubsub()
                 await pubsub.subscribe(streams.weights_channel)
+                raise_if_cancelling()
                 async for message in pubsub.listen():
+                    raise_if_cancelling()
                     if message.get("type") == "message":
                         await self.swap_manifest(message["data"])
             except RedisError as exc:  # Redis went away: retry, keep serving the current version

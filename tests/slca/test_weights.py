@@ -223,6 +223,48 @@ def test_the_subscriber_survives_any_error():
     assert alive and version == 2 and gets >= 3
 
 
+class _AbsorbingRedis:
+    """`get` absorbs a cancel that lands in it and completes (as redis-py 8.1 was seen to); the channel is quiet."""
+
+    def __init__(self, never: asyncio.Event):
+        self.never, self.gets, self.subscribed = never, 0, False
+
+    async def get(self, key: str):
+        self.gets += 1
+        try:
+            await asyncio.sleep(0.2)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)  # swallowed: the command "completes"
+        return None
+
+    def pubsub(self) -> _FakePubSub:
+        self.subscribed = True
+        return _FakePubSub([], self.never)
+
+
+@pytest.mark.timed
+def test_the_subscriber_ends_on_a_cancel_the_redis_client_absorbed():
+    from prometheus_client import CollectorRegistry
+
+    from serve.metrics import ServeMetrics
+    from slca.contracts import Streams
+    from slca.weights import ManifestPolicy, WeightSwapper
+
+    async def main():
+        client = _AbsorbingRedis(asyncio.Event())
+        swapper = WeightSwapper(
+            _FakeEngine({}), ServeMetrics(CollectorRegistry()), policy=ManifestPolicy(WEIGHTS_KEY), transport=_InPlace()
+        )
+        follow = asyncio.create_task(swapper.follow(client, Streams("t")))
+        await asyncio.sleep(0.05)  # inside the first GET
+        follow.cancel()
+        done, _ = await asyncio.wait({follow}, timeout=3)
+        return bool(done) and follow.cancelled(), client
+
+    ended, client = asyncio.run(main())
+    assert ended and client.gets == 1 and not client.subscribed  # it did not go on into listen(), which never ends
+
+
 def _announce_all(policy, notifications: list[str], start_version: int = 0):
     """Feed announcements to a swapper over a fake engine; (versions the engine loaded, refusals counted)."""
     from prometheus_client import CollectorRegistry, generate_latest
