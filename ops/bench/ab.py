@@ -280,9 +280,9 @@ class ResumeError(ValueError):
 
 class ResumeLog:
     """What a long bench has measured so far, one JSON record per line after a header line with the run's settings
-    (`spec`), appended as each record is done: the same command after an interruption (a stopped session, a
-    crash) reads the records back and measures only what is missing. Records of other settings are refused
-    rather than mixed into a result."""
+    (`spec`, which should hold `machine_identity()`), appended as each record is done: the same command after an
+    interruption (a stopped session, a crash) reads the records back and measures only what is missing. Records
+    of other settings, or of another machine, are refused rather than mixed into a result."""
 
     def __init__(self, path: Path | str, spec: dict):
         self.path = Path(path)
@@ -294,7 +294,8 @@ class ResumeLog:
         rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
         if not rows or rows[0].get("spec") != self.spec:
             raise ResumeError(
-                f"{self.path} holds a run with other settings: give another --out, or remove it to start over"
+                f"{self.path} holds a run with other settings or from another machine: give another --out, or remove "
+                "it to start over"
             )
         return rows[1:]
 
@@ -305,6 +306,15 @@ class ResumeLog:
             if fresh:
                 f.write(json.dumps({"spec": self.spec}) + "\n")
             f.write(json.dumps(record) + "\n")
+
+
+def machine_identity() -> dict:
+    """What a resumed run must share with the run it continues, beside its settings: the CPU (model, cores, the
+    flags that change the kernels). Windows measured on another machine are not part of the same comparison."""
+    from ops.bench.machine import machine_facts
+
+    facts = machine_facts()
+    return {k: facts[k] for k in ("cpu", "cores", "cpu_flags")}
 
 
 def resume_path(out: Path | str, name: str) -> Path:

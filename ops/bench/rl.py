@@ -32,6 +32,7 @@ from ops.bench.ab import (
     Window,
     alternate,
     check_no_paths,
+    machine_identity,
     machine_now,
     markdown,
     resume_path,
@@ -262,7 +263,7 @@ def run_alternated(args, trl_spec: TrlSpec, slca_spec, log_dir: Path, common: di
     spec_keys = ("model", "pack", "group_size", "max_new_tokens", "minutes_per_window", "precision", "lr")
     window_log = ResumeLog(
         resume_path(args.out, WINDOWS_FILE),
-        {**{k: common[k] for k in spec_keys}, "pipeline_sets": common["pipeline_sets"]},
+        {**{k: common[k] for k in spec_keys}, "pipeline_sets": common["pipeline_sets"], "machine": machine_identity()},
     )
     try:
         earlier = [(Window(**r["window"]), SideResult.from_dict(r["result"])) for r in window_log.load()]

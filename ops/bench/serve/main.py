@@ -171,7 +171,7 @@ ROWS_FILE = "rows.jsonl"
 
 
 def row_log(args, header: dict, rule: ab.WindowRule) -> "ab.ResumeLog | _NoLog":
-    """The resume file of a run writing to `--out` (None without one: nothing to resume into)."""
+    """The resume file of a run writing to `--out` (without one, a log that keeps nothing: nothing to resume into)."""
     if not args.out:
         return _NoLog()
     keys = ("model", "dtype", "baseline", "max_tokens", "pairs", "order", "seed")
@@ -181,6 +181,7 @@ def row_log(args, header: dict, rule: ab.WindowRule) -> "ab.ResumeLog | _NoLog":
             **{k: header[k] for k in keys},
             "window": [rule.min_waves, rule.min_seconds],
             "min_requests": args.min_requests,
+            "machine": ab.machine_identity(),
         },
     )
 
