@@ -77,6 +77,9 @@ class OpsSettings(SectionSettings):
     feed_retry_initial_s: float = 0.5
     """First back-off after a 503 or a connection error; doubles per retry."""
     feed_retry_max_s: float = 30.0
+    feed_stop_grace_s: float = Field(default=5.0, ge=0)
+    """After a stop, how long the feed's requests in flight may finish (their rollouts recorded) before they are
+    abandoned; keep it below `shutdown_grace_s`."""
     """Upper bound of the feed's retry back-off."""
     feed_max_group_backlog: int = 4
     """The feed waits while the learner has more rollout groups than this waiting (0: never waits). Groups the

@@ -45,6 +45,9 @@ class FeedPlan:
     """Wait before a request while the learner has more groups than this waiting (0: never; ops/run/feed/pacing.py)."""
     pace_poll_s: float = 1.0
     """How often a waiting feed reads the backlog again."""
+    stop_grace_s: float = 5.0
+    """After a stop, how long requests in flight may finish before they are abandoned (kept below `slca up`'s
+    `ops.shutdown_grace_s`, after which the feed would be SIGKILLed)."""
 
 
 @dataclass
@@ -118,8 +121,24 @@ class Feeder:
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
         async with aiohttp.ClientSession(timeout=timeout, headers=self.headers) as session:
-            workers = [asyncio.create_task(self._worker(session, stop)) for _ in range(self.plan.concurrency)]
-            await asyncio.gather(*workers)
+            workers = {asyncio.create_task(self._worker(session, stop)) for _ in range(self.plan.concurrency)}
+            stopped = asyncio.create_task(stop.wait())
+            running, failed = set(workers), None
+            while running and not stopped.done() and failed is None:
+                done, _ = await asyncio.wait(running | {stopped}, return_when=asyncio.FIRST_COMPLETED)
+                running -= done
+                failed = next((w.exception() for w in done & workers if w.exception() is not None), None)
+            if running and failed is None:
+                # stopped: a request in flight gets `stop_grace_s` to finish (its rollouts recorded), then it is
+                # abandoned — an agent run can take longer than `slca up`'s whole shutdown grace on a busy server
+                _, running = await asyncio.wait(running, timeout=self.plan.stop_grace_s)
+                self.report.abandoned += len(running)
+            for worker in running:
+                worker.cancel()
+            stopped.cancel()
+            await asyncio.gather(*workers, stopped, return_exceptions=True)
+        if failed is not None:
+            raise failed
         return self.report
 
     def _next_task(self) -> Task | None:

@@ -45,6 +45,7 @@ def make_plan(args, config: Config) -> FeedPlan:
         seed=ops.feed_seed,
         api_key=config.common.record_key,
         max_group_backlog=ops.feed_max_group_backlog,
+        stop_grace_s=ops.feed_stop_grace_s,
     )
 
 

@@ -252,3 +252,33 @@ def test_a_stopped_feed_does_not_wait_for_the_hold():
         return await asyncio.wait_for(feeding, timeout=5)
 
     assert asyncio.run(main()).sent == 0
+
+
+def test_a_stopped_feed_abandons_a_request_still_in_flight_after_its_grace():
+    class Hanging(FakeAgentApi):
+        release: asyncio.Event
+
+        async def runs(self, request):
+            self.inflight += 1
+            await asyncio.wait_for(self.release.wait(), 60)  # a run on a busy server: longer than the grace
+            return web.json_response({"error": "too late"}, status=503)
+
+    async def main():
+        port, api = free_port(), Hanging()
+        api.release = asyncio.Event()
+        runner = await _serve(api, port)
+        try:
+            stop = asyncio.Event()
+            feeder = Feeder(
+                _plan(port, concurrency=2, stop_grace_s=0.5), builtin_tasks(), FeedMetrics.create(CollectorRegistry())
+            )
+            feeding = asyncio.create_task(feeder.run(stop))
+            await asyncio.sleep(0.3)  # both requests are in flight
+            stop.set()
+            return await asyncio.wait_for(feeding, timeout=5)
+        finally:
+            api.release.set()
+            await runner.cleanup()
+
+    report = asyncio.run(main())
+    assert report.sent == 2 and report.abandoned == 2 and report.ok == 0
