@@ -59,8 +59,8 @@ class Trainer:
         return prepared, time.perf_counter() - t0
 
     def train_step(self, groups: list[RolloutGroup], should_stop=None) -> StepReport:
-        """`should_stop` (a callable) is asked before each group's forward/backward; when it says yes, the step is
-        abandoned before any weight changes (StepInterrupted). Not under DDP: every rank must run the same
+        """`should_stop` (a callable) is asked before each group's forward and before its backward; when it says yes,
+        the step is abandoned before any weight changes (StepInterrupted). Not under DDP: every rank must run the same
         forwards, so a rank cannot leave on its own.
 
         Under DDP `groups` is this rank's share of the step, and the step is the one a single process would take
@@ -102,6 +102,10 @@ class Trainer:
                     seq_offset,
                     self.settings.share_prefix,
                 )
+                if should_stop is not None and not distributed and should_stop():
+                    # between the forward and the backward too: a stop waits for at most one of them, not both
+                    self.optimizer.zero_grad(set_to_none=True)
+                    raise StepInterrupted(f"stopped after the forward of group {k + 1} of {len(work)}")
                 (loss * scale).backward()
             total_loss += float(loss.detach())
             sums = group_sums if sums is None else sums.merge(group_sums)

@@ -22,7 +22,11 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
 
 
-def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model):
+@pytest.mark.parametrize(
+    "stop_at_ask, says",
+    [(2, "after the forward of group 1"), (3, "before group 2")],  # asks: fwd 1, bwd 1, fwd 2, bwd 2
+)
+def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model, stop_at_ask, says):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=5)
     settings = LearnerSettings(precision="fp32", lr=1e-2)
@@ -32,11 +36,11 @@ def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout
     groups = [task.group(model, 0, size=4, index=i) for i in range(2)]
     asked = []
 
-    def should_stop() -> bool:  # yes from the second group on: the first one's backward ran already
+    def should_stop() -> bool:  # asked before each forward and each backward; yes from the `stop_at_ask`-th on
         asked.append(1)
-        return len(asked) > 1
+        return len(asked) >= stop_at_ask
 
-    with pytest.raises(StepInterrupted):
+    with pytest.raises(StepInterrupted, match=says):
         trainer.train_step(groups, should_stop=should_stop)
     assert trainer.step == 0
     assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
