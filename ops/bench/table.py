@@ -104,19 +104,23 @@ def render(root: Path) -> str:
     return "\n".join([START, *HEADER, *rows, "", "Commands:", "", *commands, END])
 
 
-def replace_block(text: str, block: str) -> str:
-    """`text` with its block between the markers replaced; a README without the markers is refused."""
+def _span(text: str) -> tuple[int, int]:
+    """Where the block starts and where it ends (after its end marker); a text without the markers is refused."""
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
         raise ValueError(f"README has no block between {START!r} and {END!r}")
-    return text[:start] + block + text[end + len(END) :]
+    return start, end + len(END)
+
+
+def replace_block(text: str, block: str) -> str:
+    """`text` with its block between the markers replaced."""
+    start, end = _span(text)
+    return text[:start] + block + text[end:]
 
 
 def current_block(text: str) -> str:
-    start, end = text.find(START), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"README has no block between {START!r} and {END!r}")
-    return text[start : end + len(END)]
+    start, end = _span(text)
+    return text[start:end]
 
 
 def run_table(args, root: Path) -> int:
