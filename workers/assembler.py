@@ -2,9 +2,10 @@
 
 Plan: connect → ensure the consumer group → loop { poll the stream (enqueue scoring tasks, ack) ; every
 `sweep_interval_s`: emit partial groups past the timeout and claims left behind by dead writers, update the
-queue gauges } until SIGTERM/SIGINT. A stop is checked between rounds, and a round blocks at most `read_block_ms`:
-the assembler holds no work of its own (an entry is acknowledged once its task is in the broker; buckets and
-claims are in Redis), so it leaves within about that and the next start resumes where the consumer group says.
+queue gauges ; every `orphan_check_s`: enqueue again entries whose task the broker lost } until SIGTERM/SIGINT.
+A stop is checked between rounds, and a round blocks at most `read_block_ms`: the assembler holds no work of its
+own (an entry is acknowledged once its task is in the broker; buckets and claims are in Redis), so it leaves
+within about that and the next start resumes where the consumer group says.
 Redis errors never end the loop: it backs off and resumes where the consumer group says it was (a restarted
 Redis with AOF still has the group and its pending entries); once stopping, it gives up on Redis at once.
 """
@@ -22,6 +23,7 @@ from celery import Celery
 
 from workers.backlog import trim_consumed
 from workers.consumer import BROKER_ERRORS, StreamConsumer, lag_seconds
+from workers.orphans import OrphanFinder
 from workers.pipeline import ScoringPipeline
 from workers.redisconn import connect
 from workers.settings import WorkerSettings
@@ -71,7 +73,8 @@ def run_assembler(
     pipeline = ScoringPipeline(client, settings, prefix)
     consumer = StreamConsumer(client, app, settings, prefix, pipeline.metrics)
     sweeper = Sweeper(pipeline, settings)
-    next_sweep, backoff = 0.0, 0.1
+    orphans = OrphanFinder(client, pipeline.keys, settings)
+    next_sweep, next_orphan_check, backoff = 0.0, time.monotonic() + settings.orphan_check_s, 0.1
     while not stop.is_set():
         try:
             if next_sweep == 0.0:
@@ -81,6 +84,12 @@ def run_assembler(
                 sweeper.sweep()
                 sweeper.update_gauges(consumer)
                 next_sweep = time.monotonic() + settings.sweep_interval_s
+            if time.monotonic() >= next_orphan_check:
+                lost = orphans.check()
+                if lost:
+                    log.warning("assembler: %d entries lost their scoring task; enqueued again: %s", len(lost), lost)
+                    consumer.requeue(lost)
+                next_orphan_check = time.monotonic() + settings.orphan_check_s
             backoff = 0.1
         except (redis.RedisError, *BROKER_ERRORS) as exc:
             if stop.is_set():

@@ -17,6 +17,8 @@ the stream only then), so a redelivered task finds nothing left to do.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 
@@ -28,6 +30,9 @@ from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 SCORE_TASK = "workers.score"
+KOMBU_UNACKED_KEY = "unacked"
+"""The hash in which kombu's Redis transport keeps the messages workers hold unacknowledged (its default
+`unacked_key`, which `make_celery_app` leaves alone)."""
 TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, TransientJudgeError)
 
 
@@ -110,3 +115,21 @@ def make_celery_app(settings: WorkerSettings, redis_url: str, prefix: str = "slc
         return self.pipeline.process(list(entry_ids))
 
     return app
+
+
+def task_entry_ids(raw: bytes) -> list[str]:
+    """The stream entry ids a scoring task message carries, as kombu's Redis transport stores it: in the queue a
+    JSON envelope with a base64 JSON body `[args, kwargs, embed]`, in the unacknowledged hash `[envelope, exchange,
+    routing key]`. Anything else (another task, a message this code cannot read) names no entry."""
+    try:
+        message = json.loads(raw)
+        envelope = message[0] if isinstance(message, list) else message
+        if envelope.get("headers", {}).get("task") != SCORE_TASK:
+            return []
+        body = envelope["body"]
+        if envelope.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        return [str(entry_id) for entry_id in args[0]]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return []

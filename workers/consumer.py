@@ -128,6 +128,13 @@ class StreamConsumer:
                 self.client.xack(self.stream, self.s.consumer_group, *acks)
         return len(entries)
 
+    def requeue(self, entry_ids: list[str]) -> None:
+        """Enqueue scoring tasks for entries already acknowledged whose task was lost (`workers/orphans.py`)."""
+        with self.app.producer_or_acquire() as producer:
+            for start in range(0, len(entry_ids), self.s.task_batch):
+                self._send(producer, entry_ids[start : start + self.s.task_batch])
+        self.metrics.orphans_requeued.inc(len(entry_ids))
+
     def _task_item(self, entry_id: bytes, fields: dict) -> str | None:
         """The entry's id for a scoring task (the worker reads the trajectory from the stream by it), or None for
         an entry without a trajectory id or payload (dead-lettered here: no worker could do anything with it)."""

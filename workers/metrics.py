@@ -23,6 +23,7 @@ class WorkerMetrics:
     queue_depth: Gauge
     queue_lag: Gauge
     redeliveries: Counter
+    orphans_requeued: Counter
     dead_letters: Counter
     groups_emitted: Counter
     late_members: Counter
@@ -51,6 +52,9 @@ class WorkerMetrics:
                 multiprocess_mode="max",
             ),
             redeliveries=Counter("slca_redeliveries", "Stream entries or tasks delivered again", registry=r),
+            orphans_requeued=Counter(
+                "slca_orphans_requeued", "Stream entries enqueued again after the broker lost their task", registry=r
+            ),
             dead_letters=Counter("slca_dead_letters", "Entries sent to the dead-letter stream", ["reason"], registry=r),
             groups_emitted=Counter("slca_groups_emitted", "Rollout groups written", ["partial"], registry=r),
             late_members=Counter("slca_late_members", "Members arriving after their group was emitted", registry=r),

@@ -127,6 +127,10 @@ class WorkerSettings(SectionSettings):
     """Intake pauses while the Celery scoring queue holds this many tasks (each up to `task_batch` entries)."""
     sweep_interval_s: float = Field(default=1.0, gt=0)
     """How often the assembler looks for timed-out groups and stale claims."""
+    orphan_check_s: float = Field(default=10.0, gt=0)
+    """How often the assembler looks for stream entries whose scoring task the broker lost (a worker's connection
+    dropped between taking a task and recording it as unacknowledged: `workers/orphans.py`); one seen on two
+    checks is enqueued again, so it is back within about twice this — well inside `group_timeout_s`."""
     key_ttl_s: int = Field(default=7 * 86400, ge=60)
     """TTL of the idempotence keys (stored rewards, group membership, dead-letter marks)."""
     stats_maxlen: int = Field(default=STATS_MAXLEN, ge=1)
@@ -156,6 +160,11 @@ class WorkerSettings(SectionSettings):
                 f"group_timeout_s ({self.group_timeout_s:g}) must exceed visibility_timeout_s + restore_interval_s "
                 f"+ restore_lock_s ({task_back:g}) and claim_idle_ms / 1000 ({entry_back:g}): a member whose worker "
                 "host vanished mid-task comes back only then, and its group would already have gone out partial"
+            )
+        if self.group_timeout_s <= 2 * self.orphan_check_s:
+            raise ValueError(
+                f"group_timeout_s ({self.group_timeout_s:g}) must exceed 2 × orphan_check_s ({self.orphan_check_s:g}): "
+                "an entry whose task was lost is enqueued again only after two checks"
             )
         return self
 

@@ -19,6 +19,7 @@ FAST = {
     "claim_idle_ms": 3000,
     "claim_stale_s": 3.0,
     "sweep_interval_s": 0.2,
+    "orphan_check_s": 1.0,
     "read_block_ms": 100,
     "retry_backoff_s": 0.2,
     "retry_backoff_max_s": 1.0,

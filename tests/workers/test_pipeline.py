@@ -6,6 +6,7 @@ import time
 import pytest
 import redis
 
+from slca.contracts import Streams
 from tests.support.trajectories import trajectory
 from tests.support.wait import wait_for
 from tests.workers.judge_endpoint import Endpoint
@@ -127,6 +128,30 @@ def test_worker_killed_mid_task_work_is_redelivered(
     assert len(groups) == 10 and not any(g.partial for g in groups) and not read_dead(redis_client)
     assert_every_trajectory_once(groups, {}, {t.id for t in trajs})
     assert all(r.judge == "openai" and r.pref == 0.75 for g in groups for r in g.rewards if not r.omission_penalized)
+
+
+def test_a_task_lost_between_the_brokers_pop_and_its_unacked_record_is_enqueued_again(
+    builder, settings, redis_url, redis_client, scoring_workers, start_assembler
+):
+    """Kombu takes a task with BRPOP and records it as unacknowledged in a second command: a worker whose
+    connection drops in between (Redis killed, a partition) takes the task with it. Emptying the queue before any
+    worker runs leaves the same state; the assembler's orphan check must bring the entries back."""
+    start_assembler(redis_url)
+    trajs = four_per_task(builder, 4, "lost")
+    feed(redis_client, trajs)
+    wait_for(lambda: redis_client.llen(settings.score_queue) >= 1 and drained_stream(redis_client), 30, "the tasks")
+    redis_client.delete(settings.score_queue)
+    scoring_workers.start_scoring(settings)
+    wait_for(lambda: len(read_groups(redis_client)) == 4, 60, "the 4 groups of the lost tasks")
+    groups = read_groups(redis_client)
+    assert not any(g.partial for g in groups) and not read_dead(redis_client)
+    assert_every_trajectory_once(groups, {}, {t.id for t in trajs})
+
+
+def drained_stream(client: redis.Redis) -> bool:
+    """Every entry delivered to the assembler and acknowledged (its task enqueued)."""
+    info = client.xinfo_groups(Streams().trajectories)
+    return bool(info) and not info[0]["pending"] and not info[0].get("lag")
 
 
 def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(

@@ -12,6 +12,7 @@ def test_the_defaults_let_a_vanished_workers_task_come_back_before_its_group_tim
     # was 60 s against a 300 s visibility timeout: the redelivered member arrived after its group had gone out
     assert s.group_timeout_s > s.visibility_timeout_s + s.restore_interval_s + s.restore_lock_s
     assert s.group_timeout_s > s.claim_idle_ms / 1000
+    assert s.group_timeout_s > 2 * s.orphan_check_s
 
 
 @pytest.mark.parametrize(
@@ -27,6 +28,18 @@ def test_the_defaults_let_a_vanished_workers_task_come_back_before_its_group_tim
 def test_a_group_timeout_shorter_than_redelivery_is_refused(settings):
     with pytest.raises(ValidationError, match="group_timeout_s .* must exceed visibility_timeout_s"):
         WorkerSettings(**settings)
+
+
+def test_a_group_timeout_shorter_than_two_orphan_checks_is_refused():
+    # an entry whose task the broker lost is enqueued again after two checks: its group must still be open then
+    with pytest.raises(ValidationError, match=r"must exceed 2 × orphan_check_s \(20\)"):
+        WorkerSettings(
+            visibility_timeout_s=8.0,
+            restore_interval_s=1,
+            claim_idle_ms=5000,
+            group_timeout_s=30.0,
+            orphan_check_s=20.0,
+        )
 
 
 def test_a_lowered_visibility_timeout_with_a_group_timeout_above_it_is_accepted():

@@ -156,6 +156,7 @@ PANELS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = [
                 "none",
                 [
                     ("redeliveries", "sum(slca_redeliveries_total)"),
+                    ("lost tasks enqueued again", "sum(slca_orphans_requeued_total)"),
                     ("dead letters", "sum(slca_dead_letters_total)"),
                     ("late members", "sum(slca_late_members_total)"),
                 ],
