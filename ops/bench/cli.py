@@ -165,6 +165,27 @@ def register(bench) -> None:
     gap.add_argument("--prompts", type=int, default=8)
     gap.add_argument("--max-tokens", type=int, default=64)
     gap.set_defaults(func=_bench_logprob_gap)
+    for parser in bench.choices.values():
+        func = parser.get_default("func")
+        if func is not None and func.__module__ == __name__:
+            parser.set_defaults(func=_stopping_on_sigterm(func))
+
+
+def _stopping_on_sigterm(handler):
+    """A bench started in the background (where SIGINT is ignored) and stopped with SIGTERM still stops the servers
+    and workers it started in sessions of their own: SIGTERM becomes a KeyboardInterrupt, so their context
+    managers run (a plain SIGTERM left vLLM's server and a Redis running)."""
+
+    def run(args, config) -> int:
+        import signal
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        signal.signal(signal.SIGTERM, interrupt)
+        return handler(args, config)
+
+    return run
 
 
 def _ab_args(p) -> None:

@@ -17,23 +17,52 @@ import json, sys
 from vllm import LLM, SamplingParams
 llm = LLM(model=sys.argv[1], dtype=sys.argv[4], enforce_eager=True, max_model_len=512, seed=0,
           gpu_memory_utilization=0.15)  # on CPU: the share of RAM reserved for the KV cache
-prompt_ids = json.loads(sys.argv[2])
+prompt_ids, forced_ids = json.loads(sys.argv[2]), json.loads(sys.argv[5])
 out = llm.generate([{"prompt_token_ids": prompt_ids}], SamplingParams(temperature=0.0, max_tokens=int(sys.argv[3])))
-ids = list(out[0].outputs[0].token_ids)
-print("RESULT " + json.dumps(ids))
-# teacher-forced: the logprob of every token of prompt + greedy answer, as the engine computes it
-forced = llm.generate([{"prompt_token_ids": prompt_ids + ids}], SamplingParams(max_tokens=1, prompt_logprobs=0))
-lps = [None if d is None else d[t].logprob for t, d in zip(prompt_ids + ids, forced[0].prompt_logprobs)]
-print("FORCED " + json.dumps(lps))
+print("RESULT " + json.dumps(list(out[0].outputs[0].token_ids)))
+# teacher-forced: the logprob of every token of prompt + the given continuation, as the engine computes it
+tokens = prompt_ids + forced_ids
+forced = llm.generate([{"prompt_token_ids": tokens}], SamplingParams(max_tokens=1, prompt_logprobs=0))
+print("FORCED " + json.dumps([None if d is None else d[t].logprob for t, d in zip(tokens, forced[0].prompt_logprobs)]))
 """
 
 
-def _vllm(model_dir, prompt_ids: list[int], dtype: str) -> tuple[list[int], list[float | None]]:
-    """vLLM in its own process (its engine state must not leak into the test process): greedy ids and the
-    teacher-forced logprobs of prompt + those ids."""
+@pytest.fixture(scope="module")
+def reference(embedded_model_dir) -> dict:
+    """transformers fp32 on the prompt: its ids and greedy answer (computed once for the module's tests)."""
+    prompt_ids = _prompt_ids(embedded_model_dir)
+    return {"prompt": prompt_ids, "greedy": _hf_greedy(embedded_model_dir, prompt_ids)}
+
+
+@pytest.fixture(scope="module")
+def vllm_runs(embedded_model_dir, reference):
+    """vLLM at a dtype → (greedy ids on the prompt, teacher-forced logprobs of prompt + transformers' answer), one
+    engine process per dtype for the whole module (on an fp32-only CPU both tests share one)."""
+    cache: dict[str, tuple[list[int], list[float | None]]] = {}
+
+    def run(dtype: str):
+        if dtype not in cache:
+            cache[dtype] = _vllm(embedded_model_dir, reference["prompt"], dtype, reference["greedy"][:-1])
+        return cache[dtype]
+
+    return run
+
+
+def _vllm(model_dir, prompt_ids: list[int], dtype: str, forced: list[int]) -> tuple[list[int], list[float | None]]:
+    """vLLM in its own process (its engine state must not leak into the test process): greedy ids on the prompt
+    and the teacher-forced logprobs of prompt + `forced`."""
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.run(
-        [sys.executable, "-c", VLLM_SCRIPT, str(model_dir), json.dumps(prompt_ids), str(N_TOKENS), dtype],
+        [
+            sys.executable,
+            "-c",
+            VLLM_SCRIPT,
+            str(model_dir),
+            json.dumps(prompt_ids),
+            str(N_TOKENS),
+            dtype,
+            json.dumps(forced),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -82,22 +111,21 @@ def test_tiny_model_shares_tokenizer(tiny_model_dir, embedded_model_dir):
 
 
 @pytest.mark.slow
-def test_transformers_and_vllm_agree_greedy_at_equal_precision(embedded_model_dir):
+def test_transformers_and_vllm_agree_greedy_at_equal_precision(embedded_model_dir, reference, vllm_runs):
     """Greedy tokens are compared only at equal precision (fp32 both): across precisions near-ties flip
     (docs/cpu-facts.md#machines: p(The)=0.152 vs p(L)=0.140 on this very prompt), which made this test red on
     bf16 CPUs."""
     from transformers import AutoTokenizer
 
-    prompt_ids = _prompt_ids(embedded_model_dir)
-    hf_ids = _hf_greedy(embedded_model_dir, prompt_ids)
+    hf_ids = reference["greedy"]
     text = AutoTokenizer.from_pretrained(embedded_model_dir).decode(hf_ids)
     assert "Paris" in text, text
-    vllm_ids, _ = _vllm(embedded_model_dir, prompt_ids, "float32")
+    vllm_ids, _ = vllm_runs("float32")
     assert vllm_ids[:8] == hf_ids[:8], (vllm_ids, hf_ids)
 
 
 @pytest.mark.slow
-def test_vllm_served_precision_matches_transformers_teacher_forced(embedded_model_dir):
+def test_vllm_served_precision_matches_transformers_teacher_forced(embedded_model_dir, reference, vllm_runs):
     """At the precision the server picks on this CPU ('auto': bf16 where native, else fp32), vLLM's
     teacher-forced logprobs stay within a tolerance of transformers fp32 on the same tokens."""
     import torch
@@ -105,11 +133,9 @@ def test_vllm_served_precision_matches_transformers_teacher_forced(embedded_mode
 
     from slca.models.precision import choose_precision
 
-    prompt_ids = _prompt_ids(embedded_model_dir)
-    hf_ids = _hf_greedy(embedded_model_dir, prompt_ids)
     dtype = choose_precision("auto").dtype
-    _, vllm_lps = _vllm(embedded_model_dir, prompt_ids + hf_ids[:-1], dtype)  # forced over prompt + answer
-    tokens = prompt_ids + hf_ids[:-1]
+    _, vllm_lps = vllm_runs(dtype)  # forced over prompt + transformers' answer
+    tokens = reference["prompt"] + reference["greedy"][:-1]
     model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.float32).eval()
     with torch.inference_mode():
         logp = torch.log_softmax(model(torch.tensor([tokens])).logits[0].float(), -1)
