@@ -148,6 +148,17 @@ def test_a_task_lost_between_the_brokers_pop_and_its_unacked_record_is_enqueued_
     assert_every_trajectory_once(groups, {}, {t.id for t in trajs})
 
 
+def where_work_is(client: redis.Redis, settings: WorkerSettings) -> str:
+    """Where the entries are, for a failed wait: what is written, what is still queued, held or in the stream."""
+    info = client.xinfo_groups(Streams().trajectories)
+    return (
+        f"{len(read_groups(client))} groups, {len(read_dead(client))} dead letters, "
+        f"{client.xlen(Streams().trajectories)} entries still in the stream (consumer group: {info}), "
+        f"{client.llen(settings.score_queue)} tasks queued, "
+        f"{client.hlen('unacked')} unacked, {client.zcard('slca:w:buckets')} open buckets"
+    )
+
+
 def drained_stream(client: redis.Redis) -> bool:
     """Every entry delivered to the assembler and acknowledged (its task enqueued)."""
     info = client.xinfo_groups(Streams().trajectories)
@@ -180,7 +191,12 @@ def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(
     durable_redis_server.restart()  # SIGKILL, then start on the same data dir and port
     producer.join(timeout=60)
     assert len(acknowledged) == len(trajs)
-    wait_for(lambda: len(read_groups(durable_redis_client)) >= 60, 150, "all 60 groups after the restart")
+    wait_for(
+        lambda: len(read_groups(durable_redis_client)) >= 60,
+        150,
+        "all 60 groups after the restart",
+        detail=lambda: where_work_is(durable_redis_client, settings),
+    )
     wait_for(lambda: drained(durable_redis_client, settings), 60, "every task to be acknowledged")
     groups = read_groups(durable_redis_client)
     assert_every_trajectory_once(groups, read_dead(durable_redis_client), set(acknowledged))
