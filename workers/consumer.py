@@ -166,12 +166,19 @@ def _text(entry_id: bytes | str) -> str:
 
 def lag_seconds(client: redis.Redis, stream: str, group: str) -> float:
     """Age of the oldest entry not yet delivered to the group (0 when it has caught up)."""
-    groups = [g for g in client.xinfo_groups(stream) if g["name"] in (group, group.encode())]
-    if not groups:
+    info = group_info(client, stream, group)
+    if info is None:
         return 0.0
-    last = groups[0]["last-delivered-id"]
+    last = info["last-delivered-id"]
     after = client.xrange(stream, min=b"(" + (last if isinstance(last, bytes) else last.encode()), count=1)
     if not after:
         return 0.0
     ms = int(after[0][0].split(b"-")[0])
     return max(0.0, time.time() - ms / 1000)
+
+
+def group_info(client: redis.Redis, stream: str, group: str) -> dict | None:
+    """XINFO GROUPS' record of `group` on `stream`; None without the stream or the group."""
+    if not client.exists(stream):
+        return None
+    return next((g for g in client.xinfo_groups(stream) if _text(g["name"]) == group), None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import redis
 
 from workers.celery_app import KOMBU_UNACKED_KEY, task_entry_ids
+from workers.consumer import group_info
 from workers.keys import Keys
 from workers.settings import WorkerSettings
 
@@ -85,15 +86,9 @@ class OrphanFinder:
 
 
 def _last_delivered(client: redis.Redis, stream: str, group: str) -> str | None:
-    try:
-        groups = client.xinfo_groups(stream)
-    except redis.ResponseError:  # no stream yet
-        return None
-    for g in groups:
-        if _text(g["name"]) == group:
-            last = _text(g["last-delivered-id"])
-            return None if last == "0-0" else last
-    return None
+    info = group_info(client, stream, group)
+    last = None if info is None else _text(info["last-delivered-id"])
+    return None if last in (None, "0-0") else last
 
 
 def _id_key(entry_id: bytes | str) -> tuple[int, int]:
