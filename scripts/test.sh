@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The suite in two phases (`make test`). 2 cores and ~1,200 tests of which most wait on sockets, subprocesses and
-# Redis: those run on two pytest-xdist workers, a test file per worker (its module fixtures built once), each with
-# one torch/OpenMP thread (two workers × two spinning OpenMP threads on two cores is slower than one worker).
-# Then, alone, the tests marked `serial` (tests/conftest.py): every `slow` one (whole-system runs with deadlines,
-# real vLLM engines) and those that time the machine (latency bounds, stop deadlines), which a neighbour on the
-# other core would make flaky. Both phases always run; the status is the first failure's.
+# The suite in two phases (`make test`). 2 cores and ~1,300 tests of which most wait on sockets, subprocesses and
+# Redis: those, the slow ones (whole systems, real vLLM engines) included, run on two pytest-xdist workers, a test
+# file per worker (its module fixtures built once), each with one torch/OpenMP thread (two workers × two spinning
+# OpenMP threads on two cores is slower than one worker). Then, alone, the tests marked `serial`
+# (tests/conftest.py): those that time the machine (`timed`: latency bounds, stop deadlines), which a neighbour
+# on the other core would make flaky. Both phases always run; the status is the first failure's.
 # $1 (optional): a marker expression both phases keep to, e.g. "not slow" (`make test-fast`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,8 @@ PYTEST=(.venv/bin/python -m pytest -q --tb=short)  # short tracebacks: a CI log 
 keep=${1:-}
 and=${keep:+ and ($keep)}
 start=$(date +%s)
-OMP_NUM_THREADS=1 "${PYTEST[@]}" -n 2 --dist loadfile -m "not serial$and" tests
+# --no-loadscope-reorder: files in the order tests/conftest.py gives (the slow ones first)
+OMP_NUM_THREADS=1 "${PYTEST[@]}" -n 2 --dist loadfile --no-loadscope-reorder -m "not serial$and" --durations=20 tests
 parallel=$?
 mid=$(date +%s)
 "${PYTEST[@]}" -m "serial$and" --durations=20 tests

@@ -24,12 +24,20 @@ CACHE_DIR = Path(load_config().common.cache_dir)
 
 
 def pytest_collection_modifyitems(config, items):
-    # `slow` tests (whole systems with deadlines, real vLLM engines) and `timed` ones (a tight latency bound, a stop
-    # deadline: a test on the other core of the parallel phase would make them flaky) run alone, in the serial
-    # phase of scripts/test.sh. Mark the test that times, not its module: the module's other tests run in parallel.
+    # `timed` tests (a tight latency bound, a stop deadline: a test on the other core would make them flaky) run
+    # alone, in the serial phase of scripts/test.sh. `slow` ones (whole systems, real vLLM engines) run in the
+    # parallel phase: their waits are bounded by events with generous timeouts, and beside each other on one torch
+    # thread each they take 390 s where one at a time took 469 s (2 cores). Mark the test that times, not its
+    # module: the module's other tests run in parallel.
     for item in items:
-        if item.get_closest_marker("slow") or item.get_closest_marker("timed"):
+        if item.get_closest_marker("timed"):
             item.add_marker(pytest.mark.serial)
+    # Files with a slow test first (a stable sort: each file's tests stay together and in order). xdist hands out
+    # files in this order (scripts/test.sh turns off its reordering by test count, which sent the one-test whole-
+    # system files last): the long files start early and the short ones fill the gaps, instead of a minute-long
+    # file running alone at the end while the other worker idles.
+    heavy = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in heavy)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The vLLM engine with its engine core in its own process (`serve.vllm_engine_core_process`), behind the same app:
 exact tokens and behaviour logprobs in trajectories, per-request seeds, a hot-swap through the worker extension that
 changes what is sampled, and survival of a killed engine core (503 + Retry-After, rebuilt with the swapped weights,
-fatal past the budget). Each test starts a real engine core process (≈ 25–60 s on 2 cores)."""
+fatal past the budget), all on one engine core process and its one rebuild (each start ≈ 15–25 s on 2 cores)."""
 
 from __future__ import annotations
 
@@ -69,11 +69,14 @@ async def _wait_ready(client, seconds: float = 240.0) -> int:
     return status
 
 
-def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a_killed_core(
+def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_killed_core_and_is_fatal_past_budget(
     tiny_model_dir, serve_redis, tmp_path
 ):
-    app = _app(tiny_model_dir, serve_redis.url)
+    # one engine core process for the whole story (each start is 15-25 s on 2 cores): a budget of one rebuild, so
+    # the first killed core is rebuilt and the second is fatal
+    app = _app(tiny_model_dir, serve_redis.url, engine_max_rebuilds=1)
     chat = {"messages": RUN["messages"], "max_tokens": 6, "seed": 1, "logprobs": True, "top_logprobs": 3}
+    fatal = threading.Event()
 
     async def main():
         async with TestClient(TestServer(app)) as client:
@@ -94,6 +97,13 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a
             failed_body, retry_after = await failed.json(), failed.headers.get("Retry-After")
             ready = await _wait_ready(client)
             rebuilt = await (await client.post("/v1/agent/runs", json=RUN)).json()
+            rebuilt_pid, failures = engine.core_pid, len(engine.failures)
+            # past the budget: the second killed core (nothing in flight: the watchdog notices) is fatal
+            engine.on_fatal = fatal.set
+            os.kill(rebuilt_pid, signal.SIGKILL)
+            await asyncio.get_running_loop().run_in_executor(None, fatal.wait, 60)
+            after_fatal = await client.post("/v1/chat/completions", json={"messages": RUN["messages"], "max_tokens": 4})
+            ready_after_fatal = (await client.get("/readyz")).status
             return (
                 first,
                 again,
@@ -107,11 +117,28 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a
                 rebuilt,
                 engine,
                 pid,
+                rebuilt_pid,
+                failures,
+                (after_fatal.status, after_fatal.headers.get("Retry-After"), ready_after_fatal),
             )
 
-    first, again, top, swap, swapped, status, failed_body, retry_after, ready, rebuilt, engine, pid = asyncio.run(
-        main()
-    )
+    (
+        first,
+        again,
+        top,
+        swap,
+        swapped,
+        status,
+        failed_body,
+        retry_after,
+        ready,
+        rebuilt,
+        engine,
+        pid,
+        rebuilt_pid,
+        failures,
+        fatal_answers,
+    ) = asyncio.run(main())
     assert type(engine).__name__ == "VLLMAsyncEngine" and pid != os.getpid()
     # exact tokens + behaviour logprobs recorded; the same seed samples the same tokens with the same logprobs
     assert _sampled(first) == _sampled(again) and all(v == 0 for _, _, v in _sampled(first))
@@ -124,23 +151,9 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_and_survives_a
     assert [lps for _, lps, _ in after] != [lps for _, lps, _ in _sampled(first)]
     # a killed engine core: the request in flight gets 503 + Retry-After; the rebuilt engine serves v1 again
     assert status == 503 and retry_after is not None, failed_body
-    assert ready == 200 and len(engine.failures) == 1 and not engine.fatal
-    assert _sampled(rebuilt) == after and engine.core_pid != pid
-
-
-def test_async_engine_core_dying_beyond_the_rebuild_budget_is_fatal(tiny_model_dir, serve_redis):
-    app = _app(tiny_model_dir, serve_redis.url, engine_max_rebuilds=0)
-    fatal = threading.Event()
-
-    async def main():
-        async with TestClient(TestServer(app)) as client:
-            engine = app[ENGINE]
-            engine.on_fatal = fatal.set
-            os.kill(engine.core_pid, signal.SIGKILL)  # nothing in flight: the watchdog notices
-            await asyncio.get_running_loop().run_in_executor(None, fatal.wait, 60)
-            r = await client.post("/v1/chat/completions", json={"messages": RUN["messages"], "max_tokens": 4})
-            ready = await client.get("/readyz")
-            return r.status, r.headers.get("Retry-After"), ready.status, engine.fatal
-
-    status, retry_after, ready, is_fatal = asyncio.run(main())
-    assert fatal.is_set() and is_fatal and status == 503 and retry_after is not None and ready == 503
+    assert ready == 200 and failures == 1
+    assert _sampled(rebuilt) == after and rebuilt_pid != pid
+    # the second failure is beyond the budget of one rebuild: fatal, 503 + Retry-After, not ready
+    after_status, after_retry, after_ready = fatal_answers
+    assert fatal.is_set() and engine.fatal
+    assert after_status == 503 and after_retry is not None and after_ready == 503

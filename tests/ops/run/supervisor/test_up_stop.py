@@ -23,7 +23,9 @@ from tests.ops.run.supervisor.test_up_integration import (
 from tests.support.wait import wait_for
 
 
-pytestmark = pytest.mark.slow  # five real processes, two of them loading a model: about a minute each on 2 cores
+# five real processes, two of them loading a model: about a minute each on 2 cores; `timed`: it asserts a 10 s stop
+# deadline, which a neighbour on the other core would make flaky
+pytestmark = [pytest.mark.slow, pytest.mark.timed]
 
 
 @pytest.mark.parametrize("reach", ["up-only", "every-process"])
