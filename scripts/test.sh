@@ -11,12 +11,19 @@ cd "$(dirname "$0")/.."
 PYTEST=(.venv/bin/python -m pytest -q --tb=short)  # short tracebacks: a CI log shows the failing line and its message, not the helpers
 keep=${1:-}
 and=${keep:+ and ($keep)}
+# the first phase's collection lists the files that hold a serial test (tests/conftest.py): the second collects
+# only those (all of tests/ when the list is missing or empty)
+serial_files=$(mktemp)
+trap 'rm -f "$serial_files"' EXIT
 start=$(date +%s)
 # --no-loadscope-reorder: files in the order tests/conftest.py gives (the slow ones first)
-OMP_NUM_THREADS=1 "${PYTEST[@]}" -n 2 --dist loadfile --no-loadscope-reorder -m "not serial$and" --durations=20 tests
+SLCA_SERIAL_FILES=$serial_files OMP_NUM_THREADS=1 "${PYTEST[@]}" -n 2 --dist loadfile --no-loadscope-reorder \
+  -m "not serial$and" --durations=20 tests
 parallel=$?
 mid=$(date +%s)
-"${PYTEST[@]}" -m "serial$and" --durations=20 tests
+mapfile -t where < "$serial_files"
+[ "${#where[@]}" -gt 0 ] || where=(tests)
+"${PYTEST[@]}" -m "serial$and" --durations=20 "${where[@]}"
 serial=$?
 end=$(date +%s)
 echo "tests: parallel phase $(( mid - start )) s (status $parallel), serial phase $(( end - mid )) s (status $serial)"

@@ -38,6 +38,20 @@ def pytest_collection_modifyitems(config, items):
     # file running alone at the end while the other worker idles.
     heavy = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in heavy)
+    _list_serial_files(items)
+
+
+def _list_serial_files(items) -> None:
+    """Where scripts/test.sh asks (SLCA_SERIAL_FILES), the files that hold a `serial` test, one per line: the
+    serial phase collects those ~20 files instead of all ~150 (each collection imports torch and transformers
+    again, ~10 s of a 2-core machine). Written once, by the first xdist worker (or a run without xdist)."""
+    import os
+
+    target = os.environ.get("SLCA_SERIAL_FILES")
+    if not target or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    files = sorted({str(item.path) for item in items if item.get_closest_marker("serial")})
+    Path(target).write_text("".join(f"{f}\n" for f in files))
 
 
 @pytest.fixture

@@ -2,8 +2,10 @@
 
 from prometheus_client import CollectorRegistry
 
+import redis
+
 from slca.contracts import Streams, encode_entry
-from slca.redis_server import free_port
+from slca.redis_server import RedisServer
 from tests.support.trajectories import trajectory
 from tests.workers.pipeline_harness import read_dead, templates
 from workers.celery_app import make_celery_app
@@ -45,9 +47,19 @@ def test_entries_are_enqueued_in_batches_and_acknowledged(client, redis_url, bui
     assert read_dead(client)["no-data"].startswith("invalid_payload")
 
 
-def test_entry_that_cannot_be_enqueued_goes_dead_after_max_deliveries(client, builder):
-    unreachable = f"redis://127.0.0.1:{free_port()}/0"  # the broker is down: every enqueue fails
-    c = consumer_for(client, unreachable)
+def test_entry_that_cannot_be_enqueued_goes_dead_after_max_deliveries(client, builder, tmp_path):
+    # the broker refuses every write (full, no eviction): every enqueue fails at once. (A broker that is down fails
+    # the same way after redis-py's connection retries, ~6 s an attempt.)
+    broker = RedisServer(tmp_path / "broker", maxmemory_policy="noeviction").start()
+    try:
+        redis.Redis.from_url(broker.url).config_set("maxmemory", 1)
+        _goes_dead_after_max_deliveries(client, builder, broker.url)
+    finally:
+        broker.kill()
+
+
+def _goes_dead_after_max_deliveries(client, builder, broker_url: str) -> None:
+    c = consumer_for(client, broker_url)
     t = trajectory(template=templates(builder)[0], task_id="t", member=0)
     client.xadd(Streams().trajectories, encode_entry(t, id=t.id))
     failures = 0

@@ -1,7 +1,8 @@
 """The vLLM engine with its engine core in its own process (`serve.vllm_engine_core_process`), behind the same app:
-exact tokens and behaviour logprobs in trajectories, per-request seeds, a hot-swap through the worker extension that
-changes what is sampled, and survival of a killed engine core (503 + Retry-After, rebuilt with the swapped weights,
-fatal past the budget), all on one engine core process and its one rebuild (each start ≈ 15–25 s on 2 cores)."""
+exact tokens and behaviour logprobs in trajectories, per-request seeds, concurrent seeded long prompts, a hot-swap
+through the worker extension that changes what is sampled, and survival of a killed engine core (503 +
+Retry-After, rebuilt with the swapped weights, fatal past the budget), all on one engine core process and its one
+rebuild (each start ≈ 15–25 s on 2 cores)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from serve.keys import ENGINE
 from serve.settings import ServeSettings
 from slca.config import CommonSettings
 from slca.contracts import Trajectory
+from tests.support.long_prompts import check_long_prompt_rounds, long_prompt_rounds
 from tests.support.weights import publish_version
 
 pytestmark = pytest.mark.slow
@@ -39,7 +41,7 @@ def _app(tiny_model_dir, redis_url: str, **overrides):
     settings = ServeSettings(
         engine="vllm",
         vllm_engine_core_process=True,
-        max_model_len=1024,
+        max_model_len=2048,  # the long-prompt rounds (tests/support/long_prompts.py: ≥ 1,500 prompt tokens)
         subscribe_weights=False,
         kv_cache_gib=1,
         **overrides,
@@ -81,6 +83,7 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
     async def main():
         async with TestClient(TestServer(app)) as client:
             engine = app[ENGINE]
+            long_rounds = await long_prompt_rounds(client)  # seeded long prompts, concurrent: all succeed, reproduce
             first = await (await client.post("/v1/agent/runs", json=RUN)).json()
             again = await (await client.post("/v1/agent/runs", json=RUN)).json()
             top = await (await client.post("/v1/chat/completions", json=chat)).json()
@@ -105,6 +108,7 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
             after_fatal = await client.post("/v1/chat/completions", json={"messages": RUN["messages"], "max_tokens": 4})
             ready_after_fatal = (await client.get("/readyz")).status
             return (
+                long_rounds,
                 first,
                 again,
                 top,
@@ -123,6 +127,7 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
             )
 
     (
+        long_rounds,
         first,
         again,
         top,
@@ -140,6 +145,7 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
         fatal_answers,
     ) = asyncio.run(main())
     assert type(engine).__name__ == "VLLMAsyncEngine" and pid != os.getpid()
+    check_long_prompt_rounds(*long_rounds)
     # exact tokens + behaviour logprobs recorded; the same seed samples the same tokens with the same logprobs
     assert _sampled(first) == _sampled(again) and all(v == 0 for _, _, v in _sampled(first))
     logprobs = top["choices"][0]["logprobs"]["content"]
