@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import threading
+from types import SimpleNamespace
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -107,43 +108,34 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
             await asyncio.get_running_loop().run_in_executor(None, fatal.wait, 60)
             after_fatal = await client.post("/v1/chat/completions", json={"messages": RUN["messages"], "max_tokens": 4})
             ready_after_fatal = (await client.get("/readyz")).status
-            return (
-                long_rounds,
-                first,
-                again,
-                top,
-                swap.status,
-                swapped,
-                failed.status,
-                failed_body,
-                retry_after,
-                ready,
-                rebuilt,
-                engine,
-                pid,
-                rebuilt_pid,
-                failures,
-                (after_fatal.status, after_fatal.headers.get("Retry-After"), ready_after_fatal),
+            return SimpleNamespace(
+                long_rounds=long_rounds,
+                first=first,
+                again=again,
+                top=top,
+                swap=swap.status,
+                swapped=swapped,
+                status=failed.status,
+                failed_body=failed_body,
+                retry_after=retry_after,
+                ready=ready,
+                rebuilt=rebuilt,
+                engine=engine,
+                pid=pid,
+                rebuilt_pid=rebuilt_pid,
+                failures=failures,
+                fatal_answers=(after_fatal.status, after_fatal.headers.get("Retry-After"), ready_after_fatal),
             )
 
-    (
-        long_rounds,
-        first,
-        again,
-        top,
-        swap,
-        swapped,
-        status,
-        failed_body,
-        retry_after,
-        ready,
-        rebuilt,
-        engine,
-        pid,
-        rebuilt_pid,
-        failures,
-        fatal_answers,
-    ) = asyncio.run(main())
+    seen = asyncio.run(main())
+    long_rounds, first, again, top, engine, pid = (
+        seen.long_rounds,
+        seen.first,
+        seen.again,
+        seen.top,
+        seen.engine,
+        seen.pid,
+    )
     assert type(engine).__name__ == "VLLMAsyncEngine" and pid != os.getpid()
     check_long_prompt_rounds(*long_rounds)
     # exact tokens + behaviour logprobs recorded; the same seed samples the same tokens with the same logprobs
@@ -151,15 +143,15 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
     logprobs = top["choices"][0]["logprobs"]["content"]
     assert len(logprobs) == top["usage"]["completion_tokens"] and all(len(t["top_logprobs"]) == 3 for t in logprobs)
     # the swap reached the worker: the same seeded request now comes from other weights, labelled v1
-    assert swap == 200
-    after = _sampled(swapped)
+    assert seen.swap == 200
+    after = _sampled(seen.swapped)
     assert all(v == 1 for _, _, v in after)
     assert [lps for _, lps, _ in after] != [lps for _, lps, _ in _sampled(first)]
     # a killed engine core: the request in flight gets 503 + Retry-After; the rebuilt engine serves v1 again
-    assert status == 503 and retry_after is not None, failed_body
-    assert ready == 200 and failures == 1
-    assert _sampled(rebuilt) == after and rebuilt_pid != pid
+    assert seen.status == 503 and seen.retry_after is not None, seen.failed_body
+    assert seen.ready == 200 and seen.failures == 1
+    assert _sampled(seen.rebuilt) == after and seen.rebuilt_pid != pid
     # the second failure is beyond the budget of one rebuild: fatal, 503 + Retry-After, not ready
-    after_status, after_retry, after_ready = fatal_answers
+    after_status, after_retry, after_ready = seen.fatal_answers
     assert fatal.is_set() and engine.fatal
     assert after_status == 503 and after_retry is not None and after_ready == 503
