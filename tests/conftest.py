@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(config, items):
 
 def _list_serial_files(items) -> None:
     """Where scripts/test.sh asks (SLCA_SERIAL_FILES), the files that hold a `serial` test, one per line: the
-    serial phase collects those ~20 files instead of all ~150 (each collection imports torch and transformers
+    serial phase collects those (14 today) instead of all ~150 (each collection imports torch and transformers
     again, ~10 s of a 2-core machine). Written once, by the first xdist worker (or a run without xdist)."""
     import os
 
