@@ -139,6 +139,9 @@ class VLLMEngine(EngineSurvival, ServedModel):
                 return
             except BaseException as exc:  # noqa: BLE001 — whatever killed the engine, the server must survive it
                 log.exception("vllm engine failed; failing %d in-flight request(s)", len(self._streams))
+                # not ready from this moment (was: from the rebuild's start, after the in-flight requests had their
+                # 503): a request or a /readyz in between saw a ready engine that was about to be replaced
+                self._rebuilding = True
                 self._fail_in_flight(exc)
                 if not self._rebuild_after(exc):
                     return
