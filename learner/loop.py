@@ -35,11 +35,12 @@ from learner.consumer import GroupConsumer, GroupEntry, consumer_name
 from learner.ddp import Ranks, leave
 from learner.ddp_orders import Orders
 from learner.ddp_state import broadcast_training_state
+from learner.interrupt import StepInterrupted
 from learner.follower import follow
 from learner.metrics import LearnerMetrics
 from learner.model import load_policy, load_reference
 from learner.settings import LearnerSettings
-from learner.trainer import StepInterrupted, StepReport, Trainer
+from learner.trainer import StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.stats import STATS_MAXLEN, LearnerStepStats

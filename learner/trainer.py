@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from learner.ddp_comm import gather_ints
 from learner.ddp_report import StepShare, gather_step
+from learner.interrupt import StepInterrupted, stop_between_layers
 from learner.model import Policy
 from learner.settings import LearnerSettings
 from learner.step import PreparedGroup, group_loss, prepare_group
@@ -40,10 +41,6 @@ class StepReport:
         return self.row_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-class StepInterrupted(Exception):
-    """A step abandoned at a stop before its optimizer step: the weights are those of the previous step."""
-
-
 class Trainer:
     def __init__(self, policy: Policy, settings: LearnerSettings, ref_model=None):
         self.policy = policy
@@ -59,9 +56,10 @@ class Trainer:
         return prepared, time.perf_counter() - t0
 
     def train_step(self, groups: list[RolloutGroup], should_stop=None) -> StepReport:
-        """`should_stop` (a callable) is asked before each group's forward and before its backward; when it says yes,
-        the step is abandoned before any weight changes (StepInterrupted). Not under DDP: every rank must run the same
-        forwards, so a rank cannot leave on its own.
+        """`should_stop` (a callable) is asked before each group's forward, before its backward, and at every decoder
+        layer inside both (`learner.interrupt`); when it says yes, the step is abandoned before any weight changes
+        (StepInterrupted) and its partial gradients dropped. Not under DDP: every rank must run the same forwards,
+        so a rank cannot leave on its own.
 
         Under DDP `groups` is this rank's share of the step, and the step is the one a single process would take
         on every rank's groups: the loss is divided by the step's totals over all ranks and multiplied by the
@@ -76,42 +74,13 @@ class Trainer:
         if distributed:
             totals, forwards = _step_totals(totals, len(work), self.policy.device)
             scale = dist.get_world_size()
-        total_loss, row_tokens, seq_offset = 0.0, 0, 0
-        sums: LossSums | None = None
         self.optimizer.zero_grad(set_to_none=True)
-        for k in range(forwards):
-            if should_stop is not None and not distributed and should_stop():
-                self.optimizer.zero_grad(set_to_none=True)
-                raise StepInterrupted(f"stopped before group {k + 1} of {len(work)}")
-            # DDP reduces the gradients in the last backward only; every rank runs `forwards` of them (a rank
-            # with fewer groups, or none, runs empty ones), so every rank reduces exactly once and together
-            sync = k == forwards - 1 or not distributed
-            ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
-            with ctx:
-                if k >= len(work):
-                    _empty_loss(self.policy).backward()
-                    continue
-                group = work[k]
-                loss, group_sums, _ = group_loss(
-                    self.policy.runner,
-                    group,
-                    self.settings.loss,
-                    totals,
-                    self.policy.autocast,
-                    self.ref_model,
-                    seq_offset,
-                    self.settings.share_prefix,
-                )
-                if should_stop is not None and not distributed and should_stop():
-                    # between the forward and the backward too: a stop waits for at most one of them, not both
-                    self.optimizer.zero_grad(set_to_none=True)
-                    raise StepInterrupted(f"stopped after the forward of group {k + 1} of {len(work)}")
-                (loss * scale).backward()
-            total_loss += float(loss.detach())
-            sums = group_sums if sums is None else sums.merge(group_sums)
-            shared = _prefix(group) if self.settings.share_prefix else 0
-            row_tokens += sum(len(t) for t in group.tokens) - (len(group.tokens) - 1) * shared
-            seq_offset += len(group.tokens)
+        stop = None if distributed else should_stop
+        try:
+            total_loss, row_tokens, sums = self._accumulate(work, forwards, totals, scale, stop)
+        except StepInterrupted:
+            self.optimizer.zero_grad(set_to_none=True)
+            raise
         grad_norm = self._apply()
         self.step += 1
         share = StepShare(
@@ -143,6 +112,47 @@ class Trainer:
             stats=stats,
             updated=grad_norm > 0.0,
         )
+
+    def _accumulate(
+        self, work: list[PreparedGroup], forwards: int, totals: tuple[int, int], scale: int, should_stop
+    ) -> tuple[float, int, LossSums | None]:
+        """Forward and backward of every group (gradients accumulate); (loss, row tokens, loss sums). `should_stop`
+        (None under DDP) is asked before each forward, before each backward and inside both at every layer."""
+        distributed = self.policy.distributed
+        total_loss, row_tokens, seq_offset = 0.0, 0, 0
+        sums: LossSums | None = None
+        for k in range(forwards):
+            where = f"group {k + 1} of {len(work)}"
+            if should_stop is not None and should_stop():
+                raise StepInterrupted(f"stopped before {where}")
+            # DDP reduces the gradients in the last backward only; every rank runs `forwards` of them (a rank
+            # with fewer groups, or none, runs empty ones), so every rank reduces exactly once and together
+            sync = k == forwards - 1 or not distributed
+            ctx = contextlib.nullcontext() if sync else self.policy.runner.no_sync()
+            with ctx, stop_between_layers(self.policy.model, should_stop, where):
+                if k >= len(work):
+                    _empty_loss(self.policy).backward()
+                    continue
+                group = work[k]
+                loss, group_sums, _ = group_loss(
+                    self.policy.runner,
+                    group,
+                    self.settings.loss,
+                    totals,
+                    self.policy.autocast,
+                    self.ref_model,
+                    seq_offset,
+                    self.settings.share_prefix,
+                )
+                if should_stop is not None and should_stop():
+                    raise StepInterrupted(f"stopped after the forward of {where}")
+                (loss * scale).backward()
+            total_loss += float(loss.detach())
+            sums = group_sums if sums is None else sums.merge(group_sums)
+            shared = _prefix(group) if self.settings.share_prefix else 0
+            row_tokens += sum(len(t) for t in group.tokens) - (len(group.tokens) - 1) * shared
+            seq_offset += len(group.tokens)
+        return total_loss, row_tokens, sums
 
     def _apply(self) -> float:
         params = [p for p in self.policy.model.parameters() if p.requires_grad]

@@ -30,9 +30,17 @@ class ServerFailed(RuntimeError):
     """A server did not become ready; the message carries the end of its log."""
 
 
+class Ready(float):
+    """What `running` yields: the seconds the server took to become ready, and (`.pid`) its process, the leader
+    of its process group — for a bench that samples its memory."""
+
+    pid: int
+
+
 @contextmanager
-def running(cmd: list[str], ready_url: str, log_path: Path, env: dict | None = None) -> Iterator[float]:
-    """Run `cmd` in its own process group until the block ends; yields the seconds it took to become ready."""
+def running(cmd: list[str], ready_url: str, log_path: Path, env: dict | None = None) -> Iterator[Ready]:
+    """Run `cmd` in its own process group until the block ends; yields the seconds it took to become ready
+    (`Ready`, a float that also carries the pid)."""
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -42,7 +50,9 @@ def running(cmd: list[str], ready_url: str, log_path: Path, env: dict | None = N
             if not _wait_http(ready_url, proc, START_TIMEOUT_S):
                 tail = log_path.read_text(errors="replace")[-2000:]
                 raise ServerFailed(f"{cmd[2:4]} not ready within {START_TIMEOUT_S:.0f}s:\n{tail}")
-            yield time.perf_counter() - t0
+            ready = Ready(time.perf_counter() - t0)
+            ready.pid = proc.pid
+            yield ready
         finally:
             _stop(proc)
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from ops.bench.ab import machine_now
 from ops.bench.common import bench_command, model_name
@@ -105,10 +106,12 @@ async def _post(session, url: str, body: dict, kind: str) -> Response:
     return Response(kind, time.monotonic(), True, traj["policy_version"], bool(traj.get("mixed_version")))
 
 
-async def _drive(url: str, publisher: Publisher, args) -> tuple[list[Published], list[Response]]:
+async def _drive(
+    url: str, publisher: Publisher, args, serve_rss_mib: Callable[[], float]
+) -> tuple[list[Published], list[Response], list[float]]:
     import aiohttp
 
-    stop, responses, published = asyncio.Event(), [], []
+    stop, responses, published, rss = asyncio.Event(), [], [], []
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
         clients = [
@@ -116,14 +119,23 @@ async def _drive(url: str, publisher: Publisher, args) -> tuple[list[Published],
         ]
         clients.append(asyncio.create_task(_canary(session, url, stop, responses)))
         await asyncio.sleep(args.warmup_s)
+        rss.append(serve_rss_mib())
         for _ in range(args.versions):
             # publishing is blocking work (save, hash, Redis): a thread, so that the clients keep the load steady
             published.append(await loop.run_in_executor(None, publisher.publish_next))
             print(f"announced v{published[-1].version} (publish {published[-1].publish_s:.1f}s)", flush=True)
             await asyncio.sleep(args.interval_s)
+            rss.append(serve_rss_mib())
         stop.set()
         await asyncio.gather(*clients)
-    return published, responses
+    return published, responses, rss
+
+
+def _tree_rss_mib(pid: int) -> float:
+    """`pid` and every process below it (vLLM's engine core, where it has its own), resident MiB."""
+    from ops.observe.procs import proc_table, tree_rss
+
+    return tree_rss(pid, proc_table()) / 2**20
 
 
 MIN_VERSIONS = 20
@@ -159,7 +171,7 @@ def run_bench_swap(args, config) -> int:
         "cores": os.cpu_count(),
         "machine_start": machine_now(),
     }
-    server_swaps = None
+    server_swaps, rss = None, None
     with tempfile.TemporaryDirectory(prefix="slca-bench-swap-") as tmp:
         redis = RedisServer(Path(tmp) / "redis", appendonly=False).start()
         try:
@@ -183,14 +195,16 @@ def run_bench_swap(args, config) -> int:
                     f"every {args.interval_s:.0f}s",
                     flush=True,
                 )
-                published, responses = asyncio.run(_drive(f"http://127.0.0.1:{p}", publisher, args))
+                published, responses, rss = asyncio.run(
+                    _drive(f"http://127.0.0.1:{p}", publisher, args, lambda: _tree_rss_mib(started.pid))
+                )
                 server_swaps = _server_swaps(f"http://127.0.0.1:{p}")
         except ServerFailed as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         finally:
             redis.kill()
-    summary = summarise(published, responses, server_swaps)
+    summary = summarise(published, responses, server_swaps, rss)
     header["machine_end"] = machine_now()
     notes = [
         "swap latency: announcement (publish() returned) → first response proving a token of that version or "
@@ -201,6 +215,8 @@ def run_bench_swap(args, config) -> int:
         "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "
         "next one's",
         "failed: every non-200 or broken response among agent runs and canaries",
+        "serve RSS: serve's resident set with its children after the warm-up → after the last version's interval "
+        "(every sample in results.json: serve_rss_mib)",
     ]
     print(table(summary))
     if args.out:

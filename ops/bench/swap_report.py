@@ -72,6 +72,16 @@ class SwapSummary:
     mixed_per_swap_max: int | None = None
     server_swaps: dict[str, int] | None = None
     """serve's own `slca_swaps_total` by outcome (ok, failed, refused) and rollbacks, read at the end."""
+    serve_rss_mib: list[float] | None = None
+    """serve's resident set (with its children) after the warm-up, then at the end of each version's interval:
+    does serving through swaps hold memory that a swap-free soak does not?"""
+
+
+def rss_growth(samples: list[float] | None) -> tuple[float, float] | None:
+    """(last − first, max) of serve's resident-set samples in MiB; None without two samples."""
+    if not samples or len(samples) < 2:
+        return None
+    return samples[-1] - samples[0], max(samples)
 
 
 def swap_latencies(published: list[Published], responses: list[Response]) -> list[float | None]:
@@ -106,7 +116,10 @@ _SWAPS = re.compile(r'^slca_(swaps|swap_rollbacks)_total(?:\{outcome="(\w+)"\})?
 
 
 def summarise(
-    published: list[Published], responses: list[Response], server_swaps: dict[str, int] | None = None
+    published: list[Published],
+    responses: list[Response],
+    server_swaps: dict[str, int] | None = None,
+    serve_rss_mib: list[float] | None = None,
 ) -> SwapSummary:
     latencies = swap_latencies(published, responses)
     seen = [x for x in latencies if x is not None]
@@ -137,6 +150,7 @@ def summarise(
         mixed_per_swap_mean=sum(mixed_each) / len(mixed_each) if mixed_each else None,
         mixed_per_swap_max=max(mixed_each) if mixed_each else None,
         server_swaps=server_swaps,
+        serve_rss_mib=[round(x, 1) for x in serve_rss_mib] if serve_rss_mib else None,
     )
 
 
@@ -148,15 +162,17 @@ def table(s: SwapSummary) -> str:
     share = f"{s.mixed_share:.1%}" if s.mixed_share is not None else "—"
     per = f"{s.mixed_per_swap_mean:.2f} (max {s.mixed_per_swap_max})" if s.mixed_per_swap_mean is not None else "—"
     server = ", ".join(f"{k} {v}" for k, v in (s.server_swaps or {}).items()) or "—"
+    growth = rss_growth(s.serve_rss_mib)
+    rss = f"{s.serve_rss_mib[0]:.0f} → {s.serve_rss_mib[-1]:.0f} (max {growth[1]:.0f})" if growth else "—"
     return "\n".join(
         [
             "| versions published | swaps seen | failed swaps | swap latency p50 s | p99 s | max s "
             "| end to end p50 s | p99 s | requests | failed | trajectories | mixed-version | mixed per swap "
-            "| publish p50 s | serve's swaps |",
-            "|" + "---|" * 15,
+            "| publish p50 s | serve's swaps | serve RSS MiB |",
+            "|" + "---|" * 16,
             f"| {s.versions} | {s.swaps_seen} | {s.failed_swaps} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | "
             f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {s.requests} | "
-            f"{s.failed} | {s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} |",
+            f"{s.failed} | {s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} | {rss} |",
         ]
     )
 

@@ -14,7 +14,8 @@ import torch
 from learner.loop import run_learner
 from learner.model import load_policy
 from learner.settings import LearnerSettings
-from learner.trainer import StepInterrupted, Trainer
+from learner.interrupt import StepInterrupted, decoder_layers
+from learner.trainer import Trainer
 from slca.contracts import encode_entry
 from tests.learner.two_tools import TwoToolTask
 from tests.support.wait import wait_for
@@ -23,10 +24,16 @@ pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in t
 
 
 @pytest.mark.parametrize(
-    "stop_at_ask, says",
-    [(2, "after the forward of group 1"), (3, "before group 2")],  # asks: fwd 1, bwd 1, fwd 2, bwd 2
+    "stop_at, says",
+    [
+        (lambda n: 2, "inside the forward of group 1"),
+        (lambda n: n + 2, "after the forward of group 1"),
+        (lambda n: n + 3, "inside the backward of group 1"),
+        (lambda n: 2 * n + 3, "before group 2"),
+    ],
+    ids=["inside-forward", "after-forward", "inside-backward", "before-next-group"],
 )
-def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout_model, stop_at_ask, says):
+def test_a_step_stopped_anywhere_changes_no_weight(tiny_model_dir, rollout_model, stop_at, says):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=5)
     settings = LearnerSettings(precision="fp32", lr=1e-2)
@@ -34,17 +41,26 @@ def test_a_step_stopped_between_groups_changes_no_weight(tiny_model_dir, rollout
     trainer = Trainer(policy, settings)
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     groups = [task.group(model, 0, size=4, index=i) for i in range(2)]
+    layers = len(decoder_layers(policy.model))
+    assert layers >= 2
     asked = []
 
-    def should_stop() -> bool:  # asked before each forward and each backward; yes from the `stop_at_ask`-th on
+    def should_stop() -> bool:
+        # asked per group: before its forward (1), at each layer's forward (n), between forward and backward (1),
+        # at each layer's gradient (n); yes from the chosen ask on
         asked.append(1)
-        return len(asked) >= stop_at_ask
+        return len(asked) >= stop_at(layers)
 
     with pytest.raises(StepInterrupted, match=says):
         trainer.train_step(groups, should_stop=should_stop)
     assert trainer.step == 0
     assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
     assert all(p.grad is None for p in policy.model.parameters())
+    # the hooks go with the step: the next one, not stopped, trains and asks nothing more of a stale callable
+    asked.clear()
+    report = trainer.train_step(groups, should_stop=lambda: False)
+    assert report.step == 1 and not asked
+    assert all(not layer._forward_pre_hooks and not layer._forward_hooks for layer in decoder_layers(policy.model))
 
 
 def test_a_stop_during_a_step_acknowledges_none_of_its_groups(loop_context, redis_client, rollout_model, monkeypatch):

@@ -11,9 +11,11 @@ from ops.bench.swap_report import (
     Published,
     Response,
     mixed_per_swap,
+    rss_growth,
     server_swap_outcomes,
     summarise,
     swap_latencies,
+    table,
     write,
 )
 
@@ -98,3 +100,14 @@ def test_fewer_than_twenty_versions_are_refused():
     assert MIN_VERSIONS == 20
     with pytest.raises(CliError, match="at least 20"):
         run_bench_swap(argparse.Namespace(versions=5), config=None)
+
+
+def test_serve_rss_through_the_swaps_is_reported_first_to_last_with_its_max():
+    s = summarise(
+        [Published(1, 10.0, 1.0)], [Response("canary", 11.0, True, 1)], serve_rss_mib=[2000.04, 2600.0, 2300.0]
+    )
+    assert s.serve_rss_mib == [2000.0, 2600.0, 2300.0]
+    assert rss_growth(s.serve_rss_mib) == (300.0, 2600.0)
+    assert "2000 → 2300 (max 2600)" in table(s)
+    assert rss_growth([2000.0]) is None and rss_growth(None) is None
+    assert table(summarise([Published(1, 10.0, 1.0)], [])).rstrip().endswith("| — |")
