@@ -47,6 +47,9 @@ def run_serve(args, config) -> int:
 
     setup_logging(common.log_level)
     from serve.replica import ReplicaIdentity
+    from slca.heap import fix_mmap_threshold
+
+    fix_mmap_threshold(settings.heap_mmap_threshold_kib)  # before the engine's threads allocate anything
 
     try:
         ReplicaIdentity.of(settings)  # a host name that makes no usable default id: say which setting to set

@@ -48,6 +48,13 @@ class ServeSettings(SectionSettings):
     +471 MiB at 1024 entries, +446 MiB at 256 (still filling), flat at 32 (720 requests, same time per request).
     64 keeps the primitives of a dozen decode batch sizes. 0 leaves oneDNN's default; an
     ONEDNN_PRIMITIVE_CACHE_CAPACITY already in the environment wins."""
+    heap_mmap_threshold_kib: int = Field(default=1024, ge=0)
+    """glibc's mmap threshold, fixed, for `slca serve` (slca/heap.py): every block of at least this size is mapped
+    on its own and unmapped when freed. With glibc's dynamic threshold (which rises to 32 MiB after the first
+    large free) the engine thread's per-step tensors — logits, activations, the tensors of each weight swap —
+    came from malloc's per-thread arenas, whose 64 MiB heaps stayed resident once touched: 31 such heaps held
+    1.9 GiB of a 4.1 GiB serve process (vLLM in-process, fp32, `slca bench swap`). 0: glibc's dynamic
+    threshold; `MALLOC_MMAP_THRESHOLD_` in the environment wins."""
     vllm_grammar_cache_mib: int = 64
     """vllm engine: MiB of compiled forced-tool grammars vLLM's xgrammar backend keeps (VLLM_XGRAMMAR_CACHE_MB,
     vLLM's default 512): its keys are caller schemas, so a caller sending new ones fills it. An

@@ -1,4 +1,5 @@
-"""Keeping a training process's freed memory returnable to the system (glibc's malloc).
+"""Keeping a long-running process's freed memory returnable to the system (glibc's malloc): the learner, `slca
+sft` and the training benches (`learner.heap_mmap_threshold_kib`), and serve (`serve.heap_mmap_threshold_kib`).
 
 glibc serves a request above its mmap threshold with its own mapping, unmapped on free; below it, from a heap
 that returns memory only from its top. The threshold starts at 128 KiB but rises to the size of each mapped
@@ -7,7 +8,7 @@ MiB to ~30 MiB each, a different size every step) land in the heap, and its hole
 to 24 GB RSS in 19 minutes and was OOM-killed on a 24 GiB machine. A fixed threshold stops the rise (glibc turns
 its dynamic adjustment off once one is set): with 1 MiB the same bench peaked at ~11 GB and fell back to ~2 GB
 between windows. The price is a page fault per touched page of each large tensor, small beside a step's
-matmuls."""
+matmuls. In serve the holes sat in the per-thread arenas (64 MiB heaps) of the engine's threads instead."""
 
 from __future__ import annotations
 

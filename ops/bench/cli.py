@@ -1,5 +1,5 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | sft | queue | rl | swap | soak | shape-rss | logprob-gap`, and `table` (the README's
+`serve | learner | learner-memory | sft | queue | rl | swap | soak | shape-rss | logprob-gap`, and `table` (the README's
 performance table from their results). `ops.cli` registers them; heavy
 imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
 ops.cli's, beside the code they measure.)"""
@@ -75,6 +75,26 @@ def register(bench) -> None:
     shape_rss.add_argument("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)")
     shape_rss.add_argument("--out", type=Path, help="write results.json + table.md here")
     shape_rss.set_defaults(func=_bench_shape_rss)
+
+    from ops.bench.learner_memory import add_arguments as learner_memory_arguments
+
+    lm = bench.add_parser(
+        "learner-memory",
+        help="a learner step's peak RSS and trained tokens/s, as shipped vs another setting (default gradient "
+        "checkpointing), alternated fresh processes",
+    )
+    learner_memory_arguments(lm)
+    lm.add_argument("--a-set", action="append", default=[], metavar="learner.FIELD=VALUE", help="side A's settings")
+    lm.add_argument(
+        "--b-set",
+        action="append",
+        default=None,
+        metavar="learner.FIELD=VALUE",
+        help="side B: A's settings and these (default learner.gradient_checkpointing=true)",
+    )
+    lm.add_argument("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)")
+    lm.add_argument("--out", type=Path, help="write results.json + table.md here")
+    lm.set_defaults(func=_bench_learner_memory)
 
     soak = bench.add_parser(
         "soak",
@@ -219,6 +239,14 @@ def _bench_queue(args, config) -> int:
     from ops.bench.queue import run_queue_bench
 
     return run_queue_bench(args, config)
+
+
+def _bench_learner_memory(args, config) -> int:
+    from ops.bench.learner_memory import run_learner_memory
+
+    if args.b_set is None:
+        args.b_set = ["learner.gradient_checkpointing=true"]
+    return run_learner_memory(args, config)
 
 
 def _bench_shape_rss(args, config) -> int:

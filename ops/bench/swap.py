@@ -167,6 +167,7 @@ def run_bench_swap(args, config) -> int:
         "interval_s": args.interval_s,
         "max_tokens": args.max_tokens,
         "noise": args.noise,
+        "serve_heap_mmap_threshold_kib": settings.heap_mmap_threshold_kib,
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "machine_start": machine_now(),
@@ -184,6 +185,7 @@ def run_bench_swap(args, config) -> int:
                 "serve.max_model_len": settings.max_model_len,
                 "serve.kv_cache_gib": settings.kv_cache_gib,
                 "serve.dtype": settings.dtype,
+                "serve.heap_mmap_threshold_kib": settings.heap_mmap_threshold_kib,
                 "common.stream_prefix": common.stream_prefix,
                 # a private, throwaway Redis that only this bench writes: unsigned announcements are safe
                 "common.allow_unsigned_weights": "true",

@@ -8,7 +8,7 @@ import pytest
 
 PROBE = textwrap.dedent(
     """
-    import ctypes, sys
+    import ctypes, sys, threading
     from slca.heap import fix_mmap_threshold
 
     def rss_kib():
@@ -16,30 +16,43 @@ PROBE = textwrap.dedent(
             return int(f.read().split()[1]) * 4
 
     fixed = fix_mmap_threshold(int(sys.argv[1]))
+    out = []
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
     size = 8 << 20
-    # free one big mapped block first: without a fixed threshold glibc raises it to 8 MiB, so what follows
-    # (blocks just below 8 MiB, as a training step's tensors are) comes from the heap
-    first = libc.malloc(size + 4096); libc.free(first)
-    blocks = [libc.malloc(size - 4096) for _ in range(24)]
-    for b in blocks:
-        ctypes.memset(b, 1, size - 4096)
-    keep = libc.malloc(64)  # above them on the heap: the heap cannot shrink from its top past it
-    ctypes.memset(keep, 1, 64)
-    before = rss_kib()
-    for b in blocks:
-        libc.free(b)
-    print(fixed, (before - rss_kib()) // 1024)
+
+    def work():
+        out.append(churn())
+
+    def churn():
+        # free one big mapped block first: without a fixed threshold glibc raises it to 8 MiB, so what follows
+        # (blocks just below 8 MiB, as a training step's tensors are) comes from the heap
+        first = libc.malloc(size + 4096); libc.free(first)
+        blocks = [libc.malloc(size - 4096) for _ in range(24)]
+        for b in blocks:
+            ctypes.memset(b, 1, size - 4096)
+        keep = libc.malloc(64)  # above them on the heap: the heap cannot shrink from its top past it
+        ctypes.memset(keep, 1, 64)
+        before = rss_kib()
+        for b in blocks:
+            libc.free(b)
+        return (before - rss_kib()) // 1024
+
+    if sys.argv[2] == "thread":  # a thread's own malloc arena (serve's engine thread), not the main heap
+        t = threading.Thread(target=work); t.start(); t.join()
+    else:
+        work()
+    print(fixed, out[0])
     """
 )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.parametrize("where", ["main", "thread"])
 @pytest.mark.parametrize("kib", [0, 1024])
-def test_a_fixed_threshold_returns_freed_large_blocks(kib):
-    out = subprocess.run([sys.executable, "-c", PROBE, str(kib)], capture_output=True, text=True, check=True)
+def test_a_fixed_threshold_returns_freed_large_blocks(kib, where):
+    out = subprocess.run([sys.executable, "-c", PROBE, str(kib), where], capture_output=True, text=True, check=True)
     fixed, returned_mib = out.stdout.split()
     if kib:
         assert fixed == "True" and int(returned_mib) >= 180  # 24 × 8 MiB handed back on free

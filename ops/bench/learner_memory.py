@@ -1,0 +1,164 @@
+"""`slca bench learner-memory`: what a learner step costs in memory and in time, for two settings side by side.
+
+The whole system must fit in 6 GiB while it learns (issue 22), and the learner's step is most of it: the fp32
+weights, their gradients and AdamW's two moments (2.1 GiB for the embedded model) plus one group's activations,
+which gradient checkpointing trades for a second forward. Side A is the learner as shipped (with `--a-set`, if
+given), side B the same with `--b-set` (default `learner.gradient_checkpointing=true`). Each window is a fresh
+child process (`python -m ops.bench.learner_memory --child …`), so that its peak resident set (VmHWM) is the peak
+of that setting alone: it loads the policy as `slca learn` does (fixed mmap threshold, configured precision),
+takes one untimed step, then `--steps` timed steps on the same synthetic groups (random tokens: a prompt shared
+by the group, then the completions, tool-call and summary segments; the cost depends only on the sizes). The
+figure is trained tokens per second (completion tokens of the steps); the peak RSS of each window is reported
+beside it. Windows alternate A B / B A (ops/bench/ab.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from ops.bench.ab import Measurement, Side, alternate, markdown, write
+from ops.bench.common import bench_command
+
+CHILD_TIMEOUT_S = 1800.0
+
+
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _child(args) -> dict:
+    import torch
+
+    from learner.settings import LearnerSettings
+    from ops.bench.learner_step import synthetic_group
+    from slca.heap import fix_mmap_threshold
+
+    update = {"lr": 1e-7, "skip_zero_advantage_groups": False, **_overrides(args.set)}
+    settings = LearnerSettings().model_copy(update=update)
+    settings = LearnerSettings.model_validate(settings.model_dump())  # the overrides checked as config would be
+    fix_mmap_threshold(settings.heap_mmap_threshold_kib)
+    from learner.model import load_policy
+    from learner.trainer import Trainer
+
+    vocab = json.loads((Path(args.model) / "config.json").read_text())["vocab_size"]
+    rng = random.Random(0)
+    torch.manual_seed(0)
+    groups = [
+        synthetic_group(rng, args.group_size, args.prompt_tokens, args.completion_tokens, vocab, i)
+        for i in range(args.groups)
+    ]
+    policy = load_policy(Path(args.model), settings)
+    trainer = Trainer(policy, settings)
+    loaded = _status_mib("VmRSS")
+    trainer.train_step(groups)  # untimed: the allocator's first pages, oneDNN's first primitives
+    seconds, tokens = [], 0
+    for _ in range(args.steps):
+        report = trainer.train_step(groups)
+        seconds.append(report.seconds)
+        tokens += report.tokens
+    return {
+        "tokens": tokens,
+        "seconds": sum(seconds),
+        "step_s": [round(s, 2) for s in seconds],
+        "loaded_rss_mib": round(loaded, 1),
+        "peak_rss_mib": round(_status_mib("VmHWM"), 1),
+        "autocast": policy.autocast,
+        "gradient_checkpointing": settings.gradient_checkpointing,
+    }
+
+
+def _overrides(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        field = key.removeprefix("learner.")
+        out[field] = {"true": True, "false": False}.get(value.lower(), value)
+    return out
+
+
+def _window(args, sets: list[str]) -> Measurement:
+    argv = [sys.executable, "-m", "ops.bench.learner_memory", "--child"]
+    for name in ("model", "steps", "groups", "group_size", "prompt_tokens", "completion_tokens"):
+        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    for s in sets:
+        argv += ["--set", s]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=dict(os.environ))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"learner-memory child failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    got = json.loads(lines[-1])
+    detail = {k: got[k] for k in ("step_s", "loaded_rss_mib", "peak_rss_mib", "autocast", "gradient_checkpointing")}
+    return Measurement(got["tokens"] / got["seconds"], got["tokens"], got["seconds"], len(got["step_s"]), detail)
+
+
+def run_learner_memory(args, config) -> int:
+    from slca.cli import CliError
+    from slca.models.paths import find_model_dir
+
+    if args.pairs < 3 or args.steps < 1:
+        raise CliError("--pairs ≥ 3 and --steps ≥ 1")
+    for s in args.a_set + args.b_set:
+        if "=" not in s:
+            raise CliError(f"{s!r}: expected learner.FIELD=VALUE")
+    args.model = str(find_model_dir(args.model or config.common.model, config.common.cache_dir))
+    a_name = "learner " + (" ".join(args.a_set) or "as shipped")
+    b_name = "learner " + " ".join(args.b_set)
+    a = Side(a_name, lambda: _window(args, args.a_set))
+    b = Side(b_name, lambda: _window(args, args.a_set + args.b_set))
+
+    def show(w) -> None:
+        d = w.detail
+        print(f"pair {w.pair} {w.side}: {w.figure:.1f} trained tok/s, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)
+
+    result = alternate(a, b, pairs=args.pairs, warmup=0, on_window=show)
+    peaks = {side: [w.detail["peak_rss_mib"] for w in result.windows if w.side == side] for side in (a.name, b.name)}
+    out = {
+        "command": bench_command("learner-memory", sys.argv),
+        "model": Path(args.model).name,
+        "groups_per_step": args.groups,
+        "group_size": args.group_size,
+        "prompt_tokens": args.prompt_tokens,
+        "completion_tokens": args.completion_tokens,
+        "steps_per_window": args.steps,
+        "peak_rss_mib": peaks,
+        **result.to_dict(),
+    }
+    lines = markdown(result, "trained tokens/s")
+    lines += ["", "Peak RSS per window (MiB, the child process: model, optimizer state and the step):", ""]
+    lines += [f"- {side}: {values}" for side, values in peaks.items()]
+    if args.out:
+        write(args.out, out, lines, "slca bench learner-memory")
+        print(f"wrote {args.out}")
+    print("\n".join(lines))
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="model directory (default: the configured model)")
+    p.add_argument("--steps", type=int, default=2, help="timed steps per window (after one untimed)")
+    p.add_argument("--groups", type=int, default=1, help="groups per step (learner.groups_per_step as shipped: 1)")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--prompt-tokens", type=int, default=800, help="the group's shared prompt")
+    p.add_argument("--completion-tokens", type=int, default=128, help="each member's completion")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="one window of `slca bench learner-memory` (a child process)")
+    p.add_argument("--child", action="store_true", required=True)
+    p.add_argument("--set", action="append", default=[])
+    add_arguments(p)
+    args = p.parse_args()
+    print(json.dumps(_child(args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
