@@ -80,11 +80,17 @@ def register(bench) -> None:
 
     lm = bench.add_parser(
         "learner-memory",
-        help="a learner step's peak RSS and trained tokens/s, as shipped vs another setting (default gradient "
-        "checkpointing), alternated fresh processes",
+        help="a learner step's peak RSS and trained tokens/s under two settings (default: without and with "
+        "gradient checkpointing), alternated fresh processes",
     )
     learner_memory_arguments(lm)
-    lm.add_argument("--a-set", action="append", default=[], metavar="learner.FIELD=VALUE", help="side A's settings")
+    lm.add_argument(
+        "--a-set",
+        action="append",
+        default=None,
+        metavar="learner.FIELD=VALUE",
+        help="side A's settings (default learner.gradient_checkpointing=false)",
+    )
     lm.add_argument(
         "--b-set",
         action="append",
@@ -244,8 +250,9 @@ def _bench_queue(args, config) -> int:
 def _bench_learner_memory(args, config) -> int:
     from ops.bench.learner_memory import run_learner_memory
 
-    if args.b_set is None:
-        args.b_set = ["learner.gradient_checkpointing=true"]
+    if args.a_set is None and args.b_set is None:
+        args.a_set, args.b_set = ["learner.gradient_checkpointing=false"], ["learner.gradient_checkpointing=true"]
+    args.a_set, args.b_set = args.a_set or [], args.b_set or []
     return run_learner_memory(args, config)
 
 

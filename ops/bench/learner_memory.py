@@ -2,14 +2,15 @@
 
 The whole system must fit in 6 GiB while it learns (issue 22), and the learner's step is most of it: the fp32
 weights, their gradients and AdamW's two moments (2.1 GiB for the embedded model) plus one group's activations,
-which gradient checkpointing trades for a second forward. Side A is the learner as shipped (with `--a-set`, if
-given), side B the same with `--b-set` (default `learner.gradient_checkpointing=true`). Each window is a fresh
-child process (`python -m ops.bench.learner_memory --child …`), so that its peak resident set (VmHWM) is the peak
-of that setting alone: it loads the policy as `slca learn` does (fixed mmap threshold, configured precision),
-takes one untimed step, then `--steps` timed steps on the same synthetic groups (random tokens: a prompt shared
-by the group, then the completions, tool-call and summary segments; the cost depends only on the sizes). The
-figure is trained tokens per second (completion tokens of the steps); the peak RSS of each window is reported
-beside it. Windows alternate A B / B A (ops/bench/ab.py)."""
+which gradient checkpointing trades for a second forward. Side A is the learner with `--a-set` (default
+`learner.gradient_checkpointing=false`), side B with A's settings and `--b-set` (default `…=true`).
+
+Each window is a fresh child process (`python -m ops.bench.learner_memory --child …`), so that its peak resident
+set (VmHWM) is the peak of that setting alone. It loads the policy as `slca learn` does (the fixed mmap threshold,
+the configured precision), takes one untimed step, then `--steps` timed steps on the same synthetic groups
+(random tokens: a prompt shared by the group, then the completions, tool-call and summary segments; the cost
+depends only on the sizes). The figure is trained tokens per second (completion tokens of the steps); the peak
+RSS of each window is reported beside it. Windows alternate A B / B A (ops/bench/ab.py)."""
 
 from __future__ import annotations
 
@@ -110,8 +111,10 @@ def run_learner_memory(args, config) -> int:
         if "=" not in s:
             raise CliError(f"{s!r}: expected learner.FIELD=VALUE")
     args.model = str(find_model_dir(args.model or config.common.model, config.common.cache_dir))
-    a_name = "learner " + (" ".join(args.a_set) or "as shipped")
-    b_name = "learner " + " ".join(args.b_set)
+    a_name = " ".join(args.a_set) or "learner as shipped"
+    if not args.b_set:
+        raise CliError("--b-set: side B needs at least one setting of its own")
+    b_name = " ".join(args.b_set)
     a = Side(a_name, lambda: _window(args, args.a_set))
     b = Side(b_name, lambda: _window(args, args.a_set + args.b_set))
 

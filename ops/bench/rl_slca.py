@@ -50,6 +50,8 @@ def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> 
         f"ops.feed_max_turns={spec.max_turns}",
         "ops.probe_enabled=false",
         f"workers.group_size={spec.group_size}",
+        # as TRL's side runs (ops/bench/rl_trl.py): neither side recomputes activations the other keeps
+        "learner.gradient_checkpointing=false",
         *spec.extra_sets,
     ]
     return set_args(sets)

@@ -63,6 +63,29 @@ def test_a_step_stopped_anywhere_changes_no_weight(tiny_model_dir, rollout_model
     assert all(not layer._forward_pre_hooks and not layer._forward_hooks for layer in decoder_layers(policy.model))
 
 
+def test_a_stop_inside_a_checkpointed_backward_changes_no_weight(tiny_model_dir, rollout_model):
+    """Under gradient checkpointing the layers run again inside the backward: the stop is asked there too."""
+    model, tokenizer = rollout_model
+    task = TwoToolTask(tokenizer, seed=7)
+    settings = LearnerSettings(precision="fp32", lr=1e-2, gradient_checkpointing=True)
+    policy = load_policy(tiny_model_dir, settings)
+    trainer = Trainer(policy, settings)
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    groups = [task.group(model, 0, size=4, index=0)]
+    layers = len(decoder_layers(policy.model))
+    asked = []
+
+    def should_stop() -> bool:  # the forward's asks (1 + layers + 1), then the first one of the backward
+        asked.append(1)
+        return len(asked) >= layers + 3
+
+    with pytest.raises(StepInterrupted, match="group 1 of 1"):
+        trainer.train_step(groups, should_stop=should_stop)
+    assert len(asked) == layers + 3
+    assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
+    assert all(p.grad is None for p in policy.model.parameters())
+
+
 def test_a_stop_during_a_step_acknowledges_none_of_its_groups(loop_context, redis_client, rollout_model, monkeypatch):
     model, tokenizer = rollout_model
     task = TwoToolTask(tokenizer, seed=6)

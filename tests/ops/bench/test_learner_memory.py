@@ -21,7 +21,7 @@ def test_a_window_is_a_fresh_learner_process_with_its_settings(tiny_model_dir, c
     args = argparse.Namespace(
         model=str(tiny_model_dir), steps=2, groups=1, group_size=2, prompt_tokens=24, completion_tokens=8
     )
-    sets = ["learner.precision=fp32"] + (["learner.gradient_checkpointing=true"] if checkpointing else [])
+    sets = ["learner.precision=fp32", f"learner.gradient_checkpointing={str(checkpointing).lower()}"]
     m = _window(args, sets)
     assert m.units == 2 * 2 * 8 and m.waves == 2 and m.figure == m.units / m.seconds
     d = m.detail
