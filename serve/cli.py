@@ -58,7 +58,7 @@ def run_serve(args, config) -> int:
     app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
     app.on_startup.append(_exit_when_engine_is_fatal)
     app.on_startup.append(_one_stop_signal)
-    web.run_app(app, host=settings.host, port=settings.port, access_log=None)
+    web.run_app(app, host=settings.host, port=settings.port, access_log=None, shutdown_timeout=settings.stop_drain_s)
     if getattr(app[ENGINE], "fatal", False):
         logging.getLogger("slca.serve").critical("exiting: the engine failed beyond its rebuild budget")
         return 3  # non-zero: `slca up` (or systemd, k8s) starts a fresh process

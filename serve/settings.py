@@ -179,6 +179,11 @@ class ServeSettings(SectionSettings):
     """Window over which engine failures are counted against `engine_max_rebuilds`."""
     engine_timeout_s: float = 300.0
     """A request still waiting on the engine after this long fails with 503."""
+    stop_drain_s: float = Field(default=5.0, ge=0)
+    """At a stop (SIGINT, SIGTERM), seconds the server waits for the requests in flight before it closes their
+    connections (aiohttp's `shutdown_timeout`, 60 s by default: an agent run on a slow CPU, or a client that
+    never finishes its body, held `slca serve` past `slca up`'s grace, which then SIGKILLs it). A request cut
+    here was never answered, so nothing it produced was recorded; keep it below `ops.shutdown_grace_s`."""
 
     @field_validator("replica_id")
     @classmethod
