@@ -32,6 +32,13 @@ def register(bench) -> None:
     rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
     rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
     rl.add_argument(
+        "--trl-generation",
+        choices=("hf", "vllm-colocate"),
+        default=None,
+        help="TRL's generation: transformers' generate or its vLLM colocate mode (default: the one on the "
+        "pipeline's serve.engine — hf for hf, vllm-colocate for vllm; a different one is refused)",
+    )
+    rl.add_argument(
         "--pipeline-set",
         action="append",
         default=[],

@@ -154,6 +154,7 @@ def same_wall_time(requested_s: float, trl: SideResult | None) -> float:
 
 def run_rl_bench(args, config) -> int:
     from learner.settings import LearnerSettings
+    from serve.settings import ServeSettings
     from slca.cli import CliError
     from slca.models.precision import choose_precision
 
@@ -167,6 +168,8 @@ def run_rl_bench(args, config) -> int:
     both = set(sides) == set(SIDES)
     if both and args.pairs < MIN_PAIRS:
         raise CliError(f"--pairs {args.pairs}: at least {MIN_PAIRS} alternated pairs")
+    engine = serve_engine(config, args.pipeline_set)
+    args.trl_generation = trl_generation_for(engine, args.trl_generation)
     model, warning = resolve_model(args.model, config)
     if warning:
         log.warning(warning)
@@ -178,12 +181,16 @@ def run_rl_bench(args, config) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="slca-bench-rl-logs-"))
     print(f"model {model_name(model)}; {seconds:.0f} s per window; logs in {log_dir}", flush=True)
     alike = SideSpec(model, args.pack, args.group_size, args.max_new_tokens, seconds)
+    serve = config.get(ServeSettings)
     trl_spec = TrlSpec(
         **asdict(alike),
         lr=learner.lr,
         bf16=precision.dtype == "bfloat16",
         w_exec=learner.advantage.w_exec,
         w_pref=learner.advantage.w_pref,
+        generation=args.trl_generation,
+        kv_cache_gib=serve.kv_cache_gib,
+        max_model_len=serve.max_model_len,
     )
 
     def slca_spec(trl: SideResult | None) -> SlcaSpec:
@@ -208,7 +215,8 @@ def run_rl_bench(args, config) -> int:
         "minutes_per_window": args.minutes,
         "precision": precision.dtype,
         "lr": learner.lr,
-        "serve_engine": serve_engine(config, args.pipeline_set),
+        "serve_engine": engine,
+        "trl_generation": args.trl_generation,
         "pipeline_sets": list(args.pipeline_set),
     }
     if both:
@@ -342,6 +350,28 @@ def run_alternated(args, trl_spec: TrlSpec, slca_spec, log_dir: Path, common: di
         ],
     }
     return lines + ["", *markdown(ab_result, "trained tokens/hour")], data
+
+
+SAME_ENGINE = {"hf": "hf", "vllm": "vllm-colocate"}
+"""The pipeline's serve engine → TRL's generation on the same engine (issue 22: the same engine on both sides)."""
+
+
+def trl_generation_for(engine: str, asked: str | None) -> str:
+    """TRL's generation: the one on the pipeline's engine, unless asked otherwise — then only that same one."""
+    from slca.cli import CliError
+
+    same = SAME_ENGINE.get(engine)
+    if asked is None:
+        if same is None:
+            raise CliError(f"serve.engine {engine!r}: no TRL generation runs on it; pass --trl-generation")
+        return same
+    if same is not None and asked != same:
+        raise CliError(
+            f"--trl-generation {asked} against serve.engine {engine}: the sides would generate on different "
+            f"engines; use --trl-generation {same}, or --pipeline-set serve.engine="
+            f"{next(k for k, v in SAME_ENGINE.items() if v == asked)}"
+        )
+    return asked
 
 
 def serve_engine(config, pipeline_sets: list[str]) -> str:

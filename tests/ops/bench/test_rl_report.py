@@ -279,3 +279,18 @@ def test_alternated_windows_resume_after_an_interruption_and_report_per_pair_rat
     assert any("median over pairs = 3.00" in line and "target ≥ 2.0: met" in line for line in lines)
     with pytest.raises(Exception, match="other settings"):
         rl.run_alternated(args, None, slca_spec, tmp_path / "logs", {**common, "lr": 2e-5})
+
+
+def test_trl_generates_on_the_pipelines_engine_and_a_different_one_is_refused():
+    from ops.bench.rl import trl_generation_for
+    from ops.bench.rl_trl import TrlSpec, generation_config
+    from slca.cli import CliError
+
+    assert trl_generation_for("hf", None) == "hf"
+    assert trl_generation_for("vllm", None) == "vllm-colocate"
+    assert trl_generation_for("vllm", "vllm-colocate") == "vllm-colocate"
+    with pytest.raises(CliError, match="different engines.*serve.engine=hf"):
+        trl_generation_for("vllm", "hf")
+    spec = TrlSpec("m", "everyday", 8, 128, 60.0, lr=1e-6, bf16=False, generation="vllm-colocate", max_model_len=1024)
+    assert generation_config(spec) == {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_length": 1024}
+    assert generation_config(TrlSpec("m", "everyday", 8, 128, 60.0, lr=1e-6, bf16=False)) == {"use_vllm": False}

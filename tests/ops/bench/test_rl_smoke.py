@@ -12,9 +12,17 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.skipif(not trl_available(), reason="TRL is the optional [bench] extra (`make install-bench`)")
-def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("generation", ["hf", "vllm-colocate"])
+def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path, generation):
     spec = TrlSpec(
-        model=str(tiny_model_dir), pack="everyday", group_size=2, max_new_tokens=8, seconds=5.0, lr=5e-6, bf16=False
+        model=str(tiny_model_dir),
+        pack="everyday",
+        group_size=2,
+        max_new_tokens=8,
+        seconds=5.0,
+        lr=5e-6,
+        bf16=False,
+        generation=generation,
     )
     r = run_trl_side(spec, tmp_path, timeout_s=600)
     assert r.steps >= 1 and r.completions == 2 * r.steps and r.completions_trained == 2 * r.updates <= r.completions
@@ -22,6 +30,7 @@ def test_trl_side_trains_and_counts_every_completion(tiny_model_dir, tmp_path):
     assert 0 < r.generated_tokens <= 8 * r.completions
     assert r.peak_rss_bytes > 100 << 20 and r.seconds >= 5.0
     assert r.extra["trl_config"]["num_generations"] == 2 and r.extra["trl_config"]["max_completion_length"] == 8
+    assert r.extra["trl_config"]["use_vllm"] is (generation == "vllm-colocate")
 
 
 def test_slca_side_runs_the_pipeline_and_reads_every_process(tiny_model_dir, tmp_path):
