@@ -66,6 +66,13 @@ def serve_rows(data: dict) -> list[str]:
     ]
 
 
+def learner_memory_rows(data: dict) -> list[str]:
+    peaks = data.get("peak_rss_mib", {})
+    a, b = (max(peaks.get(data[side], [0])) for side in ("a", "b"))
+    what = f"learner step, {data['b']} ÷ {data['a']} (trained tokens/s); peak RSS {b:,.0f} vs {a:,.0f} MiB"
+    return [_ab_row("learner-memory", what, data)]
+
+
 def swap_rows(data: dict) -> list[str]:
     what = (
         f"hot swap under load, {data['versions']} versions: swap p50 {data['latency_p50_s']:.2f} s (max "
@@ -85,6 +92,7 @@ SOURCES = (
     Source("serve", "bench/serve/ab-avx512bf16/results.json", serve_rows),  # native bf16: bf16 on both sides
     Source("rl", "bench/rl/ab/results.json", rl_rows),
     Source("swap", "bench/swap/ab/results.json", swap_rows),
+    Source("learner-memory", "bench/learner-memory/avx2/results.json", learner_memory_rows),
 )
 
 
