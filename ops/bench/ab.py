@@ -447,6 +447,22 @@ def write(out: Path | str, result: dict, markdown_lines: list[str], title: str) 
     return json_path, md_path
 
 
+def per_side(result: ABResult, key: str) -> dict[str, list]:
+    """Each side's `detail[key]`, window by window (a figure a bench reports beside its ratio: RSS …)."""
+    return {side: [w.detail[key] for w in result.windows if w.side == side] for side in (result.a, result.b)}
+
+
+def report(out, header: dict, result: ABResult, figure: str, beside: tuple[str, dict], title: str) -> None:
+    """Print the A/B table with `beside` (a heading and `per_side` values) under it, and write it with the
+    header's facts into `out` (None: print only)."""
+    heading, values = beside
+    lines = [*markdown(result, figure), "", heading, "", *(f"- {side}: {v}" for side, v in values.items())]
+    if out:
+        write(out, {**header, **result.to_dict()}, lines, title)
+        print(f"wrote {out}")
+    print("\n".join(lines))
+
+
 def elapsed(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> tuple[object, float]:
     """fn()'s value and the seconds it took."""
     t0 = clock()

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ops.bench.ab import Measurement, Side, alternate, markdown, write
+from ops.bench.ab import Measurement, Side, alternate, per_side, report
 from ops.bench.common import bench_command
 
 CHILD_TIMEOUT_S = 1800.0
@@ -123,8 +123,8 @@ def run_learner_memory(args, config) -> int:
         print(f"pair {w.pair} {w.side}: {w.figure:.1f} trained tok/s, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)
 
     result = alternate(a, b, pairs=args.pairs, warmup=0, on_window=show)
-    peaks = {side: [w.detail["peak_rss_mib"] for w in result.windows if w.side == side] for side in (a.name, b.name)}
-    out = {
+    peaks = per_side(result, "peak_rss_mib")
+    header = {
         "command": bench_command("learner-memory", sys.argv),
         "model": Path(args.model).name,
         "groups_per_step": args.groups,
@@ -133,15 +133,9 @@ def run_learner_memory(args, config) -> int:
         "completion_tokens": args.completion_tokens,
         "steps_per_window": args.steps,
         "peak_rss_mib": peaks,
-        **result.to_dict(),
     }
-    lines = markdown(result, "trained tokens/s")
-    lines += ["", "Peak RSS per window (MiB, the child process: model, optimizer state and the step):", ""]
-    lines += [f"- {side}: {values}" for side, values in peaks.items()]
-    if args.out:
-        write(args.out, out, lines, "slca bench learner-memory")
-        print(f"wrote {args.out}")
-    print("\n".join(lines))
+    heading = "Peak RSS per window (MiB, the child process: model, optimizer state and the step):"
+    report(args.out, header, result, "trained tokens/s", (heading, peaks), "slca bench learner-memory")
     return 0
 
 

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from ops.bench.ab import Measurement, Side, alternate, markdown, write
+from ops.bench.ab import Measurement, Side, alternate, per_side, report
 from ops.bench.common import bench_command
 
 CHILD_TIMEOUT_S = 1200.0
@@ -101,8 +101,8 @@ def run_shape_rss(args, config) -> int:
         print(f"pair {w.pair} {w.side}: {w.figure:.3f} req/s, RSS +{w.detail['rss_growth_mib']} MiB", flush=True)
 
     result = alternate(a, b, pairs=args.pairs, warmup=0, on_window=show)
-    growth = {side: [w.detail["rss_growth_mib"] for w in result.windows if w.side == side] for side in (a.name, b.name)}
-    out = {
+    growth = per_side(result, "rss_growth_mib")
+    header = {
         "command": bench_command("shape-rss", sys.argv),
         "engine": args.engine,
         "model": Path(args.model).name,
@@ -111,15 +111,9 @@ def run_shape_rss(args, config) -> int:
         "prompt_tokens": [args.min_len, args.max_len],
         "max_tokens": args.max_tokens,
         "rss_growth_mib": growth,
-        **result.to_dict(),
     }
-    lines = markdown(result, "requests/s")
-    lines += ["", "RSS growth per window (MiB, start of requests → end):", ""]
-    lines += [f"- {side}: {values}" for side, values in growth.items()]
-    if args.out:
-        write(args.out, out, lines, "slca bench shape-rss")
-        print(f"wrote {args.out}")
-    print("\n".join(lines))
+    heading = "RSS growth per window (MiB, start of requests → end):"
+    report(args.out, header, result, "requests/s", (heading, growth), "slca bench shape-rss")
     return 0
 
 

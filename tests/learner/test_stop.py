@@ -23,6 +23,30 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in the serial phase
 
 
+class Stopper:
+    """A trainer on the tiny model, its weights before, and a `should_stop` that says yes from its `at`-th ask."""
+
+    def __init__(self, tiny_model_dir, rollout_model, seed: int, groups: int, checkpointing: bool):
+        model, tokenizer = rollout_model
+        task = TwoToolTask(tokenizer, seed=seed)
+        settings = LearnerSettings(precision="fp32", lr=1e-2, gradient_checkpointing=checkpointing)
+        self.policy = load_policy(tiny_model_dir, settings)
+        self.trainer = Trainer(self.policy, settings)
+        self.before = {k: v.clone() for k, v in self.policy.model.state_dict().items()}
+        self.groups = [task.group(model, 0, size=4, index=i) for i in range(groups)]
+        self.layers = len(decoder_layers(self.policy.model))
+        self.asked, self.at = 0, 0
+
+    def should_stop(self) -> bool:
+        self.asked += 1
+        return self.asked >= self.at
+
+    def assert_unchanged(self) -> None:
+        assert self.trainer.step == 0
+        assert all(torch.equal(self.before[k], v) for k, v in self.policy.model.state_dict().items())
+        assert all(p.grad is None for p in self.policy.model.parameters())
+
+
 @pytest.mark.parametrize(
     "stop_at, says",
     [
@@ -34,57 +58,29 @@ pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in t
     ids=["inside-forward", "after-forward", "inside-backward", "before-next-group"],
 )
 def test_a_step_stopped_anywhere_changes_no_weight(tiny_model_dir, rollout_model, stop_at, says):
-    model, tokenizer = rollout_model
-    task = TwoToolTask(tokenizer, seed=5)
-    # the asks counted below are those of a plain backward; a checkpointed one re-runs the layers (next test)
-    settings = LearnerSettings(precision="fp32", lr=1e-2, gradient_checkpointing=False)
-    policy = load_policy(tiny_model_dir, settings)
-    trainer = Trainer(policy, settings)
-    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
-    groups = [task.group(model, 0, size=4, index=i) for i in range(2)]
-    layers = len(decoder_layers(policy.model))
-    assert layers >= 2
-    asked = []
-
-    def should_stop() -> bool:
-        # asked per group: before its forward (1), at each layer's forward (n), between forward and backward (1),
-        # at each layer's gradient (n); yes from the chosen ask on
-        asked.append(1)
-        return len(asked) >= stop_at(layers)
-
+    # asked per group: before its forward (1), at each layer's forward (n), between forward and backward (1), at
+    # each layer's gradient (n) — a plain backward; a checkpointed one re-runs the layers (next test)
+    s = Stopper(tiny_model_dir, rollout_model, seed=5, groups=2, checkpointing=False)
+    assert s.layers >= 2
+    s.at = stop_at(s.layers)
     with pytest.raises(StepInterrupted, match=says):
-        trainer.train_step(groups, should_stop=should_stop)
-    assert trainer.step == 0
-    assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
-    assert all(p.grad is None for p in policy.model.parameters())
+        s.trainer.train_step(s.groups, should_stop=s.should_stop)
+    s.assert_unchanged()
     # the hooks go with the step: the next one, not stopped, trains and asks nothing more of a stale callable
-    asked.clear()
-    report = trainer.train_step(groups, should_stop=lambda: False)
-    assert report.step == 1 and not asked
-    assert all(not layer._forward_pre_hooks and not layer._forward_hooks for layer in decoder_layers(policy.model))
+    s.asked = 0
+    report = s.trainer.train_step(s.groups, should_stop=lambda: False)
+    assert report.step == 1 and s.asked == 0
+    assert all(not layer._forward_pre_hooks and not layer._forward_hooks for layer in decoder_layers(s.policy.model))
 
 
 def test_a_stop_inside_a_checkpointed_backward_changes_no_weight(tiny_model_dir, rollout_model):
     """Under gradient checkpointing the layers run again inside the backward: the stop is asked there too."""
-    model, tokenizer = rollout_model
-    task = TwoToolTask(tokenizer, seed=7)
-    settings = LearnerSettings(precision="fp32", lr=1e-2, gradient_checkpointing=True)
-    policy = load_policy(tiny_model_dir, settings)
-    trainer = Trainer(policy, settings)
-    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
-    groups = [task.group(model, 0, size=4, index=0)]
-    layers = len(decoder_layers(policy.model))
-    asked = []
-
-    def should_stop() -> bool:  # the forward's asks (1 + layers + 1), then the first one of the backward
-        asked.append(1)
-        return len(asked) >= layers + 3
-
+    s = Stopper(tiny_model_dir, rollout_model, seed=7, groups=1, checkpointing=True)
+    s.at = s.layers + 3  # the forward's asks (1 + layers + 1), then the first one of the backward
     with pytest.raises(StepInterrupted, match="group 1 of 1"):
-        trainer.train_step(groups, should_stop=should_stop)
-    assert len(asked) == layers + 3
-    assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
-    assert all(p.grad is None for p in policy.model.parameters())
+        s.trainer.train_step(s.groups, should_stop=s.should_stop)
+    assert s.asked == s.layers + 3
+    s.assert_unchanged()
 
 
 def test_a_stop_during_a_step_acknowledges_none_of_its_groups(loop_context, redis_client, rollout_model, monkeypatch):

@@ -271,3 +271,18 @@ def test_a_run_from_another_machine_is_not_resumed(tmp_path, monkeypatch):
     here = {**here, "cpu_flags": ["avx2", "amx_bf16"], "load_average_1m": 3.0}
     with pytest.raises(ab.ResumeError, match="another machine"):
         ab.ResumeLog(tmp_path / "w.jsonl", {"pairs": 3, "machine": ab.machine_identity()}).load()
+
+
+def test_report_writes_the_table_with_each_sides_figure_beside_it(tmp_path, capsys):
+    a = ab.Side("A", lambda: ab.Measurement(10.0, detail={"rss": 5000}))
+    b = ab.Side("B", lambda: ab.Measurement(8.0, detail={"rss": 2700}))
+    result = ab.alternate(a, b, pairs=3, warmup=0)
+    assert ab.per_side(result, "rss") == {"A": [5000] * 3, "B": [2700] * 3}
+    ab.report(
+        tmp_path / "out", {"command": "slca bench x"}, result, "tok/s", ("Peak:", ab.per_side(result, "rss")), "T"
+    )
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["command"] == "slca bench x" and data["median_ratio"] == pytest.approx(0.8)
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "Peak:" in table and "- B: [2700, 2700, 2700]" in table
+    assert "- A: [5000, 5000, 5000]" in capsys.readouterr().out
