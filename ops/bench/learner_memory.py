@@ -23,17 +23,9 @@ import sys
 from pathlib import Path
 
 from ops.bench.ab import Measurement, Side, alternate, per_side, report
-from ops.bench.common import bench_command
+from ops.bench.common import bench_command, own_memory_mib
 
 CHILD_TIMEOUT_S = 1800.0
-
-
-def _status_mib(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _child(args) -> dict:
@@ -59,7 +51,7 @@ def _child(args) -> dict:
     ]
     policy = load_policy(Path(args.model), settings)
     trainer = Trainer(policy, settings)
-    loaded = _status_mib("VmRSS")
+    loaded = own_memory_mib("VmRSS")
     trainer.train_step(groups)  # untimed: the allocator's first pages, oneDNN's first primitives
     seconds, tokens = [], 0
     for _ in range(args.steps):
@@ -71,7 +63,7 @@ def _child(args) -> dict:
         "seconds": sum(seconds),
         "step_s": [round(s, 2) for s in seconds],
         "loaded_rss_mib": round(loaded, 1),
-        "peak_rss_mib": round(_status_mib("VmHWM"), 1),
+        "peak_rss_mib": round(own_memory_mib("VmHWM"), 1),
         "autocast": policy.autocast,
         "gradient_checkpointing": settings.gradient_checkpointing,
     }

@@ -24,19 +24,11 @@ import time
 from pathlib import Path
 
 from ops.bench.ab import Measurement, Side, alternate, per_side, report
-from ops.bench.common import bench_command
+from ops.bench.common import bench_command, own_memory_mib
 
 CHILD_TIMEOUT_S = 1200.0
 ONEDNN_DEFAULT = 1024
 """oneDNN's own capacity (side A: what a user gets without the setting)."""
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def _child(args) -> dict:
@@ -49,7 +41,7 @@ async def _child(args) -> dict:
     engine = create_engine(args.engine, args.model, settings)
     await engine.start()
     rng = random.Random(args.seed)
-    rss = [round(_rss_mib(), 1)]
+    rss = [round(own_memory_mib(), 1)]
 
     async def one() -> None:
         prompt = [rng.randrange(200, 40000) for _ in range(rng.randrange(args.min_len, args.max_len))]
@@ -62,7 +54,7 @@ async def _child(args) -> dict:
         await asyncio.gather(*(one() for _ in range(batch)))
         done += batch
         if done % args.every < batch or done == args.requests:
-            rss.append(round(_rss_mib(), 1))
+            rss.append(round(own_memory_mib(), 1))
     seconds = time.perf_counter() - began
     await engine.close()
     capacity = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
