@@ -11,6 +11,8 @@ from pathlib import Path
 
 
 def register(bench) -> None:
+    from ops.bench.rl_trl import GENERATIONS as TRL_GENERATIONS  # light: TRL itself is imported by the side only
+
     queue = bench.add_parser("queue", help="stream producer and consumers vs redis-benchmark, scored trajectories/s")
     queue.add_argument("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run")
     queue.add_argument("--stream-entries", type=int, default=100000, help="entries for the raw stream run")
@@ -33,7 +35,7 @@ def register(bench) -> None:
     rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
     rl.add_argument(
         "--trl-generation",
-        choices=("hf", "vllm-colocate"),
+        choices=TRL_GENERATIONS,
         default=None,
         help="TRL's generation: transformers' generate or its vLLM colocate mode (default: the one on the "
         "pipeline's serve.engine — hf for hf, vllm-colocate for vllm; a different one is refused)",
