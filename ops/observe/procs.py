@@ -89,7 +89,10 @@ class TreeSampler:
         total, by_role = 0, {}
         for pid in pids:
             info = table[pid]
-            role = self.role(info.cmdline)
+            # a process that has exited but is not yet reaped (a zombie) has an empty command line: it keeps
+            # the role it was sampled under, or its CPU would be booked to whatever role "" maps to
+            known = self.cpu_s.get(pid)
+            role = known[0] if known is not None and not info.cmdline else self.role(info.cmdline)
             total += info.rss_bytes
             by_role[role] = by_role.get(role, 0) + info.rss_bytes
             # the last reading of a process that has exited stays: its CPU was spent on the run

@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -225,6 +227,25 @@ def test_tree_sampler_sums_a_child_and_keeps_its_cpu_after_it_exits():
     assert read_proc(os.getpid()) is not None and sampler.samples >= 3
     assert sampler.peak_rss_by_role.get("child", 0) > 60 << 20
     assert sampler.cpu_by_role()["child"] >= 0.2
+
+
+def test_tree_sampler_keeps_a_childs_role_while_it_is_an_unreaped_zombie():
+    # an exited child that is not yet waited for has an empty command line; its CPU stays under its own role
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nx = bytearray(1 << 20)\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass",
+        ]
+    )
+    sampler = TreeSampler([os.getpid()], lambda cmd: "child" if "bytearray" in cmd else "me", interval_s=60)
+    while sampler.cpu_s.get(child.pid, ("me", 0))[0] != "child":
+        sampler.sample()
+    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)  # the child is still running its loop
+    sampler.sample()
+    child.wait()
+    assert sampler.cpu_s[child.pid][0] == "child" and sampler.cpu_by_role()["child"] > 0
 
 
 def test_the_pipeline_gets_the_wall_time_trl_actually_had():
