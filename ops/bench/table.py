@@ -56,7 +56,9 @@ def sft_rows(data: dict) -> list[str]:
 
 def rl_rows(data: dict) -> list[str]:
     engine = data.get("serve_engine", "?")
-    return [_ab_row("rl", f"slca ({engine} engine) ÷ TRL GRPOTrainer (trained tokens/hour)", data["ab"])]
+    trl = {"vllm-colocate": "vLLM colocate", "hf": "HF generate"}.get(data.get("trl_generation", "hf"), "?")
+    what = f"slca ({engine} engine) ÷ TRL GRPOTrainer ({trl}) (trained tokens/hour)"
+    return [_ab_row("rl", what, data["ab"])]
 
 
 def serve_rows(data: dict) -> list[str]:
@@ -90,7 +92,8 @@ SOURCES = (
     Source("sft", "bench/sft/ab/results.json", sft_rows),
     Source("serve", "bench/serve/ab/results.json", serve_rows),  # AVX2 only: fp32 on both sides
     Source("serve", "bench/serve/ab-avx512bf16/results.json", serve_rows),  # native bf16: bf16 on both sides
-    Source("rl", "bench/rl/ab/results.json", rl_rows),
+    Source("rl", "bench/rl/ab/results.json", rl_rows),  # transformers generation on both sides
+    Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
     Source("swap", "bench/swap/ab/results.json", swap_rows),
     Source("learner-memory", "bench/learner-memory/avx2/results.json", learner_memory_rows),
 )
