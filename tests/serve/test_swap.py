@@ -254,7 +254,7 @@ def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir
     core.fail_on.add(v2)
 
     async def main():
-        engine._thread = threading.Thread(target=engine._drive, daemon=True)  # the driver, over the fake core
+        engine._thread = threading.Thread(target=engine._serve, daemon=True)  # the driver, over the fake core
         engine._thread.start()
         try:
             with pytest.raises(WeightRollback):
@@ -293,7 +293,7 @@ def test_vllm_swap_refuses_tampered_bytes_before_the_engine_sees_them(tiny_model
         f.write(b"\x00" if f.read(1) != b"\x00" else b"\x01")
 
     async def main():
-        engine._thread = threading.Thread(target=engine._drive, daemon=True)
+        engine._thread = threading.Thread(target=engine._serve, daemon=True)
         engine._thread.start()
         try:
             with pytest.raises(WeightLoadError, match="checksum"):
