@@ -91,7 +91,7 @@ def swap_rows(data: dict) -> list[str]:
 SOURCES = (
     Source("sft", "bench/sft/ab/results.json", sft_rows),
     Source("serve", "bench/serve/ab/results.json", serve_rows),  # AVX2 only: fp32 on both sides
-    Source("serve", "bench/serve/ab-avx512bf16/results.json", serve_rows),  # native bf16: bf16 on both sides
+    Source("serve", "bench/serve/ab-bf16/results.json", serve_rows),  # native bf16: bf16 on both sides
     Source("rl", "bench/rl/ab/results.json", rl_rows),  # transformers generation on both sides
     Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
     Source("swap", "bench/swap/ab/results.json", swap_rows),

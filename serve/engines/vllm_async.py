@@ -1,8 +1,9 @@
 """vLLM engine with its engine core in its own process (`AsyncLLM`), as vLLM's own OpenAI server runs it.
 
-On a 2-core CPU the separate engine core overlaps scheduling, detokenisation and our HTTP/agent work with the
-forward pass (docs/cpu-facts.md#serving: 271 vs 199 tok/s for the in-process loop). What the in-process mode
-guarantees holds here too:
+The separate engine core overlaps scheduling, detokenisation and our HTTP/agent work with the forward pass, at
+the price of a slower start, swaps through `collective_rpc` and a second process; on 2-core CPUs the in-process
+mode, built and stepped on one thread, is ahead of vLLM's own server at every load measured (docs/cpu-facts.md
+#serving), so it is the default. What the in-process mode guarantees holds here too:
 - exact sampled ids, behaviour logprobs (+ top alternatives), per-request seeds, no chunked prefill on CPU
   (serve/engines/vllm_common.py, shared with the in-process mode);
 - hot-swap between engine steps: the scheduler is paused ("keep": running requests are frozen, not aborted),
