@@ -75,7 +75,9 @@ def main() -> int:
             windows.append({"pair": pair, "side": side, "us_per_call": round(sides[side], 1)})
             print(json.dumps(windows[-1]), flush=True)
         ratios.append(sides["B"] / sides["A"])
-    flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")})
+    flags = sorted(
+        {f for f in open("/proc/cpuinfo").read().split() if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")}
+    )
     summary = {
         "command": "bench/serve/omp_teams.py " + " ".join(sys.argv[1:]),
         "A": "a thread whose OpenMP team is the process's only one",
