@@ -3,10 +3,13 @@
 Concurrency model: requests queue up in `_pending`; a batching task takes every waiting request (up to `max_batch`,
 after a short gathering window) and runs them together, step by step, in a worker thread so the event loop is never
 blocked. Requests arriving during a batch start another batch (up to `hf_concurrent_batches` in flight) whose steps
-interleave with the running one. `_lock` guards the parameters: it is held for each forward step and by a weight swap,
-so a swap lands between two steps, never inside one. A row whose request ends — finished, or cancelled by its client —
-leaves the batch before the next forward step (its KV rows are dropped from the cache): nothing is computed for it
-after that step, whatever the other rows still have to do.
+interleave with the running one. Every piece of torch work (loading, each batch's forward and sampling steps, a
+swap's conversion and install) runs on the engine's one torch thread (`_on_torch`): libgomp keeps an OpenMP team for
+every thread that ever ran a parallel region, and with more team threads than CPUs it cuts every team's spin-wait,
+which slowed each bf16 linear ~2× (docs/cpu-facts.md#serving). `_lock` guards the parameters: it is held for each
+forward step and by a weight swap, so a swap lands between two steps, never inside one. A row whose request ends —
+finished, or cancelled by its client — leaves the batch before the next forward step (its KV rows are dropped from
+the cache): nothing is computed for it after that step, whatever the other rows still have to do.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class HFEngine(ServedModel):
         self._task: asyncio.Task | None = None
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(settings.hf_concurrent_batches, thread_name_prefix="hf-engine")
+        self._torch = ThreadPoolExecutor(1, thread_name_prefix="hf-torch")
+        """The one thread that runs torch work (the module docstring says why); batches take turns on it."""
         self._compiler: Any = None
         self._compiled: dict[str, Any] = {}  # an LRU of `grammar_cache_entries` (dicts keep insertion order)
         self._last_logits_only = False
@@ -72,7 +77,7 @@ class HFEngine(ServedModel):
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.model = await loop.run_in_executor(self._executor, self._load_model)
+        self.model = await loop.run_in_executor(self._torch, self._load_model)
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._batch_loop(), name="hf-batch-loop")
 
@@ -102,6 +107,7 @@ class HFEngine(ServedModel):
         for job in self._pending:
             job.queue.put_nowait(EngineError("engine shut down"))
         self._executor.shutdown(wait=True, cancel_futures=True)
+        self._torch.shutdown(wait=True, cancel_futures=True)
 
     async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenStep]:
         if not self.loaded:
@@ -165,36 +171,55 @@ class HFEngine(ServedModel):
             # `leave` calls were queued before the batch's own completion: every one has run by now
             self._running -= len(jobs) - left
 
-    # --- the batch, in the worker thread -------------------------------------------------------
+    def _on_torch(self, fn, *args):
+        """`fn(*args)` on the torch thread, under inference mode (which is per thread), from a batch thread."""
+
+        def run():
+            import torch
+
+            with torch.inference_mode():
+                return fn(*args)
+
+        return self._torch.submit(run).result()
+
+    # --- the batch, in its worker thread; its torch work on the torch thread ---------------------------
     def _run_batch(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop, leave=None) -> None:
+        rows = [_Row(job, self) for job in jobs]
+        self.stats.observe(len(rows), len(rows))
+        batch = self._on_torch(self._prefill, jobs)
+        while True:
+            next_ids = self._on_torch(self._sample_step, rows, batch.logits, batch.version, loop)
+            keep = [i for i, r in enumerate(rows) if not r.done]
+            if not keep:
+                return
+            if len(keep) < len(rows):  # finished or cancelled rows leave before the next step
+                self._on_torch(batch.keep_rows, keep)
+                if leave is not None:
+                    loop.call_soon_threadsafe(leave, len(rows) - len(keep))
+                rows, next_ids = [rows[i] for i in keep], [next_ids[i] for i in keep]
+            self._on_torch(self._decode, batch, next_ids)
+
+    def _prefill(self, jobs: list[_Job]) -> "_Batch":
         import torch
         from transformers import DynamicCache
 
-        rows = [_Row(job, self) for job in jobs]
-        self.stats.observe(len(rows), len(rows))
         width = max(len(j.prompt_ids) for j in jobs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in jobs])
         mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in jobs])
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
-        with torch.inference_mode():
-            logits, version = self._forward(input_ids, mask, positions, cache)
-            while True:
-                next_ids = self._sample_step(rows, logits, version, loop)
-                keep = [i for i, r in enumerate(rows) if not r.done]
-                if not keep:
-                    return
-                if len(keep) < len(rows):  # finished or cancelled rows leave before the next step
-                    index = torch.tensor(keep)
-                    cache.batch_select_indices(index)
-                    mask, positions = mask[index], positions[index]
-                    if leave is not None:
-                        loop.call_soon_threadsafe(leave, len(rows) - len(keep))
-                    rows, next_ids = [rows[i] for i in keep], [next_ids[i] for i in keep]
-                mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], dim=1)
-                positions = positions[:, -1:] + 1
-                logits, version = self._forward(torch.tensor(next_ids).unsqueeze(1), mask, positions, cache)
+        logits, version = self._forward(input_ids, mask, positions, cache)
+        return _Batch(mask, positions, cache, logits, version)
+
+    def _decode(self, batch: "_Batch", next_ids: list[int]) -> None:
+        """One decode step of every row still in `batch`: their sampled ids in, the next logits out."""
+        import torch
+
+        batch.mask = torch.cat([batch.mask, torch.ones(len(next_ids), 1, dtype=batch.mask.dtype)], dim=1)
+        batch.positions = batch.positions[:, -1:] + 1
+        ids = torch.tensor(next_ids).unsqueeze(1)
+        batch.logits, batch.version = self._forward(ids, batch.mask, batch.positions, batch.cache)
 
     def _forward(self, input_ids, mask, positions, cache):
         # The lock makes a weight swap wait for this step to finish (swap between steps).
@@ -293,9 +318,10 @@ class HFEngine(ServedModel):
 
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
-        # Load and check in a separate thread: the engine thread keeps generating meanwhile.
+        # Read and check in a separate thread: batches keep generating meanwhile. Converting and installing are
+        # torch work: on the torch thread, between two steps.
         state = await loop.run_in_executor(None, self._checked_state, weights)
-        await loop.run_in_executor(None, self._install, state, weights.version)
+        await loop.run_in_executor(self._torch, self._install, state, weights.version)
         return time.perf_counter() - t0
 
     def _checked_state(self, weights: WeightVersion) -> dict:
@@ -312,8 +338,12 @@ class HFEngine(ServedModel):
                 raise WeightLoadError(
                     f"{path}: {name} has shape {tuple(tensor.shape)}, model {tuple(params[name].shape)}"
                 )
-        try:
+
+        def convert() -> dict:  # torch work: on the torch thread
             return {n: state[n].to(device=p.device, dtype=p.dtype) for n, p in params.items() if n in state}
+
+        try:
+            return self._torch.submit(convert).result()
         except (RuntimeError, TypeError, AttributeError) as exc:  # e.g. out of memory while converting
             raise WeightLoadError(f"{path}: cannot convert the tensors ({exc})") from None
 
@@ -333,6 +363,25 @@ class HFEngine(ServedModel):
                     params[name].data = tensor
                 raise WeightRollback(f"swap to v{version} failed midway ({exc}); v{self.version} restored") from exc
             self.version = version
+
+
+@dataclass
+class _Batch:
+    """A running batch's tensors, touched only on the torch thread."""
+
+    mask: Any
+    positions: Any
+    cache: Any
+    logits: Any
+    version: int
+
+    def keep_rows(self, keep: list[int]) -> None:
+        """Only the rows `keep` (finished or cancelled rows leave before the next step)."""
+        import torch
+
+        index = torch.tensor(keep)
+        self.cache.batch_select_indices(index)
+        self.mask, self.positions = self.mask[index], self.positions[index]
 
 
 def _top(logprobs, k: int) -> list[list[tuple[int, float]]] | None:

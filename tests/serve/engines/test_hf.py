@@ -78,3 +78,46 @@ def test_a_cancelled_row_leaves_the_hf_batch_within_one_step_and_the_others_fini
         assert together[k].token_ids == alone[k].token_ids and together[k].finish_reason == alone[k].finish_reason
         assert together[k].logprobs == pytest.approx(alone[k].logprobs, abs=1e-4)
     assert in_flight == 0
+
+
+def test_every_forward_and_sampling_step_runs_on_the_one_torch_thread(tiny_model_dir, tmp_path):
+    """Two batches in flight (the second starts while the first runs) and a weight swap between: every forward step,
+    every sampling step and the install run on one thread, the engine's torch thread — not on the batches' threads
+    (a second OpenMP team in the process slows every bf16 step, docs/cpu-facts.md#serving)."""
+    import asyncio
+    import threading
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+    from slca.weights import WeightVersion
+    from tests.support.weights import publish_version
+
+    engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=1))
+    seen: list[tuple[str, threading.Thread]] = []
+
+    def recorded(name: str, fn):
+        def run(*args):
+            seen.append((name, threading.current_thread()))
+            return fn(*args)
+
+        return run
+
+    async def main(tmp):
+        await engine.start()
+        for name in ("_forward", "_sample_step", "_install"):
+            setattr(engine, name, recorded(name, getattr(engine, name)))
+        try:
+            first = asyncio.create_task(generate(engine, [1, 2, 3, 4], SamplingParams(max_tokens=24, seed=1)))
+            while not any(name == "_sample_step" for name, _ in seen):  # the first batch is running
+                await asyncio.sleep(0.001)
+            second = asyncio.create_task(generate(engine, [5, 6, 7], SamplingParams(max_tokens=8, seed=2)))
+            await engine.swap_weights(WeightVersion(publish_version(tiny_model_dir, tmp, 1, 1.01).path, 1))
+            await asyncio.gather(first, second)
+        finally:
+            await engine.close()
+
+    asyncio.run(main(tmp_path))
+    names = {name for name, _ in seen}
+    threads = {thread for _, thread in seen}
+    assert names == {"_forward", "_sample_step", "_install"}
+    assert len(threads) == 1 and next(iter(threads)).name.startswith("hf-torch"), threads
