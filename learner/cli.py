@@ -16,7 +16,7 @@ def register(commands, bench) -> None:
         "--estimator", default=None, help="any registered advantage estimator (default: learner.estimator)"
     )
     learn.add_argument("--list-estimators", action="store_true", help="print the registered estimators and exit")
-    learn.set_defaults(func=_learn)
+    learn.set_defaults(func=_learn, service=True)
 
 
 def _learn(args: argparse.Namespace, config) -> int:

@@ -37,7 +37,7 @@ def register(commands, bench) -> None:
     )
     feed.add_argument("--concurrency", type=int, help="requests in flight (default: ops.feed_concurrency)")
     feed.add_argument("--ids-out", type=Path, help="append every recorded trajectory id to this file")
-    feed.set_defaults(func=_feed)
+    feed.set_defaults(func=_feed, service=True)
 
     ev = commands.add_parser("eval", help="held-out task splits and BFCL through one server; `eval compare A B`")
     add_eval_arguments(ev)

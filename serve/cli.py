@@ -14,7 +14,7 @@ def register(commands, bench) -> None:
     serve.add_argument("--engine", choices=["vllm", "hf"], help="override serve.engine")
     serve.add_argument("--host", help="override serve.host")
     serve.add_argument("--port", type=int, help="override serve.port")
-    serve.set_defaults(func=run_serve)
+    serve.set_defaults(func=run_serve, service=True)
 
 
 def _settings(args, config):
@@ -56,10 +56,11 @@ def run_serve(args, config) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
+    # first of all start-up work (the engine's load takes seconds): a stop during it is a graceful one too
+    app.on_startup.insert(0, _one_stop_signal)
     app.on_startup.append(_exit_when_engine_is_fatal)
-    app.on_startup.append(_one_stop_signal)
     web.run_app(app, host=settings.host, port=settings.port, access_log=None, shutdown_timeout=settings.stop_drain_s)
-    if getattr(app[ENGINE], "fatal", False):
+    if getattr(app.get(ENGINE), "fatal", False):  # no engine: stopped while it was starting
         logging.getLogger("slca.serve").critical("exiting: the engine failed beyond its rebuild budget")
         return 3  # non-zero: `slca up` (or systemd, k8s) starts a fresh process
     return 0

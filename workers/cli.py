@@ -12,9 +12,9 @@ def register(commands, bench) -> None:
     worker.add_argument("--concurrency", type=int, help="worker processes (default: workers.concurrency)")
     worker.add_argument("--loglevel", default="INFO")
     worker.add_argument("--name", help="the worker's node name (Celery's -n, e.g. score1@%%h; default celery@host)")
-    worker.set_defaults(func=_worker)
+    worker.set_defaults(func=_worker, service=True)
     assembler = commands.add_parser("assembler", help="stream consumer → scoring tasks, and group assembly")
-    assembler.set_defaults(func=_assembler)
+    assembler.set_defaults(func=_assembler, service=True)
 
 
 def _settings(config):

@@ -13,6 +13,7 @@ import argparse
 import sys
 from importlib.metadata import EntryPoint, entry_points
 
+from slca.cli.early_stop import StoppedBeforeStart, install, release
 from slca.config import ConfigError, load_config
 
 CLI_GROUP = "slca.cli"
@@ -80,17 +81,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    if argv is None:  # the `slca` script (`python -m slca` has installed it before its imports)
+        install()
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "service", False):
+            release()  # only a service treats a stop during its start-up as clean (early_stop.py)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         config = load_config(args.config, args.set)
         rc = args.func(args, config)
     except (CliError, ConfigError, FileNotFoundError) as exc:
         print(f"slca: error: {exc}", file=sys.stderr)
         return 2
+    except StoppedBeforeStart as stop:
+        # nothing was accepted yet: nothing is lost, and the stop asked for is what happened
+        print(f"slca: stopped by {stop.signal_name} while starting", file=sys.stderr)
+        return 0
     except KeyboardInterrupt:
         return 130
     return int(rc or 0)

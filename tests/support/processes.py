@@ -108,3 +108,13 @@ def run_as_group(argv: list[str], timeout: float, **kwargs) -> subprocess.Comple
         except ProcessLookupError:
             pass
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def catches_sigterm(pid: int) -> bool:
+    """The process has installed a SIGTERM handler of its own (its stop path): bit 15 of /proc's SigCgt mask."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next((line.split()[1] for line in f if line.startswith("SigCgt:")), "0")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)

@@ -126,3 +126,16 @@ def test_child_output_rotates_without_loss_or_blocking(tmp_path):
     assert got == [f"{i:06d}" for i in range(lines)]
     assert "=== slca up: starting chatty" in text
     assert took < 20
+
+
+def test_every_process_slca_up_runs_is_a_service():
+    """`slca up`'s children are the services: a stop while one is still starting must be a clean stop for each
+    (slca/cli/early_stop.py)."""
+    import argparse
+
+    from ops.run.supervisor.plan import PROCESS_KINDS
+    from slca.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for kind in PROCESS_KINDS.values():
+        assert commands[kind.command].get_default("service") is True, kind.command

@@ -20,6 +20,7 @@ from tests.ops.run.supervisor.test_up_integration import (
     watching,
     write_config,
 )
+from tests.support.processes import catches_sigterm
 from tests.support.wait import wait_for
 
 
@@ -48,11 +49,10 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
         )
         # rollouts are flowing (the feed never stops on its own here): a stop now catches work in flight
         wait_for(lambda: ids_file.exists() and len(ids_file.read_text().split()) >= 2 * GROUP, 240, "rollouts", **watch)
-        # rollouts flow before the assembler and the learner are through their imports; a signal before a process
-        # has its own handlers gets the default action (death by SIGTERM, KeyboardInterrupt), which is a stop
-        # during start-up, not the stop of a running system that this test is about
+        # every process past the interpreter's own start-up, where a signal still gets the default action (a stop
+        # while a service imports and loads is a clean stop too: tests/serve/test_stop_while_starting.py)
         state = wait_for(
-            lambda: (s := read_state(tmp_path)) and all(_catches_sigterm(p["pid"]) for p in s.values()) and s,
+            lambda: (s := read_state(tmp_path)) and all(catches_sigterm(p["pid"]) for p in s.values()) and s,
             120,
             "stop handlers",
             **watch,
@@ -88,13 +88,3 @@ def test_ctrl_c_stops_every_child_with_status_0_within_10s(tiny_model_dir, tmp_p
     for p in final.values():  # no child group left behind
         with pytest.raises(ProcessLookupError):
             os.killpg(p["pid"], 0)
-
-
-def _catches_sigterm(pid: int) -> bool:
-    """The process has installed a SIGTERM handler of its own (its stop path): bit 15 of /proc's SigCgt mask."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            caught = next((line.split()[1] for line in f if line.startswith("SigCgt:")), "0")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)

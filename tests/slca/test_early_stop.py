@@ -1,0 +1,80 @@
+"""A stop before a command has its own stop handling (slca/cli/early_stop.py): status 0 for a service, Python's
+default actions back for any other command. Real signals to this process, handlers restored after each test."""
+
+import argparse
+import os
+import signal
+import time
+
+import pytest
+
+import slca.cli
+from slca.cli import main
+from slca.cli.early_stop import SIGNALS, StoppedBeforeStart, install
+
+
+@pytest.fixture
+def saved_handlers():
+    saved = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def _one_command_parser(service: bool, func) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slca")
+    parser.add_argument("--config")
+    parser.add_argument("--set", action="append", default=[])
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("cmd").set_defaults(func=func, service=service)
+    return parser
+
+
+def _signal_self_and_wait(sig: int) -> None:
+    os.kill(os.getpid(), sig)
+    time.sleep(5)  # the handler runs at the next bytecode of the main thread: long before this ends
+    raise AssertionError(f"{signal.Signals(sig).name} was not handled")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_after_install_raises_stopped_before_start(saved_handlers, sig):
+    install()
+    with pytest.raises(StoppedBeforeStart) as stop:
+        _signal_self_and_wait(sig)
+    assert stop.value.signal_name == signal.Signals(sig).name
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_service_stopped_while_it_starts_exits_0_and_says_so(saved_handlers, monkeypatch, capsys, sig):
+    install()
+    monkeypatch.setattr(
+        slca.cli, "build_parser", lambda: _one_command_parser(True, lambda a, c: _signal_self_and_wait(sig))
+    )
+    assert main(["cmd"]) == 0
+    assert f"stopped by {signal.Signals(sig).name} while starting" in capsys.readouterr().err
+
+
+def test_any_other_command_gets_pythons_default_stop_actions_back(saved_handlers, monkeypatch):
+    install()
+    seen = {}
+
+    def run(args, config):
+        seen.update({sig: signal.getsignal(sig) for sig in SIGNALS})
+        return 0
+
+    monkeypatch.setattr(slca.cli, "build_parser", lambda: _one_command_parser(False, run))
+    assert main(["cmd"]) == 0
+    assert seen == {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+
+
+def test_a_service_keeps_the_stop_handling_until_it_installs_its_own(saved_handlers, monkeypatch):
+    install()
+    seen = {}
+
+    def run(args, config):
+        seen.update({sig: signal.getsignal(sig) for sig in SIGNALS})
+        return 0
+
+    monkeypatch.setattr(slca.cli, "build_parser", lambda: _one_command_parser(True, run))
+    assert main(["cmd"]) == 0
+    assert all(handler not in (signal.SIG_DFL, signal.default_int_handler) for handler in seen.values()), seen
