@@ -1,9 +1,12 @@
 import sys
 
-from slca.cli import early_stop
+from slca import early_stop
 
 early_stop.install()  # first: a stop while the imports below run is a clean stop for a service (early_stop.py)
 
-from slca.cli import main  # noqa: E402
+try:
+    from slca.cli import main
+except early_stop.StoppedBeforeStart as stop:
+    sys.exit(stop.report())
 
 sys.exit(main())

@@ -13,7 +13,7 @@ import argparse
 import sys
 from importlib.metadata import EntryPoint, entry_points
 
-from slca.cli.early_stop import StoppedBeforeStart, install, release
+from slca.early_stop import StoppedBeforeStart, install, release
 from slca.config import ConfigError, load_config
 
 CLI_GROUP = "slca.cli"
@@ -97,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slca: error: {exc}", file=sys.stderr)
         return 2
     except StoppedBeforeStart as stop:
-        # nothing was accepted yet: nothing is lost, and the stop asked for is what happened
-        print(f"slca: stopped by {stop.signal_name} while starting", file=sys.stderr)
-        return 0
+        return stop.report()
     except KeyboardInterrupt:
         return 130
     return int(rc or 0)

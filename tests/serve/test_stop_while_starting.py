@@ -1,6 +1,6 @@
 """`slca serve` stopped while it is still starting — importing torch and aiohttp, loading the engine — exits with
 status 0 like a stop of the running server: nothing was accepted yet, and the stop asked for is what happened
-(slca/cli/early_stop.py; the old behaviour: death by SIGTERM, or exit 1 from aiohttp's start-up signal handling)."""
+(slca/early_stop.py; the old behaviour: death by SIGTERM, or exit 1 from aiohttp's start-up signal handling)."""
 
 import os
 import signal

@@ -1,4 +1,4 @@
-"""A stop before a command has its own stop handling (slca/cli/early_stop.py): status 0 for a service, Python's
+"""A stop before a command has its own stop handling (slca/early_stop.py): status 0 for a service, Python's
 default actions back for any other command. Real signals to this process, handlers restored after each test."""
 
 import argparse
@@ -10,7 +10,7 @@ import pytest
 
 import slca.cli
 from slca.cli import main
-from slca.cli.early_stop import SIGNALS, StoppedBeforeStart, install
+from slca.early_stop import SIGNALS, StoppedBeforeStart, install
 
 
 @pytest.fixture

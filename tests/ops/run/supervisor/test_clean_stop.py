@@ -130,7 +130,7 @@ def test_child_output_rotates_without_loss_or_blocking(tmp_path):
 
 def test_every_process_slca_up_runs_is_a_service():
     """`slca up`'s children are the services: a stop while one is still starting must be a clean stop for each
-    (slca/cli/early_stop.py)."""
+    (slca/early_stop.py)."""
     import argparse
 
     from ops.run.supervisor.plan import PROCESS_KINDS

@@ -15,6 +15,7 @@ training run still reads as one.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -31,6 +32,11 @@ class StoppedBeforeStart(BaseException):
     @property
     def signal_name(self) -> str:
         return signal.Signals(self.signum).name
+
+    def report(self) -> int:
+        """Say so on stderr; the exit status: 0, nothing was accepted yet and the stop asked for is what happened."""
+        print(f"slca: stopped by {self.signal_name} while starting", file=sys.stderr)
+        return 0
 
 
 def _raise_stop(signum, frame) -> None:
