@@ -27,6 +27,10 @@ class ServeSettings(SectionSettings):
     """Intra-op threads of the hf engine (0: torch's default). On a shared, oversubscribed CPU 1 is far faster."""
     hf_concurrent_batches: int = 4
     """hf engine: batches in flight at once (their forward steps interleave under the engine lock)."""
+    hf_shared_prefill: bool = True
+    """hf engine: a prompt that several requests of one batch share (an agent run's `n` rollouts) is prefilled once
+    and its KV rows repeated per request; off, every request's prompt is computed on its own
+    (bench/serve/shared_prefill.py measures the two)."""
     batch_wait_ms: float = 5.0
     """hf engine: how long a new batch waits for more arrivals before starting."""
     max_batch: int = 64

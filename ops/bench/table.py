@@ -88,11 +88,17 @@ def swap_rows(data: dict) -> list[str]:
     ]
 
 
+def shared_prefill_rows(data: dict) -> list[str]:
+    what = f"hf engine, {data['b']} ÷ {data['a']} (generated tokens/s, groups of {data['group_size']} requests)"
+    return [_ab_row("serve-hf", what, data)]
+
+
 SOURCES = (
     Source("sft", "bench/sft/ab/results.json", sft_rows),
     Source("serve", "bench/serve/ab/results.json", serve_rows),  # AVX2 only: fp32 on both sides
     Source("serve", "bench/serve/ab-bf16/results.json", serve_rows),  # native bf16: bf16 on both sides
-    Source("rl", "bench/rl/ab/results.json", rl_rows),  # transformers generation on both sides
+    Source("serve-hf", "bench/serve/shared-prefill/results.json", shared_prefill_rows),  # one engine, a setting
+    Source("rl", "bench/rl/ab-hf/results.json", rl_rows),  # transformers generation on both sides
     Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
     Source("swap", "bench/swap/ab/results.json", swap_rows),
     Source("learner-memory", "bench/learner-memory/avx2/results.json", learner_memory_rows),

@@ -200,17 +200,29 @@ class HFEngine(ServedModel):
             self._on_torch(self._decode, batch, next_ids)
 
     def _prefill(self, jobs: list[_Job]) -> "_Batch":
+        """With `serve.hf_shared_prefill` (the default) each distinct prompt of the batch is computed once and its KV
+        rows and logits are repeated for every job that sent it: an agent run's `n` rollouts (a training group)
+        share one prompt of hundreds of tokens, against ≤ 128 decoded each (bench/serve/shared_prefill.py)."""
         import torch
         from transformers import DynamicCache
 
-        width = max(len(j.prompt_ids) for j in jobs)
+        if self.settings.hf_shared_prefill:
+            distinct: dict[tuple[int, ...], int] = {}
+            row_of = [distinct.setdefault(tuple(j.prompt_ids), len(distinct)) for j in jobs]
+            prompts = [list(p) for p in distinct]
+        else:  # every request's prompt on its own row
+            row_of, prompts = list(range(len(jobs))), [j.prompt_ids for j in jobs]
+        width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in jobs])
-        mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in jobs])
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
         logits, version = self._forward(input_ids, mask, positions, cache)
-        return _Batch(mask, positions, cache, logits, version)
+        batch = _Batch(mask, positions, cache, logits, version)
+        if len(prompts) < len(jobs):
+            batch.keep_rows(row_of)  # rows may repeat: each job gets its own copy of its prompt's KV rows
+        return batch
 
     def _decode(self, batch: "_Batch", next_ids: list[int]) -> None:
         """One decode step of every row still in `batch`: their sampled ids in, the next logits out."""
@@ -376,12 +388,13 @@ class _Batch:
     version: int
 
     def keep_rows(self, keep: list[int]) -> None:
-        """Only the rows `keep` (finished or cancelled rows leave before the next step)."""
+        """Only the rows `keep`, in that order (finished or cancelled rows leave before the next step; a shared
+        prompt's row is repeated for each job that sent it)."""
         import torch
 
         index = torch.tensor(keep)
         self.cache.batch_select_indices(index)
-        self.mask, self.positions = self.mask[index], self.positions[index]
+        self.mask, self.positions, self.logits = self.mask[index], self.positions[index], self.logits[index]
 
 
 def _top(logprobs, k: int) -> list[list[tuple[int, float]]] | None:

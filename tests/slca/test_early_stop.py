@@ -54,7 +54,8 @@ def test_a_service_stopped_while_it_starts_exits_0_and_says_so(saved_handlers, m
     assert f"stopped by {signal.Signals(sig).name} while starting" in capsys.readouterr().err
 
 
-def test_any_other_command_gets_pythons_default_stop_actions_back(saved_handlers, monkeypatch):
+def _handlers_seen_by_command(service: bool, monkeypatch) -> dict:
+    """The SIGTERM/SIGINT handlers in place when a command (a service or not) begins, after `install`."""
     install()
     seen = {}
 
@@ -62,19 +63,16 @@ def test_any_other_command_gets_pythons_default_stop_actions_back(saved_handlers
         seen.update({sig: signal.getsignal(sig) for sig in SIGNALS})
         return 0
 
-    monkeypatch.setattr(slca.cli, "build_parser", lambda: _one_command_parser(False, run))
+    monkeypatch.setattr(slca.cli, "build_parser", lambda: _one_command_parser(service, run))
     assert main(["cmd"]) == 0
+    return seen
+
+
+def test_any_other_command_gets_pythons_default_stop_actions_back(saved_handlers, monkeypatch):
+    seen = _handlers_seen_by_command(False, monkeypatch)
     assert seen == {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
 
 
 def test_a_service_keeps_the_stop_handling_until_it_installs_its_own(saved_handlers, monkeypatch):
-    install()
-    seen = {}
-
-    def run(args, config):
-        seen.update({sig: signal.getsignal(sig) for sig in SIGNALS})
-        return 0
-
-    monkeypatch.setattr(slca.cli, "build_parser", lambda: _one_command_parser(True, run))
-    assert main(["cmd"]) == 0
+    seen = _handlers_seen_by_command(True, monkeypatch)
     assert all(handler not in (signal.SIG_DFL, signal.default_int_handler) for handler in seen.values()), seen

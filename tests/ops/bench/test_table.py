@@ -40,7 +40,7 @@ def test_rows_give_the_median_its_spread_pairs_and_load_and_say_what_is_missing(
     assert block.startswith(START) and block.endswith(END)
     assert "| sft | new warm-start loop ÷ old (real tokens/s) | **1.50×** | 1.25–1.75 | 1.25–1.75 (75%) | 3 |" in block
     assert "| 1.2 → 2.5 | avx2, amx_bf16 |" in block
-    assert "| rl | not yet measured with the method (`bench/rl/ab/results.json` missing)" in block
+    assert "| rl | not yet measured with the method (`bench/rl/ab-hf/results.json` missing)" in block
     assert "- sft: `slca bench sft --pairs 3` → `bench/sft/ab/`" in block
 
 

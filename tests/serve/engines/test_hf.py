@@ -121,3 +121,50 @@ def test_every_forward_and_sampling_step_runs_on_the_one_torch_thread(tiny_model
     threads = {thread for _, thread in seen}
     assert names == {"_forward", "_sample_step", "_install"}
     assert len(threads) == 1 and next(iter(threads)).name.startswith("hf-torch"), threads
+
+
+@pytest.mark.parametrize("shared_prefill", [True, False])
+def test_a_prompt_shared_by_several_requests_is_prefilled_once_and_each_ends_as_it_does_alone(
+    tiny_model_dir, shared_prefill
+):
+    """A group's rollouts share one prompt: the batch's prefill computes each distinct prompt once (two rows for
+    three requests here, the first prompt sent twice), every decode step then has a row per request, and each
+    request ends exactly as it does alone (its own seed and budget on its own copy of the prompt's KV rows).
+    `serve.hf_shared_prefill` off: one prefill row per request, the same outputs."""
+    import asyncio
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+
+    engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50, hf_shared_prefill=shared_prefill))
+    shared, other = [1, 2, 3, 4, 5, 6], [7, 8, 9]
+    requests = [
+        (shared, SamplingParams(temperature=1.0, max_tokens=12, seed=1)),
+        (shared, SamplingParams(temperature=1.0, max_tokens=20, seed=2)),
+        (other, SamplingParams(temperature=1.0, max_tokens=16, seed=3)),
+    ]
+
+    async def main():
+        await engine.start()
+        shapes: list[tuple[int, int]] = []
+        forward = engine._forward
+
+        def recorded_forward(input_ids, *args):
+            shapes.append(tuple(input_ids.shape))
+            return forward(input_ids, *args)
+
+        try:
+            alone = [await generate(engine, p, params) for p, params in requests]
+            engine._forward = recorded_forward
+            together = await asyncio.gather(*(generate(engine, p, params) for p, params in requests))
+            return alone, together, shapes
+        finally:
+            engine._forward = forward
+            await engine.close()
+
+    alone, together, shapes = asyncio.run(main())
+    assert shapes[0] == (2 if shared_prefill else 3, len(shared)), shapes  # the prefill: two distinct prompts
+    assert shapes[1] == (3, 1), shapes  # the first decode step: one row per request
+    for a, t in zip(alone, together):
+        assert t.token_ids == a.token_ids and t.finish_reason == a.finish_reason
+        assert t.logprobs == pytest.approx(a.logprobs, abs=1e-4)

@@ -1,0 +1,115 @@
+"""What the hf engine's shared-prompt prefill (`serve.hf_shared_prefill`, serve/engines/hf.py `_prefill`) buys a
+training group: A computes every request's prompt on its own row (the setting off, as before), B computes each
+distinct prompt once and repeats its KV rows (the default). One engine in one process (one torch thread, one OpenMP
+team), the setting switched between windows; A and B alternate (`ops/bench/ab.py`), the first side of each pair
+alternating, one untimed window per side first.
+
+A window is `--groups` groups, each `--group-size` requests of one everyday train prompt (rendered with its tools
+as the API renders it) sent together, as an agent run's rollouts reach the engine; both sides get the same prompts
+and seeds in a pair. The figure is generated tokens per second.
+
+    .venv/bin/python bench/serve/shared_prefill.py [--pairs 3] [--groups 3] [--out bench/serve/shared-prefill]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--groups", type=int, default=3, help="groups per window")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--model", help="model directory or name (default: the warm start, else common.model)")
+    p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
+    args = p.parse_args()
+
+    from ops.bench.ab import Measurement, Side, alternate, report
+    from ops.experiments.warmstart.model import warm_model_dir
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+    from serve.settings import ServeSettings
+    from sim.tasks import load_tasks
+    from slca.chat.messages import prompt_ids
+    from slca.config import load_config
+    from slca.models.paths import find_model_dir, is_model_dir
+
+    config = load_config(None, [])
+    warm = warm_model_dir(config)
+    name = args.model or (str(warm) if is_model_dir(warm) else config.common.model)
+    model = find_model_dir(name, config.common.cache_dir)
+    settings = config.get(ServeSettings).model_copy(update={"engine": "hf", "subscribe_weights": False})
+    engine = HFEngine(str(model), settings)
+    tasks = load_tasks("everyday", "train", seed=0)
+    prompts = [prompt_ids(engine.tokenizer, t.messages, t.tools) for t in tasks]
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def together(coroutines):  # a group's requests sent at once, as an agent run's rollouts are
+        return await asyncio.gather(*coroutines)
+
+    loop.run_until_complete(engine.start())
+    window_of = {"A": 0, "B": 0}
+
+    def window(shared: bool, first: int) -> Measurement:
+        engine.settings = settings.model_copy(update={"hf_shared_prefill": shared})
+        tokens, prompt_tokens, t0 = 0, 0, time.perf_counter()
+        for g in range(args.groups):
+            ids = prompts[(first + g) % len(prompts)]
+            params = [
+                SamplingParams(temperature=1.0, max_tokens=args.max_tokens, seed=1000 * g + k)
+                for k in range(args.group_size)
+            ]
+            outs = loop.run_until_complete(together(generate(engine, ids, sp) for sp in params))
+            tokens += sum(len(o.token_ids) for o in outs)
+            prompt_tokens += len(ids)
+        seconds = time.perf_counter() - t0
+        detail = {"generated_tokens": tokens, "prompt_tokens_per_group": round(prompt_tokens / args.groups)}
+        return Measurement(tokens / seconds, tokens, seconds, args.groups, detail)
+
+    def side(shared: bool, label: str) -> Side:
+        def measure() -> Measurement:
+            # pair i of either side: the prompts from i × groups on (the warm-up takes the pack's last ones)
+            first = window_of[label] * args.groups
+            window_of[label] += 1
+            return window(shared, first)
+
+        return Side(
+            "every prompt on its own row" if not shared else "shared prompt prefilled once",
+            measure,
+            warmup=lambda: window(shared, len(prompts) - args.groups),
+        )
+
+    try:
+        result = alternate(side(False, "A"), side(True, "B"), pairs=args.pairs, warmup=1)
+    finally:
+        loop.run_until_complete(engine.close())
+    header = {
+        "command": "bench/serve/shared_prefill.py " + " ".join(sys.argv[1:]),
+        "model": model.name,
+        "dtype": settings.hf_dtype,
+        "group_size": args.group_size,
+        "groups_per_window": args.groups,
+        "max_tokens": args.max_tokens,
+    }
+    per_window = {w.side: [] for w in result.windows}
+    for w in result.windows:
+        per_window[w.side].append(w.detail["prompt_tokens_per_group"])
+    report(
+        args.out,
+        header,
+        result,
+        "generated tokens/s",
+        ("Prompt tokens per group, per window:", per_window),
+        "bench/serve/shared_prefill.py",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
