@@ -35,6 +35,8 @@ async def metrics(request: web.Request) -> web.Response:
     stats, m = request.app[ENGINE].stats, request.app[METRICS]
     m.engine_max_batch.set(stats.max_batch)
     m.engine_steps.set(stats.steps)
+    m.engine_prompt_tokens.labels("computed").set(stats.prompt_tokens_computed)
+    m.engine_prompt_tokens.labels("reused").set(stats.prompt_tokens_reused)
     data = generate_latest(m.registry)
     return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

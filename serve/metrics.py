@@ -70,6 +70,12 @@ class ServeMetrics:
         self.engine_failures = Counter("slca_engine_failures_total", "Requests failed by the engine", registry=r)
         self.engine_max_batch = Gauge("slca_engine_max_batch", "Most requests one engine step ran together", registry=r)
         self.engine_steps = Gauge("slca_engine_steps", "Engine batches (hf) or steps (vllm) run", registry=r)
+        self.engine_prompt_tokens = Gauge(
+            "slca_engine_prompt_tokens",
+            "Prompt tokens prefilled (hf engine): computed, or reused from its prefix cache",
+            ["source"],
+            registry=r,
+        )
         self.record_failures = Counter("slca_record_failures_total", "Trajectories not added: Redis error", registry=r)
         # the weight transport over HTTP (slca/weights/http.py), fed by `observe_fetch`
         self.weights_fetch_bytes = Counter(

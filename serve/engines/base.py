@@ -79,6 +79,10 @@ class EngineStats:
     steps: int = 0
     requests: int = 0
     max_batch: int = 0
+    prompt_tokens_computed: int = 0
+    """Prompt tokens a prefill computed (hf engine)."""
+    prompt_tokens_reused: int = 0
+    """Prompt tokens whose KV rows came from the prefix cache instead (hf engine, `serve.hf_prefix_cache_tokens`)."""
 
     def observe(self, batch: int, new_requests: int = 0) -> None:
         self.steps += 1

@@ -10,6 +10,10 @@ which slowed each bf16 linear ~2× (docs/cpu-facts.md#serving). `_lock` guards t
 forward step and by a weight swap, so a swap lands between two steps, never inside one. A row whose request ends —
 finished, or cancelled by its client — leaves the batch before the next forward step (its KV rows are dropped from
 the cache): nothing is computed for it after that step, whatever the other rows still have to do.
+
+Prefill: a prompt that several requests of a batch share is computed once (`serve.hf_shared_prefill`), and with
+`serve.hf_prefix_cache_tokens` a prompt that starts like one prefilled earlier reuses that prompt's KV rows for the
+common prefix (`_PrefixCache`) and computes only the rest.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import inspect
 import logging
 import random
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
@@ -70,6 +75,9 @@ class HFEngine(ServedModel):
         self._last_logits_only = False
         self._running = 0
         self.stop_ids = {self.tokenizer.eos_token_id}
+        self._prefix: _PrefixCache | None = None
+        """KV rows of recent prompts for later prompts that start alike (`serve.hf_prefix_cache_tokens`; None: off
+        or not used yet); made, resized or dropped at a prefill, as the setting says (`_prefix_cache`)."""
 
     @property
     def loaded(self) -> bool:
@@ -202,27 +210,63 @@ class HFEngine(ServedModel):
     def _prefill(self, jobs: list[_Job]) -> "_Batch":
         """With `serve.hf_shared_prefill` (the default) each distinct prompt of the batch is computed once and its KV
         rows and logits are repeated for every job that sent it: an agent run's `n` rollouts (a training group)
-        share one prompt of hundreds of tokens, against ≤ 128 decoded each (bench/serve/shared_prefill.py)."""
-        import torch
-        from transformers import DynamicCache
-
+        share one prompt of hundreds of tokens, against ≤ 128 decoded each (bench/serve/shared_prefill.py). With the
+        prefix cache, each distinct prompt starts from the cached KV rows of its longest cached prefix."""
         if self.settings.hf_shared_prefill:
             distinct: dict[tuple[int, ...], int] = {}
             row_of = [distinct.setdefault(tuple(j.prompt_ids), len(distinct)) for j in jobs]
             prompts = [list(p) for p in distinct]
         else:  # every request's prompt on its own row
             row_of, prompts = list(range(len(jobs))), [j.prompt_ids for j in jobs]
-        width = max(len(p) for p in prompts)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        logits, version = self._forward(input_ids, mask, positions, cache)
-        batch = _Batch(mask, positions, cache, logits, version)
+        reused = [0] * len(prompts)
+        if (prefix := self._prefix_cache()) is not None:
+            reused = [prefix.longest(p) for p in prompts]
+            missed = [p[:-1] for p, n in zip(prompts, reused) if n == 0 and len(p) > _PrefixCache.MIN_TOKENS]
+            if missed and len(missed) < len(prompts):
+                # Rows are padded to the longest part still to compute: in a batch that mixes prompts with and
+                # without a cached prefix, the misses first compute all but their last token (cached), so that
+                # the batch's forward has only short parts left on every row.
+                self._prefill_rows(missed, [0] * len(missed))
+                reused = [prefix.longest(p) for p in prompts]
+        batch = self._prefill_rows(prompts, reused)
         if len(prompts) < len(jobs):
             batch.keep_rows(row_of)  # rows may repeat: each job gets its own copy of its prompt's KV rows
         return batch
+
+    def _prefix_cache(self) -> "_PrefixCache | None":
+        tokens = self.settings.hf_prefix_cache_tokens
+        if tokens <= 0:
+            self._prefix = None
+        elif self._prefix is None or self._prefix.max_tokens != tokens:
+            self._prefix = _PrefixCache(tokens)
+        return self._prefix
+
+    def _prefill_rows(self, prompts: list[list[int]], reused: list[int]) -> "_Batch":
+        """One forward over `prompts`, row i starting after its first `reused[i]` tokens, whose KV rows come from
+        the prefix cache. Each row is laid out as [pad | its cached prefix | pad | the rest]: the cached parts
+        right-aligned on the longest one, the parts to compute left-padded to the longest; the attention mask
+        hides the pads and positions count only real tokens, so a row attends exactly as it would alone."""
+        import torch
+        from transformers import DynamicCache
+
+        cached = max(reused)
+        rest = [p[n:] for p, n in zip(prompts, reused)]
+        width = max(len(r) for r in rest)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rest])
+        mask = torch.tensor(
+            [[0] * (cached - n) + [1] * n + [0] * (width - len(r)) + [1] * len(r) for n, r in zip(reused, rest)]
+        )
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
+        cache = DynamicCache()
+        if cached:
+            self._prefix.fill(cache, prompts, reused)
+        logits, version = self._forward(input_ids, mask, positions, cache)
+        self.stats.prompt_tokens_computed += sum(len(r) for r in rest)
+        self.stats.prompt_tokens_reused += sum(reused)
+        if self._prefix is not None:
+            self._prefix.remember(prompts, mask, cache)
+        return _Batch(mask, positions, cache, logits, version)
 
     def _decode(self, batch: "_Batch", next_ids: list[int]) -> None:
         """One decode step of every row still in `batch`: their sampled ids in, the next logits out."""
@@ -375,6 +419,106 @@ class HFEngine(ServedModel):
                     params[name].data = tensor
                 raise WeightRollback(f"swap to v{version} failed midway ({exc}); v{self.version} restored") from exc
             self.version = version
+            if self._prefix is not None:
+                self._prefix.clear()  # its rows were computed with the weights just replaced
+
+
+class _PrefixCache:
+    """KV rows of recently prefilled prompts, one row per prompt, keyed by its token ids, bounded in tokens (least
+    recently used out first). Attention is causal: the keys and values of a position depend only on the tokens up
+    to it, so the rows of any common prefix of a cached prompt and a new one are the new one's too. A new entry
+    replaces the entries it extends (their rows are the first rows of its own). Touched on the torch thread."""
+
+    MIN_TOKENS = 16
+    """A shorter common prefix is not reused: a few rows saved do not pay for copying and padding."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self._entries: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
+        self._tokens = 0
+
+    @property
+    def tokens(self) -> int:
+        return self._tokens
+
+    def longest(self, prompt: list[int]) -> int:
+        """Tokens of `prompt`'s longest common prefix with a cached prompt, leaving at least its last token to
+        compute (the next token's logits come from it); 0 below MIN_TOKENS."""
+        key, limit = tuple(prompt), len(prompt) - 1
+        best, best_key = 0, None
+        for cached in self._entries:
+            n = _common_prefix(cached, key, limit)
+            if n > best:
+                best, best_key = n, cached
+        if best < self.MIN_TOKENS:
+            return 0
+        self._entries.move_to_end(best_key)
+        return best
+
+    def fill(self, cache, prompts: list[list[int]], reused: list[int]) -> None:
+        """Put each row's reused prefix into the empty `cache`, right-aligned on the longest (zeros before it)."""
+        cached = max(reused)
+        sources = [self._source(p, n) if n else None for p, n in zip(prompts, reused)]
+        some = next(s for s in sources if s is not None)
+        for layer, (k, v) in enumerate(some):
+            keys = k.new_zeros((len(prompts), k.shape[0], cached, k.shape[-1]))
+            values = v.new_zeros((len(prompts), v.shape[0], cached, v.shape[-1]))
+            for row, (source, n) in enumerate(zip(sources, reused)):
+                if source is not None:
+                    keys[row, :, cached - n :] = source[layer][0][:, :n]
+                    values[row, :, cached - n :] = source[layer][1][:, :n]
+            cache.update(keys, values, layer)
+
+    def _source(self, prompt: list[int], n: int) -> list[tuple[Any, Any]]:
+        key = tuple(prompt)
+        for cached, rows in self._entries.items():
+            if _common_prefix(cached, key, n) >= n:
+                return rows
+        raise KeyError("prefix left the cache between lookup and fill")  # lookup and fill run back to back
+
+    def remember(self, prompts: list[list[int]], mask, cache) -> None:
+        """Keep each prompt's KV rows (its unpadded positions) from a prefill's `cache`; a cache of another layout
+        (a sliding window's, which keeps only the last positions) is not kept."""
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", [])
+        if not layers or not all(type(x) is DynamicLayer and x.keys.shape[-2] == mask.shape[1] for x in layers):
+            return
+        for row, prompt in enumerate(prompts):
+            if not self.MIN_TOKENS <= len(prompt) <= self.max_tokens:
+                continue
+            real = mask[row].nonzero().squeeze(-1)
+            self._put(tuple(prompt), [(x.keys[row][:, real], x.values[row][:, real]) for x in layers])
+
+    def _put(self, key: tuple[int, ...], rows: list[tuple[Any, Any]]) -> None:
+        for cached in [c for c in self._entries if len(c) <= len(key) and key[: len(c)] == c]:
+            self._tokens -= len(cached)
+            del self._entries[cached]  # the new rows begin with these
+        self._entries[key] = rows
+        self._tokens += len(key)
+        while self._tokens > self.max_tokens:
+            dropped, _ = self._entries.popitem(last=False)
+            self._tokens -= len(dropped)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._tokens = 0
+
+
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...], limit: int) -> int:
+    """Length of the common prefix of `a` and `b`, at most `limit` (slices compare in C: a binary search over
+    prefix lengths is faster than a Python loop over ~1,000 tokens)."""
+    n = min(len(a), len(b), limit)
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n - 1  # a[:high + 1] != b[:high + 1] is known for high = n - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 @dataclass

@@ -168,3 +168,97 @@ def test_a_prompt_shared_by_several_requests_is_prefilled_once_and_each_ends_as_
     for a, t in zip(alone, together):
         assert t.token_ids == a.token_ids and t.finish_reason == a.finish_reason
         assert t.logprobs == pytest.approx(a.logprobs, abs=1e-4)
+
+
+def test_a_prompt_that_starts_like_an_earlier_one_computes_only_the_rest_and_ends_as_it_does_without_the_cache(
+    tiny_model_dir, tmp_path
+):
+    """`serve.hf_prefix_cache_tokens`: an agent run's next turn starts with its previous turn's prompt. Its prefill
+    computes only the tokens after the cached prefix; in a batch that mixes a cached prefix with a prompt never seen,
+    the new prompt is computed first (all but its last token), so the batch's forward has only short parts left.
+    Every request ends exactly as it does on an engine without the cache (same seed: same tokens, logprobs within
+    1e-4). A weight swap empties the cache (its rows were computed with the old weights)."""
+    import asyncio
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+    from slca.weights import WeightVersion
+    from tests.support.weights import publish_version
+
+    first = list(range(1, 41))  # 40 tokens: above the cache's 16-token minimum
+    next_turn = first + list(range(100, 110))
+    sibling = first + [200, 201, 202]
+    unseen = list(range(300, 330))
+    asks = [
+        [(first, SamplingParams(temperature=1.0, max_tokens=10, seed=1))],
+        [(next_turn, SamplingParams(temperature=1.0, max_tokens=12, seed=2))],
+        [
+            (sibling, SamplingParams(temperature=1.0, max_tokens=8, seed=3)),
+            (unseen, SamplingParams(temperature=1.0, max_tokens=9, seed=4)),
+        ],
+    ]
+
+    async def run(engine, record: bool, root):
+        root.mkdir()
+        await engine.start()
+        shapes: list[list[tuple[int, int]]] = []
+        forward = engine._forward
+
+        def recorded_forward(input_ids, *args):
+            shapes[-1].append(tuple(input_ids.shape))
+            return forward(input_ids, *args)
+
+        engine._forward = recorded_forward
+        try:
+            outputs = []
+            for batch in asks:
+                shapes.append([])
+                outputs.append(await asyncio.gather(*(generate(engine, p, params) for p, params in batch)))
+            cached_before_swap = engine._prefix.tokens if record else None
+            await engine.swap_weights(WeightVersion(publish_version(tiny_model_dir, root, 1, 1.0).path, 1))
+            return outputs, shapes, cached_before_swap, (engine._prefix.tokens if record else None)
+        finally:
+            await engine.close()
+
+    cached_engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50, hf_prefix_cache_tokens=4096))
+    with_cache, shapes, before_swap, after_swap = asyncio.run(run(cached_engine, True, tmp_path / "cached"))
+    without, _, _, _ = asyncio.run(
+        run(HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50)), False, tmp_path / "plain")
+    )
+
+    assert shapes[0][0] == (1, len(first))  # nothing cached yet: the whole prompt
+    assert shapes[1][0] == (1, len(next_turn) - len(first))  # only the new turn's tokens
+    # the unseen prompt first (all but its last token), then one forward: the sibling's 3 new tokens, the unseen's 1
+    assert shapes[2][:2] == [(1, len(unseen) - 1), (2, 3)], shapes[2]
+    stats = cached_engine.stats
+    assert stats.prompt_tokens_reused == len(first) + len(first) + len(unseen) - 1
+    assert stats.prompt_tokens_computed == len(first) + 10 + (len(unseen) - 1) + 3 + 1
+    for cached_batch, plain_batch in zip(with_cache, without):
+        for c, p in zip(cached_batch, plain_batch):
+            assert c.token_ids == p.token_ids and c.finish_reason == p.finish_reason
+            assert c.logprobs == pytest.approx(p.logprobs, abs=1e-4)
+    assert before_swap > 0 and after_swap == 0
+
+
+def test_the_prefix_cache_is_bounded_and_an_entry_replaces_those_it_extends():
+    import torch
+
+    from serve.engines.hf import _common_prefix, _PrefixCache
+
+    def rows(n):
+        return [(torch.zeros(1, n, 2), torch.zeros(1, n, 2))]
+
+    cache = _PrefixCache(max_tokens=60)
+    a = tuple(range(20))
+    cache._put(a, rows(20))
+    cache._put(a + (99,) * 10, rows(30))  # extends a: replaces it
+    assert list(cache._entries) == [a + (99,) * 10] and cache.tokens == 30
+    b = tuple(range(50, 75))
+    cache._put(b, rows(25))
+    assert cache.tokens == 55
+    cache._put(tuple(range(80, 100)), rows(20))  # over 60 tokens: the least recently used (a + ...) leaves
+    assert list(cache._entries) == [b, tuple(range(80, 100))] and cache.tokens == 45
+    assert cache.longest(list(b[:10]) + [7]) == 0  # 10 common tokens: below the minimum
+    assert cache.longest(list(b) + [1, 2]) == len(b)
+    assert cache.longest(list(b)) == len(b) - 1  # the last token is always computed
+    assert [_common_prefix((1, 2, 3, 4), (1, 2, 9), 10), _common_prefix((1, 2), (1, 2), 1)] == [2, 1]

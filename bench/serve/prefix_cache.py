@@ -1,0 +1,143 @@
+"""What the hf engine's prefix cache (`serve.hf_prefix_cache_tokens`, serve/engines/hf.py `_PrefixCache`) buys an
+agent run's second turn: A computes every prompt from its first token (the setting 0, as shipped), B reuses the KV
+rows of the longest prefix prefilled earlier (the prompt the turn continues; the system message and tool schemas
+every task of the pack shares). One engine in one process, the setting switched between windows (B starts each
+window with an empty cache); A and B alternate (`ops/bench/ab.py`), the first side of each pair alternating, one
+untimed window per side first.
+
+A window is `--groups` groups of `--group-size` rollouts of one everyday train prompt, sent together as an agent
+run's rollouts are. Each rollout has two turns, as the agent loop builds them (serve/agent.py): its first turn's
+tokens, then the tool's answer rendered by the chat template (a fixed result: the engine's cost does not depend on
+what it says), then a second turn; a rollout sends its second turn as soon as its first ends. Both sides get the
+same prompts and seeds in a pair. The figure is generated tokens per second (both turns).
+
+    .venv/bin/python bench/serve/prefix_cache.py [--pairs 3] [--groups 3] [--out bench/serve/prefix-cache]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+TOOL_RESULT = '{"result": "ok", "value": 42}'
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--groups", type=int, default=3, help="groups per window")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=128, help="most new tokens per turn")
+    p.add_argument("--cache-tokens", type=int, default=16384, help="serve.hf_prefix_cache_tokens on side B")
+    p.add_argument("--dtype", help="serve.hf_dtype (default: the configured one)")
+    p.add_argument("--model", help="model directory or name (default: the warm start, else common.model)")
+    p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
+    args = p.parse_args()
+
+    from ops.bench.ab import Measurement, Side, alternate, report
+    from ops.experiments.warmstart.model import warm_model_dir
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+    from serve.prompting import continuation_ids, to_template_messages
+    from serve.settings import ServeSettings
+    from serve.turns import decode_turn
+    from sim.tasks import load_tasks
+    from slca.chat.hermes import render_tool_response
+    from slca.chat.messages import prompt_ids
+    from slca.config import load_config
+    from slca.models.paths import find_model_dir, is_model_dir
+
+    config = load_config(None, [])
+    warm = warm_model_dir(config)
+    name = args.model or (str(warm) if is_model_dir(warm) else config.common.model)
+    model = find_model_dir(name, config.common.cache_dir)
+    update = {"engine": "hf", "subscribe_weights": False} | ({"hf_dtype": args.dtype} if args.dtype else {})
+    settings = config.get(ServeSettings).model_copy(update=update)
+    engine = HFEngine(str(model), settings)
+    tok = engine.tokenizer
+    tasks = load_tasks("everyday", "train", seed=0)
+    prompts = [(prompt_ids(tok, t.messages, t.tools), to_template_messages(t.messages, t.tools)) for t in tasks]
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def rollout(ids: list[int], history: list[dict], seed: int) -> int:
+        first = await generate(engine, ids, SamplingParams(temperature=1.0, max_tokens=args.max_tokens, seed=seed))
+        turn = decode_turn(engine, first)
+        answer = [{"role": "tool", "content": render_tool_response(TOOL_RESULT)}]
+        env = continuation_ids(tok, history + [{"role": "assistant", "content": turn.text}], answer, turn.closed)
+        second_ids = ids + first.token_ids + env
+        budget = min(args.max_tokens, settings.max_model_len - len(second_ids))
+        if budget <= 0:
+            return len(first.token_ids)
+        second = await generate(engine, second_ids, SamplingParams(temperature=1.0, max_tokens=budget, seed=seed + 1))
+        return len(first.token_ids) + len(second.token_ids)
+
+    async def group(ids, history, g: int) -> int:  # a group's rollouts sent at once, as an agent run's are
+        return sum(await asyncio.gather(*(rollout(ids, history, 1000 * g + k) for k in range(args.group_size))))
+
+    loop.run_until_complete(engine.start())
+    window_of = {"A": 0, "B": 0}
+
+    def window(cache_tokens: int, first: int) -> Measurement:
+        engine.settings = settings.model_copy(update={"hf_prefix_cache_tokens": 0})
+        loop.run_until_complete(generate(engine, [1, 2], SamplingParams(max_tokens=1)))  # drops B's cache
+        engine.settings = settings.model_copy(update={"hf_prefix_cache_tokens": cache_tokens})
+        computed, reused = engine.stats.prompt_tokens_computed, engine.stats.prompt_tokens_reused
+        tokens, t0 = 0, time.perf_counter()
+        for g in range(args.groups):
+            ids, history = prompts[(first + g) % len(prompts)]
+            tokens += loop.run_until_complete(group(ids, history, g))
+        seconds = time.perf_counter() - t0
+        detail = {
+            "generated_tokens": tokens,
+            "prompt_tokens_computed": engine.stats.prompt_tokens_computed - computed,
+            "prompt_tokens_reused": engine.stats.prompt_tokens_reused - reused,
+        }
+        return Measurement(tokens / seconds, tokens, seconds, args.groups, detail)
+
+    def side(cache_tokens: int, label: str) -> Side:
+        def measure() -> Measurement:
+            # pair i of either side: the prompts from i × groups on (the warm-up takes the pack's last ones)
+            first = window_of[label] * args.groups
+            window_of[label] += 1
+            return window(cache_tokens, first)
+
+        return Side(
+            f"prefix cache of {cache_tokens} tokens" if cache_tokens else "every prompt from its first token",
+            measure,
+            warmup=lambda: window(cache_tokens, len(prompts) - args.groups),
+        )
+
+    try:
+        result = alternate(side(0, "A"), side(args.cache_tokens, "B"), pairs=args.pairs, warmup=1)
+    finally:
+        loop.run_until_complete(engine.close())
+    header = {
+        "command": "bench/serve/prefix_cache.py " + " ".join(sys.argv[1:]),
+        "model": model.name,
+        "dtype": settings.hf_dtype,
+        "group_size": args.group_size,
+        "groups_per_window": args.groups,
+        "max_tokens_per_turn": args.max_tokens,
+        "cache_tokens": args.cache_tokens,
+    }
+    computed = {w.side: [] for w in result.windows}
+    for w in result.windows:
+        computed[w.side].append(
+            f"{w.detail['prompt_tokens_computed']} computed, {w.detail['prompt_tokens_reused']} reused"
+        )
+    report(
+        args.out,
+        header,
+        result,
+        "generated tokens/s",
+        ("Prompt tokens per window:", computed),
+        "bench/serve/prefix_cache.py",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
