@@ -150,7 +150,8 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
             server.kill()
             out.close()
             copy_logs(data_dir / "logs", log_dir)
-            steps = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1)
+        # after the clean-up, not in it: a stop before the window began (no wall0) propagates as itself
+        steps = learner_steps(data_dir / "learner" / "metrics.jsonl", wall0, wall1)
     return SideResult(
         name="slca",
         seconds=seconds,
