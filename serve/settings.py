@@ -31,6 +31,10 @@ class ServeSettings(SectionSettings):
     """hf engine: a prompt that several requests of one batch share (an agent run's `n` rollouts) is prefilled once
     and its KV rows repeated per request; off, every request's prompt is computed on its own
     (bench/serve/shared_prefill.py measures the two)."""
+    hf_attention: Literal["sdpa", "eager", "grouped_decode"] = "sdpa"
+    """hf engine: transformers' attention kernel. 'grouped_decode': SDPA for a prefill, two batched matmuls over the
+    KV heads as cached for a decode step (one query per row), where SDPA's CPU kernel and its repeated KV heads
+    took most of the step (serve/engines/hf_attention.py)."""
     hf_prefix_cache_tokens: int = Field(default=0, ge=0)
     """hf engine: prompt tokens whose KV rows are kept after their prefill, for later prompts that start with the same
     tokens (an agent run's next turn: the previous turn's prompt plus the reply and the tool's result; every task

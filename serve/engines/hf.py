@@ -95,7 +95,14 @@ class HFEngine(ServedModel):
 
         if self.settings.torch_threads > 0:
             torch.set_num_threads(self.settings.torch_threads)
-        model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.settings.hf_dtype))
+        attention = self.settings.hf_attention
+        if attention == "grouped_decode":
+            from serve.engines.hf_attention import register
+
+            attention = register()
+        model = AutoModelForCausalLM.from_pretrained(
+            self.model_dir, dtype=getattr(torch, self.settings.hf_dtype), attn_implementation=attention
+        )
         model.eval()
         # Only the last position's logits are sampled from: asking for those alone spares the prefill a
         # (batch, prompt length, vocab) projection (3x faster batches on the tiny model). Models whose forward
