@@ -36,29 +36,20 @@ def main() -> int:
     p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
     args = p.parse_args()
 
-    from ops.bench.ab import Measurement, Side, alternate, report
-    from ops.experiments.warmstart.model import warm_model_dir
+    from hf_ab import alternate_setting, everyday_tasks, load_engine
+
+    from ops.bench.ab import Measurement, report
     from serve.engines.base import SamplingParams, generate
-    from serve.engines.hf import HFEngine
     from serve.prompting import continuation_ids, to_template_messages
-    from serve.settings import ServeSettings
     from serve.turns import decode_turn
-    from sim.tasks import load_tasks
     from slca.chat.hermes import render_tool_response
     from slca.chat.messages import prompt_ids
-    from slca.config import load_config
-    from slca.models.paths import find_model_dir, is_model_dir
 
-    config = load_config(None, [])
-    warm = warm_model_dir(config)
-    name = args.model or (str(warm) if is_model_dir(warm) else config.common.model)
-    model = find_model_dir(name, config.common.cache_dir)
-    update = {"engine": "hf", "subscribe_weights": False} | ({"hf_dtype": args.dtype} if args.dtype else {})
-    settings = config.get(ServeSettings).model_copy(update=update)
-    engine = HFEngine(str(model), settings)
+    engine, settings, model = load_engine(args.model, {"hf_dtype": args.dtype} if args.dtype else {})
     tok = engine.tokenizer
-    tasks = load_tasks("everyday", "train", seed=0)
-    prompts = [(prompt_ids(tok, t.messages, t.tools), to_template_messages(t.messages, t.tools)) for t in tasks]
+    prompts = [
+        (prompt_ids(tok, t.messages, t.tools), to_template_messages(t.messages, t.tools)) for t in everyday_tasks()
+    ]
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
 
@@ -78,7 +69,6 @@ def main() -> int:
         return sum(await asyncio.gather(*(rollout(ids, history, 1000 * g + k) for k in range(args.group_size))))
 
     loop.run_until_complete(engine.start())
-    window_of = {"A": 0, "B": 0}
 
     def window(cache_tokens: int, first: int) -> Measurement:
         engine.settings = settings.model_copy(update={"hf_prefix_cache_tokens": 0})
@@ -97,21 +87,10 @@ def main() -> int:
         }
         return Measurement(tokens / seconds, tokens, seconds, args.groups, detail)
 
-    def side(cache_tokens: int, label: str) -> Side:
-        def measure() -> Measurement:
-            # pair i of either side: the prompts from i × groups on (the warm-up takes the pack's last ones)
-            first = window_of[label] * args.groups
-            window_of[label] += 1
-            return window(cache_tokens, first)
-
-        return Side(
-            f"prefix cache of {cache_tokens} tokens" if cache_tokens else "every prompt from its first token",
-            measure,
-            warmup=lambda: window(cache_tokens, len(prompts) - args.groups),
-        )
-
+    a = ("every prompt from its first token", 0)
+    b = (f"prefix cache of {args.cache_tokens} tokens", args.cache_tokens)
     try:
-        result = alternate(side(0, "A"), side(args.cache_tokens, "B"), pairs=args.pairs, warmup=1)
+        result = alternate_setting(window, a, b, args.pairs, args.groups, len(prompts))
     finally:
         loop.run_until_complete(engine.close())
     header = {

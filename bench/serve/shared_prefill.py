@@ -29,24 +29,14 @@ def main() -> int:
     p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
     args = p.parse_args()
 
-    from ops.bench.ab import Measurement, Side, alternate, report
-    from ops.experiments.warmstart.model import warm_model_dir
-    from serve.engines.base import SamplingParams, generate
-    from serve.engines.hf import HFEngine
-    from serve.settings import ServeSettings
-    from sim.tasks import load_tasks
-    from slca.chat.messages import prompt_ids
-    from slca.config import load_config
-    from slca.models.paths import find_model_dir, is_model_dir
+    from hf_ab import alternate_setting, everyday_tasks, load_engine
 
-    config = load_config(None, [])
-    warm = warm_model_dir(config)
-    name = args.model or (str(warm) if is_model_dir(warm) else config.common.model)
-    model = find_model_dir(name, config.common.cache_dir)
-    settings = config.get(ServeSettings).model_copy(update={"engine": "hf", "subscribe_weights": False})
-    engine = HFEngine(str(model), settings)
-    tasks = load_tasks("everyday", "train", seed=0)
-    prompts = [prompt_ids(engine.tokenizer, t.messages, t.tools) for t in tasks]
+    from ops.bench.ab import Measurement, report
+    from serve.engines.base import SamplingParams, generate
+    from slca.chat.messages import prompt_ids
+
+    engine, settings, model = load_engine(args.model, {})
+    prompts = [prompt_ids(engine.tokenizer, t.messages, t.tools) for t in everyday_tasks()]
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
 
@@ -54,7 +44,6 @@ def main() -> int:
         return await asyncio.gather(*coroutines)
 
     loop.run_until_complete(engine.start())
-    window_of = {"A": 0, "B": 0}
 
     def window(shared: bool, first: int) -> Measurement:
         engine.settings = settings.model_copy(update={"hf_shared_prefill": shared})
@@ -72,21 +61,9 @@ def main() -> int:
         detail = {"generated_tokens": tokens, "prompt_tokens_per_group": round(prompt_tokens / args.groups)}
         return Measurement(tokens / seconds, tokens, seconds, args.groups, detail)
 
-    def side(shared: bool, label: str) -> Side:
-        def measure() -> Measurement:
-            # pair i of either side: the prompts from i × groups on (the warm-up takes the pack's last ones)
-            first = window_of[label] * args.groups
-            window_of[label] += 1
-            return window(shared, first)
-
-        return Side(
-            "every prompt on its own row" if not shared else "shared prompt prefilled once",
-            measure,
-            warmup=lambda: window(shared, len(prompts) - args.groups),
-        )
-
+    a, b = ("every prompt on its own row", False), ("shared prompt prefilled once", True)
     try:
-        result = alternate(side(False, "A"), side(True, "B"), pairs=args.pairs, warmup=1)
+        result = alternate_setting(window, a, b, args.pairs, args.groups, len(prompts))
     finally:
         loop.run_until_complete(engine.close())
     header = {
