@@ -48,3 +48,25 @@ def alternate_setting(
         return Side(label, measure, warmup=lambda: window(value, prompts - groups))
 
     return alternate(side("A", *a), side("B", *b), pairs=pairs, warmup=1)
+
+
+def header(script: str, model_dir, settings, args, **extra) -> dict[str, Any]:
+    """The results' facts every hf A/B script records: the command as typed, model, dtype, group shape."""
+    import sys
+
+    return {
+        "command": f"{script} " + " ".join(sys.argv[1:]),
+        "model": model_dir.name,
+        "dtype": settings.hf_dtype,
+        "group_size": args.group_size,
+        "groups_per_window": args.groups,
+        **extra,
+    }
+
+
+def per_side(result, value: Callable[[dict], Any]) -> dict[str, list]:
+    """`value(window detail)` for each measured window, grouped by side label."""
+    sides: dict[str, list] = {w.side: [] for w in result.windows}
+    for w in result.windows:
+        sides[w.side].append(value(w.detail))
+    return sides

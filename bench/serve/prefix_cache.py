@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 
 TOOL_RESULT = '{"result": "ok", "value": 42}'
@@ -36,7 +35,8 @@ def main() -> int:
     p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
     args = p.parse_args()
 
-    from hf_ab import alternate_setting, everyday_tasks, load_engine
+    from hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
+    from hf_ab import header as hf_header
 
     from ops.bench.ab import Measurement, report
     from serve.engines.base import SamplingParams, generate
@@ -93,20 +93,15 @@ def main() -> int:
         result = alternate_setting(window, a, b, args.pairs, args.groups, len(prompts))
     finally:
         loop.run_until_complete(engine.close())
-    header = {
-        "command": "bench/serve/prefix_cache.py " + " ".join(sys.argv[1:]),
-        "model": model.name,
-        "dtype": settings.hf_dtype,
-        "group_size": args.group_size,
-        "groups_per_window": args.groups,
-        "max_tokens_per_turn": args.max_tokens,
-        "cache_tokens": args.cache_tokens,
-    }
-    computed = {w.side: [] for w in result.windows}
-    for w in result.windows:
-        computed[w.side].append(
-            f"{w.detail['prompt_tokens_computed']} computed, {w.detail['prompt_tokens_reused']} reused"
-        )
+    header = hf_header(
+        "bench/serve/prefix_cache.py",
+        model,
+        settings,
+        args,
+        max_tokens_per_turn=args.max_tokens,
+        cache_tokens=args.cache_tokens,
+    )
+    computed = per_side(result, lambda d: f"{d['prompt_tokens_computed']} computed, {d['prompt_tokens_reused']} reused")
     report(
         args.out,
         header,

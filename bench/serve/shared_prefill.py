@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 
 
@@ -29,7 +28,8 @@ def main() -> int:
     p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
     args = p.parse_args()
 
-    from hf_ab import alternate_setting, everyday_tasks, load_engine
+    from hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
+    from hf_ab import header as hf_header
 
     from ops.bench.ab import Measurement, report
     from serve.engines.base import SamplingParams, generate
@@ -66,17 +66,8 @@ def main() -> int:
         result = alternate_setting(window, a, b, args.pairs, args.groups, len(prompts))
     finally:
         loop.run_until_complete(engine.close())
-    header = {
-        "command": "bench/serve/shared_prefill.py " + " ".join(sys.argv[1:]),
-        "model": model.name,
-        "dtype": settings.hf_dtype,
-        "group_size": args.group_size,
-        "groups_per_window": args.groups,
-        "max_tokens": args.max_tokens,
-    }
-    per_window = {w.side: [] for w in result.windows}
-    for w in result.windows:
-        per_window[w.side].append(w.detail["prompt_tokens_per_group"])
+    header = hf_header("bench/serve/shared_prefill.py", model, settings, args, max_tokens=args.max_tokens)
+    per_window = per_side(result, lambda d: d["prompt_tokens_per_group"])
     report(
         args.out,
         header,
