@@ -57,7 +57,10 @@ def sft_rows(data: dict) -> list[str]:
 def rl_rows(data: dict) -> list[str]:
     engine = data.get("serve_engine", "?")
     trl = {"vllm-colocate": "vLLM colocate", "hf": "HF generate"}.get(data.get("trl_generation", "hf"), "?")
-    what = f"slca ({engine} engine) ÷ TRL GRPOTrainer ({trl}) (trained tokens/hour)"
+    # settings beyond the engine (e.g. the hf prefix cache) belong in the row's name: they are what differs
+    extra = [s for s in data.get("pipeline_sets", []) if not s.startswith("serve.engine=")]
+    engine = ", ".join([f"{engine} engine", *extra])
+    what = f"slca ({engine}) ÷ TRL GRPOTrainer ({trl}) (trained tokens/hour)"
     return [_ab_row("rl", what, data["ab"])]
 
 
@@ -100,6 +103,7 @@ SOURCES = (
     Source("serve-hf", "bench/serve/shared-prefill/results.json", shared_prefill_rows),  # one engine, a setting
     Source("rl", "bench/rl/ab-hf/results.json", rl_rows),  # transformers generation on both sides
     Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
+    Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows),  # transformers, the hf prefix cache on
     Source("swap", "bench/swap/ab/results.json", swap_rows),
     Source("learner-memory", "bench/learner-memory/avx2/results.json", learner_memory_rows),
 )

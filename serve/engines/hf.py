@@ -256,6 +256,8 @@ class HFEngine(ServedModel):
         import torch
         from transformers import DynamicCache
 
+        from serve.engines.hf_kv import RoomyCache
+
         cached = max(reused)
         rest = [p[n:] for p, n in zip(prompts, reused)]
         width = max(len(r) for r in rest)
@@ -265,7 +267,8 @@ class HFEngine(ServedModel):
             [[0] * (cached - n) + [1] * n + [0] * (width - len(r)) + [1] * len(r) for n, r in zip(reused, rest)]
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
-        cache = DynamicCache()
+        room = self.settings.hf_kv_room_tokens
+        cache = RoomyCache(room) if room > 0 else DynamicCache()
         if cached:
             self._prefix.fill(cache, prompts, reused)
         logits, version = self._forward(input_ids, mask, positions, cache)
@@ -488,8 +491,11 @@ class _PrefixCache:
         (a sliding window's, which keeps only the last positions) is not kept."""
         from transformers.cache_utils import DynamicLayer
 
+        from serve.engines.hf_kv import RoomyLayer
+
         layers = getattr(cache, "layers", [])
-        if not layers or not all(type(x) is DynamicLayer and x.keys.shape[-2] == mask.shape[1] for x in layers):
+        kept = (DynamicLayer, RoomyLayer)  # every position kept (not a sliding window's last ones)
+        if not layers or not all(type(x) in kept and x.keys.shape[-2] == mask.shape[1] for x in layers):
             return
         for row, prompt in enumerate(prompts):
             if not self.MIN_TOKENS <= len(prompt) <= self.max_tokens:

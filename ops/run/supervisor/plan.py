@@ -86,6 +86,8 @@ def build_specs(
             continue
         port = ops.metrics_ports.get(name, 0)
         env = {**base_env, **_metrics_env(kind, name, port, config)} if port else dict(base_env)
+        if ops.process_threads.get(name, 0) > 0:
+            env["OMP_NUM_THREADS"] = str(ops.process_threads[name])
         if kind.metrics_on_api:
             url = serve_url(config)
         else:

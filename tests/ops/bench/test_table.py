@@ -49,3 +49,22 @@ def test_the_block_is_replaced_between_its_markers_only():
     assert replace_block(text, f"{START}\nnew\n{END}") == f"intro\n{START}\nnew\n{END}\nafter\n"
     with pytest.raises(ValueError, match="no block"):
         replace_block("no markers", "x")
+
+
+def test_an_rl_row_names_the_pipeline_settings_beyond_its_engine(tmp_path):
+    """Two rl results on one engine differ by their other `--pipeline-set`s; the row says which."""
+    (tmp_path / "bench/rl/ab-hf-prefix-cache").mkdir(parents=True)
+    (tmp_path / "bench/rl/ab-hf-prefix-cache/results.json").write_text(
+        json.dumps(
+            {
+                "command": "slca bench rl --pipeline-set serve.engine=hf",
+                "serve_engine": "hf",
+                "trl_generation": "hf",
+                "pipeline_sets": ["serve.engine=hf", "serve.hf_prefix_cache_tokens=8192"],
+                "ab": ab(2.0, 1.5, 2.5),
+            }
+        )
+    )
+    block = render(tmp_path)
+    what = "slca (hf engine, serve.hf_prefix_cache_tokens=8192) ÷ TRL GRPOTrainer (HF generate) (trained tokens/hour)"
+    assert f"| rl | {what} | **2.00×** |" in block

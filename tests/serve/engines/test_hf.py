@@ -291,3 +291,53 @@ def test_each_attention_kernel_generates_what_sdpa_does(tiny_model_dir, attentio
     for r, o in zip(reference, other):
         assert o.token_ids == r.token_ids and o.finish_reason == r.finish_reason
         assert o.logprobs == pytest.approx(r.logprobs, abs=1e-4)
+
+
+def test_a_roomy_kv_cache_holds_what_transformers_cache_holds_through_growth_and_row_selection():
+    """`serve.hf_kv_room_tokens` (serve/engines/hf_kv.py): positions written in place into buffers with room; the
+    keys and values attention sees equal DynamicCache's after a prefill, decode steps across a growth, and rows
+    leaving or repeated."""
+    import torch
+    from transformers import DynamicCache
+
+    from serve.engines.hf_kv import RoomyCache
+
+    roomy, plain = RoomyCache(2), DynamicCache()
+    steps = [torch.randn(3, 2, 5, 4)] + [torch.randn(3, 2, 1, 4) for _ in range(4)]
+    for i, k in enumerate(steps):
+        if i == 3:  # a row leaves, another is repeated
+            for cache in (roomy, plain):
+                cache.batch_select_indices(torch.tensor([2, 0, 0]))
+        for cache in (roomy, plain):
+            keys, values = cache.update(k, -k, 0)
+        assert torch.equal(keys, plain.layers[0].keys) and torch.equal(values, plain.layers[0].values)
+        assert roomy.get_seq_length() == plain.get_seq_length()
+    assert roomy.layers[0]._k_buf.shape[-2] > roomy.get_seq_length()  # room left after the last growth
+
+
+def test_the_roomy_kv_cache_generates_what_transformers_cache_does(tiny_model_dir):
+    """The engine with a small room (buffers grow during decoding), rows of different lengths finishing at different
+    steps and one prompt shared by two requests: the same tokens and logprobs as with DynamicCache (room 0)."""
+    import asyncio
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+
+    requests = [
+        ([5, 6, 7, 8, 9, 10, 11], SamplingParams(temperature=1.0, max_tokens=16, seed=1)),
+        ([5, 6, 7, 8, 9, 10, 11], SamplingParams(temperature=1.0, max_tokens=9, seed=3)),
+        ([12, 13, 14], SamplingParams(temperature=1.0, max_tokens=12, seed=2)),
+    ]
+
+    async def run(room):
+        engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50, hf_kv_room_tokens=room))
+        await engine.start()
+        try:
+            return await asyncio.gather(*(generate(engine, p, params) for p, params in requests))
+        finally:
+            await engine.close()
+
+    reference, roomy = asyncio.run(run(0)), asyncio.run(run(3))
+    for r, o in zip(reference, roomy):
+        assert o.token_ids == r.token_ids and o.finish_reason == r.finish_reason
+        assert o.logprobs == pytest.approx(r.logprobs, abs=1e-5)
