@@ -264,30 +264,37 @@ def test_the_prefix_cache_is_bounded_and_an_entry_replaces_those_it_extends():
     assert [_common_prefix((1, 2, 3, 4), (1, 2, 9), 10), _common_prefix((1, 2), (1, 2), 1)] == [2, 1]
 
 
-@pytest.mark.parametrize("attention", ["grouped_decode", "eager"])
-def test_each_attention_kernel_generates_what_sdpa_does(tiny_model_dir, attention):
-    """`serve.hf_attention`: two prompts of different lengths in one batch (a padded row), sampled with fixed seeds:
-    the same tokens as with SDPA, logprobs within 1e-4 (fp32; the tiny model has grouped-query attention, two
-    query heads on one KV head)."""
+def _generate_together(model_dir, requests, **overrides):
+    """Every (prompt, params) of `requests` sent at once to a fresh hf engine with `overrides`; their outputs."""
     import asyncio
 
-    from serve.engines.base import SamplingParams, generate
+    from serve.engines.base import generate
     from serve.engines.hf import HFEngine
 
-    requests = [
-        ([5, 6, 7, 8, 9, 10, 11], SamplingParams(temperature=1.0, max_tokens=16, seed=1)),
-        ([12, 13, 14], SamplingParams(temperature=1.0, max_tokens=12, seed=2)),
-    ]
-
-    async def run(kernel):
-        engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50, hf_attention=kernel))
+    async def run():
+        engine = HFEngine(str(model_dir), _settings(batch_wait_ms=50, **overrides))
         await engine.start()
         try:
             return await asyncio.gather(*(generate(engine, p, params) for p, params in requests))
         finally:
             await engine.close()
 
-    reference, other = asyncio.run(run("sdpa")), asyncio.run(run(attention))
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("attention", ["grouped_decode", "eager"])
+def test_each_attention_kernel_generates_what_sdpa_does(tiny_model_dir, attention):
+    """`serve.hf_attention`: two prompts of different lengths in one batch (a padded row), sampled with fixed seeds:
+    the same tokens as with SDPA, logprobs within 1e-4 (fp32; the tiny model has grouped-query attention, two
+    query heads on one KV head)."""
+    from serve.engines.base import SamplingParams
+
+    requests = [
+        ([5, 6, 7, 8, 9, 10, 11], SamplingParams(temperature=1.0, max_tokens=16, seed=1)),
+        ([12, 13, 14], SamplingParams(temperature=1.0, max_tokens=12, seed=2)),
+    ]
+    reference = _generate_together(tiny_model_dir, requests, hf_attention="sdpa")
+    other = _generate_together(tiny_model_dir, requests, hf_attention=attention)
     for r, o in zip(reference, other):
         assert o.token_ids == r.token_ids and o.finish_reason == r.finish_reason
         assert o.logprobs == pytest.approx(r.logprobs, abs=1e-4)
@@ -318,26 +325,15 @@ def test_a_roomy_kv_cache_holds_what_transformers_cache_holds_through_growth_and
 def test_the_roomy_kv_cache_generates_what_transformers_cache_does(tiny_model_dir):
     """The engine with a small room (buffers grow during decoding), rows of different lengths finishing at different
     steps and one prompt shared by two requests: the same tokens and logprobs as with DynamicCache (room 0)."""
-    import asyncio
-
-    from serve.engines.base import SamplingParams, generate
-    from serve.engines.hf import HFEngine
+    from serve.engines.base import SamplingParams
 
     requests = [
         ([5, 6, 7, 8, 9, 10, 11], SamplingParams(temperature=1.0, max_tokens=16, seed=1)),
         ([5, 6, 7, 8, 9, 10, 11], SamplingParams(temperature=1.0, max_tokens=9, seed=3)),
         ([12, 13, 14], SamplingParams(temperature=1.0, max_tokens=12, seed=2)),
     ]
-
-    async def run(room):
-        engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=50, hf_kv_room_tokens=room))
-        await engine.start()
-        try:
-            return await asyncio.gather(*(generate(engine, p, params) for p, params in requests))
-        finally:
-            await engine.close()
-
-    reference, roomy = asyncio.run(run(0)), asyncio.run(run(3))
+    reference = _generate_together(tiny_model_dir, requests, hf_kv_room_tokens=0)
+    roomy = _generate_together(tiny_model_dir, requests, hf_kv_room_tokens=3)
     for r, o in zip(reference, roomy):
         assert o.token_ids == r.token_ids and o.finish_reason == r.finish_reason
         assert o.logprobs == pytest.approx(r.logprobs, abs=1e-5)
