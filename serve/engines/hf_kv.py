@@ -2,7 +2,7 @@
 and values in buffers with room for more positions, so a decode step writes its one new position in place.
 
 Why: transformers' `DynamicLayer.update` concatenates the whole cache with the new position at every step, a copy
-of every cached position of every layer per generated token; on the AMX Xeon `cat` took 11% of a bf16 decode step
+of every cached position of every layer per generated token; on the AMX Xeon `cat` took 11–23% of a bf16 decode step
 of 8 rows over a 900-token context (bench/serve/hf_decode_probe.py, docs/cpu-facts.md#serving). With room for
 `room` more positions after each growth, a turn of ≤ `room` new tokens never copies its cache again.
 
