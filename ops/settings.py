@@ -18,11 +18,14 @@ class OpsSettings(SectionSettings):
     metrics_ports: dict[str, int] = Field(default_factory=_default_metrics_ports)
     """Prometheus port per non-HTTP process (serve exposes /metrics on its API port); 0 = off.
     `ops/observe/prometheus.yml` scrapes these defaults."""
-    process_threads: dict[str, int] = Field(default_factory=dict)
+    process_threads: dict[str, int] | None = None
     """OMP_NUM_THREADS for the named processes (e.g. {"serve": 1, "learn": 1}); one not named gets torch's default,
     a thread per core. On a small machine the two torch processes' default teams hold more threads than there are
     cores, and each team's waiting threads then take cores the other process computes on
-    (bench/serve/omp_wait_policy.py). `serve.torch_threads`, when set, wins for the hf engine."""
+    (bench/serve/omp_wait_policy.py). None (the default): with the hf engine, serve and the learner split the
+    cores this process may use (`ops.run.supervisor.plan.split_threads`; 1 and 1 on 2 cores, measured in
+    bench/rl/ab-hf-threads); with vLLM, which sizes and binds its own team, nothing is set. {}: torch's default
+    everywhere. `serve.torch_threads`, when set, wins for the hf engine."""
     restart_backoff_initial_s: float = 1.0
     """Delay before the first restart of a crashed process; doubles after each further crash."""
     restart_backoff_max_s: float = 60.0

@@ -104,6 +104,7 @@ SOURCES = (
     Source("rl", "bench/rl/ab-hf/results.json", rl_rows),  # transformers generation on both sides
     Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
     Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows),  # transformers, the hf prefix cache on
+    Source("rl", "bench/rl/ab-hf-threads/results.json", rl_rows),  # transformers, one OpenMP thread per process
     Source("swap", "bench/swap/ab/results.json", swap_rows),
     Source("learner-memory", "bench/learner-memory/avx2/results.json", learner_memory_rows),
 )

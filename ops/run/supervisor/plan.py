@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,24 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
     return {f"SLCA_{kind.section.upper()}__METRICS_PORT": str(port)}
 
 
+def split_threads(config: Config, cores: int | None = None) -> dict[str, int]:
+    """OMP_NUM_THREADS per process when `ops.process_threads` is None: with the hf engine serve and the learner
+    share the cores (serve the smaller half), so their two OpenMP teams together hold no more threads than there
+    are cores; otherwise nothing (vLLM sizes and binds its own team; the other processes run no torch work)."""
+    ops = config.get(OpsSettings)
+    if ops.process_threads is not None:
+        return {name: n for name, n in ops.process_threads.items() if n > 0}
+    try:
+        engine = config.section("serve").engine
+    except (ModuleNotFoundError, ConfigError):
+        return {}
+    if engine != "hf" or not {"serve", "learn"} <= set(ops.processes):
+        return {}
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    serve = max(1, cores // 2)
+    return {"serve": serve, "learn": max(1, cores - serve)}
+
+
 def build_specs(
     config: Config, global_argv: list[str], base_env: dict[str, str], log_dir: Path, available: set[str] | None = None
 ) -> tuple[list[ProcessSpec], list[str]]:
@@ -77,6 +96,9 @@ def build_specs(
     ops = config.get(OpsSettings)
     available = registered_commands() if available is None else available
     specs, skipped = [], []
+    # An OMP_NUM_THREADS the user exported applies to every child unless process_threads names counts explicitly.
+    explicit = config.get(OpsSettings).process_threads is not None
+    threads = split_threads(config) if explicit or "OMP_NUM_THREADS" not in base_env else {}
     for name in ops.processes:
         kind = PROCESS_KINDS.get(name)
         if kind is None:
@@ -86,8 +108,8 @@ def build_specs(
             continue
         port = ops.metrics_ports.get(name, 0)
         env = {**base_env, **_metrics_env(kind, name, port, config)} if port else dict(base_env)
-        if ops.process_threads.get(name, 0) > 0:
-            env["OMP_NUM_THREADS"] = str(ops.process_threads[name])
+        if name in threads:
+            env["OMP_NUM_THREADS"] = str(threads[name])
         if kind.metrics_on_api:
             url = serve_url(config)
         else:
