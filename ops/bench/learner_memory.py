@@ -93,6 +93,29 @@ def _window(args, sets: list[str]) -> Measurement:
     return Measurement(got["tokens"] / got["seconds"], got["tokens"], got["seconds"], len(got["step_s"]), detail)
 
 
+def _values_b_changes(config, a_set: list[str], b_set: list[str]) -> list[str]:
+    """Side A's own values of the settings side B changes (`learner.FIELD=VALUE`), so that its name stays true
+    when a default changes later ("learner as shipped" named the opposite setting once checkpointing became the
+    default)."""
+    from slca.cli import CliError
+    from slca.config import ConfigError, load_config
+
+    a_config = load_config(getattr(config, "source", None), a_set)
+    named = {s.split("=", 1)[0] for s in a_set}
+    values = []
+    for s in b_set:
+        key = s.split("=", 1)[0]
+        section, _, field = key.partition(".")
+        if key in named:
+            continue
+        try:
+            value = getattr(a_config.section(section), field)
+        except (AttributeError, ConfigError) as exc:
+            raise CliError(f"--b-set {s!r}: no such setting ({exc})") from None
+        values.append(f"{key}={json.dumps(value, default=str)}")
+    return values
+
+
 def run_learner_memory(args, config) -> int:
     from slca.cli import CliError
     from slca.models.paths import find_model_dir
@@ -103,7 +126,7 @@ def run_learner_memory(args, config) -> int:
         if "=" not in s:
             raise CliError(f"{s!r}: expected learner.FIELD=VALUE")
     args.model = str(find_model_dir(args.model or config.common.model, config.common.cache_dir))
-    a_name = " ".join(args.a_set) or "learner as shipped"
+    a_name = " ".join(args.a_set + _values_b_changes(config, args.a_set, args.b_set))
     if not args.b_set:
         raise CliError("--b-set: side B needs at least one setting of its own")
     b_name = " ".join(args.b_set)

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from ops.bench.learner_memory import _overrides, _window
+from ops.bench.learner_memory import _overrides, _values_b_changes, _window
 
 
 def test_settings_are_read_as_learner_fields_with_booleans():
@@ -36,3 +36,16 @@ def test_an_unknown_setting_fails_the_window_with_the_childs_error(tiny_model_di
     )
     with pytest.raises(RuntimeError, match="precision"):
         _window(args, ["learner.precision=fp64"])
+
+
+def test_side_a_is_named_by_its_own_values_of_what_side_b_changes():
+    from slca.cli import CliError
+    from slca.config import load_config
+
+    config = load_config(None, [])
+    default = str(config.section("learner").gradient_checkpointing).lower()
+    b = ["learner.gradient_checkpointing=" + ("false" if default == "true" else "true"), "learner.precision=fp32"]
+    named = _values_b_changes(config, ["learner.precision=bf16"], b)
+    assert named == [f"learner.gradient_checkpointing={default}"]
+    with pytest.raises(CliError, match="no such setting"):
+        _values_b_changes(config, [], ["learner.no_such_field=1"])
