@@ -100,14 +100,14 @@ def _values_b_changes(config, a_set: list[str], b_set: list[str]) -> list[str]:
     from slca.cli import CliError
     from slca.config import ConfigError, load_config
 
-    a_config = load_config(getattr(config, "source", None), a_set)
+    a_config = load_config(config.source, a_set)
     named = {s.split("=", 1)[0] for s in a_set}
     values = []
     for s in b_set:
         key = s.split("=", 1)[0]
-        section, _, field = key.partition(".")
         if key in named:
             continue
+        section, _, field = key.partition(".")
         try:
             value = getattr(a_config.section(section), field)
         except (AttributeError, ConfigError) as exc:

@@ -71,13 +71,16 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
     return {f"SLCA_{kind.section.upper()}__METRICS_PORT": str(port)}
 
 
-def split_threads(config: Config, cores: int | None = None) -> dict[str, int]:
-    """OMP_NUM_THREADS per process when `ops.process_threads` is None: with the hf engine serve and the learner
+def split_threads(config: Config, cores: int | None = None, exported: bool = False) -> dict[str, int]:
+    """OMP_NUM_THREADS per process: `ops.process_threads` when set; else, with the hf engine, serve and the learner
     share the cores (serve the smaller half), so their two OpenMP teams together hold no more threads than there
-    are cores; otherwise nothing (vLLM sizes and binds its own team; the other processes run no torch work)."""
+    are cores; otherwise nothing (vLLM sizes and binds its own team; the other processes run no torch work).
+    `exported`: the user exported OMP_NUM_THREADS, which then applies to every child unless counts are set."""
     ops = config.get(OpsSettings)
     if ops.process_threads is not None:
         return {name: n for name, n in ops.process_threads.items() if n > 0}
+    if exported:
+        return {}
     try:
         engine = config.section("serve").engine
     except (ModuleNotFoundError, ConfigError):
@@ -96,9 +99,7 @@ def build_specs(
     ops = config.get(OpsSettings)
     available = registered_commands() if available is None else available
     specs, skipped = [], []
-    # An OMP_NUM_THREADS the user exported applies to every child unless process_threads names counts explicitly.
-    explicit = config.get(OpsSettings).process_threads is not None
-    threads = split_threads(config) if explicit or "OMP_NUM_THREADS" not in base_env else {}
+    threads = split_threads(config, exported="OMP_NUM_THREADS" in base_env)
     for name in ops.processes:
         kind = PROCESS_KINDS.get(name)
         if kind is None:
