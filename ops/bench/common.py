@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from pathlib import Path
 
 
@@ -19,7 +21,13 @@ def bench_command(name: str, argv: list[str]) -> str:
         skip = a == "--out"
         if not skip:
             kept.append(_no_path(a))
-    return " ".join(["slca bench", name, *kept])
+    return " ".join(["slca bench", name, *map(_shell_word, kept)])
+
+
+def _shell_word(arg: str) -> str:
+    """`arg` as a shell reads it back as one word: quoted when it holds spaces, braces, quotes (a JSON setting such
+    as `ops.process_threads={"serve": 1}`); plain words and the `…/<last part>` of a cut path stay as they are."""
+    return arg if re.fullmatch(r"[\w@%+=:,./…~-]+", arg) else shlex.quote(arg)
 
 
 def _no_path(arg: str) -> str:

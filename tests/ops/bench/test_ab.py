@@ -286,3 +286,20 @@ def test_report_writes_the_table_with_each_sides_figure_beside_it(tmp_path, caps
     table = (tmp_path / "out" / "table.md").read_text()
     assert "Peak:" in table and "- B: [2700, 2700, 2700]" in table
     assert "- A: [5000, 5000, 5000]" in capsys.readouterr().out
+
+
+def test_bench_command_quotes_a_json_setting_so_a_shell_reads_it_back_as_typed():
+    import shlex
+
+    setting = 'ops.process_threads={"serve": 1, "learn": 1}'
+    argv = ["slca", "bench", "rl", "--pipeline-set", "serve.engine=hf", "--pipeline-set", setting, "--out", "/o"]
+    command = bench_command("rl", argv)
+    assert shlex.split(command) == [
+        "slca",
+        "bench",
+        "rl",
+        "--pipeline-set",
+        "serve.engine=hf",
+        "--pipeline-set",
+        setting,
+    ]
