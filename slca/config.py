@@ -43,6 +43,7 @@ Scope = Literal["serve", "record", "admin"]
 
 
 def _default_cache_dir() -> str:
+    """`$XDG_CACHE_HOME/slca`, else `~/.cache/slca`"""
     return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "slca")
 
 
