@@ -10,7 +10,7 @@ import tempfile
 def register(commands, bench) -> None:
     worker = commands.add_parser("worker", help="a Celery worker scoring trajectories (HierR)")
     worker.add_argument("--concurrency", type=int, help="worker processes (default: workers.concurrency)")
-    worker.add_argument("--loglevel", default="INFO")
+    worker.add_argument("--loglevel", help="Celery's log level (default: common.log_level)")
     worker.add_argument("--name", help="the worker's node name (Celery's -n, e.g. score1@%%h; default celery@host)")
     worker.set_defaults(func=_worker, service=True)
     assembler = commands.add_parser("assembler", help="stream consumer → scoring tasks, and group assembly")
@@ -44,7 +44,7 @@ def _worker(args, config) -> int:
         "--without-gossip",
         "--without-mingle",
         "--loglevel",
-        args.loglevel,
+        args.loglevel or config.common.log_level,
     ]
     if args.name:
         argv += ["-n", args.name]
