@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from learner.ddp_comm import gather_json
-from learner.step_stats import ChannelStats, EstimatorStats, LossSums, TokenFigures
+from learner.step_stats import ChannelStats, EstimatorStats, GroupCounts, LossSums, TokenFigures
 from slca.contracts import SegmentKind
 
 
@@ -23,6 +23,7 @@ class StepShare:
     group_ids: list[str] = field(default_factory=list)
     sums: LossSums | None = None
     estimator: EstimatorStats = field(default_factory=EstimatorStats)
+    groups: GroupCounts = field(default_factory=GroupCounts)
 
     def __add__(self, other: StepShare) -> StepShare:
         if self.sums is None or other.sums is None:
@@ -37,6 +38,7 @@ class StepShare:
             self.group_ids + other.group_ids,
             sums,
             self.estimator + other.estimator,
+            self.groups + other.groups,
         )
 
     def to_json(self) -> dict:
@@ -48,6 +50,7 @@ class StepShare:
             "group_ids": self.group_ids,
             "sums": None if self.sums is None else _sums_json(self.sums),
             "estimator": {name: asdict(c) for name, c in self.estimator.channels.items()},
+            "groups": asdict(self.groups),
         }
 
     @classmethod
@@ -60,6 +63,7 @@ class StepShare:
             group_ids=data["group_ids"],
             sums=None if data["sums"] is None else _sums_of(data["sums"]),
             estimator=EstimatorStats({name: ChannelStats(**c) for name, c in data["estimator"].items()}),
+            groups=GroupCounts(**data["groups"]),
         )
 
 

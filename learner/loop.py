@@ -38,7 +38,7 @@ from learner.ddp_state import broadcast_training_state
 from learner.interrupt import StepInterrupted
 from learner.follower import follow
 from learner.metrics import LearnerMetrics
-from learner.model import load_policy, load_reference
+from learner.model import load_policy, reference_for
 from learner.settings import LearnerSettings
 from learner.trainer import StepReport, Trainer
 from slca.config import CommonSettings
@@ -84,8 +84,7 @@ def run_learner(ctx: LoopContext) -> LearnerState:
     s = ctx.settings
     ranks = Ranks.from_env()
     policy = load_policy(ctx.model_dir, s)
-    ref = load_reference(ctx.model_dir, policy.device) if s.loss.kl_beta > 0 else None
-    trainer = Trainer(policy, s, ref)
+    trainer = Trainer(policy, s, reference_for(ctx.model_dir, s, policy.device))
     state = (load_checkpoint(ctx.run_dir, policy.model, trainer.optimizer) if ranks.is_main else None) or LearnerState()
     orders = Orders(ranks, policy.device) if ranks.distributed else None
     if orders is not None:

@@ -136,7 +136,7 @@ def clipped_surrogate_tis(inputs: LossInputs, config: LossSettings) -> tuple[tor
 @torch.no_grad()
 def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> LossSums:
     """Sums over the micro-batch's tokens, all and per segment kind (the trainer merges a step's and takes means):
-    advantage, |advantage|, clip fraction, ratio, KL, entropy, behaviour-vs-recompute logprob gap."""
+    advantage, |advantage|, advantage², clip fraction, ratio, KL, entropy, behaviour-vs-recompute logprob gap."""
     gap = (inputs.behaviour - inputs.logprobs.detach()).abs()
 
     def sums(mask: torch.Tensor) -> TokenFigures:
@@ -144,6 +144,7 @@ def token_metrics(inputs: LossInputs, ratio, was_clipped, kl) -> LossSums:
             tokens=int(mask.sum()),
             adv=float(inputs.advantages[mask].sum()),
             adv_abs=float(inputs.advantages[mask].abs().sum()),
+            adv_sq=float(inputs.advantages[mask].square().sum()),
             clip=float(was_clipped[mask].sum()),
             ratio=float(ratio[mask].sum()),
             logprob_gap=float(gap[mask].sum()),

@@ -99,8 +99,15 @@ def load_policy(path: Path, settings: LearnerSettings) -> Policy:
     return Policy(model, runner, device, use_autocast(settings.precision, device), Path(path), distributed)
 
 
+def reference_for(path: Path, settings: LearnerSettings, device: torch.device):
+    """The frozen reference of the k3 KL (`learner.loss.kl_beta`): a copy of the weights at `path`, the model the
+    learner starts from (its warm start), when kl_beta > 0; else None, and no second model is held."""
+    return load_reference(path, device) if settings.loss.kl_beta > 0 else None
+
+
 def load_reference(path: Path, device: torch.device):
-    """Frozen reference for the k3 KL (only loaded when kl_beta > 0)."""
+    """Frozen reference for the k3 KL (only loaded when kl_beta > 0): eval mode, no parameter requires a gradient
+    (the loss also runs it under `torch.no_grad`)."""
     model = load_causal_lm(path, device)
     model.eval()
     for p in model.parameters():

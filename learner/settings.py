@@ -34,6 +34,11 @@ class AdvantageSettings(SectionSettings):
     token (the decision not to call). Plain SLCA never pushes back on a spurious call there: a member that
     answers without calling has no tool_call segment, so it is outside P_exec and a lone caller's call tokens
     get no negative exec advantage. Off: the paper's estimator. (`slca bench learning` arm `slca_decision`.)"""
+    success_weight: float = 0.0
+    """Weight of task success in the exec channel: the exec-channel reward every estimator normalises becomes
+    `r + success_weight·success` (slca, grpo: r_exec; toolpo: its action reward; rltr: its plan reward), success the
+    scorer's component 'success' (0/1; 0 where a reward lacks it). Turn-level per-call scores (`turn_level`) are
+    not shifted: success is an outcome of the whole trajectory. 0: the exec channel as scored."""
     extra: dict = Field(default_factory=dict)
     """Extra knobs passed to estimators registered by plug-ins."""
 
@@ -51,7 +56,9 @@ class LossSettings(SectionSettings):
     eps_high: float = 0.28
     """Upper clip range ε_high of the ratio (DAPO clip-higher)."""
     kl_beta: float = 0.0
-    """Weight β of the k3 KL to the frozen reference (0: no reference model is loaded)."""
+    """Weight β of the k3 KL to the frozen reference, a copy of the weights the learner starts from (the warm start:
+    `learner.init_model`, else `common.model`), loaded by `slca learn` and `slca train`
+    (`learner.model.reference_for`); 0: no reference model is loaded (no extra memory)."""
     tis_cap: float = 2.0
     """clip_tis: truncation C of the importance weight ρ = π_θ/π_behaviour in the unclipped branch (with
     C ≥ 1+eps_high it bounds only negative-advantage tokens: dual-clip)."""
@@ -93,6 +100,10 @@ class LearnerSettings(SectionSettings):
     """Pack each group as one row that runs the shared prompt once (False: every member runs it)."""
     skip_zero_advantage_groups: bool = True
     """Skip forward/backward for a group whose advantages are all zero (it contributes nothing)."""
+    screen_success_variance: bool = False
+    """Difficulty screening: skip (no advantages, no forward/backward) a group whose members all have the same task
+    success (the scorer's component 'success'; a group where a member lacks it is kept): all solved or all failed,
+    it says nothing about what solves the task. Counted per step (`groups_screened` in `StepStats.to_log()`)."""
     max_staleness: int = 4
     """Drop groups whose oldest member is more than this many versions behind the learner."""
     publish_every: int = 1

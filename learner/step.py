@@ -82,6 +82,18 @@ def prepare_group(group: RolloutGroup, estimator: str, config: AdvantageSettings
     )
 
 
+def member_successes(group: RolloutGroup) -> list[float]:
+    """Task success (the reward component 'success', 0/1) of the members whose reward carries one."""
+    return [r.components["success"] for r in group.rewards if "success" in r.components]
+
+
+def uniform_success(group: RolloutGroup) -> bool:
+    """Every member carries a success and they are all equal (all solved, or all failed): what difficulty screening
+    (`learner.screen_success_variance`) leaves out. A group where a member lacks it is not judged."""
+    values = member_successes(group)
+    return len(values) == group.size and len(set(values)) == 1
+
+
 def constrained_mask(traj, turns: torch.Tensor) -> torch.Tensor:
     """(T,) bool: tokens of the turns the trajectory lists as sampled under a grammar."""
     constrained = traj.meta.get("constrained_turns") or []

@@ -15,6 +15,7 @@ an estimator reports per channel, and what one optimizer step reports.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -47,8 +48,11 @@ class TokenFigures:
     logprob_gap: float
     """|behaviour logprob − recomputed logprob|."""
     entropy: float | None = None
+    """Entropy of π_θ at the token (from the logits of the loss's own forward)."""
     kl: float | None = None
     """k3 KL to the reference (None: no reference model)."""
+    adv_sq: float | None = None
+    """Squared advantage, for the advantages' spread (`adv_std`; None in lines written before it)."""
 
     def __add__(self, other: TokenFigures) -> TokenFigures:
         def add(a, b):
@@ -72,8 +76,19 @@ LOG_NAMES = {
     "logprob_gap": "logprob_gap_mean",
     "entropy": "entropy_mean",
     "kl": "kl",
+    "adv_sq": "adv_sq_mean",
 }
 """`TokenFigures` field → the last part of its key in the per-step line, where it is a per-token mean."""
+ADV_STD = "adv_std"
+"""The last part of the key of the advantages' standard deviation over the tokens (derived from `adv_sq` and `adv`;
+`from_log` does not read it)."""
+
+
+def adv_std(means: TokenFigures) -> float | None:
+    """Population standard deviation of the advantages of the tokens `means` describes; None without `adv_sq`."""
+    if means.adv_sq is None:
+        return None
+    return math.sqrt(max(means.adv_sq - means.adv**2, 0.0))
 
 
 def _merge_kinds(a: dict[SegmentKind, Any], b: dict[SegmentKind, Any]) -> dict[SegmentKind, Any]:
@@ -140,6 +155,68 @@ class EstimatorStats:
 
 FIGURES = ("zero_variance", "present")
 """The `ChannelStats` figures, in log-key order."""
+ZERO_VARIANCE_SHARE = "zero_variance_share"
+"""`estimator/zero_variance_share/<channel>`: zero-variance groups over the groups the estimator saw (for a turn-level
+channel, `exec_turn`, turns over groups); derived, `from_log` does not read it."""
+
+
+@dataclass(frozen=True)
+class GroupCounts:
+    """What became of a step's groups (summed over the ranks under DDP), and their members' task success."""
+
+    given: int = 0
+    """Groups handed to the step."""
+    screened: int = 0
+    """Groups left out by difficulty screening (`learner.screen_success_variance`): every member had the same
+    success, so no advantages, no forward, no backward."""
+    trained: int = 0
+    """Groups that ran a forward and a backward (the others were screened, had only zero advantages
+    (`learner.skip_zero_advantage_groups`) or no trainable token)."""
+    trajectories: int = 0
+    """Trajectories of the trained groups."""
+    success_sum: float = 0.0
+    """Sum of the success (reward component 'success') of the members of every given group that carry one."""
+    success_members: int = 0
+    """Members of the given groups whose reward carries a 'success' component."""
+
+    def __add__(self, other: GroupCounts) -> GroupCounts:
+        return GroupCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    @property
+    def estimated(self) -> int:
+        """Groups whose advantages were estimated (the given ones less the screened)."""
+        return self.given - self.screened
+
+    @property
+    def success_mean(self) -> float | None:
+        """Mean success of the members that carry one; None when none does."""
+        return self.success_sum / self.success_members if self.success_members else None
+
+    def to_log(self) -> dict[str, float]:
+        """`groups_in`, `groups_screened`, `groups_trained`, `trajectories_trained`, `success_members` and, where a
+        member carried one, `success_mean`."""
+        out = {
+            "groups_in": float(self.given),
+            "groups_screened": float(self.screened),
+            "groups_trained": float(self.trained),
+            "trajectories_trained": float(self.trajectories),
+            "success_members": float(self.success_members),
+        }
+        if (mean := self.success_mean) is not None:
+            out["success_mean"] = mean
+        return out
+
+    @classmethod
+    def from_log(cls, line: dict[str, Any]) -> GroupCounts:
+        members = int(line.get("success_members", 0))
+        return cls(
+            given=int(line.get("groups_in", 0)),
+            screened=int(line.get("groups_screened", 0)),
+            trained=int(line.get("groups_trained", 0)),
+            trajectories=int(line.get("trajectories_trained", 0)),
+            success_sum=float(line.get("success_mean", 0.0)) * members,
+            success_members=members,
+        )
 
 
 @dataclass(frozen=True)
@@ -150,8 +227,13 @@ class StepStats:
     """None when no group was trained (all skipped: their advantages were all zero)."""
     estimator: EstimatorStats
     grad_norm: float = 0.0
+    """Total gradient norm before clipping (0: no gradient, nothing trained)."""
     constrained_excluded: int = 0
     """Generated tokens left out because their turn was sampled under a grammar (`learner.step`)."""
+    groups: GroupCounts = field(default_factory=GroupCounts)
+    """What became of the step's groups, and their success."""
+    lr: float | None = None
+    """The optimizer's learning rate at the step."""
 
     @property
     def kl(self) -> float:
@@ -167,28 +249,51 @@ class StepStats:
         means = self.loss.by_kind.get(kind) if self.loss else None
         return means.adv_abs if means else None
 
+    @property
+    def tokens_trained(self) -> int:
+        """Generated tokens in the step's loss."""
+        return self.loss.all.tokens if self.loss else 0
+
     def to_log(self) -> dict[str, float]:
-        """The flat per-step line (`all/<figure>`, `<kind>/<figure>`, `all/ratio_max|min`, `grad_norm`,
-        `tokens/constrained_excluded`, `estimator/<figure>/<channel>`); figures that are None are left out."""
+        """The flat per-step line (`all/<figure>`, `<kind>/<figure>` with `adv_std`, `all/ratio_max|min`, `grad_norm`,
+        `tokens/constrained_excluded`, `tokens_trained`, `estimator/<figure>/<channel>` with
+        `zero_variance_share`, the `GroupCounts`, `lr`); figures that are None are left out."""
         out: dict[str, float] = {}
         if self.loss is not None:
-            groups = [
-                (ALL, self.loss.all),
-                *((k.value, self.loss.by_kind[k]) for k in TRAINED_KINDS if k in self.loss.by_kind),
-            ]
-            for name, means in groups:
-                for field_name, key in LOG_NAMES.items():
-                    if (value := getattr(means, field_name)) is not None:
-                        out[f"{name}/{key}"] = float(value)
-            out[f"{ALL}/ratio_max"] = self.loss.ratio_max
-            out[f"{ALL}/ratio_min"] = self.loss.ratio_min
+            out.update(self._loss_log(self.loss))
         out["grad_norm"] = self.grad_norm
         out["tokens/constrained_excluded"] = float(self.constrained_excluded)
+        out["tokens_trained"] = float(self.tokens_trained)
+        out.update(self._estimator_log())
+        out.update(self.groups.to_log())
+        if self.lr is not None:
+            out["lr"] = self.lr
+        return out
+
+    @staticmethod
+    def _loss_log(loss: LossStats) -> dict[str, float]:
+        out: dict[str, float] = {}
+        sets = [(ALL, loss.all), *((k.value, loss.by_kind[k]) for k in TRAINED_KINDS if k in loss.by_kind)]
+        for name, means in sets:
+            for field_name, key in LOG_NAMES.items():
+                if (value := getattr(means, field_name)) is not None:
+                    out[f"{name}/{key}"] = float(value)
+            if (std := adv_std(means)) is not None:
+                out[f"{name}/{ADV_STD}"] = std
+        out[f"{ALL}/ratio_max"] = loss.ratio_max
+        out[f"{ALL}/ratio_min"] = loss.ratio_min
+        return out
+
+    def _estimator_log(self) -> dict[str, float]:
+        out: dict[str, float] = {}
         for channel, stats in self.estimator.channels.items():
             for figure in FIGURES:
                 value = getattr(stats, figure)
                 if value is not None:
                     out[f"{ESTIMATOR_PREFIX}{figure}/{channel}"] = float(value)
+            if self.groups.estimated > 0:
+                share = stats.zero_variance / self.groups.estimated
+                out[f"{ESTIMATOR_PREFIX}{ZERO_VARIANCE_SHARE}/{channel}"] = share
         return out
 
     @classmethod
@@ -220,4 +325,6 @@ class StepStats:
             ),
             grad_norm=float(line.get("grad_norm", 0.0)),
             constrained_excluded=int(line.get("tokens/constrained_excluded", 0)),
+            groups=GroupCounts.from_log(line),
+            lr=None if line.get("lr") is None else float(line["lr"]),
         )

@@ -15,8 +15,8 @@ from learner.ddp_report import StepShare, gather_step
 from learner.interrupt import StepInterrupted, stop_between_layers
 from learner.model import Policy
 from learner.settings import LearnerSettings
-from learner.step import PreparedGroup, group_loss, prepare_group
-from learner.step_stats import EstimatorStats, LossSums, StepStats
+from learner.step import PreparedGroup, group_loss, member_successes, prepare_group, uniform_success
+from learner.step_stats import EstimatorStats, GroupCounts, LossSums, StepStats
 from slca.contracts import RolloutGroup
 
 
@@ -55,6 +55,13 @@ class Trainer:
         prepared = [prepare_group(g, self.settings.estimator, self.settings.advantage) for g in groups]
         return prepared, time.perf_counter() - t0
 
+    def screen(self, groups: list[RolloutGroup]) -> list[RolloutGroup]:
+        """The groups difficulty screening keeps: all of them, unless `learner.screen_success_variance`, which leaves
+        out those whose members all have the same success (`learner.step.uniform_success`)."""
+        if not self.settings.screen_success_variance:
+            return list(groups)
+        return [g for g in groups if not uniform_success(g)]
+
     def train_step(self, groups: list[RolloutGroup], should_stop=None) -> StepReport:
         """`should_stop` (a callable) is asked before each group's forward, before its backward, and at every decoder
         layer inside both (`learner.interrupt`); when it says yes, the step is abandoned before any weight changes
@@ -65,7 +72,8 @@ class Trainer:
         on every rank's groups: the loss is divided by the step's totals over all ranks and multiplied by the
         number of ranks (DDP averages the gradients), and the report sums every rank's figures."""
         t0 = time.perf_counter()
-        prepared, adv_seconds = self.prepare(groups)
+        kept = self.screen(groups)
+        prepared, adv_seconds = self.prepare(kept)
         distributed = self.policy.distributed
         totals = (sum(p.num_tokens for p in prepared), sum(len(p.tokens) for p in prepared))
         skip = self.settings.skip_zero_advantage_groups
@@ -91,6 +99,7 @@ class Trainer:
             group_ids=[g.group_id for g in groups],
             sums=sums,
             estimator=sum((p.estimator_stats for p in prepared), EstimatorStats()),
+            groups=group_counts(groups, len(kept), work),
         )
         if distributed:
             share = gather_step(share, self.policy.device)
@@ -99,6 +108,8 @@ class Trainer:
             estimator=share.estimator,
             grad_norm=grad_norm,
             constrained_excluded=share.constrained_excluded,
+            groups=share.groups,
+            lr=self.optimizer.param_groups[0]["lr"],
         )
         return StepReport(
             step=self.step,
@@ -162,6 +173,19 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
+
+
+def group_counts(given: list[RolloutGroup], kept: int, work: list[PreparedGroup]) -> GroupCounts:
+    """What became of a step's `given` groups: `kept` after screening, `work` trained; and their members' success."""
+    successes = [v for g in given for v in member_successes(g)]
+    return GroupCounts(
+        given=len(given),
+        screened=len(given) - kept,
+        trained=len(work),
+        trajectories=sum(len(p.tokens) for p in work),
+        success_sum=float(sum(successes)),
+        success_members=len(successes),
+    )
 
 
 def _step_totals(totals: tuple[int, int], forwards: int, device) -> tuple[tuple[int, int], int]:

@@ -111,8 +111,23 @@ def pref_rewards(batch: AdvantageBatch) -> torch.Tensor:
     return torch.tensor([r.pref for r in batch.rewards], dtype=torch.float64)
 
 
-def exec_rewards(batch: AdvantageBatch) -> torch.Tensor:
-    return torch.tensor([r.exec for r in batch.rewards], dtype=torch.float64)
+def successes(batch: AdvantageBatch) -> torch.Tensor:
+    """(G,) task success as scored (component 'success', 0/1); 0 where a reward lacks it."""
+    return torch.tensor([r.components.get("success", 0.0) for r in batch.rewards], dtype=torch.float64)
+
+
+def exec_channel(scored: torch.Tensor, batch: AdvantageBatch, config: AdvantageSettings) -> torch.Tensor:
+    """(G,) the exec-channel reward an estimator normalises: its scored one (r_exec, or its own action or plan
+    reward) plus `success_weight·success` (`AdvantageSettings.success_weight`; 0: `scored` unchanged)."""
+    if config.success_weight == 0:
+        return scored
+    return scored + config.success_weight * successes(batch)
+
+
+def exec_rewards(batch: AdvantageBatch, config: AdvantageSettings) -> torch.Tensor:
+    """(G,) r_exec as scored, with the success term (`exec_channel`)."""
+    scored = torch.tensor([r.exec for r in batch.rewards], dtype=torch.float64)
+    return exec_channel(scored, batch, config)
 
 
 def channel_stats(norm: Normalised) -> ChannelStats:

@@ -13,6 +13,7 @@ from learner.advantages.batch import GENERATED_CODES, SUMMARY, TOOL_CALL, Advant
 from learner.advantages.common import (
     FlatGroup,
     channel_stats,
+    exec_channel,
     exec_rewards,
     first_generated,
     flatten,
@@ -36,9 +37,10 @@ def _any_generated(batch: AdvantageBatch) -> torch.Tensor:
 @register_estimator("grpo", channels=("scalar",))
 def grpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """Trajectory-level GRPO (DeepSeekMath, arXiv 2402.03300): `A_i = norm(R)_i` on every generated token,
-    `R = w_exec·r_exec + w_pref·r_pref` (r_pref as scored: after the scorer's omission guard)."""
+    `R = w_exec·r_exec + w_pref·r_pref` (r_pref as scored: after the scorer's omission guard; r_exec with the
+    success term, `success_weight`)."""
     flat = flatten(batch, config)
-    scalar = config.w_exec * exec_rewards(batch) + config.w_pref * pref_rewards(batch)
+    scalar = config.w_exec * exec_rewards(batch, config) + config.w_pref * pref_rewards(batch)
     norm = group_norm(scalar, _any_generated(batch), config.eps)
     adv = torch.where(_generated(flat.kinds), norm.values[flat.member], 0.0)
     return flat.split(adv), EstimatorStats({"scalar": channel_stats(norm)})
@@ -89,10 +91,11 @@ def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.T
     P_c the members in which segment c is present and `|P_c| < MIN_PRESENT (2) → 0`. Reasoning tokens are credited to
     the segment they precede (`config.reasoning_route`). Nothing crosses channels. `config.turn_level`: a
     tool_call segment at turn t takes the group-normalised per-call score of turn t where one exists.
-    `config.decision_token`: on no-tool tasks the decision not to call is an exec token too (`exec_scope`)."""
+    `config.decision_token`: on no-tool tasks the decision not to call is an exec token too (`exec_scope`).
+    `config.success_weight`: r_exec + success_weight·success (`exec_channel`)."""
     flat = flatten(batch, config)
     credit, exec_present = exec_scope(batch, config, flat)
-    n_exec = group_norm(exec_rewards(batch), exec_present, config.eps)
+    n_exec = group_norm(exec_rewards(batch, config), exec_present, config.eps)
     n_pref = group_norm(pref_rewards(batch), presence(batch, SUMMARY), config.eps)
     exec_tok = config.w_exec * n_exec.values[flat.member]
     channels = {"exec": channel_stats(n_exec), "pref": channel_stats(n_pref)}
@@ -109,7 +112,8 @@ def slca(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.T
 def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """ToolPO (DeepAgent, arXiv 2510.21618): `A_global = norm(R_success)` on every generated token plus
     `λ·norm_{P_exec}(R_action)` on tool_call tokens. R_success = component 'success' (else the scalar R);
-    R_action = component 'call_accuracy' = correct calls / gold calls (else r_exec)."""
+    R_action = component 'call_accuracy' = correct calls / gold calls (else r_exec), plus the success term
+    (`success_weight`, `exec_channel`)."""
     flat = flatten(batch, config)
     pref = pref_rewards(batch)
     success = torch.tensor(
@@ -119,7 +123,8 @@ def toolpo(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch
         ],
         dtype=torch.float64,
     )
-    action = torch.tensor([r.components.get("call_accuracy", r.exec) for r in batch.rewards], dtype=torch.float64)
+    scored_action = [r.components.get("call_accuracy", r.exec) for r in batch.rewards]
+    action = exec_channel(torch.tensor(scored_action, dtype=torch.float64), batch, config)
     n_global = group_norm(success, _any_generated(batch), config.eps)
     n_action = group_norm(action, presence(batch, TOOL_CALL), config.eps)
     adv = torch.where(_generated(flat.kinds), n_global.values[flat.member], 0.0)
@@ -140,8 +145,8 @@ def rltr_reward(batch: AdvantageBatch) -> torch.Tensor:
 @register_estimator("rltr", channels=("plan",))
 def rltr(batch: AdvantageBatch, config: AdvantageSettings) -> tuple[list[torch.Tensor], EstimatorStats]:
     """RLTR (arXiv 2508.19598): only the planner is trained. tool_call tokens get `norm_{P_exec}(R_plan)_i`
-    (see `rltr_reward`); summary tokens get 0."""
+    (see `rltr_reward`; plus the success term, `success_weight`, `exec_channel`); summary tokens get 0."""
     flat = flatten(batch, config)
-    norm = group_norm(rltr_reward(batch), presence(batch, TOOL_CALL), config.eps)
+    norm = group_norm(exec_channel(rltr_reward(batch), batch, config), presence(batch, TOOL_CALL), config.eps)
     adv = torch.where(flat.credit == TOOL_CALL, norm.values[flat.member], 0.0)
     return flat.split(adv), EstimatorStats({"plan": channel_stats(norm)})

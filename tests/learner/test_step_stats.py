@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from learner.advantages import CHANNELS, ESTIMATORS, estimate, register_estimator
-from learner.step_stats import ChannelStats, EstimatorStats, LossSums, StepStats, TokenFigures
+from learner.step_stats import ChannelStats, EstimatorStats, GroupCounts, LossSums, StepStats, TokenFigures
 from slca.contracts import SegmentKind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +74,28 @@ def test_an_estimator_reports_only_the_channels_it_declared(monkeypatch):
     register_estimator("sloppy", channels=("exec",))(sloppy)
     with pytest.raises(ValueError, match=r"'sloppy' reported channels \['exce'\]"):
         estimate("sloppy", None, None)
+
+
+def test_the_line_has_the_advantage_spread_per_kind_and_the_zero_variance_share_per_channel():
+    adv = [1.0, -1.0, 3.0]
+    figures = TokenFigures(
+        tokens=3, adv=sum(adv), adv_abs=5.0, clip=0.0, ratio=3.0, logprob_gap=0.0, adv_sq=sum(a * a for a in adv)
+    )
+    loss = LossSums(figures, {SegmentKind.TOOL_CALL: figures}, ratio_max=1.0, ratio_min=1.0).means()
+    groups = GroupCounts(given=5, screened=1, trained=3, trajectories=12, success_sum=9.0, success_members=20)
+    stats = StepStats(loss, EstimatorStats({"exec": ChannelStats(2.0, 16.0)}), grad_norm=3.5, groups=groups, lr=1e-5)
+    line = stats.to_log()
+    assert line["all/adv_std"] == pytest.approx((8 / 3) ** 0.5) == line["tool_call/adv_std"]
+    assert line["estimator/zero_variance_share/exec"] == 0.5  # 2 of the 4 groups the estimator saw
+    counts = {"groups_in": 5, "groups_screened": 1, "groups_trained": 3, "trajectories_trained": 12}
+    assert {key: line[key] for key in counts} == counts
+    assert (line["success_mean"], line["lr"], line["tokens_trained"], line["grad_norm"]) == (0.45, 1e-5, 3, 3.5)
+    back = StepStats.from_log(line)
+    assert back.groups == groups and back.lr == 1e-5 and back.loss.all.adv_sq == pytest.approx(11 / 3)
+    assert back.to_log() == line
+
+
+def test_success_mean_is_left_out_when_no_member_carries_success():
+    line = StepStats(None, EstimatorStats(), groups=GroupCounts(given=2, screened=0)).to_log()
+    assert "success_mean" not in line and line["groups_in"] == 2 and "lr" not in line
+    assert GroupCounts(1, 0, 1, 2) + GroupCounts(2, 1, 1, 4, 1.0, 4) == GroupCounts(3, 1, 2, 6, 1.0, 4)

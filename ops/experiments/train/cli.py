@@ -8,7 +8,23 @@ def register(commands, bench) -> None:
     train.add_argument("--estimator", help="any registered advantage estimator (required; see --list-estimators)")
     train.add_argument("--list-estimators", action="store_true", help="print the registered estimators and exit")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--steps", type=int, default=20)
+    train.add_argument("--steps", type=int, default=20, help="optimizer steps (0: stop on --minutes alone)")
+    train.add_argument(
+        "--minutes",
+        type=float,
+        default=0.0,
+        help="stop after M minutes of wall clock from the first step (whichever of --steps and --minutes comes "
+        "first; 0: no time limit)",
+    )
+    train.add_argument(
+        "--tasks-file",
+        default=None,
+        help="train on these tasks only: JSON lines of Task (sim.tasks.write_jsonl), "
+        "train split (default: the --pack's train split)",
+    )
+    train.add_argument(
+        "--task-ids", default=None, help="comma-separated task ids: train on these of the training tasks only"
+    )
     train.add_argument("--api", default=None, help="base URL of a running `slca serve` (default: start one in-process)")
     train.add_argument("--pack", default="everyday", help="task pack")
     train.add_argument(

@@ -1,9 +1,15 @@
 """`slca train --estimator E --seed S --steps N`: a synchronous, controlled run for comparing estimators on
-equal budgets and seeds. Plan per step: pick a task (seeded) → one group of G episodes through the serve
-agent API (`return_trajectories`, `record: false`) → HierR scores (`workers.scoring.score_trajectory`, with the
-configured `workers` settings and the trained model's own tokenizer, as the online workers score) → one update
-→ publish vN through the online learner's path (`slca.weights.publish`: files, then `SET`+`PUBLISH` on
-Redis) → wait until the server serves vN → one JSON line of metrics.
+equal budgets and seeds. Plan per step: pick `learner.groups_per_step` distinct tasks (seeded) → per task one group
+of G episodes through the serve agent API (`return_trajectories`, `record: false`) → HierR scores
+(`workers.scoring.score_trajectory`, with the configured `workers` settings and the trained model's own tokenizer,
+as the online workers score) → one update on the step's groups → publish vN through the online learner's path
+(`slca.weights.publish`: files, then `SET`+`PUBLISH` on Redis) → wait until the server serves vN → one JSON line of
+metrics (the groups' reward means, timings and the learner's `StepStats.to_log()`).
+
+The run stops after `--steps` steps or `--minutes` minutes of wall clock, whichever comes first (`--steps 0`: the
+minutes alone; the clock starts at the first step). It trains on the pack's train split, or on the fixed tasks of
+`--tasks-file` (JSON lines of `Task`, as `sim.tasks.write_jsonl` writes them), narrowed to `--task-ids` if given.
+With `learner.loss.kl_beta` > 0 a frozen copy of the starting weights is the KL reference.
 
 Which server follows the announcement: the in-process one (no `--api`) subscribes under a stream prefix of
 its own, `<common.stream_prefix>:train:<run id>`, so that a controlled run never hot-swaps the servers of a
@@ -12,6 +18,7 @@ live system sharing the Redis, nor starts from its weights; with `--api`, the se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -104,6 +111,74 @@ def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """When a run stops: after `steps` steps (0: no limit) or `minutes` of wall clock since `started` (0: no limit),
+    whichever comes first; a step that has started is finished."""
+
+    steps: int
+    minutes: float
+    started: float = dataclasses.field(default_factory=lambda: time.monotonic())
+
+    def __post_init__(self) -> None:
+        from slca.cli import CliError
+
+        if self.steps < 0 or self.minutes < 0:
+            raise CliError("--steps and --minutes must be ≥ 0")
+        if not self.steps and not self.minutes:
+            raise CliError("--steps 0 runs on --minutes alone: give --minutes M > 0")
+
+    def allows(self, done: int) -> bool:
+        """Whether a step may start after `done` steps."""
+        if self.steps and done >= self.steps:
+            return False
+        return not self.minutes or self.elapsed_s() < self.minutes * 60
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def from_now(self) -> Budget:
+        """The same budget, its clock started now (at the first step: loading the model and starting the server
+        do not count)."""
+        return dataclasses.replace(self, started=time.monotonic())
+
+
+def training_tasks(args) -> list:
+    """The tasks a run draws from: `--tasks-file` (train tasks only), else the pack's train split; narrowed to
+    `--task-ids` (comma-separated) when given."""
+    from slca.cli import CliError
+
+    try:
+        from sim.tasks import load_tasks, read_jsonl
+
+        tasks = read_jsonl(args.tasks_file) if args.tasks_file else load_tasks(args.pack, "train", args.seed)
+    except (ImportError, ValueError, OSError) as exc:
+        source = args.tasks_file or f"task pack {args.pack!r}"
+        raise CliError(f"cannot load {source}: {exc}") from None
+    if held_out := sorted(t.task_id for t in tasks if t.split != "train"):
+        raise CliError(f"{args.tasks_file}: not train tasks (never train on held-out ones): {', '.join(held_out[:5])}")
+    if args.task_ids:
+        tasks = only_ids(tasks, [i.strip() for i in args.task_ids.split(",") if i.strip()])
+    if not tasks:
+        raise CliError("no task to train on")
+    return tasks
+
+
+def only_ids(tasks: list, ids: list[str]) -> list:
+    """The tasks named by `ids`, in their order; an id that is not among `tasks` is an error."""
+    from slca.cli import CliError
+
+    by_id = {t.task_id: t for t in tasks}
+    if missing := [i for i in ids if i not in by_id]:
+        raise CliError(f"--task-ids: not among the training tasks: {', '.join(missing[:5])}")
+    return [by_id[i] for i in dict.fromkeys(ids)]
+
+
+def pick_tasks(rng: random.Random, tasks: list, k: int) -> list:
+    """`k` distinct tasks (all of them when there are fewer), drawn with `rng`."""
+    return rng.sample(tasks, min(k, len(tasks)))
+
+
 def run_train_cli(args, config) -> int:
     from tqdm import tqdm
 
@@ -111,23 +186,19 @@ def run_train_cli(args, config) -> int:
     import torch
 
     from learner.loop import run_dir_of
-    from learner.model import load_policy
+    from learner.model import load_policy, reference_for
     from learner.trainer import Trainer
     from slca.cli import CliError
     from slca.models.paths import find_model_dir, how_to_make
     from slca.weights import publish
 
+    budget = Budget(args.steps, args.minutes or 0.0)
     settings = config.get(LearnerSettings).model_copy(update={"estimator": args.estimator, "seed": args.seed})
     common = config.common
     name = settings.init_model or common.model
     model_dir = find_model_dir(name, common.cache_dir, hint=f"{how_to_make(name)}, or set learner.init_model")
     scoring = scoring_settings(config, model_dir)
-    try:
-        from sim.tasks import load_tasks
-
-        tasks = load_tasks(args.pack, "train", args.seed)
-    except (ImportError, ValueError) as exc:
-        raise CliError(f"cannot load task pack {args.pack!r}: {exc}") from None
+    tasks = training_tasks(args)
     run_dir = run_dir_of(settings, common) / f"train-{args.estimator}-{args.seed}"
     log_path = Path(args.log) if args.log else run_dir / "metrics.jsonl"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,15 +217,17 @@ def run_train_cli(args, config) -> int:
     rng = random.Random(args.seed)
     try:
         policy = load_policy(model_dir, settings)
-        trainer = Trainer(policy, settings)
-        version = 0
-        with open(log_path, "a") as log, tqdm(total=args.steps, desc=f"train {args.estimator}", unit="step") as bar:
-            for step in range(1, args.steps + 1):
-                task = rng.choice(tasks)
+        trainer = Trainer(policy, settings, reference_for(model_dir, settings, policy.device))
+        version, step = 0, 0
+        total, budget = args.steps or None, budget.from_now()
+        with open(log_path, "a") as log, tqdm(total=total, desc=f"train {args.estimator}", unit="step") as bar:
+            while budget.allows(step):
+                step += 1
+                picked = pick_tasks(rng, tasks, settings.groups_per_step)
                 t0 = time.perf_counter()
-                group = generate_group(api, task, settings, rng.randrange(2**31), scoring)
+                groups = [generate_group(api, task, settings, rng.randrange(2**31), scoring) for task in picked]
                 gen_s = time.perf_counter() - t0
-                report = trainer.train_step([group])
+                report = trainer.train_step(groups)
                 manifest, publish_s = publish(
                     policy.model,
                     model_dir,
@@ -173,9 +246,10 @@ def run_train_cli(args, config) -> int:
                     "step": step,
                     "estimator": args.estimator,
                     "seed": args.seed,
-                    "task_id": task.task_id,
+                    "task_id": picked[0].task_id,
+                    "task_ids": [t.task_id for t in picked],
                     "version": version,
-                    **group_means(group),
+                    **group_means(groups),
                     "loss": report.loss,
                     "scorer_version": scoring.scorer_version,
                     "tokens": report.tokens,
@@ -183,6 +257,7 @@ def run_train_cli(args, config) -> int:
                     "step_s": report.seconds,
                     "publish_s": publish_s,
                     "swap_s": swap_s,
+                    "elapsed_s": budget.elapsed_s(),
                     **report.stats.to_log(),
                 }
                 log.write(json.dumps(line) + "\n")
@@ -215,11 +290,19 @@ def tool_turns(traj: Trajectory) -> int:
     return len({seg.turn for seg in traj.segments if seg.kind == SegmentKind.TOOL_CALL})
 
 
-def group_means(group) -> dict[str, float]:
-    n = group.size
-    return {
-        "exec_mean": sum(r.exec for r in group.rewards) / n,
-        "pref_mean": sum(r.pref for r in group.rewards) / n,
-        "tool_turns_mean": sum(tool_turns(t) for t in group.trajectories) / n,
-        "omission_rate": sum(r.omission_penalized for r in group.rewards) / n,
+def group_means(groups: list) -> dict[str, float]:
+    """Means over every member of the step's groups: exec, pref, model turns with a call, omission rate, and task
+    success (component 'success'; members without it left out, the key absent when none has it)."""
+    rewards = [r for g in groups for r in g.rewards]
+    trajectories = [t for g in groups for t in g.trajectories]
+    n = len(rewards)
+    means = {
+        "exec_mean": sum(r.exec for r in rewards) / n,
+        "pref_mean": sum(r.pref for r in rewards) / n,
+        "tool_turns_mean": sum(tool_turns(t) for t in trajectories) / n,
+        "omission_rate": sum(r.omission_penalized for r in rewards) / n,
     }
+    successes = [r.components["success"] for r in rewards if "success" in r.components]
+    if successes:
+        means["success_mean"] = sum(successes) / len(successes)
+    return means

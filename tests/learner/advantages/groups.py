@@ -57,6 +57,8 @@ def groups(draw, max_g: int = 6):
             CallScore(turn=t, score=draw(st.floats(0, 1))) for t in draw(st.sets(st.integers(0, 2), max_size=2))
         ]
         components = {} if draw(st.booleans()) else {"rltr_plan": draw(st.sampled_from([-1.0, 0.0, 0.7]))}
+        if draw(st.booleans()):
+            components["success"] = draw(st.sampled_from([0.0, 1.0]))
         rewards.append(
             Reward(trajectory_id=f"t{i}", exec=draw(value), pref=draw(value), per_call=per_call, components=components)
         )

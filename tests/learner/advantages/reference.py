@@ -46,6 +46,11 @@ def pref_values(batch, cfg):
     return [r.pref for r in batch.rewards]  # the scorer's, omission guard included
 
 
+def with_success(scored, batch, cfg):
+    """The exec-channel reward: the scored one plus success_weight · success (0 where a reward lacks it)."""
+    return [v + cfg.success_weight * r.components.get("success", 0.0) for v, r in zip(scored, batch.rewards)]
+
+
 def has(m, code):
     return code in m.kinds.tolist()
 
@@ -56,7 +61,8 @@ def any_gen(m):
 
 def ref_grpo(batch, cfg):
     pref = pref_values(batch, cfg)
-    R = [cfg.w_exec * r.exec + cfg.w_pref * p for r, p in zip(batch.rewards, pref)]
+    exec_ = with_success([r.exec for r in batch.rewards], batch, cfg)
+    R = [cfg.w_exec * e + cfg.w_pref * p for e, p in zip(exec_, pref)]
     a = norm(R, [any_gen(m) for m in batch.members], cfg.eps)
     return [[a[i] if k in GENERATED_CODES else 0.0 for k in m.kinds.tolist()] for i, m in enumerate(batch.members)]
 
@@ -78,7 +84,7 @@ def ref_slca(batch, cfg):
     pref = pref_values(batch, cfg)
     decide = decision_positions(batch, cfg)
     in_exec = [has(m, TOOL_CALL) or (bool(decide) and any_gen(m)) for m in batch.members]
-    ae = norm([r.exec for r in batch.rewards], in_exec, cfg.eps)
+    ae = norm(with_success([r.exec for r in batch.rewards], batch, cfg), in_exec, cfg.eps)
     ap = norm(pref, [has(m, SUMMARY) for m in batch.members], cfg.eps)
     turn_adv = {}
     if cfg.turn_level:
@@ -112,7 +118,7 @@ def ref_slca(batch, cfg):
 def ref_toolpo(batch, cfg):
     pref = pref_values(batch, cfg)
     succ = [r.components.get("success", cfg.w_exec * r.exec + cfg.w_pref * p) for r, p in zip(batch.rewards, pref)]
-    act = [r.components.get("call_accuracy", r.exec) for r in batch.rewards]
+    act = with_success([r.components.get("call_accuracy", r.exec) for r in batch.rewards], batch, cfg)
     g = norm(succ, [any_gen(m) for m in batch.members], cfg.eps)
     a = norm(act, [has(m, TOOL_CALL) for m in batch.members], cfg.eps)
     out = []
@@ -132,7 +138,7 @@ def ref_rltr(batch, cfg):
         r.components["rltr_plan"] if "rltr_plan" in r.components else r.components.get("completeness", r.exec)
         for r in batch.rewards
     ]
-    a = norm(R, [has(m, TOOL_CALL) for m in batch.members], cfg.eps)
+    a = norm(with_success(R, batch, cfg), [has(m, TOOL_CALL) for m in batch.members], cfg.eps)
     return [
         [a[i] if k == TOOL_CALL else 0.0 for k in route(m.kinds.tolist(), cfg.reasoning_route)]
         for i, m in enumerate(batch.members)

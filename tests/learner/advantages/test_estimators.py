@@ -90,6 +90,7 @@ CONFIGS = {
     "route_none_w_pref": CFG.model_copy(update={"reasoning_route": "none", "w_pref": 0.5}),
     "decision_token": CFG.model_copy(update={"decision_token": True}),
     "decision_turn_level": CFG.model_copy(update={"decision_token": True, "turn_level": True}),
+    "success_weight": CFG.model_copy(update={"success_weight": 0.5}),
 }
 
 
@@ -207,6 +208,34 @@ def test_without_decision_token_no_tool_groups_are_unchanged(tool_needed):
         decision = CFG.model_copy(update={"decision_token": True})
         on, _ = get_estimator("slca")(batch(*NO_TOOL, tool_needed=tool_needed), decision)
         assert [a.tolist() for a in on] == [a.tolist() for a in plain]
+
+
+def _exec_tie_success_differs() -> AdvantageBatch:
+    """Two members that call, equal r_exec and r_pref (a right tool with a wrong value scores 0.8), one succeeds."""
+    rewards = [reward(0, 0.8, 0.5, components={"success": 1.0}), reward(1, 0.8, 0.5, components={"success": 0.0})]
+    return AdvantageBatch([layout(SPEC_CALL), layout(SPEC_CALL)], rewards)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_success_weight_credits_the_successful_member_on_its_tool_call_tokens(name):
+    b, weighted = _exec_tie_success_differs(), CFG.model_copy(update={"success_weight": 0.5})
+    on, _ = check_against_reference(name, b, weighted)
+    off, _ = get_estimator(name)(b, CFG)
+    calls = slice(3, 5)  # SPEC_CALL's tool_call tokens
+    assert bool((on[0][calls] > on[1][calls]).all())
+    gap_on, gap_off = float(on[0][3] - on[1][3]), float(off[0][3] - off[1][3])
+    assert gap_on > gap_off  # toolpo's success channel already separates them; the term adds to its action channel
+    if name != "toolpo":
+        assert gap_off == 0.0
+
+
+def test_success_weight_is_the_scored_exec_reward_plus_the_weighted_success():
+    from learner.advantages.common import exec_rewards
+
+    tie = _exec_tie_success_differs()  # and a member without a 'success' component: it counts 0
+    b = AdvantageBatch([*tie.members, layout(SPEC_CALL)], [*tie.rewards, reward(2, 0.3, 0.0)])
+    assert exec_rewards(b, CFG.model_copy(update={"success_weight": 0.5})).tolist() == pytest.approx([1.3, 0.8, 0.3])
+    assert exec_rewards(b, CFG).tolist() == pytest.approx([0.8, 0.8, 0.3])
 
 
 def test_batch_of_reads_tool_needed_from_the_ground_truth():
