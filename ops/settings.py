@@ -98,25 +98,53 @@ class OpsSettings(SectionSettings):
     feed_seed: int = 0
     """Seed of the task order."""
     probe_enabled: bool = True
-    """Run the held-out probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.experiments.eval.suite`)
-    against the served API at the first readiness (v0) and every `probe_every_versions` versions, never recorded."""
-    probe_every_versions: int = Field(default=40, ge=1)
-    """A probe round starts once the served version has advanced this many versions since the last round.
-    Cost (2 cores, embedded model, estimated): a round asks ≈ 250 held-out tasks (everyday test 117 + novel 132)
-    and 5 × `probe_bfcl_per_category` = 40 BFCL items, ≈ 290 requests. The sampled probe ran 32 episodes in ≈ 45 s
-    beside the feed with 8 sequences in flight (bench/online/run3), ≈ 0.7 episodes/s, so a round at
-    `probe_concurrency` 8 takes ≈ 7 min. Versions came ≈ 3 a minute there: every 40 versions (≈ 13 min) the
-    probe is in flight about half the time and then holds 8 of ≈ 24 sequences in the engine's batch — about a
-    sixth of the generation on average; its rounds span the ≈ 20 versions served meanwhile (recorded per item
-    and as the round's version range)."""
+    """Run the probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.experiments.eval.suite`) against the
+    served API — a baseline round at the first readiness (v0, the feed held until it is done), periodic rounds while
+    training runs, a final round at the stop — never recorded."""
+    probe_every_minutes: float = Field(default=20.0, ge=0)
+    """A periodic round is due this many minutes after the last round ended, once a new version is served (0: not
+    by time). With `probe_budget_share` this is the cadence; 20 gives two periodic rounds in a 60-minute run."""
+    probe_every_versions: int = Field(default=0, ge=0)
+    """A periodic round is also due once the served version has advanced this many versions since the last round
+    (0: not by versions)."""
+    probe_budget_share: float = Field(default=0.10, ge=0, le=1)
+    """A periodic round runs only if the probe's seconds (baseline and periodic rounds), its own estimate included,
+    stay within this share of the run's serving seconds; otherwise it waits (0: no budget). The share is reported
+    with every round (`slca status`, `slca bench online`).
+
+    What a round costs (read from the code, timed in bench/online/run5-fresh-clone: 289 items in 557 s, greedy, the
+    feed held, 2 avx512_bf16 cores, ≈ 1.9 s an item; a task is an agent run of up to 3 turns, a BFCL item one
+    turn): the baseline and the final round ask every item — test 117 + novel 132 + train_probe 64 + BFCL 5 × 8 =
+    353, ≈ 680 s; a periodic round asks the training-task probe, 64 items ≈ 125 s. A 60-minute run with the
+    baseline cached: two periodic rounds ≈ 250 s ≈ 7% of its serving time; the first run on a machine spends ≈ 680
+    s (19%) on the baseline, so the budget holds its periodic rounds back. The final round runs after training
+    stopped and is not counted."""
+    probe_item_seconds: float = Field(default=2.0, gt=0)
+    """Seconds an item is estimated to take until a round has been timed on this machine (the budget's estimate;
+    then the last round's own rate)."""
+    probe_final_timeout_s: float = Field(default=900.0, ge=0)
+    """At a stop, the feed runs a final round — every item, on the last served version — for at most this long
+    (0: none); `slca up` then stops the feed and the learner first and waits this long (plus the feed's grace)
+    before it stops the rest, so Ctrl-C can take that long. `slca bench online` judges the last served version
+    itself when no final round did (pinned, from its published weights)."""
     probe_holds_feed: bool = True
-    """The feed sends no new requests while a probe round runs (ops/run/feed/probe.py `ProbePlan.holds_feed`): a
-    round then takes minutes, not the 40 it took beside training, and is answered by a few versions, not 29."""
+    """The feed sends no new requests while a periodic round runs (ops/run/feed/probe.py `ProbePlan.holds_feed`; the
+    baseline always holds it): a round then takes minutes, not the 40 it took beside training, and is answered by a
+    few versions, not 29."""
     probe_mode: str = "greedy"
     """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""
-    probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel"])
-    """Held-out splits of `feed_pack` a round asks, every task of each (the feed trains on 'train' only)."""
+    probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel", "train_probe"])
+    """Splits of `feed_pack` the baseline and final rounds ask: held-out ones (every task; the feed trains on 'train'
+    only) and `train_probe`, the training-task probe (`probe_train_size` train tasks, fixed: tasks the learner trains
+    on)."""
+    probe_train_size: int = Field(default=64, ge=1)
+    """Tasks of the training-task probe (`sim.tasks.probe.training_probe`: stratified over intents, its own seed)."""
+    probe_round_suites: list[str] = Field(default_factory=lambda: ["train_probe"])
+    """Suites of those items a periodic round asks again ('bfcl' for every BFCL item; []: every item)."""
+    probe_cache_baseline: bool = True
+    """Keep the warm start's baseline evaluation under `<cache_dir>/probe-baselines/` and read it back in a later
+    run on the same model, items and scorer (`ops.run.feed.baseline_cache`)."""
     probe_bfcl_per_category: int = Field(default=8, ge=0)
     """BFCL items per category a round asks: a seeded random sample, the same every round (0: no BFCL)."""
     probe_concurrency: int = Field(default=8, ge=1)
-    """Probe requests in flight at once: the engine batches them; few enough not to crowd out the feed."""
+    """Probe requests in flight at once: the engine batches them."""

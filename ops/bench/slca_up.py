@@ -20,13 +20,15 @@ ROLES = ("serve", "worker", "assembler", "learn", "feed")
 
 
 def bench_sets(data_dir: Path, port: int) -> list[str]:
-    """The settings every bench gives its `slca up`: its own data directory and API port, no warm start, and no
-    metrics port for the other processes (two systems on one machine never clash)."""
+    """The settings every bench gives its `slca up`: its own data directory and API port, no warm start, no final
+    probe round at the stop (`stop` waits 60 s; a bench measures the system, not learning), and no metrics port
+    for the other processes (two systems on one machine never clash)."""
     no_metrics_ports = json.dumps({name: 0 for name in ROLES if name != "serve"})
     return [
         f"common.data_dir={data_dir}",
         f"serve.port={port}",
         "ops.warm_start_minutes=0",
+        "ops.probe_final_timeout_s=0",
         f"ops.metrics_ports={no_metrics_ports}",
     ]
 

@@ -1,12 +1,15 @@
-"""`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up` and its held-out
-probe rounds, written as files (results.json, results.md, curve.png, probe_summary.json, probe/)."""
+"""`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up` and its probe rounds,
+written as files (results.json, results.md, curve.png, probe_summary.json, probe/, learner_metrics.jsonl). The last
+served version is always judged: by the feed's final round, else here, pinned (`ops.observe.final_round`)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import redis
 
+from ops.observe.final_round import judge_last_version, last_served_version
 from ops.observe.probe_report import SUMMARY_FILE, probe_lines, rounds_of
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
 from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines, write_curve
@@ -58,6 +61,12 @@ def run_online_export(args, config: Config) -> int:
         "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
     rounds = read_probe_rounds(redis_url, common.stream_prefix)
+    last_served = last_served_version(snapshot.rewards, rounds_of(rounds))
+    final = judge_last_version(config, rounds_of(rounds), last_served)
+    if final is not None:
+        rounds.append(final.to_json())
+        publish_round(redis_url, common.stream_prefix, final)
+    extra["learner_metrics"] = copy_learner_metrics(config, args.out)
     write_curve(
         stats,
         args.out,
@@ -65,6 +74,7 @@ def run_online_export(args, config: Config) -> int:
         extra,
         probe=rounds,
         data_dir=Path(common.data_dir),
+        last_served=last_served,
     )
     print(status_lines(stats, last=len(stats)))
     print(memory_lines((state or {}).get("memory")))
@@ -72,5 +82,45 @@ def run_online_export(args, config: Config) -> int:
     print(
         f"wrote {args.out}/results.json, results.md, curve.png"
         + (f", {SUMMARY_FILE}, probe/" if rounds_of(rounds) else "")
+        + (f", {LEARNER_METRICS}" if extra["learner_metrics"] else "")
     )
     return 0
+
+
+LEARNER_METRICS = "learner_metrics.jsonl"
+"""The learner's per-step log (`<run_dir>/metrics.jsonl`: loss, KL, clip fraction, advantages, timings per step),
+copied under `--out` so the committed result carries it."""
+
+
+def learner_metrics_path(config: Config) -> Path:
+    """`slca learn`'s per-step file: `<learner.run_dir>/metrics.jsonl`, by default `<data_dir>/learner/`."""
+    try:
+        run_dir = config.section("learner").run_dir
+    except (ModuleNotFoundError, AttributeError):
+        run_dir = None
+    return Path(run_dir or Path(config.common.data_dir) / "learner") / "metrics.jsonl"
+
+
+def copy_learner_metrics(config: Config, out: Path) -> str | None:
+    """The learner's metrics.jsonl copied to `out/learner_metrics.jsonl`; its name there, None when there is none."""
+    src = learner_metrics_path(config)
+    if not src.is_file():
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, out / LEARNER_METRICS)
+    return LEARNER_METRICS
+
+
+def publish_round(redis_url: str, prefix: str, round_) -> None:
+    """The pinned final round on the probe stream too, so `slca status` and the dashboard show it."""
+    from ops.observe.probe_rounds import PROBE_SUFFIX
+    from slca.contracts import Streams
+    from slca.contracts.stats import PROBE_MAXLEN
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    try:
+        client.xadd(Streams(prefix).stats(PROBE_SUFFIX), round_.to_fields(), maxlen=PROBE_MAXLEN, approximate=True)
+    except redis.RedisError as exc:
+        print(f"the final round was not published on the probe stream: {exc}")
+    finally:
+        client.close()

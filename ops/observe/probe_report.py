@@ -1,7 +1,8 @@
-"""The held-out probe's rounds for people: `slca status` lines, and what `slca bench online` writes about them
-(the per-item files of v0 and the latest round, the paired v0 → latest result per suite, a Markdown table, a
-chart panel). The headline everywhere: held-out success with its 95% interval, and the paired difference from v0
-with its bootstrap 95% interval and McNemar p — exec and pref beside it.
+"""The probe's rounds for people: `slca status` lines, and what `slca bench online` writes about them (the
+per-item files of v0 and the latest round that asked every item, the paired v0 → latest result per suite, a
+Markdown table, a chart panel). The headline everywhere: held-out success with its 95% interval, and the paired
+difference from v0 with its bootstrap 95% interval and McNemar p — the training-task probe, exec and pref beside
+it — and what the probe cost: its share of the run's serving time.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ops.observe.probe_rounds import HEADLINE, PAIRED_SUITES, ProbeRound
+from ops.experiments.eval.stats import TRAIN_PROBE
 
 SUMMARY_FILE = "probe_summary.json"
-LABELS = {"held_out": "held-out", "bfcl": "BFCL"}
+LABELS = {"held_out": "held-out", "bfcl": "BFCL", "train_probe": "train-probe"}
 """How the pooled suites read in text."""
 
 
@@ -55,13 +57,13 @@ def verdict(summary: dict[str, Any] | None) -> str:
     """One sentence, computed from the paired v0 → latest result, that `slca bench online` writes first. The rule
     is fixed here, before any run: held-out rose when the bootstrap interval of the paired difference lies above
     0, fell when it lies below, else no measurable change; the target is met when it rose by ≥ `TARGET_GAIN` and
-    BFCL did not fall."""
+    BFCL did not fall. It ends with the version it judged (and says so when that is not the last served one)."""
     if not summary or summary.get("rounds", 0) < 2 or summary["baseline_version"] == summary["latest_version"]:
-        return "not judged: fewer than two probe rounds, so there is no paired comparison with v0"
+        return "not judged: fewer than two probe rounds, so there is no paired comparison with v0" + _judged(summary)
     paired = summary.get("paired") or {}
     head, bfcl = paired.get(HEADLINE), paired.get("bfcl")
     if not head or not head.get("n"):
-        return "not judged: the rounds share no held-out item"
+        return "not judged: the rounds share no held-out item" + _judged(summary)
     span = f"v{summary['baseline_version']} → v{summary['latest_version']}"
     if head["ci_low"] > 0:
         moved = "rose"
@@ -72,22 +74,45 @@ def verdict(summary: dict[str, Any] | None) -> str:
     bfcl_fell = bool(bfcl and bfcl.get("n") and bfcl["ci_high"] < 0)
     met = moved == "rose" and head["diff"] >= TARGET_GAIN and not bfcl_fell
     bfcl_text = "-" if not bfcl or not bfcl.get("n") else difference(bfcl)
+    train = paired.get(TRAIN_PROBE)
+    train_text = f"train-probe {difference(train)}; " if train and train.get("n") else ""
     return (
-        f"held-out success {moved} {span}: {difference(head)}; BFCL {bfcl_text}{' (fell)' if bfcl_fell else ''}; "
-        f"target (≥ +{TARGET_GAIN:.2f} with the interval above 0, BFCL not worse) {'met' if met else 'not met'}"
+        f"held-out success {moved} {span}: {difference(head)}; {train_text}BFCL {bfcl_text}"
+        f"{' (fell)' if bfcl_fell else ''}; target (≥ +{TARGET_GAIN:.2f} with the interval above 0, BFCL not worse) "
+        f"{'met' if met else 'not met'}" + _judged(summary)
     )
+
+
+def _judged(summary: dict[str, Any] | None) -> str:
+    """'; judged v46 (final round, the last served version)', or which served version was not judged."""
+    if not summary or summary.get("latest_version") is None:
+        return ""
+    version, kind = summary["latest_version"], summary.get("latest_kind", "periodic")
+    how = f"{kind} round" + (", pinned" if summary.get("latest_pinned") else "")
+    served = summary.get("last_served_version")
+    if served is None:
+        return f"; judged v{version} ({how})"
+    if served == version and summary.get("latest_versions", [version, version]) == [version, version]:
+        return f"; judged v{version} ({how}, the last served version)"
+    return f"; judged v{version} ({how}); the last served version v{served} was not judged"
 
 
 def round_line(r: ProbeRound) -> str:
     head = r.headline
     span = f" (v{r.version_min}–v{r.version_max})" if r.version_min != r.version_max else ""
-    bfcl = r.suites.get("bfcl")
-    cells = [f"v{r.version}{span}", f"held-out {rate(head)} n={head.get('n', 0)}"]
+    bfcl, train = r.suites.get("bfcl"), r.suites.get(TRAIN_PROBE)
+    cells = [f"v{r.version}{span}"]
+    if HEADLINE in r.suites:
+        cells.append(f"held-out {rate(head)} n={head.get('n', 0)}")
+    if train:
+        cells.append(f"train-probe {rate(train)} n={train['n']}")
     if bfcl:
         cells.append(f"BFCL {rate(bfcl)} n={bfcl['n']}")
     cells.append(f"exec {_num(head.get('exec'))} pref {_num(head.get('pref'))} turns {_num(head.get('tool_turns'), 2)}")
     if r.version != r.baseline_version:
-        cells.append(f"vs v{r.baseline_version} {difference(r.vs_v0.get(HEADLINE))}")
+        cells.append(f"vs v{r.baseline_version} {difference(r.vs_v0.get(r.headline_suite))}")
+    if r.kind != "periodic" or r.cached:
+        cells.append(r.kind + (" (cached)" if r.cached else ""))
     if r.failed_requests:
         cells.append(f"{r.failed_requests} failed requests left out")
     return "  " + " | ".join(cells)
@@ -111,25 +136,71 @@ def probe_lines(entries: list[dict[str, Any]], last: int = 6) -> str:
         ]
         lines.append(f"  v{latest.baseline_version} → v{latest.version}: " + " | ".join(cells))
     lines += [round_line(r) for r in rounds[-last:]]
+    if cost := cost_line(rounds):
+        lines.append(cost)
     return "\n".join(lines)
 
 
-def paired_summary(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -> dict[str, Any] | None:
+def probe_cost(rounds: list[ProbeRound]) -> dict[str, Any] | None:
+    """The probe's cost in the run so far: seconds of its baseline and periodic rounds, the serving seconds, their
+    share, and the final round's seconds (after training stopped, not in the share)."""
+    during = [r for r in rounds if r.kind != "final" and r.run_s > 0]
+    if not during:
+        return None
+    last = during[-1]
+    final = [r for r in rounds if r.kind == "final"]
+    return {
+        "probe_s": round(last.probe_s, 1),
+        "run_s": round(last.run_s, 1),
+        "share": round(last.probe_s / last.run_s, 4),
+        "rounds": len(during),
+        "final_s": round(final[-1].seconds, 1) if final else None,
+    }
+
+
+def cost_line(rounds: list[ProbeRound]) -> str:
+    cost = probe_cost(rounds)
+    if cost is None:
+        return ""
+    final = f"; final round {cost['final_s']:.0f} s after training stopped" if cost["final_s"] is not None else ""
+    return (
+        f"  probe cost: {100 * cost['share']:.1f}% of serving time ({cost['probe_s']:.0f} s of "
+        f"{cost['run_s'] / 60:.1f} min, {cost['rounds']} rounds){final}"
+    )
+
+
+def latest_full(rounds: list[ProbeRound]) -> ProbeRound:
+    """The latest round with held-out items (a baseline, a final round, or a periodic round that asked them), else
+    the latest round."""
+    return next((r for r in reversed(rounds) if HEADLINE in r.suites), rounds[-1])
+
+
+def paired_summary(
+    rounds: list[ProbeRound], data_dir: Path | None, out: Path, last_served: int | None = None
+) -> dict[str, Any] | None:
     """The v0 → latest comparison for `slca bench online`: the two rounds' per-item files copied under
     `out/probe/`, the paired result per suite recomputed from them (`ops.experiments.eval.stats.compare`; the stream's
-    summary when the files are not on this machine), written to `out/probe_summary.json`."""
+    summary when the files are not on this machine), written to `out/probe_summary.json`. The latest round is the
+    latest that asked the held-out items (periodic rounds of the training-task probe alone are in the table, not in
+    the verdict); `last_served` is the last version the run served, to say whether it was judged."""
     if not rounds:
         return None
-    latest = rounds[-1]
-    base = next((r for r in rounds if r.version == latest.baseline_version), None)
+    latest = latest_full(rounds)
+    base = next((r for r in rounds if r.version == latest.baseline_version and r.kind == "baseline"), None)
+    base = base or next((r for r in rounds if r.version == latest.baseline_version), None)
     files = _copy_files([r for r in (base, latest) if r is not None], data_dir, out)
     summary: dict[str, Any] = {
         "baseline_version": latest.baseline_version,
+        "baseline_cached": bool(base and base.cached),
         "latest_version": latest.version,
         "latest_versions": [latest.version_min, latest.version_max],
+        "latest_kind": latest.kind,
+        "latest_pinned": latest.pinned,
+        "last_served_version": last_served,
         "mode": latest.mode,
         "files": files,
         "rounds": len(rounds),
+        "probe_cost": probe_cost(rounds),
     }
     if base is not None and base.records in files and latest.records in files:
         from ops.experiments.eval.stats import compare, summarize
@@ -172,22 +243,29 @@ def _copy_files(rounds: list[ProbeRound], data_dir: Path | None, out: Path) -> d
 def markdown(rounds: list[ProbeRound], summary: dict[str, Any] | None) -> list[str]:
     if not rounds:
         return []
+    full = latest_full(rounds)
     lines = [
         "",
-        f"Held-out probe ({rounds[-1].mode}, the same {rounds[-1].items} items every round, never trained "
-        "on); success with its Wilson 95% interval, difference from v0 paired per item:",
+        f"Probe ({full.mode}, never recorded): baseline and final rounds ask the same {full.items} items, periodic "
+        "rounds the training-task probe's; success with its Wilson 95% interval, difference from v0 paired per item:",
         "",
-        "| round | versions | held-out success | test | novel | BFCL | exec | pref | tool turns | vs v0 (held-out) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| round | versions | held-out success | test | novel | train-probe | BFCL | exec | pref | tool turns | "
+        "vs v0 (held-out) | vs v0 (train-probe) | kind |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         s, head = r.suites, r.headline
+        first = r.version == r.baseline_version and r.kind != "final"
         lines.append(
-            f"| v{r.version} | v{r.version_min}–v{r.version_max} | {rate(head)} | {rate(s.get('test'))} | "
-            f"{rate(s.get('novel'))} | {rate(s.get('bfcl'))} | {_num(head.get('exec'))} | "
+            f"| v{r.version} | v{r.version_min}–v{r.version_max} | {rate(s.get(HEADLINE))} | {rate(s.get('test'))} | "
+            f"{rate(s.get('novel'))} | {rate(s.get(TRAIN_PROBE))} | {rate(s.get('bfcl'))} | {_num(head.get('exec'))} | "
             f"{_num(head.get('pref'))} | {_num(head.get('tool_turns'), 2)} | "
-            f"{difference(r.vs_v0.get(HEADLINE)) if r.version != r.baseline_version else 'baseline'} |"
+            f"{'baseline' if first else difference(r.vs_v0.get(HEADLINE))} | "
+            f"{'baseline' if first else difference(r.vs_v0.get(TRAIN_PROBE))} | "
+            f"{r.kind}{' (cached)' if r.cached else ''}{' (pinned)' if r.pinned else ''} |"
         )
+    if cost := cost_line(rounds):
+        lines += ["", cost.strip()]
     if summary:
         lines += [
             "",
@@ -200,29 +278,36 @@ def markdown(rounds: list[ProbeRound], summary: dict[str, Any] | None) -> list[s
 
 
 def plot(ax, rounds: list[ProbeRound]) -> None:
-    """Held-out and BFCL success with their 95% intervals, exec and pref, by round."""
+    """Held-out, training-task probe and BFCL success with their 95% intervals, exec and pref, by round."""
     if rounds:
         v = [r.version for r in rounds]
-        for name, label, fmt in ((HEADLINE, "held-out success", "o-"), ("bfcl", "BFCL success", "s--")):
+        lines = (
+            (HEADLINE, "held-out success", "o-"),
+            (TRAIN_PROBE, "train-probe success", "d-."),
+            ("bfcl", "BFCL success", "s--"),
+        )
+        for name, label, fmt in lines:
             rows = [(x, r.suites[name]) for x, r in zip(v, rounds) if name in r.suites]
             if rows:
                 ys = [row["success"] for _, row in rows]
                 err = [
-                    [y - row["ci_low"] for y, (_, row) in zip(ys, rows)],
-                    [row["ci_high"] - y for y, (_, row) in zip(ys, rows)],
+                    [max(0.0, y - row["ci_low"]) for y, (_, row) in zip(ys, rows)],  # rounding at 0 and 1
+                    [max(0.0, row["ci_high"] - y) for y, (_, row) in zip(ys, rows)],
                 ]
                 ax.errorbar([x for x, _ in rows], ys, yerr=err, fmt=fmt, ms=3, capsize=2, label=label)
-        ax.plot(v, [r.headline.get("exec") for r in rounds], "^:", ms=3, label="exec (held-out)")
-        ax.plot(v, [r.headline.get("pref") for r in rounds], "v:", ms=3, label="pref (held-out)")
+        held = [(x, r.suites[HEADLINE]) for x, r in zip(v, rounds) if HEADLINE in r.suites]
+        ax.plot([x for x, _ in held], [row.get("exec") for _, row in held], "^:", ms=3, label="exec (held-out)")
+        ax.plot([x for x, _ in held], [row.get("pref") for _, row in held], "v:", ms=3, label="pref (held-out)")
         ax.legend(loc="lower right", fontsize=7)
-        d = rounds[-1].vs_v0.get(HEADLINE)
-        if d and rounds[-1].version != rounds[-1].baseline_version:
+        full = latest_full(rounds)
+        d = full.vs_v0.get(HEADLINE)
+        if d and full.version != full.baseline_version:
             ax.set_title(
-                f"held-out probe: v{rounds[-1].baseline_version} → v{rounds[-1].version} "
+                f"held-out probe: v{full.baseline_version} → v{full.version} "
                 f"{d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]",
                 fontsize=9,
             )
         else:
-            ax.set_title("held-out probe (same items every round)", fontsize=9)
+            ax.set_title("probe (paired with v0 per item)", fontsize=9)
     ax.set_xlabel("served policy version (round median)")
     ax.set_ylim(-0.02, 1.02)

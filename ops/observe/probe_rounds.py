@@ -5,7 +5,9 @@
 A round is one run of the evaluation (`ops.experiments.eval.suite`) against the served API: success per suite with its
 Wilson 95% interval, mean exec and pref rewards, tool turns, and the paired difference from the first round (v0, the
 warm start as served) with its bootstrap 95% interval and the exact McNemar p-value
-(`ops.experiments.eval.stats.compare`).
+(`ops.experiments.eval.stats.compare`). Rounds are of three kinds: the baseline (v0, every item), periodic rounds
+(a cheaper subset, by default the training-task probe) and the final round at the run's stop (every item, the last
+served version); each carries the probe's running cost (`probe_s` of `run_s` serving seconds).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import math
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ops.experiments.eval.stats import BFCL, BFCL_PREFIX, HELD_OUT, compare, summarize
+from ops.experiments.eval.stats import BFCL, HELD_OUT, TRAIN_PROBE, compare, pool_of, summarize
 from ops.experiments.eval.suite import ItemRecord, read_jsonl, write_jsonl
 from slca.contracts.queues import STATS_PROBE
 from slca.contracts.stats import probe_fields, probe_from_fields
@@ -31,8 +33,14 @@ ROUND_SCHEMA = 2
 """1: the sampled HierR probe (no per-item records, no intervals); its rounds are skipped by the readers."""
 HEADLINE = HELD_OUT
 """The suite every view leads with: the task pack's held-out splits pooled (test + novel)."""
-PAIRED_SUITES = (HELD_OUT, "test", "novel", BFCL)
+HEADLINE_FALLBACKS = (HELD_OUT, TRAIN_PROBE, BFCL)
+"""A round without held-out items (a periodic round of the training-task probe alone) leads with the first of
+these it has."""
+PAIRED_SUITES = (HELD_OUT, "test", "novel", TRAIN_PROBE, BFCL)
 """Suites whose paired difference from v0 the views show, in this order (those a round has)."""
+KINDS = ("baseline", "periodic", "final")
+"""baseline: the first round (v0, every item); periodic: the rounds while training runs (`ops.probe_round_splits`);
+final: the last served version at the run's stop (every item)."""
 ROUNDS_DIR = "probe"
 """Folder of the per-item files under the data dir: `v<version>.jsonl`, one `ItemRecord` per line."""
 
@@ -62,10 +70,32 @@ class ProbeRound:
     baseline_version: int
     """The version of the round `vs_v0` compares with."""
     schema: int = ROUND_SCHEMA
+    kind: str = "periodic"
+    """One of `KINDS`."""
+    cached: bool = False
+    """A baseline read from the warm start's cached evaluation (`ops.run.feed.baseline_cache`), not run again."""
+    pinned: bool = False
+    """Evaluated on the version's published weights in a server of its own (`slca bench online`'s final round),
+    not on the running API."""
+    probe_s: float = 0.0
+    """Seconds the probe's rounds have held the serving API so far in this run, this round included (a final
+    round, which runs after training stopped, is not counted)."""
+    run_s: float = 0.0
+    """Seconds since the probe first found the API ready (the run's serving time so far)."""
 
     @property
     def headline(self) -> dict[str, Any]:
-        return self.suites.get(HEADLINE, {})
+        """The held-out row, else the first row of `HEADLINE_FALLBACKS` the round has."""
+        return next((self.suites[name] for name in HEADLINE_FALLBACKS if name in self.suites), {})
+
+    @property
+    def headline_suite(self) -> str:
+        return next((name for name in HEADLINE_FALLBACKS if name in self.suites), HEADLINE)
+
+    @property
+    def share(self) -> float | None:
+        """The probe's share of the run's serving time so far (None before any serving time)."""
+        return self.probe_s / self.run_s if self.run_s > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +116,7 @@ class ProbeRound:
         if not isinstance(data, dict) or data.get("schema") != ROUND_SCHEMA:
             return None
         try:
-            round_ = cls(**{f.name: data[f.name] for f in fields(cls)})
+            round_ = cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.default is MISSING})
         except (KeyError, TypeError):
             return None
         ok = isinstance(round_.version, int) and isinstance(round_.suites, dict) and isinstance(round_.vs_v0, dict)
@@ -103,11 +133,15 @@ def tool_turns(record: ItemRecord) -> int:
 
 
 def _members(name: str, records: list[ItemRecord]) -> list[ItemRecord]:
-    if name == HELD_OUT:
-        return [r for r in records if not r.suite.startswith(BFCL_PREFIX)]
-    if name == BFCL:
-        return [r for r in records if r.suite.startswith(BFCL_PREFIX)]
+    if name in (HELD_OUT, BFCL):
+        return [r for r in records if pool_of(r.suite) == name]
     return [r for r in records if r.suite == name]
+
+
+def round_file(version: int, kind: str) -> str:
+    """A round's per-item file, relative to the data dir: `probe/v<version>.jsonl`; a final round's
+    `probe/v<version>-final.jsonl` (a periodic round at the same version keeps its own file)."""
+    return f"{ROUNDS_DIR}/v{version}{'-final' if kind == 'final' else ''}.jsonl"
 
 
 def summarise_round(
@@ -117,6 +151,7 @@ def summarise_round(
     started_at: float,
     mode: str,
     fallback_version: int,
+    kind: str = "periodic",
 ) -> ProbeRound:
     """One round from its records. Failed requests (a server restart mid-round) are left out of every rate: they
     say nothing about the policy. `baseline` None: this round is v0 and compares with itself."""
@@ -137,10 +172,11 @@ def summarise_round(
         mode=mode,
         items=len(records),
         failed_requests=len(records) - len(ran),
-        records=f"{ROUNDS_DIR}/v{version}.jsonl",
+        records=round_file(version, kind),
         suites=suites,
         vs_v0=compare(base, ran),
         baseline_version=version if baseline_version is None else baseline_version,
+        kind=kind,
     )
 
 
@@ -161,6 +197,7 @@ class RoundFiles:
         return path
 
     def versions(self) -> list[int]:
+        """The versions of this run's baseline and periodic rounds (final rounds' files are not among them)."""
         out = []
         for path in self.folder.glob("v*.jsonl"):
             try:
@@ -180,6 +217,6 @@ class RoundFiles:
             return None
         dest = self.folder / f"old-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         dest.mkdir(parents=True)
-        for v in versions:
-            os.replace(self.folder / f"v{v}.jsonl", dest / f"v{v}.jsonl")
+        for path in self.folder.glob("v*.jsonl"):
+            os.replace(path, dest / path.name)
         return dest

@@ -99,20 +99,26 @@ def status_lines(stats: list[VersionStats], last: int = 6) -> str:
     return "exec reward by served version: " + " | ".join(cells)
 
 
-def trend(xs: list[float], ys: list[float]) -> dict[str, float] | None:
-    """Least-squares slope of ys on xs with its standard error (None below 3 points): a rise is a slope more
-    than two standard errors above 0."""
-    n = len(xs)
-    if n < 3:
+def trend(stats: list[VersionStats]) -> dict[str, float] | None:
+    """Least-squares slope of the trajectories' exec reward on their policy version, with its standard error
+    clustered by version (None below 3 versions). Trajectories of one version share its weights and the tasks the
+    feed drew meanwhile, so they are not independent: an error that counts each as its own observation is too small.
+    The cluster-robust (sandwich, CR1) error sums the score over each version first; within a version x is one
+    value, so the per-version means and counts hold all it needs: Var(b) = G/(G−1)·(N−1)/(N−2) · Σ_g (n_g (x_g −
+    x̄) (ȳ_g − a − b x_g))² / Sxx². A rise is a slope more than two (clustered) standard errors above 0."""
+    g, n = len(stats), sum(s.n for s in stats)
+    if g < 3 or n < 3:
         return None
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
+    mx = sum(s.version * s.n for s in stats) / n
+    my = sum(s.exec_mean * s.n for s in stats) / n
+    sxx = sum(s.n * (s.version - mx) ** 2 for s in stats)
     if sxx == 0:
         return None
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
-    se = math.sqrt(resid / (n - 2) / sxx)
-    return {"slope_per_100_versions": 100 * slope, "se_per_100_versions": 100 * se, "points": n}
+    slope = sum(s.n * (s.version - mx) * (s.exec_mean - my) for s in stats) / sxx
+    scores = [s.n * (s.version - mx) * (s.exec_mean - my - slope * (s.version - mx)) for s in stats]
+    correction = g / (g - 1) * (n - 1) / max(n - 2, 1)
+    se = math.sqrt(correction * sum(u * u for u in scores)) / sxx
+    return {"slope_per_100_versions": 100 * slope, "se_per_100_versions": 100 * se, "points": n, "versions": g}
 
 
 def write_curve(
@@ -122,6 +128,7 @@ def write_curve(
     extra: dict[str, Any],
     probe: list[dict[str, Any]] | None = None,
     data_dir: Path | None = None,
+    last_served: int | None = None,
 ) -> dict[str, Any]:
     """results.json, results.md and curve.png under `out` (relative paths only in what is written); with probe
     rounds, also the per-item files of v0 and the latest round (under `out/probe/`, copied from `data_dir`) and
@@ -131,10 +138,8 @@ def write_curve(
     out.mkdir(parents=True, exist_ok=True)
     pooled = binned(stats)
     rounds = probe_report.rounds_of(probe or [])
-    summary = probe_report.paired_summary(rounds, data_dir, out)
-    trends = {
-        "feed": trend([s.version for s in stats for _ in range(s.n)], [s.exec_mean for s in stats for _ in range(s.n)])
-    }
+    summary = probe_report.paired_summary(rounds, data_dir, out, last_served)
+    trends = {"feed": trend(stats)}
     verdict = probe_report.verdict(summary)
     result = {
         "command": command,
@@ -145,6 +150,7 @@ def write_curve(
         "binned": pooled,
         "probe": [r.to_json() for r in rounds],
         "probe_paired": summary,
+        "probe_cost": probe_report.probe_cost(rounds),
     }
     (out / "results.json").write_text(json.dumps(result, indent=1))
     lines = [
@@ -160,14 +166,19 @@ def write_curve(
         for b in pooled
     ]
     lines += probe_report.markdown(rounds, summary)
-    lines += ["", "Trend of the feed's exec reward (least squares on version, per 100 versions, ± 1 standard error):"]
+    lines += [
+        "",
+        "Trend of the feed's exec reward (least squares on version, per 100 versions, ± 1 standard error clustered by "
+        "version):",
+    ]
     for name, t in trends.items():
         lines.append(
             f"- {name}: "
             + (
                 "too few points"
                 if t is None
-                else f"{t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f} ({t['points']} points)"
+                else f"{t['slope_per_100_versions']:+.3f} ± {t['se_per_100_versions']:.3f} "
+                f"({t['points']} trajectories in {t['versions']} versions)"
             )
         )
     (out / "results.md").write_text("\n".join(lines) + "\n")

@@ -18,8 +18,15 @@ engine): serve's default batch bound (`serve.max_batch`). Measured with `slca be
 
 
 def add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--splits", default=",".join(_PLAN.splits), help="held-out splits of the task pack (every task)")
+    p.add_argument(
+        "--splits",
+        default=",".join(_PLAN.splits),
+        help="splits of the task pack: held-out ones (every task) and train_probe (a fixed sample of train tasks)",
+    )
     p.add_argument("--pack", default=_PLAN.pack, help="task pack")
+    p.add_argument(
+        "--train-probe-size", type=int, default=_PLAN.train_probe_size, help="tasks of the train_probe split"
+    )
     p.add_argument(
         "--bfcl-categories",
         default=",".join(_PLAN.bfcl_categories),

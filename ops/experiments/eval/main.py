@@ -100,6 +100,7 @@ def plan_of(args) -> EvalPlan:
         return EvalPlan(
             splits=splits,
             pack=args.pack,
+            train_probe_size=getattr(args, "train_probe_size", EvalPlan.train_probe_size),
             bfcl_categories=cats,
             bfcl_per_category=args.bfcl_per_category,
             bfcl_seed=args.bfcl_seed,

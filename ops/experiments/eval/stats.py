@@ -2,7 +2,8 @@
 comparison of two runs on the same items (bootstrap interval of the difference, exact McNemar test).
 
 Every record is one item (`ops.experiments.eval.suite.ItemRecord`); the pooled rows are `held_out` (the task pack's test
-and novel splits together) and `bfcl` (every BFCL category together).
+and novel splits together) and `bfcl` (every BFCL category together). The training-task probe (`train_probe`: a
+fixed sample of the train split, `sim.tasks.probe`) is a suite of its own, never pooled into `held_out`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ BOOTSTRAP_RESAMPLES = 2000
 BFCL_PREFIX = "bfcl:"
 HELD_OUT = "held_out"
 BFCL = "bfcl"
+TRAIN_PROBE = "train_probe"
+"""The training-task probe's suite: tasks the learner trains on, reported on its own (never held out)."""
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -58,8 +61,12 @@ def bootstrap_diff(
     return float(low), float(high)
 
 
-def _pool(suite: str) -> str:
-    return BFCL if suite.startswith(BFCL_PREFIX) else HELD_OUT
+def pool_of(suite: str) -> str | None:
+    """The pooled row a suite counts in: `bfcl` for a BFCL category, none for the training-task probe, else
+    `held_out` (a held-out split of the task pack)."""
+    if suite.startswith(BFCL_PREFIX):
+        return BFCL
+    return None if suite == TRAIN_PROBE else HELD_OUT
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -73,7 +80,8 @@ def _groups(records) -> dict[str, list]:
     pooled: dict[str, list] = {HELD_OUT: [], BFCL: []}
     for r in records:
         groups.setdefault(r.suite, []).append(r)
-        pooled[_pool(r.suite)].append(r)
+        if (pool := pool_of(r.suite)) is not None:
+            pooled[pool].append(r)
     return {**groups, **{name: rs for name, rs in pooled.items() if rs}}
 
 

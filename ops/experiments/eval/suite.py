@@ -2,8 +2,10 @@
 here, run them against a running slca server and summarize the per-item records.
 
 - `plan_items(plan)`: every task of the pack's held-out splits (test: same templates as training; novel: unseen
-  intents, tools and phrasings) and the BFCL categories, whole or a seeded random sample (never the first N: BFCL
-  files are ordered, their first items are the easy ones).
+  intents, tools and phrasings), the training-task probe (`train_probe`: a fixed sample of the train split,
+  stratified over intents, `sim.tasks.probe.training_probe` — the tasks the learner trains on) and the BFCL
+  categories, whole or a seeded random sample (never the first N: BFCL files are ordered, their first items are
+  the easy ones).
 - `run_items(base_url, api_key, items, plan)`: each item one request to the server, `plan.concurrency` in flight so
   the engine batches them; a failed request becomes a failed record with `error` (never dropped).
 - `summarize(records)`, `paired(a, b)`: rates with Wilson 95% intervals; paired differences with a bootstrap 95%
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from ops.experiments.eval.bfcl import BfclCase
-from ops.experiments.eval.stats import compare, paired, summarize
+from ops.experiments.eval.stats import TRAIN_PROBE, compare, paired, summarize
 from slca.contracts import Task
 
 __all__ = [
@@ -45,7 +47,7 @@ class EvalItem:
     """One thing to evaluate: a task of the pack (`task`) or a BFCL case (`case`)."""
 
     suite: str
-    """'test' | 'novel' (task pack splits) | 'bfcl:<category>'."""
+    """'test' | 'novel' (task pack splits) | 'train_probe' (the training-task probe) | 'bfcl:<category>'."""
     item_id: str
     task: Task | None = None
     case: BfclCase | None = None
@@ -85,9 +87,12 @@ class ItemRecord:
 
 @dataclass(frozen=True)
 class EvalPlan:
-    splits: tuple[str, ...] = ("test", "novel")
-    """Held-out splits of the task pack (every task of each)."""
+    splits: tuple[str, ...] = ("test", "novel", TRAIN_PROBE)
+    """Splits of the task pack: held-out ones (every task of each) and `train_probe`, the training-task probe
+    (`train_probe_size` train tasks, fixed)."""
     pack: str = "everyday"
+    train_probe_size: int = 64
+    """Tasks of the training-task probe (`sim.tasks.probe.training_probe`: stratified over intents, its own seed)."""
     bfcl_categories: tuple[str, ...] = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
     bfcl_per_category: int | None = None
     """None: every item of each category; N: a seeded random sample of N (never the first N)."""
@@ -116,12 +121,23 @@ def bfcl_sample(cases: list[BfclCase], n: int | None, seed: int) -> list[BfclCas
     return [c for i, c in enumerate(cases) if i in picked]
 
 
-def plan_items(plan: EvalPlan) -> list[EvalItem]:
-    """The plan's items: every task of each split, then the BFCL cases per category."""
-    from ops.experiments.eval.bfcl import load_category
+def split_tasks(plan: EvalPlan, split: str) -> list[Task]:
+    """The tasks of one split of the plan: every task of a held-out split, or the training-task probe."""
+    if split == TRAIN_PROBE:
+        from sim.tasks.probe import training_probe
+
+        return training_probe(plan.pack, plan.train_probe_size)
     from ops.run.feed.tasks import load_pack
 
-    items = [EvalItem(split, t.task_id, task=t) for split in plan.splits for t in load_pack(plan.pack, split)]
+    return load_pack(plan.pack, split)
+
+
+def plan_items(plan: EvalPlan) -> list[EvalItem]:
+    """The plan's items: every task of each split (the training-task probe's sample for `train_probe`), then the
+    BFCL cases per category."""
+    from ops.experiments.eval.bfcl import load_category
+
+    items = [EvalItem(split, t.task_id, task=t) for split in plan.splits for t in split_tasks(plan, split)]
     for category in plan.bfcl_categories:
         cases = bfcl_sample(load_category(category), plan.bfcl_per_category, plan.bfcl_seed)
         items += [EvalItem(f"bfcl:{category}", c.id, case=c) for c in cases]

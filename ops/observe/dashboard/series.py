@@ -89,6 +89,7 @@ PROBE_LINES = {
     "held-out success": ("held_out", "success"),
     "95% high": ("held_out", "ci_high"),
     "95% low": ("held_out", "ci_low"),
+    "train-probe success": ("train_probe", "success"),
     "BFCL success": ("bfcl", "success"),
     "exec": ("held_out", "exec"),
     "pref": ("held_out", "pref"),

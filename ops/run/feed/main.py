@@ -8,9 +8,12 @@ import logging
 import signal
 from pathlib import Path
 
+import aiohttp
+
 from ops.run.feed.feeder import Feeder, FeedPlan
 from ops.run.feed.metrics import FeedMetrics
 from ops.run.feed.pacing import GroupBacklog
+from ops.run.feed.probe import ProbePlan
 from ops.run.feed.tasks import load_pack
 from ops.settings import OpsSettings
 from ops.run.supervisor.plan import serve_url
@@ -104,22 +107,36 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
                 plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog, hold=hold
             ).run(stop)
         finally:
-            stop.set()  # the feed is done (request budget spent or stopped): so is the probe
+            stop.set()  # the feed is done (request budget spent or stopped): so is the probe's schedule
             if probing is not None:
-                # a round in flight is abandoned, not waited for: it can take minutes, its file is written only
-                # once complete (atomically), and a partial round would not be comparable anyway
+                # a round in flight is abandoned, not waited for: its file is written only once complete
+                # (atomically), and a partial round would not be comparable anyway; the final round follows
                 probing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await probing
+                await final_round(prober)
             if backlog is not None:
                 await backlog.close()
     bar.close()
     return report
 
 
+async def final_round(prober) -> None:
+    """The probe's final round on the last served version, within `ops.probe_final_timeout_s` (0: none)."""
+    timeout = prober.plan.final_timeout_s
+    if timeout <= 0:
+        return
+    try:
+        await asyncio.wait_for(prober.final_round(), timeout=timeout)
+    except asyncio.TimeoutError:
+        log.warning("probe: the final round did not finish within %.0f s (ops.probe_final_timeout_s)", timeout)
+    except (aiohttp.ClientError, OSError) as exc:
+        log.warning("probe: the final round failed: %s", exc)
+
+
 def probe_eval_plan(ops: OpsSettings):
     """What a probe round asks: `slca eval`'s plan (same turn and token budgets) on the feed's pack, with the
-    probe's splits, BFCL sample, mode and requests in flight."""
+    probe's splits, training-task probe size, BFCL sample, mode and requests in flight."""
     from ops.experiments.eval.suite import EvalPlan
 
     per_category = ops.probe_bfcl_per_category
@@ -127,10 +144,52 @@ def probe_eval_plan(ops: OpsSettings):
     return EvalPlan(
         splits=tuple(ops.probe_splits),
         pack=ops.feed_pack,
+        train_probe_size=ops.probe_train_size,
         mode=ops.probe_mode,
         concurrency=ops.probe_concurrency,
         **bfcl,
     )
+
+
+def round_items(items: list, suites: list[str]) -> list:
+    """A periodic round's items: those of `suites` ('bfcl': every BFCL item; []: every item)."""
+    from ops.experiments.eval.stats import BFCL, pool_of
+
+    if not suites:
+        return list(items)
+    return [i for i in items if i.suite in suites or (BFCL in suites and pool_of(i.suite) == BFCL)]
+
+
+def probe_plan(plan: FeedPlan, config: Config, eval_plan) -> ProbePlan:
+    ops = config.get(OpsSettings)
+    return ProbePlan(
+        url=plan.url,
+        eval=eval_plan,
+        data_dir=Path(config.common.data_dir),
+        every_versions=ops.probe_every_versions,
+        every_s=60 * ops.probe_every_minutes,
+        budget_share=ops.probe_budget_share,
+        item_seconds=ops.probe_item_seconds,
+        final_timeout_s=ops.probe_final_timeout_s,
+        api_key=config.common.record_key,
+        holds_feed=ops.probe_holds_feed,
+    )
+
+
+def warm_start_cache(config: Config, items: list, eval_plan):
+    """() → the cache entry of the served warm start's baseline (None when `ops.probe_cache_baseline` is off or
+    the model is not a directory here)."""
+    if not config.get(OpsSettings).probe_cache_baseline:
+        return None
+    from ops.run.feed.baseline_cache import baseline_cache
+
+    def entry():
+        model_dir = config.common.model_path()
+        if not model_dir.is_dir():
+            return None
+        return baseline_cache(Path(config.common.cache_dir), model_dir, items, eval_plan)
+
+    return entry
 
 
 def make_prober(plan: FeedPlan, config: Config):
@@ -145,8 +204,8 @@ def make_prober(plan: FeedPlan, config: Config):
         log.warning("probe off: workers (the HierR scorer) are not installed")
         return None
     from ops.experiments.eval.suite import plan_items
-    from ops.run.feed.probe import Prober, ProbePlan, redis_publisher
     from ops.observe.probe_rounds import PROBE_SUFFIX
+    from ops.run.feed.probe import Prober, redis_publisher
 
     eval_plan = probe_eval_plan(ops)
     try:
@@ -154,23 +213,26 @@ def make_prober(plan: FeedPlan, config: Config):
     except (ValueError, ImportError, OSError) as exc:
         log.error("probe off: its items cannot be planned: %s", exc)
         return None
-    probe_plan = ProbePlan(
-        url=plan.url,
-        eval=eval_plan,
-        data_dir=Path(config.common.data_dir),
-        every_versions=ops.probe_every_versions,
-        api_key=config.common.record_key,
-        holds_feed=ops.probe_holds_feed,
-    )
+    periodic = round_items(items, ops.probe_round_suites)
     stream = Streams(config.common.stream_prefix).stats(PROBE_SUFFIX)
     log.info(
-        "probe: %d items (%s, BFCL %d per category), %s, every %d versions → %s and %s/probe/",
+        "probe: %d items (%s, BFCL %d per category), %s; periodic rounds of %d items (%s) every %.0f min within "
+        "%.0f%% of serving time → %s and %s/probe/",
         len(items),
         "+".join(eval_plan.splits),
         ops.probe_bfcl_per_category,
         eval_plan.mode,
-        probe_plan.every_versions,
+        len(periodic),
+        "+".join(ops.probe_round_suites) or "all",
+        ops.probe_every_minutes,
+        100 * ops.probe_budget_share,
         stream,
         config.common.data_dir,
     )
-    return Prober(probe_plan, items, redis_publisher(config.common.redis_or_default(), stream))
+    return Prober(
+        probe_plan(plan, config, eval_plan),
+        items,
+        redis_publisher(config.common.redis_or_default(), stream),
+        round_items=periodic,
+        cache=warm_start_cache(config, items, eval_plan),
+    )

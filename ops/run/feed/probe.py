@@ -1,6 +1,16 @@
-"""The held-out probe: the evaluation (`ops.experiments.eval.suite`) run against the served policy at its first
-readiness (v0) and again every `ops.probe_every_versions` published versions — the task pack's held-out splits (test,
-novel) and a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
+"""The probe: the evaluation (`ops.experiments.eval.suite`) run against the served policy — the task pack's held-out
+splits (test, novel), the training-task probe (`train_probe`: a fixed sample of the train tasks the feed serves) and
+a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
+
+Three kinds of round:
+- the baseline, at the first readiness: v0, the frozen warm start alone. The feed sends nothing until it is done,
+  so no version is published meanwhile and every item is answered by v0. A warm start evaluated before is read from
+  its cache instead (`ops.run.feed.baseline_cache`: keyed by the model's content, the items and the scorer).
+- periodic rounds while training runs: every `ops.probe_every_minutes` (and/or `ops.probe_every_versions`), on
+  the suites of `ops.probe_round_suites` (the training-task probe by default), and only while the probe's seconds
+  stay within `ops.probe_budget_share` of the run's serving seconds (a round that would pass it waits).
+- the final round when the feed stops: every item, on the last served version, bounded by
+  `ops.probe_final_timeout_s` (`slca up` stops the feed and the learner first and gives it that long).
 
 Each round leaves its per-item records in `<data_dir>/probe/v<version>.jsonl` and one summary on the
 `<prefix>:stats:probe` stream (`ops.observe.probe_rounds.ProbeRound`): success per suite with its Wilson 95%
@@ -26,6 +36,7 @@ import aiohttp
 
 from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
 from ops.observe.probe_rounds import ProbeRound, RoundFiles, summarise_round
+from ops.run.feed.baseline_cache import BaselineCache
 from slca.contracts.stats import PROBE_MAXLEN, probe_fields
 
 log = logging.getLogger("slca.feed.probe")
@@ -43,18 +54,31 @@ class ProbePlan:
     """What a round asks and how (splits, BFCL sample, greedy or sampled, requests in flight)."""
     data_dir: Path
     """Rounds' per-item files go to `<data_dir>/probe/`."""
-    every_versions: int = 40
+    every_versions: int = 0
+    """A periodic round is due once the served version has advanced this many versions since the last round
+    (0: not by versions)."""
+    every_s: float = 0.0
+    """A periodic round is due this many seconds after the last round ended (0: not by time)."""
+    budget_share: float = 0.0
+    """A periodic round runs only if the probe's seconds, this round's estimate included, stay within this share of
+    the run's serving seconds (0: no budget)."""
+    item_seconds: float = 2.0
+    """Seconds an item is estimated to take before a round on this machine has been measured."""
+    final_timeout_s: float = 0.0
+    """The final round at the feed's stop may take this long (0: no final round)."""
     poll_s: float = 5.0
     max_failed_share: float = 0.25
     """A round with more failed requests than this share is dropped (a server restart mid-round): its rates would
     be over a different item set than the other rounds'."""
+    baseline_attempts: int = 3
+    """Dropped baseline rounds before the feed is let go without a baseline (the next round then becomes it)."""
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; the probe needs only the 'serve' scope (it records nothing)."""
     holds_feed: bool = True
-    """The feed sends nothing new while a round runs (`Prober.feed_open`). Beside full training traffic one
-    round of ≈ 290 items took 2,376 s on a 2-core machine and was answered by 29 different versions
-    (bench/online/run4-fresh-clone); held, the learner drains its short backlog and the round runs on an
-    engine that serves it alone, over the few versions that backlog still publishes."""
+    """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline always holds it).
+    Beside full training traffic one round of ≈ 290 items took 2,376 s on a 2-core machine and was answered by 29
+    different versions (bench/online/run4-fresh-clone); held, the learner drains its short backlog and the round
+    runs on an engine that serves it alone, over the few versions that backlog still publishes."""
 
 
 def suite_runner(plan: ProbePlan) -> RunItems:
@@ -68,8 +92,9 @@ def suite_runner(plan: ProbePlan) -> RunItems:
 
 
 class Prober:
-    """Runs a round at the first served version it sees and whenever the served version has advanced
-    `every_versions` since the last round; the first round is the baseline every later one is paired with."""
+    """The baseline round at the first served version (the feed held until it is done), periodic rounds on
+    `round_items` while their cadence and budget allow, and `final_round` at the stop; the baseline is what every
+    later round is paired with."""
 
     def __init__(
         self,
@@ -77,25 +102,43 @@ class Prober:
         items: list[EvalItem],
         publish: Callable[[dict], Awaitable[None]],
         run_items: RunItems | None = None,
+        round_items: list[EvalItem] | None = None,
+        cache: Callable[[], BaselineCache | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.plan = plan
         self.items = items
-        """Planned once: every round asks the same items (the rounds are paired)."""
+        """Planned once: the baseline and the final round ask every one (the rounds are paired)."""
+        self.round_items = items if round_items is None else round_items
+        """What a periodic round asks: a subset of `items` (paired with the baseline on those)."""
         self.publish = publish
         self.run_items = run_items or suite_runner(plan)
+        self.cache_of = cache
+        """() → the warm start's cache entry (hashes the model; run off the loop), None: no cache."""
+        self.clock = clock
         self.files = RoundFiles(plan.data_dir)
         self.baseline: list[ItemRecord] | None = None
         self.baseline_version: int | None = None
         self.last_version: int | None = None
+        self.last_round: ProbeRound | None = None
         self.resumed = False
         self.rounds = 0
+        self.failed_baselines = 0
+        self.run_started = 0.0
+        self.last_round_at = 0.0
+        self.probe_s = 0.0
+        """Seconds the baseline and periodic rounds took in this run (the budget's numerator)."""
+        self.item_s: float | None = None
+        """Measured seconds per item on this machine (the last round's, or the cached baseline's)."""
+        self.deferred = 0
+        """Periodic rounds put off by the budget (counted once per due round)."""
+        self._deferring = False
         self.feed_open = asyncio.Event()
-        """Set while the feed may send; cleared for the length of a round when `plan.holds_feed`."""
-        self.feed_open.set()
+        """Set while the feed may send: cleared until the baseline exists, and for the length of a periodic round
+        when `plan.holds_feed`."""
 
     async def run(self, stop: asyncio.Event) -> None:
-        headers = {"Authorization": f"Bearer {self.plan.api_key}"} if self.plan.api_key else {}
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers) as session:
+        async with self.session() as session:
             while not stop.is_set():
                 version = await self.served_version(session)
                 if version is not None:
@@ -105,53 +148,171 @@ class Prober:
                 except asyncio.TimeoutError:
                     pass
 
+    def session(self) -> aiohttp.ClientSession:
+        headers = {"Authorization": f"Bearer {self.plan.api_key}"} if self.plan.api_key else {}
+        return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers)
+
     async def step(self, version: int) -> ProbeRound | None:
         """One poll: a round if one is due at the served `version` (its summary, published), else None."""
         if not self.resumed:
-            self.resume(version)
-        if not self.due(version):
+            await self.start(version)
+        if self.baseline is None:
+            return await self.round(version, "baseline")
+        if not self.due(version) or not self.affordable(len(self.round_items)):
             return None
-        started = time.time()
-        if self.plan.holds_feed:
+        return await self.round(version, "periodic")
+
+    async def start(self, version: int) -> None:
+        """At the first readiness: the run's clock starts; the baseline comes from an earlier run's files (a
+        restarted feed), else from the warm start's cache (served v0 only), else the first round makes it."""
+        self.resumed = True
+        self.run_started = self.last_round_at = self.clock()
+        self.resume(version)
+        if self.baseline is None and version == 0:
+            await self.load_cached()
+        self.release()
+
+    def release(self) -> None:
+        """Open the feed once there is a baseline (or its attempts are spent)."""
+        if self.baseline is not None or self.failed_baselines >= self.plan.baseline_attempts:
+            self.feed_open.set()
+
+    async def round(self, version: int, kind: str) -> ProbeRound | None:
+        """Ask this kind's items of the served `version`, summarise, write, publish; None when dropped."""
+        items = self.round_items if kind == "periodic" else self.items
+        started, t0 = time.time(), self.clock()
+        if kind == "baseline" or (kind == "periodic" and self.plan.holds_feed):
             self.feed_open.clear()
         try:
-            records = await self.run_items(self.items)
+            records = await self.run_items(items)
         finally:
-            self.feed_open.set()
+            self.release()
+        seconds = self.clock() - t0
+        if kind != "final":
+            self.probe_s += seconds
+            self.last_round_at = self.clock()
+        self.item_s = seconds / max(len(items), 1)
         failed = sum(r.error is not None for r in records)
         if failed > len(records) * self.plan.max_failed_share:
-            log.warning("probe round at v%d dropped: %d of %d requests failed", version, failed, len(records))
+            log.warning("probe %s round at v%d dropped: %d of %d requests failed", kind, version, failed, len(records))
+            self.failed_baselines += kind == "baseline"
+            self.release()
             return None  # not due-marked: the next poll tries again
-        result = summarise_round(records, self.baseline, self.baseline_version, started, self.plan.eval.mode, version)
-        self.files.write(result, records)
-        if self.baseline is None:
-            self.baseline, self.baseline_version = records, result.version
-        self.last_version = version
-        self.rounds += 1
-        await self.publish(result.to_json())
-        head, diff = result.headline, result.vs_v0.get("held_out", {})
-        log.info(
-            "probe v%d: held-out success %.3f [%.3f, %.3f] (n=%d), vs v%d %+.3f [%+.3f, %+.3f]; %.0fs",
-            result.version,
-            head.get("success", 0.0),
-            head.get("ci_low", 0.0),
-            head.get("ci_high", 0.0),
-            head.get("n", 0),
-            result.baseline_version,
-            diff.get("diff", 0.0),
-            diff.get("ci_low", 0.0),
-            diff.get("ci_high", 0.0),
-            result.seconds,
-        )
+        result = self.summarise(records, version, kind, started)
+        if kind == "baseline":
+            await self.keep_baseline(result, records, seconds)
+        await self.record(result, records)
         return result
 
+    def summarise(self, records: list[ItemRecord], version: int, kind: str, started: float) -> ProbeRound:
+        result = summarise_round(
+            records, self.baseline, self.baseline_version, started, self.plan.eval.mode, version, kind=kind
+        )
+        result.probe_s, result.run_s = self.probe_s, self.clock() - self.run_started
+        return result
+
+    async def record(self, result: ProbeRound, records: list[ItemRecord]) -> None:
+        self.files.write(result, records)
+        if result.kind == "baseline":
+            self.baseline, self.baseline_version = records, result.version
+            self.release()
+        self.last_version = max(result.version_max, self.last_version or 0)
+        self.last_round = result
+        self.rounds += 1
+        self._deferring = False
+        await self.publish(result.to_json())
+        log_round(result)
+
+    async def keep_baseline(self, result: ProbeRound, records: list[ItemRecord], seconds: float) -> None:
+        """Cache a baseline that is the warm start alone (every item answered by v0, none failed)."""
+        if self.cache_of is None or result.failed_requests or (result.version_min, result.version_max) != (0, 0):
+            if result.version_min != result.version_max:
+                log.warning("probe baseline spans v%d–v%d", result.version_min, result.version_max)
+            return
+        try:
+            cache = await asyncio.to_thread(self.cache_of)
+            if cache is not None:
+                path = await asyncio.to_thread(cache.store, records, seconds)
+                log.info("probe: the warm start's evaluation cached at %s", path)
+        except OSError as exc:
+            log.warning("probe: baseline not cached: %s", exc)
+
+    async def load_cached(self) -> None:
+        """The baseline from the warm start's cached evaluation, when there is one."""
+        if self.cache_of is None:
+            return
+        try:
+            cache = await asyncio.to_thread(self.cache_of)
+        except (OSError, ImportError, ValueError) as exc:
+            log.warning("probe: the baseline cache cannot be read: %s", exc)
+            return
+        hit = cache.load() if cache is not None else None
+        if hit is None:
+            return
+        self.item_s = hit.seconds / max(len(hit.records), 1)
+        result = self.summarise(hit.records, 0, "baseline", time.time())
+        result.cached, result.seconds = True, 0.0
+        log.info("probe: baseline v0 read from the cache %s (it took %.0f s when it ran)", cache.path, hit.seconds)
+        await self.record(result, hit.records)
+
     def due(self, version: int) -> bool:
-        return self.last_version is None or version >= self.last_version + self.plan.every_versions
+        """A periodic round is due when the served version is new and either cadence says so."""
+        if self.last_version is not None and version <= self.last_version:
+            return False
+        by_versions = self.plan.every_versions > 0 and (
+            self.last_version is None or version >= self.last_version + self.plan.every_versions
+        )
+        by_time = self.plan.every_s > 0 and self.clock() - self.last_round_at >= self.plan.every_s
+        return by_versions or by_time
+
+    def estimate_s(self, n_items: int) -> float:
+        return n_items * (self.item_s if self.item_s is not None else self.plan.item_seconds)
+
+    def affordable(self, n_items: int) -> bool:
+        """Whether a round of `n_items` keeps the probe within `budget_share` of the run's serving seconds."""
+        if self.plan.budget_share <= 0:
+            return True
+        est = self.estimate_s(n_items)
+        run_s = self.clock() - self.run_started
+        if self.probe_s + est <= self.plan.budget_share * (run_s + est):
+            return True
+        if not self._deferring:
+            self._deferring, self.deferred = True, self.deferred + 1
+            log.info(
+                "probe: a round (≈ %.0f s) waits: the probe has taken %.0f s of %.0f s serving, the budget is %.0f%%",
+                est,
+                self.probe_s,
+                run_s,
+                100 * self.plan.budget_share,
+            )
+        return False
+
+    def judged(self, version: int) -> bool:
+        """The last round asked every item of `version` alone (a baseline or final round on it)."""
+        last = self.last_round
+        return (
+            last is not None and last.kind in ("baseline", "final") and last.version_min == last.version_max == version
+        )
+
+    async def final_round(self) -> ProbeRound | None:
+        """Every item on the last served version, once training has stopped (the caller bounds it in time);
+        None when there is nothing to judge (no baseline, no served version, or the last round judged it)."""
+        if self.baseline is None:
+            log.info("probe: no final round (no baseline)")
+            return None
+        async with self.session() as session:
+            version = await self.served_version(session)
+        if version is None or self.judged(version):
+            log.info("probe: no final round (%s)", "API not ready" if version is None else f"v{version} judged")
+            return None
+        log.info(
+            "probe: final round on v%d (%d items, ≈ %.0f s)", version, len(self.items), self.estimate_s(len(self.items))
+        )
+        return await self.round(version, "final")
 
     def resume(self, served: int) -> None:
         """At the first readiness: a feed restarted mid-run (the served version is at or past its last round's)
         picks up its baseline and schedule from the round files; files of an earlier run are moved aside."""
-        self.resumed = True
         versions = self.files.versions()
         if not versions:
             return
@@ -175,6 +336,29 @@ class Prober:
                 return (await resp.json(content_type=None)).get("policy_version")
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, ConnectionError):
             return None
+
+
+def log_round(result: ProbeRound) -> None:
+    head, diff = result.headline, result.vs_v0.get(result.headline_suite, {})
+    log.info(
+        "probe %s v%d%s: %s success %.3f [%.3f, %.3f] (n=%d), vs v%d %+.3f [%+.3f, %+.3f]; %.0fs; "
+        "probe %.0f s of %.0f s",
+        result.kind,
+        result.version,
+        " (cached)" if result.cached else "",
+        result.headline_suite,
+        head.get("success", 0.0),
+        head.get("ci_low", 0.0),
+        head.get("ci_high", 0.0),
+        head.get("n", 0),
+        result.baseline_version,
+        diff.get("diff", 0.0),
+        diff.get("ci_low", 0.0),
+        diff.get("ci_high", 0.0),
+        result.seconds,
+        result.probe_s,
+        result.run_s,
+    )
 
 
 def redis_publisher(redis_url: str, stream: str):

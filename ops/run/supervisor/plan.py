@@ -116,6 +116,7 @@ def build_specs(
         else:
             url = f"http://127.0.0.1:{port}/metrics" if port else None
         argv = [sys.executable, "-m", "slca", *global_argv, kind.command]
+        stop_first_s = final_round_stop_s(ops) if name in FINAL_ROUND_FIRST else 0.0
         ready_url = url + "/readyz" if kind.metrics_on_api else None
         specs.append(
             ProcessSpec(
@@ -128,9 +129,23 @@ def build_specs(
                 stop_group=kind.stop_group,
                 log_max_bytes=ops.log_max_bytes,
                 log_backups=ops.log_backups,
+                stop_first_s=stop_first_s,
             )
         )
     return specs, skipped
+
+
+FINAL_ROUND_FIRST = ("feed", "learn")
+"""Stopped before the others when the feed runs the probe's final round at a stop: the feed for its round, the
+learner so that no new version is published meanwhile."""
+
+
+def final_round_stop_s(ops: OpsSettings) -> float:
+    """How long a stop waits for the feed's final probe round before it stops the rest (0: no final round): the
+    round's bound, the feed's own stop grace, and `shutdown_grace_s` for the feed to exit."""
+    if not ops.probe_enabled or ops.probe_final_timeout_s <= 0 or "feed" not in ops.processes:
+        return 0.0
+    return ops.probe_final_timeout_s + ops.feed_stop_grace_s + ops.shutdown_grace_s
 
 
 def known_sections() -> list[str]:

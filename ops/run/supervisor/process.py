@@ -43,6 +43,10 @@ class ProcessSpec:
     """The log rotates once it would grow past this (0: never); `ops.log_max_bytes`."""
     log_backups: int = 3
     """Rotated logs kept (`<name>.log.1` … `.<n>`); `ops.log_backups`."""
+    stop_first_s: float = 0.0
+    """At a stop, > 0: this process is signalled before the others, which keep running until it has exited or this
+    many seconds have passed (the feed's final probe round needs the API; the learner stops with it so that no new
+    version lands during that round)."""
 
 
 @dataclass(frozen=True)

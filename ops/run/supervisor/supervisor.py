@@ -93,16 +93,28 @@ class Supervisor:
 
     def stop_all(self) -> None:
         """SIGTERM every group at once (feed first, API last, so that producers stop before consumers), wait up to
-        `grace_s` for all of them together, SIGKILL what is left. Each process's exit is logged and recorded."""
+        `grace_s` for all of them together, SIGKILL what is left. Each process's exit is logged and recorded.
+        Processes with a `stop_first_s` are stopped before the rest, which keep running meanwhile (at most that
+        long: the feed's final probe round against the still-running API)."""
         ordered = list(reversed(self.processes))
-        for proc in ordered:
+        first = [p for p in ordered if p.spec.stop_first_s > 0 and p.state == ProcessState.RUNNING]
+        if first:
+            wait_s = max(p.spec.stop_first_s for p in first)
+            names = ", ".join(p.spec.name for p in first)
+            log.info("stopping %s first (up to %.0f s: the probe's final round), then the rest", names, wait_s)
+            self._stop_group_of(first, wait_s)
+        self._stop_group_of([p for p in ordered if p not in first], self.grace_s)
+
+    def _stop_group_of(self, procs: list[ManagedProcess], wait_s: float) -> None:
+        """SIGTERM `procs` at once, wait up to `wait_s` for all of them, SIGKILL what is left; log each exit."""
+        for proc in procs:
             proc.begin_stop()
-        deadline = time.monotonic() + self.grace_s
-        waiting = [p for p in ordered if p.state == ProcessState.STOPPING]
+        deadline = time.monotonic() + wait_s
+        waiting = [p for p in procs if p.state == ProcessState.STOPPING]
         while waiting and time.monotonic() < deadline:  # all at once: each exit is timed when it happens
             waiting = [p for p in waiting if not p.exited()]
             time.sleep(0.02)
-        for proc in ordered:
+        for proc in procs:
             was_stopping = proc.state == ProcessState.STOPPING
             proc.finish_stop(deadline)
             if was_stopping:

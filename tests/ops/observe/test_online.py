@@ -17,3 +17,34 @@ def test_bench_online_writes_curve_files_and_paired_summary(redis_url, tmp_path,
     assert summary["source"] == "per-item files" and summary["paired"]["held_out"]["diff"] > 0.3
     assert sorted(p.name for p in (out / "probe").iterdir()) == ["v0.jsonl", "v60.jsonl"]
     assert {"results.json", "results.md", "curve.png"} <= {p.name for p in out.iterdir()}
+
+
+def test_bench_online_copies_the_learner_metrics_and_judges_the_last_served_version(
+    redis_url, tmp_path, capsys, monkeypatch
+):
+    """The run's rounds end at v60–v61 (spanning a swap): v61, the last served version, is judged pinned on its
+    published weights; the learner's per-step file is copied beside the results."""
+    import ops.experiments.eval.main as eval_main
+    from ops.experiments.eval.suite import read_jsonl
+
+    config, entries = run_in_redis(redis_url, tmp_path)
+    data_dir = tmp_path / "var"
+    (data_dir / "learner").mkdir(parents=True)
+    (data_dir / "learner" / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.4}\n')
+    (data_dir / "weights" / "v61").mkdir(parents=True)
+    v0 = read_jsonl(data_dir / entries[0]["records"])
+    asked = []
+
+    def pinned(config, model_dir, plan, engine, items):
+        asked.append(model_dir.name)
+        return SimpleNamespace(records=[r.__class__(**{**r.__dict__, "success": True}) for r in v0])
+
+    monkeypatch.setattr(eval_main, "evaluate_model", pinned)
+    out = tmp_path / "bench"
+    assert run_online_export(SimpleNamespace(out=out, command="make run", note=""), config) == 0
+    assert asked == ["v61"] and "learner_metrics.jsonl" in capsys.readouterr().out
+    assert (out / "learner_metrics.jsonl").read_text().count("\n") == 2
+    results = json.loads((out / "results.json").read_text())
+    assert results["learner_metrics"] == "learner_metrics.jsonl" and results["probe"][-1]["pinned"] is True
+    assert results["verdict"].endswith("; judged v61 (final round, pinned, the last served version)")
+    assert sorted(p.name for p in (out / "probe").iterdir()) == ["v0.jsonl", "v61-final.jsonl"]

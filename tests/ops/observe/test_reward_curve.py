@@ -125,7 +125,10 @@ def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(t
         "**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): "
         "held-out success rose v0 → v60: +0.310 [+0.138, +0.483]"
     ), md
-    assert result["verdict"].endswith("target (≥ +0.05 with the interval above 0, BFCL not worse) met")
+    assert (
+        "target (≥ +0.05 with the interval above 0, BFCL not worse) met; judged v60 (periodic round)"
+        in result["verdict"]
+    )
 
 
 def _row(diff, lo, hi):
@@ -151,17 +154,15 @@ def test_verdict_follows_the_stated_rule(summary, expected):
     from ops.observe.probe_report import verdict
 
     text = verdict(summary)
-    assert expected in text and (text.startswith("not judged") or text.endswith("not met")), text
+    assert expected in text and (text.startswith("not judged") or " not met; judged v40" in text), text
 
 
 def test_verdict_target_needs_five_points_and_bfcl_not_worse():
     from ops.observe.probe_report import verdict
 
-    assert verdict(_paired(0.08, 0.03, 0.13)).endswith(" met") and not verdict(_paired(0.08, 0.03, 0.13)).endswith(
-        "not met"
-    )
+    assert " met; judged" in verdict(_paired(0.08, 0.03, 0.13)) and "not met" not in verdict(_paired(0.08, 0.03, 0.13))
     worse = verdict(_paired(0.08, 0.03, 0.13, bfcl=(-0.2, -0.3, -0.1)))
-    assert "(fell)" in worse and worse.endswith("not met")
+    assert "(fell)" in worse and "not met; judged" in worse
 
 
 def test_bench_online_without_the_round_files_reports_the_streams_comparison(tmp_path):

@@ -53,7 +53,7 @@ function probeRound(s, v, i) {
 }
 
 // the probe's headline: the latest round's success against v0's, paired per item, per suite
-const SUITE_LABELS = { held_out: "held-out", test: "test", novel: "novel", bfcl: "BFCL" };
+const SUITE_LABELS = { held_out: "held-out", test: "test", novel: "novel", train_probe: "train-probe", bfcl: "BFCL" };
 function headlineText(series) {
   const m = series && series.meta;
   if (!m || !m.vs_v0 || !series.x.length) return "";

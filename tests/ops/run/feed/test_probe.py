@@ -99,20 +99,22 @@ def test_the_feed_is_held_for_the_length_of_a_round_and_opened_after(tmp_path):
 
     fake, published = Watching([0] * 12, failing=12), []  # every request fails: the round is dropped
     prober = _prober(tmp_path, fake, published)
-    assert prober.feed_open.is_set()
+    assert not prober.feed_open.is_set()  # held from the start: nothing trains before the baseline round
     _drive(prober, fake, [0])
+    assert not prober.feed_open.is_set()  # the baseline was dropped: still held, the next poll tries again
     fake.failing = 0
-    _drive(prober, fake, [1])
-    assert seen == [False, False] and prober.feed_open.is_set() and len(published) == 1
+    _drive(prober, fake, [0, 10])
+    assert seen == [False, False, False] and prober.feed_open.is_set() and len(published) == 2
     held = Prober(
-        ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path / "b", holds_feed=False),
+        ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path / "b", holds_feed=False, every_versions=1),
         ITEMS,
         lambda e: asyncio.sleep(0),
         run_items=Watching([0] * 12),
     )
     prober = held
     asyncio.run(held.step(0))
-    assert seen[-1] is True  # holds_feed off: the feed runs beside the round
+    asyncio.run(held.step(1))
+    assert seen[-2:] == [False, True]  # holds_feed off: the baseline holds the feed, a periodic round does not
 
 
 def test_round_file_holds_every_item_and_reads_back(tmp_path):
@@ -223,8 +225,8 @@ def test_probe_plan_from_settings():
     from ops.settings import OpsSettings
 
     plan = probe_eval_plan(OpsSettings())
-    assert plan.mode == "greedy" and plan.splits == ("test", "novel") and plan.bfcl_per_category == 8
-    assert plan.concurrency == 8 and plan.bfcl_categories  # every BFCL category, sampled
+    assert plan.mode == "greedy" and plan.splits == ("test", "novel", "train_probe") and plan.bfcl_per_category == 8
+    assert plan.concurrency == 8 and plan.bfcl_categories and plan.train_probe_size == 64  # every BFCL category
     off = probe_eval_plan(OpsSettings(probe_bfcl_per_category=0, probe_mode="sampled", probe_splits=["test"]))
     assert off.bfcl_categories == () and off.mode == "sampled" and off.splits == ("test",)
 
@@ -239,6 +241,14 @@ def test_slca_feed_wires_the_probe_from_its_settings(tmp_path):
     sets = [f"common.data_dir={tmp_path}", "ops.probe_every_versions=7", "ops.probe_bfcl_per_category=2"]
     prober = make_prober(feed, load_config(None, sets))
     suites = {i.suite for i in prober.items}
-    assert {"test", "novel"} <= suites and sum(i.suite.startswith("bfcl:") for i in prober.items) == 10
+    assert {"test", "novel", "train_probe"} <= suites and sum(i.suite.startswith("bfcl:") for i in prober.items) == 10
+    assert sum(i.suite == "train_probe" for i in prober.items) == 64
     assert prober.plan.every_versions == 7 and prober.plan.data_dir == tmp_path and prober.plan.eval.mode == "greedy"
+    # periodic rounds: the training-task probe alone, every 20 minutes, within 10% of the serving time
+    assert {i.suite for i in prober.round_items} == {"train_probe"} and len(prober.round_items) == 64
+    assert prober.plan.every_s == 1200 and prober.plan.budget_share == 0.10 and prober.plan.final_timeout_s == 900
+    assert prober.cache_of is not None
     assert make_prober(feed, load_config(None, [*sets, "ops.probe_enabled=false"])) is None
+    both = make_prober(feed, load_config(None, [*sets, 'ops.probe_round_suites=["test","bfcl"]']))
+    assert {i.suite for i in both.round_items} == {"test", "bfcl:simple_python", "bfcl:multiple", "bfcl:parallel",
+                                                   "bfcl:parallel_multiple", "bfcl:irrelevance"}  # fmt: skip
