@@ -11,6 +11,7 @@ from ops.bench.cli import register as register_benches
 from ops.experiments.eval.cli import add_bench_arguments as add_bench_eval_arguments
 from ops.experiments.eval.cli import add_eval_arguments
 from ops.experiments.learning.cli import add_arguments as add_learning_arguments
+from ops.experiments.learning.cli import add_recipe_arguments
 
 
 def register(commands, bench) -> None:
@@ -56,6 +57,10 @@ def register(commands, bench) -> None:
     learning = bench.add_parser("learning", help="the registered estimators compared: one warm start, seeds")
     add_learning_arguments(learning)
     learning.set_defaults(func=_bench_learning)
+
+    recipe = bench.add_parser("recipe", help="the learning-recipe sweep, in blocks: every arm once per block")
+    add_recipe_arguments(recipe)
+    recipe.set_defaults(func=_bench_recipe)
 
     register_benches(bench)
 
@@ -110,6 +115,13 @@ def _bench_eval(args, config) -> int:
 
     _logging(config)
     return run_bench_eval(args, config)
+
+
+def _bench_recipe(args, config) -> int:
+    from ops.experiments.learning.recipe import run_block
+
+    _logging(config)
+    return run_block(args, config)
 
 
 def _bench_learning(args, config) -> int:

@@ -75,3 +75,30 @@ def add_arguments(p) -> None:
     p.add_argument("--out", type=Path, default=Path("bench/learning/estimators"))
     p.add_argument("--plan-only", action="store_true", help="evaluate the warm start, calibrate, print the plan, stop")
     p.add_argument("--train-arg", action="append", default=[], help="extra argument for every `slca train`")
+
+
+def add_recipe_arguments(p) -> None:
+    p.description = (
+        "The recipe sweep (docs: bench/learning/README.md): a block trains every arm (ops/experiments/learning/"
+        "recipe_arms.py) once, in an order rotated by --block, for --minutes each from the warm start on the "
+        "training probe's tasks, and evaluates each arm's last version greedily on the training probe and the test "
+        "split, paired with the block's warm start. Blocks add up across machines; --report rewrites the results "
+        "from every finished block."
+    )
+    p.add_argument("--block", type=int, help="the block's number (its arm order and training seed)")
+    p.add_argument("--minutes", type=float, default=8.0, help="training minutes per arm (the same for every arm)")
+    p.add_argument(
+        "--trajectories",
+        type=int,
+        default=0,
+        help="trajectories per arm instead of minutes (the same compute for every arm however busy the machine)",
+    )
+    p.add_argument("--group-size", type=int, default=8, help="episodes per group (learner.train_group_size)")
+    p.add_argument("--arms", default=None, help="comma-separated recipe arms (default: every arm)")
+    p.add_argument("--model", help="warm start (default: ops.warm_model_name, the model `slca sft` writes)")
+    p.add_argument("--pack", default="everyday")
+    p.add_argument("--probe-size", type=int, default=64, help="training-probe tasks: what the arms train on")
+    p.add_argument("--eval-max-tokens", type=int, default=256)
+    p.add_argument("--eval-engine", choices=["hf", "vllm"], default="vllm")
+    p.add_argument("--out", type=Path, default=Path("bench/learning/recipe"))
+    p.add_argument("--report", action="store_true", help="only rewrite results from the finished blocks")
