@@ -70,11 +70,13 @@ def warm_start_records(config, model_dir: Path, items: list, args, block_dir: Pa
     copied into every block on this warm start."""
     from ops.experiments.eval.suite import read_jsonl, write_jsonl
 
+    from workers.settings import WorkerSettings
+
     target = block_dir / "warm_start.items.jsonl"
     checksum = model_checksum(model_dir)
-    key = hashlib.sha256(
-        "|".join([checksum, str(args.eval_max_tokens), *(f"{i.suite}/{i.item_id}" for i in items)]).encode()
-    ).hexdigest()[:16]
+    scorer = WorkerSettings().scorer_version  # what the evaluation scores with (ops.experiments.eval.items)
+    parts = [checksum, scorer, str(args.eval_max_tokens), *(f"{i.suite}/{i.item_id}" for i in items)]
+    key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     cached = cache / f"warm-{key}.items.jsonl"
     if not cached.is_file():
         records, seconds = evaluate(config, model_dir, items, args.eval_max_tokens, args.eval_engine)
@@ -83,7 +85,7 @@ def warm_start_records(config, model_dir: Path, items: list, args, block_dir: Pa
     if not target.is_file():
         shutil.copyfile(cached, target)
     seconds = (read_json(cache / f"warm-{key}.json") or {}).get("seconds")
-    return {"checksum": checksum, "records": read_jsonl(target), "eval_seconds": seconds}
+    return {"checksum": checksum, "scorer": scorer, "records": read_jsonl(target), "eval_seconds": seconds}
 
 
 def train_argv(arm: RecipeArm, args, model_dir: Path, work: Path, log: Path, tasks_file: Path, seed: int):
@@ -211,6 +213,7 @@ def run_block(args, config) -> int:
         "block": args.block,
         "machine": facts,
         "warm_start": {"model": model_dir.name, "checksum": warm["checksum"], "eval_seconds": warm["eval_seconds"]},
+        "scorer_version": warm["scorer"],
         "order": [a.name for a in arms],
         "minutes": args.minutes if not args.trajectories else None,
         "trajectories": args.trajectories or None,
