@@ -6,7 +6,8 @@ scored, so it is cached under `<cache_dir>/probe-baselines/<key>.json`, where th
 - the model directory's content (its weight manifest when it has one — a published version's `manifest.json`
   holds each file's sha256 — else every file's sha256, memoised by path, size and mtime),
 - the probe's item ids (suite/id, in order) and how they are asked (mode, token and turn budgets),
-- the scorer's version: a hash of `workers/scoring`'s source files and the workers' scoring settings.
+- the scorer's version: `workers.scorer_version` and a hash of `workers/scoring`'s source files and the workers'
+  settings.
 A change to any of these is a different key, so a stale entry is never read.
 """
 
@@ -65,16 +66,18 @@ def model_fingerprint(model_dir: Path, memo_dir: Path | None = None) -> str:
 
 
 def scorer_version() -> str:
-    """A hash of the scorer: `workers/scoring`'s source files and the workers' scoring settings."""
+    """The scorer's version: `workers.scorer_version` (bumped when scoring changes) and a hash of
+    `workers/scoring`'s source files and the workers' settings (a change nobody bumped the version for)."""
     import workers.scoring
 
     from ops.experiments.eval.items import _scoring_settings
 
+    settings = _scoring_settings()
     digest = hashlib.sha256()
     for path in sorted(Path(workers.scoring.__file__).parent.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    digest.update(_scoring_settings().model_dump_json().encode())
-    return digest.hexdigest()[:16]
+    digest.update(settings.model_dump_json().encode())
+    return f"{settings.scorer_version}+{digest.hexdigest()[:12]}"
 
 
 def cache_key(model: str, items: list[EvalItem], plan: EvalPlan, scorer: str) -> str:

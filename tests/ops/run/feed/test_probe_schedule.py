@@ -165,7 +165,10 @@ def test_cache_key_follows_the_model_items_plan_and_scorer(tmp_path):
 def test_scorer_version_is_stable():
     from ops.run.feed.baseline_cache import scorer_version
 
-    assert scorer_version() == scorer_version() and len(scorer_version()) == 16
+    from workers.settings import WorkerSettings
+
+    version = scorer_version()
+    assert version == scorer_version() and version.startswith(WorkerSettings().scorer_version + "+")
 
 
 def _served(version):
