@@ -16,6 +16,7 @@ REWARD_BUCKETS = (-0.5, -0.25, 0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875,
 @dataclass
 class WorkerMetrics:
     scored: Counter
+    scored_success: Counter
     score_seconds: Histogram
     reward_exec: Histogram
     reward_pref: Histogram
@@ -35,6 +36,11 @@ class WorkerMetrics:
         r = registry
         return cls(
             scored=Counter("slca_scored", "Trajectories scored", registry=r),
+            scored_success=Counter(
+                "slca_scored_success",
+                "Scored trajectories whose HierR `success` is 1 (over slca_scored: the success rate)",
+                registry=r,
+            ),
             score_seconds=Histogram("slca_score_seconds", "Time to score one trajectory", registry=r),
             reward_exec=Histogram("slca_reward_exec", "Execution reward r_exec", buckets=REWARD_BUCKETS, registry=r),
             reward_pref=Histogram("slca_reward_pref", "Preference reward r_pref", buckets=REWARD_BUCKETS, registry=r),

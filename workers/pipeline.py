@@ -197,6 +197,8 @@ class ScoringPipeline:
     def _observe(self, reward: Reward) -> None:
         m = self.metrics
         m.scored.inc()
+        if reward.components.get("success") == 1.0:
+            m.scored_success.inc()
         m.reward_exec.observe(reward.exec)
         m.reward_pref.observe(reward.pref)
         for name in OBSERVED_COMPONENTS:
@@ -216,6 +218,7 @@ def _stats(traj: Trajectory, reward: Reward) -> RewardStats:
         exec=reward.exec,
         pref=reward.pref,
         tool_turns=int(reward.components.get("tool_turns", 0)),
+        success=reward.components.get("success"),
         policy_version=traj.policy_version,
         task_id=traj.task_id,
         ts=time.time(),

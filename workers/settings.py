@@ -17,7 +17,7 @@ class WorkerSettings(SectionSettings):
     """Celery worker processes."""
 
     # --- HierR scoring (docs/design.md#hierr) ---
-    scorer_version: str = "hierr-3"
+    scorer_version: str = "hierr-4"
     """Part of the idempotence key of a stored reward: bump it when scoring changes so old rewards are not reused."""
     tokenizer: str | None = None
     """Tokenizer of the sample trajectories `slca bench queue` produces: None = the policy model's

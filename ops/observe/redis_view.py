@@ -39,7 +39,8 @@ class Snapshot:
     queues: list[QueueDepth] = field(default_factory=list)
     published_version: int | None = None
     rewards: list[dict[str, Any]] = field(default_factory=list)
-    """Oldest first: `RewardStats.to_row()` (exec, pref, tool_turns, policy_version, ts) and the entry's `id`."""
+    """Oldest first: `RewardStats.to_row()` (exec, pref, tool_turns, success, policy_version, ts) and the entry's
+    `id`."""
     learner: list[dict[str, Any]] = field(default_factory=list)
     """Oldest first: `LearnerStepStats.to_row()` (step, version, loss, kl, clip_frac, groups, ts, and `zero_var`:
     {channel: share}, empty for rows written before the learner recorded it) and the entry's `id`."""

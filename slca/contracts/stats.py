@@ -124,6 +124,8 @@ class RewardStats(StatsRecord):
     pref: float | None = None
     tool_turns: int | None = None
     """Model turns of the episode that wrote a tool call (the reward's `tool_turns` component)."""
+    success: float | None = None
+    """The reward's `success` component (0/1, the headline of every evaluation); None in rows written before it."""
     policy_version: int
     """The version that sampled the trajectory."""
     task_id: str | None = None

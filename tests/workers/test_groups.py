@@ -22,11 +22,26 @@ def test_full_group_once_and_refeed_is_a_duplicate(client, builder, tiny_model_d
         b"exec",
         b"pref",
         b"tool_turns",
+        b"success",
         b"policy_version",
         b"task_id",
         b"ts",
     }
     assert {RewardStats.from_fields(f).task_id for _, f in stats} == {"task-a"}  # what the dashboard reads back
+
+
+def test_every_scored_trajectory_records_its_success(client, builder, tiny_model_dir):
+    """`success` travels with each `stats:rewards` row (what `slca status` averages) and counts in
+    `slca_scored_success_total` once per fresh reward, a redelivery adding nothing."""
+    p = make_pipeline(client, tiny_model_dir)
+    good, wrong, none = templates(builder)
+    trajs = [trajectory(template=t, task_id="task-s", member=i) for i, t in enumerate([good, wrong, none, good])]
+    p.process(fed(client, trajs))
+    p.process(fed(client, trajs[:1]))
+    rows = [RewardStats.from_fields(f) for _, f in client.xrange(Streams().stats("stats:rewards"))]
+    assert [r.success for r in rows] == [1.0, 0.0, 0.0, 1.0]
+    (total,) = [s.value for s in p.metrics.scored_success.collect()[0].samples if s.name.endswith("_total")]
+    assert total == 2.0
 
 
 def test_partial_group_after_timeout_then_late_members_are_dead_lettered(client, builder, tiny_model_dir):

@@ -12,14 +12,16 @@ Interpretations written down (where the formula leaves room):
   made at all (any `<tool_call>` block counts), else 0.
 - "The first tool-call block" for `parallel` is the first model turn that wrote any call block: Hermes renders
   parallel calls as several blocks in one turn, so the turn is the step. Its calls must all be valid (any
-  invalid call in it → 0: an invented tool cannot make up the count) and their number must equal the number of
-  gold calls of the lowest `step`. No gold calls: 1 when no call was made.
+  invalid call in it → 0: an invented tool cannot make up the count) and their names must be those of the gold
+  calls of the lowest `step`, as many of each (a call to the wrong tool earns no parallel credit). No gold calls:
+  1 when no call was made.
 - `exec_outcome` = mean(outcome_valid, outcome_executed, outcome_complete): share of calls valid against the
   tool's JSON schema, share executed without error, and the task's completion check.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,14 +60,16 @@ def named_calls(calls) -> list:
 
 
 def parallel_match(obs: Observed, gt: GroundTruth) -> float:
+    """1 when the first turn that called made exactly the first step's gold calls by name (the same multiset of
+    names), all valid: the count alone paid for a valid call to the wrong tool."""
     if not gt.calls:
         return 0.0 if obs.calls else 1.0
     first = obs.turns[0].calls if obs.turns else []
     if not first or not all(c.valid for c in first):
         return 0.0
     first_step = min(c.step for c in gt.calls)
-    expected = sum(1 for c in gt.calls if c.step == first_step)
-    return 1.0 if len(first) == expected else 0.0
+    expected = Counter(c.name for c in gt.calls if c.step == first_step)
+    return 1.0 if Counter(c.name for c in first) == expected else 0.0
 
 
 def _mean_over_gold(matches: list[CallMatch], part: str, obs: Observed) -> float:

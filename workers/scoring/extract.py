@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slca.chat.hermes import ParsedCall, function_of, text_outside_calls
-from slca.contracts import Trajectory
+from slca.contracts import ToolCallRecord, Trajectory
 
 
 class ScoringError(ValueError):
@@ -39,6 +39,8 @@ class Observed:
     reply: str
     tool_results: list[Any] = field(default_factory=list)
     failed_calls: int = 0
+    ran_calls: int = 0
+    """Valid calls that ran without an error: what a reply's claim of action can rest on."""
 
     @property
     def calls(self) -> list[ParsedCall]:
@@ -76,19 +78,24 @@ def observe(traj: Trajectory) -> Observed:
     results = [r.result for r in traj.tool_calls if r.result is not None]
     results += [m.get("content") for m in traj.messages if m.get("role") == "tool" and m.get("content")]
     failed = sum(1 for r in traj.tool_calls if r.error is not None or _is_error_payload(r.result))
-    return Observed(offered, schemas, turns, reply, results, failed)
+    ran = sum(1 for r in traj.tool_calls if _valid(r, offered) and r.error is None and not _is_error_payload(r.result))
+    return Observed(offered, schemas, turns, reply, results, failed, ran)
 
 
 def _is_error_payload(result: Any) -> bool:
     return isinstance(result, dict) and set(result) == {"error"}
 
 
+def _valid(rec: ToolCallRecord, offered: set[str]) -> bool:
+    # the server judged validity against the tools it offered; the trajectory's own tool list is checked again so
+    # that a record naming a tool the trajectory does not offer can never earn the valid-call share
+    return rec.valid and isinstance(rec.name, str) and rec.name in offered and isinstance(rec.arguments, dict)
+
+
 def _calls_per_turn(traj: Trajectory, offered: set[str]) -> list[TurnCalls]:
     turns: dict[int, list[ParsedCall]] = {}
     for rec in traj.tool_calls:
-        # the server judged validity against the tools it offered; the trajectory's own tool list is checked
-        # again so that a record naming a tool the trajectory does not offer can never earn the valid-call share
-        valid = rec.valid and isinstance(rec.name, str) and rec.name in offered and isinstance(rec.arguments, dict)
+        valid = _valid(rec, offered)
         raw = rec.raw if rec.raw is not None else json.dumps({"name": rec.name, "arguments": rec.arguments})
         turns.setdefault(rec.turn, []).append(
             ParsedCall(rec.name, rec.arguments, valid, raw, rec.block, None if valid else rec.error or "invalid call")

@@ -8,6 +8,7 @@ and `workers.groups`.
 from __future__ import annotations
 
 from slca.contracts import GroundTruth, Reward, Trajectory
+from workers.scoring.checks import all_hold, reply_checks
 from workers.scoring.execution import ExecResult, exec_gold, exec_outcome, repeated_calls
 from workers.scoring.extract import Observed, observe
 from workers.scoring.judges import get_judge
@@ -24,7 +25,8 @@ def score_trajectory(traj: Trajectory, s: WorkerSettings) -> Reward:
     exec_result = _execution(obs, gt, s)
     verdict = get_judge(s.judge)(obs, gt, s, traj.messages)
     pref, penalized = guarded_pref(verdict.score, obs, gt, s)
-    baselines = _baselines(obs, gt, exec_result)
+    # the reply's rule checks decide `success` whatever judge rates r_pref
+    baselines = _baselines(obs, gt, exec_result, all_hold(reply_checks(obs, gt, s, traj.messages)))
     components = {
         **exec_result.components,
         **verdict.components,
@@ -54,7 +56,7 @@ def _execution(obs: Observed, gt: GroundTruth | None, s: WorkerSettings) -> Exec
     return exec_gold(obs, gt or GroundTruth(), s)
 
 
-def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[str, float]:
+def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult, reply_holds: bool) -> dict[str, float]:
     """Components the learner's baseline estimators read (docs/design.md#advantages: ToolPO and RLTR), and the headline
     `success` (`workers.scoring.success`)."""
     gold = gt.calls if gt else []
@@ -66,7 +68,7 @@ def _baselines(obs: Observed, gt: GroundTruth | None, ex: ExecResult) -> dict[st
     else:  # no tool needed: doing nothing is complete and correct
         action = completeness = float(not obs.calls)
     return {
-        "success": float(task_success(obs, gt, ex)),
+        "success": float(task_success(obs, gt, ex, reply_holds)),
         "action": action,
         "call_accuracy": action,  # the name learner/advantages reads for ToolPO's R_action
         "completeness": completeness,

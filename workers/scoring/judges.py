@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from slca.contracts import GroundTruth
+from workers.scoring.checks import reply_checks
 from workers.scoring.extract import Observed
-from workers.scoring.reply import answers, grounded
 from workers.settings import WorkerSettings
 
 LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -51,25 +51,12 @@ def get_judge(name: str) -> Judge:
         raise ValueError(f"unknown judge {name!r}; known: {', '.join(sorted(JUDGES))}") from None
 
 
-_JSONISH = re.compile(r"[\{\[]\s*\"|<tool_(call|response)>")
-
-
 @register("rule")
 def rule_judge(obs: Observed, gt: GroundTruth | None, s: WorkerSettings, messages: list[dict]) -> Verdict:
-    """Four checks, one level each (`workers.scoring.reply`): grounded in the tool results (every number it
-    states comes from them or from the user, and it cites one of their values when there are any), answers
-    (states every key fact; declines on a refusal task and only there), no raw JSON / tool markup, sensible
-    length. An empty reply is level 0."""
-    reply = obs.reply.strip()
-    users = [m["content"] for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
-    vouched = gt.facts if gt is not None and not gt.tool_needed else []  # a no-tool answer is the model's knowledge
-    checks = {
-        "pref_grounded": float(bool(reply) and grounded(reply, obs.tool_results, users, vouched)),
-        "pref_answers": float(answers(reply, gt)),
-        "pref_no_raw_json": float(bool(reply) and not _JSONISH.search(reply)),
-        "pref_length": float(s.rule_min_chars <= len(reply) <= s.rule_max_chars),
-    }
-    score = LEVELS[int(sum(checks.values()))] if reply else 0.0
+    """The reply's four checks (`workers.scoring.checks`: grounded, answers, no raw JSON, sensible length), one
+    level each. An empty reply is level 0."""
+    checks = reply_checks(obs, gt, s, messages)
+    score = LEVELS[int(sum(checks.values()))] if obs.reply.strip() else 0.0
     return Verdict(score, checks)
 
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import partial
 from typing import Any
 
 from slca.contracts import GroundTruth
+from workers.scoring import alternatives
 
 NUMBER = re.compile(r"(?<![\d.])(?:(?<!\w)-)?\d+(?:,\d{3})*(?:\.\d+)?(?!\d)(?!\.\d)")
 """A number as written in text: optional sign (only after a non-word character: "COVID-19" states 19), thousands
@@ -48,22 +51,73 @@ def numbers_in(text: str) -> list[Decimal]:
     return [d for d in (_canonical(m.group()) for m in NUMBER.finditer(str(text))) if d is not None]
 
 
+def _needle_pattern(n: str) -> str:
+    """A normalised needle on word and number boundaries."""
+    before = r"(?<!\w)(?<!\d\.)" if n[0].isalnum() else ""
+    after = (r"(?!\d)(?!\.\d)(?!,\d)" if n[-1].isdigit() else r"(?!\w)") if n[-1].isalnum() else ""
+    return before + re.escape(n) + after
+
+
 def mentions(normalized_text: str, needle: str) -> bool:
     """`needle` (raw) occurs in already-normalised text on word and number boundaries."""
     n = normalize(needle)
+    return bool(n) and re.search(_needle_pattern(n), normalized_text) is not None
+
+
+FACT_DECIMALS = 2
+"""Facts state numbers with at most two decimals, trailing zeros dropped (`sim.tasks.intents.fmt_number`: the tool's
+8.04672 is the fact "8.05", 7.0 is "7"), so a fact number stands for every value that rounds to it at two decimals
+(or at its own precision, when finer)."""
+
+
+def _fact_number(fact: str) -> Decimal | None:
+    """The fact (normalised) as a number, when it is one number and nothing else."""
+    return _canonical(fact) if NUMBER.fullmatch(fact) else None
+
+
+def _rounds_to_fact(value: Decimal, fact: Decimal) -> bool:
+    """`value` rounds to `fact` at the facts' precision, ties either way ("8.04672" states 8.05, "7.4" does not
+    state 7)."""
+    places = max(FACT_DECIMALS, -fact.as_tuple().exponent)
+    return abs(value - fact) <= Decimal(5).scaleb(-places - 1)
+
+
+def fact_places(text: str, fact: str) -> Iterator[re.Match]:
+    """Where already-normalised `text` states `fact` (raw): the fact on word/number boundaries, and for a number
+    fact also every more precise number that rounds to it (`_rounds_to_fact`)."""
+    n = normalize(fact)
     if not n:
-        return False
-    before = r"(?<!\w)(?<!\d\.)" if n[0].isalnum() else ""
-    after = (r"(?!\d)(?!\.\d)(?!,\d)" if n[-1].isdigit() else r"(?!\w)") if n[-1].isalnum() else ""
-    return re.search(before + re.escape(n) + after, normalized_text) is not None
+        return
+    yield from re.finditer(_needle_pattern(n), text)
+    number = _fact_number(n)
+    if number is not None:
+        yield from (m for m in NUMBER.finditer(text) if _finer_rounding(text, m, number))
+
+
+def _finer_rounding(text: str, m: re.Match, fact: Decimal) -> bool:
+    """The number at `m` is written with more decimals than `fact` and rounds to it; a number glued to a word
+    ("HAT279") is a name, not a value."""
+    value = _canonical(m.group())
+    glued = m.start() > 0 and text[m.start() - 1].isalpha()
+    finer = value is not None and value.as_tuple().exponent < fact.as_tuple().exponent
+    return finer and not glued and _rounds_to_fact(value, fact)
 
 
 def facts_present(reply: str, facts: list[str]) -> float:
-    """Share of key facts stated in the reply, on word/number boundaries (1 when there are none)."""
+    """Share of key facts stated in the reply (`fact_places`; 1 when there are none)."""
     if not facts:
         return 1.0
     text = normalize(reply)
-    return sum(1 for f in facts if mentions(text, str(f))) / len(facts)
+    return sum(1 for f in facts if next(fact_places(text, str(f)), None) is not None) / len(facts)
+
+
+def offers_alternatives(reply: str, facts: list[str]) -> bool:
+    """Some key fact is offered as one of several competing candidates (`workers.scoring.alternatives`)."""
+    text = normalize(reply)
+    return any(
+        alternatives.offers_alternatives(text, normalize(str(f)), partial(fact_places, fact=str(f)), NUMBER)
+        for f in facts
+    )
 
 
 _DECLINE = re.compile(
@@ -77,38 +131,85 @@ _DECLINE = re.compile(
 )
 """Saying it cannot: first-person inability, or that no offered tool can do it."""
 
-_CLAIM = re.compile(
-    r"(?:^|[.!?]\s*)(?:all |it's |it is )?done\b|\ball set\b|\btaken care of\b|\bsuccessfully\b"
-    r"|\bhere(?: is|'s| are)\b"
-    r"|\bi(?: have|'ve)(?: now| just| already)? (?:booked|sent|created|scheduled|set|ordered|transferred|cancell?ed|"
-    r"deleted|moved|played|turned|called|texted|paid|made|placed|reserved|added|updated|changed|completed|"
-    r"started|bought|sold|purchased|rescheduled)\b"
-    r"|\bi(?:'ll| will)(?: now| go ahead and)? (?:go ahead|book|send|create|schedule|set|order|transfer|cancel|"
-    r"delete|move|play|turn|call|text|pay|buy|sell)\b"
+_DID = (
+    r"booked|sent|created|scheduled|set|ordered|transferred|cancell?ed|deleted|moved|played|turned|called|texted|"
+    r"paid|made|placed|reserved|added|updated|changed|completed|started|bought|sold|purchased|rescheduled|arranged|"
+    r"handled|sorted|organi[sz]ed|confirmed|submitted|processed|contacted|emailed|messaged|notified|forwarded|"
+    r"finished|taken care|took care"
 )
-"""Claiming the request was carried out ("Done!", "I have booked …", "Here is …")."""
+"""What a first-person claim says it did ("I have booked …", "I booked …")."""
+_DONE = (
+    r"arranged|booked|done|sent|scheduled|sorted|handled|organi[sz]ed|confirmed|completed|reserved|ordered|"
+    r"submitted|processed|cancell?ed|rescheduled|transferred|taken care of"
+)
+"""Completion states ("it's all arranged"): only the words of finished errands, which a statement of fact ("Mars is
+called the Red Planet") does not use."""
+_BEEN_DONE = r"started|played|added|updated|changed|moved|paid|purchased|bought|sold|deleted|created|placed|set up"
+"""More errands, claimed done only in the perfect ("your playlist has been started")."""
+_ACTION_CLAIM = re.compile(
+    r"^(?:all |it's |it is |that's |that is |everything's |everything is )?done\b|\ball (?:set|done|arranged|booked|"
+    r"sorted)\b|\btaken care of\b|\bsuccessfully\b|\bconsider it done\b"
+    rf"|\bi(?: have|'ve)?(?: now| just| already| successfully)? (?:{_DID})\b"
+    rf"|(?:'s|'re|\bis|\bare|\bhas been|\bhave been|'s been|'ve been)(?: all| now| already| just| successfully)* "
+    rf"(?:{_DONE})\b"
+    rf"|(?:\bhas been|\bhave been|'s been|'ve been)(?: now| already| just| successfully)* (?:{_BEEN_DONE})\b"
+    r"|\bi(?:'ll| will)(?: now| go ahead and)? (?:go ahead|book|send|create|schedule|set|order|transfer|cancel|"
+    r"delete|move|play|turn|call|text|pay|buy|sell|arrange)\b"
+)
+"""Claiming, in one clause, that the request was (or is being) carried out: "Done!", "I have booked …", "it's all
+arranged", "I'll send it"."""
+_OFFER = re.compile(r"\bhere(?: is|'s| are)\b")
+"""Handing over a result ("Here is …"): on a refusal task, the thing it said it could not do."""
+_CLAUSE_BREAK = re.compile(r"[.!?;:,()]|\s[-\u2013\u2014]\s|\b(?:but|however|so|and|although|though|yet|while)\b")
+_NEGATION = re.compile(r"\b(?:not|no|nothing|never|none|cannot|unable)\b|n't\b")
+"""A clause with a negation claims nothing ("so nothing has been booked", "it has not been arranged")."""
+
+
+def _clauses(reply: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE_BREAK.split(normalize(reply)) if c.strip()]
+
+
+def _claims(pattern: re.Pattern, reply: str) -> bool:
+    return any(pattern.search(c) and not _NEGATION.search(c) for c in _clauses(reply))
 
 
 def declines(reply: str) -> bool:
     return _DECLINE.search(normalize(reply)) is not None
 
 
+def claims_action(reply: str) -> bool:
+    """Some clause says the request was carried out, without a negation in it."""
+    return _claims(_ACTION_CLAIM, reply)
+
+
 def claims_success(reply: str) -> bool:
-    return _CLAIM.search(normalize(reply)) is not None
+    """Claims the request carried out, or hands over its result ("here is …")."""
+    return claims_action(reply) or _claims(_OFFER, reply)
 
 
-def answers(reply: str, gt: GroundTruth | None) -> bool:
-    """The reply does what the task asks of a final reply: states every key fact; on a refusal task
-    (`GroundTruth.refusal`) it declines and claims nothing done; on any other task it does not decline."""
-    if not reply.strip() or facts_present(reply, gt.facts if gt else []) < 1.0:
+def has_content(reply: str) -> bool:
+    """At least one letter or digit: "?!" says nothing."""
+    return re.search(r"[^\W_]", reply) is not None
+
+
+def answers(reply: str, gt: GroundTruth | None, acted: bool) -> bool:
+    """The reply does what the task asks of a final reply: it has content and states every key fact, none of them
+    among competing alternatives; on a refusal task (`GroundTruth.refusal`) it declines and claims nothing done; on
+    any other task it does not decline, and claims an action only when a tool call ran (`acted`): a claim with no
+    call behind it is hollow."""
+    facts = gt.facts if gt else []
+    if not has_content(reply) or facts_present(reply, facts) < 1.0 or offers_alternatives(reply, facts):
         return False
     if gt is not None and gt.refusal:
         return declines(reply) and not claims_success(reply)
+    if claims_action(reply) and not acted:
+        return False
     return not declines(reply)
 
 
 def _leaves(value: Any, out: list[Any]) -> None:
-    """Scalar values of non-error results (JSON text parsed); an `{"error": …}` object grounds nothing."""
+    """Scalar values of non-error results (JSON text parsed), and the length of each non-empty list; an
+    `{"error": …}` object grounds nothing."""
     if isinstance(value, str):
         try:  # tool results often arrive as JSON text
             parsed = json.loads(value)
@@ -128,6 +229,8 @@ def _leaves(value: Any, out: list[Any]) -> None:
         for v in value.values():
             _leaves(v, out)
     elif isinstance(value, list):
+        if value:  # "I found 4 direct flights": how many a list holds is one of its values (an empty one: none)
+            out.append(len(value))
         for v in value:
             _leaves(v, out)
 
@@ -160,10 +263,10 @@ def _number_values(values: list[Any]) -> list[Decimal]:
 def grounded(reply: str, results: list[Any], user_texts: list[str], vouched: list[str] = ()) -> bool:
     """The reply's claims come from the tool results:
 
-    - every number it states is one the results hold (number values, or numbers inside string values), one the
-      user's messages hold, or one in `vouched` (the task's key facts, passed only for a task that needs no tool:
-      its answer is the model's own knowledge); a number written rounded counts ("3.11" for 3.106856), and signs
-      are ignored (a hyphen and a minus sign look alike);
+    - every number it states is one the results hold (number values, numbers inside string values, or how many
+      items a list holds), one the user's messages hold, or one in `vouched` (the task's key facts, passed only for
+      a task that needs no tool: its answer is the model's own knowledge); a number written rounded counts ("3.11"
+      for 3.106856), and signs are ignored (a hyphen and a minus sign look alike);
     - and when there are non-error results, it cites at least one of their values: a number among the results'
       (as above), or a string value on word boundaries (one-character strings are ignored, too common to show
       anything).

@@ -43,7 +43,7 @@ def system_lines(snapshot: Snapshot | None, served_version: float | None, window
     recent = snapshot.rewards[-window:]
     rewards = (
         f"recent rewards (last {len(recent)}): exec {_fmt(_mean(recent, 'exec'))}  pref {_fmt(_mean(recent, 'pref'))}"
-        f"  tool turns {_fmt(_mean(recent, 'tool_turns'), '.2f')}"
+        f"  success {_fmt(_mean(recent, 'success'))}  tool turns {_fmt(_mean(recent, 'tool_turns'), '.2f')}"
         if recent
         else "recent rewards: none yet"
     )

@@ -183,7 +183,7 @@ def test_omission_guard_only_touches_the_summary_channel(builder, settings):
         ('{"temp": 18, "unit": "celsius"}', 0.75),  # raw JSON dumped
         ("It is warm.", 0.5),  # not grounded, no key fact, but clean and long enough
         ('{"weather": "warm"}', 0.25),  # only a sensible length
-        ("18", 0.75),  # grounded, states the fact, clean, too short
+        ("18", 1.0),  # grounded, states the fact, clean, and a reply need not be longer than its facts
         ("", 0.0),
     ],
 )
