@@ -8,6 +8,7 @@ checkpoints, acknowledges and publishes (`learner.loop`); the others train on wh
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -19,6 +20,15 @@ import torch
 log = logging.getLogger("slca.learner")
 
 GLOO_IFNAME = "GLOO_SOCKET_IFNAME"
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "fc00::/7", "fe80::/10")
+)
+"""Where a rendezvous may be (loopback aside): RFC 1918, IPv6 unique-local, link-local."""
+
+
+class RendezvousRefused(RuntimeError):
+    """MASTER_ADDR is reachable from outside a private network (`learner.ddp_allow_public_rendezvous` off)."""
 
 
 @dataclass(frozen=True)
@@ -40,13 +50,16 @@ class Ranks:
         return self.rank == 0
 
 
-def join(device: torch.device, timeout_s: int) -> None:
+def join(device: torch.device, timeout_s: int, allow_public_rendezvous: bool = False) -> None:
     """Join the process group once. `timeout_s` bounds every collective: a rank whose peer died (or whose network
-    went away) raises after it instead of waiting for ever, so torchrun can restart the group."""
+    went away) raises after it instead of waiting for ever, so torchrun can restart the group. A MASTER_ADDR
+    outside private networks is refused (`check_rendezvous_address`) unless `allow_public_rendezvous`."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
+    if os.environ.get("MASTER_ADDR"):
+        check_rendezvous_address(os.environ["MASTER_ADDR"], allow_public_rendezvous)
     backend = "nccl" if device.type == "cuda" else "gloo"
     if backend == "gloo":
         choose_gloo_interface()
@@ -57,6 +70,32 @@ def join(device: torch.device, timeout_s: int) -> None:
     else:
         ranks = Ranks.from_env()
         dist.init_process_group(backend=backend, store=store, rank=ranks.rank, world_size=ranks.world, timeout=timeout)
+
+
+def check_rendezvous_address(host: str, allow_public: bool = False) -> None:
+    """RendezvousRefused when `host` resolves to an address outside loopback and private networks: torch's TCP
+    store (where rank 0 binds it) and the c10d rendezvous authenticate no one and unpickle what they are sent, so
+    whoever reaches that port runs code in every rank. A name that does not resolve is left to torch."""
+    if allow_public:
+        return
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return
+    public = sorted({info[4][0] for info in infos if not _private(info[4][0])})
+    if public:
+        raise RendezvousRefused(
+            f"MASTER_ADDR {host!r} is a public address ({', '.join(public)}): the torch.distributed rendezvous is "
+            'unauthenticated and unpickles what it receives. Put it on a private interface (README "Learner '
+            'ranks"), or set learner.ddp_allow_public_rendezvous=true behind a firewall of your own'
+        )
+
+
+def _private(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])  # an IPv6 scope id (fe80::1%eth0) is no part of the address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or any(ip in net for net in PRIVATE_NETWORKS)
 
 
 def leave() -> None:

@@ -94,7 +94,7 @@ def load_policy(path: Path, settings: LearnerSettings) -> Policy:
     if distributed:
         from torch.nn.parallel import DistributedDataParallel
 
-        join(device, settings.ddp_timeout_s)
+        join(device, settings.ddp_timeout_s, settings.ddp_allow_public_rendezvous)
         runner = DistributedDataParallel(runner, device_ids=[device.index] if device.type == "cuda" else None)
     return Policy(model, runner, device, use_autocast(settings.precision, device), Path(path), distributed)
 

@@ -150,6 +150,10 @@ class LearnerSettings(SectionSettings):
     """Under torchrun: a collective (a step's gradient average, rank 0's orders) that does not complete in this many
     seconds fails, so the surviving ranks of a dead (or unreachable) one exit instead of hanging. The other ranks wait
     for rank 0 while it publishes and checkpoints: keep it above the longest publish + checkpoint."""
+    ddp_allow_public_rendezvous: bool = False
+    """Under torchrun: let the ranks meet at a MASTER_ADDR outside loopback and private networks (RFC 1918, IPv6
+    unique-local, link-local). Off, such an address is refused at start: torch's rendezvous store authenticates no
+    one and unpickles what it is sent (README "Learner ranks"). On only behind a firewall of your own."""
     max_steps: int = 0
     """Stop after this many optimizer steps in total (0: run forever)."""
     seed: int = 0

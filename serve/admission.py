@@ -1,5 +1,7 @@
-"""Admission: a bound on the model work in flight (requests, and sequences: a request counts its n). Beyond it a
-request is refused at once with 429 + Retry-After instead of queueing without end in front of the engine."""
+"""Admission: bounds on the requests the server takes on. Before a body is read, a bounded queue in front of the
+request pool (`planning`: reading, parsing, checking, templating, tokenising); after it, a bound on the model work
+in flight (`admit`: requests, and sequences — a request counts its n). Beyond either a request is refused at once
+with 429 + Retry-After instead of queueing without end in front of the request pool or the engine."""
 
 from __future__ import annotations
 
@@ -12,10 +14,29 @@ from serve.errors import TooManyRequests
 
 
 class Admission:
-    def __init__(self, max_requests: int, max_sequences: int):
+    def __init__(self, max_requests: int, max_sequences: int, max_queued: int | None = None):
         self.max_requests, self.max_sequences = max_requests, max_sequences
+        self.max_queued = max_queued if max_queued is not None else max_requests
         self.requests = 0
         self.sequences = 0
+        self.queued = 0
+        """Requests being read and prepared (`planning`), in the request pool or waiting for it."""
+
+    @contextmanager
+    def planning(self) -> Iterator[None]:
+        """Hold a place among the requests being read and prepared while the block runs; TooManyRequests when
+        `max_queued` are already, or when the work in flight is at `max_requests` (`admit` would refuse it once
+        it is prepared: refused before its body is read instead)."""
+        if self.queued >= self.max_queued or self.requests >= self.max_requests:
+            raise TooManyRequests(
+                f"the server is at its bound of requests waiting to be prepared ({self.queued}) or in flight "
+                f"({self.requests}); retry shortly"
+            )
+        self.queued += 1
+        try:
+            yield
+        finally:
+            self.queued -= 1
 
     @contextmanager
     def admit(self, sequences: int) -> Iterator[None]:
@@ -42,4 +63,4 @@ ADMISSION = web.AppKey("admission", Admission)
 
 
 def admission_of(settings) -> Admission:
-    return Admission(settings.max_inflight_requests, settings.max_inflight_sequences)
+    return Admission(settings.max_inflight_requests, settings.max_inflight_sequences, settings.max_queued_requests)

@@ -14,8 +14,8 @@ from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
 from serve.auth import record_refusal
 from serve.engines.base import SamplingParams
 from serve.errors import ServeError
-from serve.http_util import check_model, off_loop, read_json, sse
-from serve.keys import ENGINE, METRICS, RECORDER, REPLICA, SETTINGS, TOOLS
+from serve.http_util import check_model, json_response, off_loop, read_json, sse
+from serve.keys import CHARS_PER_TOKEN, ENGINE, METRICS, RECORDER, REPLICA, SETTINGS, TOOLS
 from serve.prompting import request_chunks
 from serve.requests import (
     AgentRunRequest,
@@ -32,7 +32,7 @@ from serve.requests import (
 def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec]:
     """The validated request and its episode spec; CPU work (schemas, templating, tokenisation), run off the loop."""
     settings, engine = app[SETTINGS], app[ENGINE]
-    req = parse_body(AgentRunRequest, data, settings)
+    req = parse_body(AgentRunRequest, data, settings, app.get(CHARS_PER_TOKEN))
     check_model(app, req.model)
     offered = check_tools(req.tools, settings)
     _, forced = resolve_tool_choice(req.tool_choice, req.tools)
@@ -73,7 +73,8 @@ def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
 
 async def agent_runs(request: web.Request) -> web.StreamResponse:
     app = request.app
-    req, spec = await off_loop(app, _spec, app, await read_json(request))
+    with app[ADMISSION].planning():  # a bounded queue in front of the request pool, checked before the body is read
+        req, spec = await off_loop(app, _spec, app, await read_json(request))
     with app[ADMISSION].admit(req.n):
         return await _run(request, req, spec)
 
@@ -107,7 +108,7 @@ async def _run(request: web.Request, req: AgentRunRequest, spec: EpisodeSpec) ->
     finally:
         for t in tasks:
             t.cancel()
-    return web.json_response({"id": run_id, "task_id": req.task_id, **said, "runs": runs})
+    return await json_response(app, {"id": run_id, "task_id": req.task_id, **said, "runs": runs})
 
 
 async def _stream_runs(request: web.Request, run_id: str, task_id: str, tasks: list[asyncio.Task]):

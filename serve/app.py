@@ -19,11 +19,14 @@ from serve.agent_api import agent_runs
 from serve.chat import chat_completions
 from serve.engines.base import Engine, create_engine
 from serve.errors import ServeError
+from serve.hosts import allowed_hosts, host_middleware
 from serve.http_util import request_pool_ctx
 from serve.keys import (
     BACKGROUND,
+    CHARS_PER_TOKEN,
     COMMON,
     ENGINE,
+    HOSTS,
     METRICS,
     RECORDER,
     REDIS,
@@ -40,6 +43,7 @@ from serve.recorder import TrajectoryRecorder
 from serve.replica import ReplicaAnnouncer, ReplicaIdentity
 from serve.settings import ServeSettings
 from serve.redis_client import command_client, subscriber_client
+from serve.requests import longest_token_chars
 from serve.tools import make_tool_provider
 from slca.config import CommonSettings
 from slca.contracts import Streams
@@ -64,6 +68,8 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
         response = await handler(request)
     except ServeError as exc:
         response = web.json_response(exc.body(), status=exc.status, headers=exc.headers())
+        if exc.close_connection:
+            response.force_close()
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -119,11 +125,11 @@ def create_app(
     """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults).
     `subapps`: prefix → aiohttp app mounted beside the API (what the CLI plugs in, e.g. ops' dashboard at
     `/dashboard/`; see `serve.mounts`): serve itself imports no other component."""
-    # errors wrap the origin and scope checks. handler_cancellation: a client that hangs up cancels its handler,
+    # errors wrap the origin, host and scope checks. handler_cancellation: a client that hangs up cancels its handler,
     # and with it the engine requests it awaits (aiohttp lets handlers run on by default).
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
-        middlewares=[error_middleware, origin_middleware, serve_scope_middleware],
+        middlewares=[error_middleware, origin_middleware, host_middleware, serve_scope_middleware],
         handler_args={"handler_cancellation": True},
     )
     app[SETTINGS], app[COMMON] = settings, common
@@ -132,6 +138,7 @@ def create_app(
     app[REPLICA] = ReplicaIdentity.of(settings)
     app[BACKGROUND] = []
     app[ADMISSION] = admission_of(settings)
+    app[HOSTS] = allowed_hosts(settings)
     factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
     app.cleanup_ctx.append(request_pool_ctx)  # first in, last out: handlers may use it until the end
     app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
@@ -161,6 +168,7 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
         gc.collect()
         gc.freeze()
         app[ENGINE] = engine
+        _set_chars_per_token(app, engine)
         app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings, app[METRICS].registry)
         try:
             yield
@@ -171,6 +179,15 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
                 await engine.close()
 
     return ctx
+
+
+def _set_chars_per_token(app: web.Application, engine: Engine) -> None:
+    """The cheap context check's ratio (`serve.max_chars_per_token`, else the model's longest vocabulary entry)."""
+    settings = app[SETTINGS]
+    ratio = settings.max_chars_per_token or longest_token_chars(getattr(engine, "tokenizer", None))
+    if ratio:
+        app[CHARS_PER_TOKEN] = ratio
+        log.info("messages over %d characters are refused before templating", ratio * settings.max_model_len)
 
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -15,8 +15,8 @@ from serve.auth import record_refusal
 from serve.engines.base import EngineError, GenerationResult, SamplingParams
 from serve.detok import IncrementalText
 from serve.errors import EngineUnavailable, ServeError
-from serve.http_util import check_model, off_loop, read_json, sse
-from serve.keys import ENGINE, METRICS, RECORDER, REPLICA, SETTINGS
+from serve.http_util import check_model, json_response, off_loop, read_json, sse
+from serve.keys import CHARS_PER_TOKEN, ENGINE, METRICS, RECORDER, REPLICA, SETTINGS
 from serve.prompting import request_chunks
 from serve.requests import (
     ChatRequest,
@@ -40,7 +40,7 @@ class ChatPlan:
 
     def __init__(self, app: web.Application, data: Any):
         settings, engine = app[SETTINGS], app[ENGINE]
-        req = parse_body(ChatRequest, data, settings)
+        req = parse_body(ChatRequest, data, settings, app.get(CHARS_PER_TOKEN))
         self.model = check_model(app, req.model)
         self.offered = check_tools(req.tools, settings)
         self.mode, forced = resolve_tool_choice(req.tool_choice, req.tools)
@@ -106,8 +106,10 @@ def _logprob_content(tokenizer, ids: list[int], lps: list[float], tops: list | N
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    plan = await off_loop(request.app, ChatPlan, request.app, await read_json(request))
-    with request.app[ADMISSION].admit(len(plan.params)):
+    admission = request.app[ADMISSION]
+    with admission.planning():  # a bounded queue in front of the request pool, checked before the body is read
+        plan = await off_loop(request.app, ChatPlan, request.app, await read_json(request))
+    with admission.admit(len(plan.params)):
         return await _answer(request, plan)
 
 
@@ -121,7 +123,8 @@ async def _answer(request: web.Request, plan: ChatPlan) -> web.StreamResponse:
     turns, choices = await off_loop(app, _choices, app[ENGINE], plan, results)
     await _maybe_record(request, plan, turns)
     completion = sum(len(t.result.token_ids) for t in turns)
-    return web.json_response(
+    return await json_response(
+        app,
         {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -135,7 +138,7 @@ async def _answer(request: web.Request, plan: ChatPlan) -> web.StreamResponse:
                 "completion_tokens": completion,
                 "total_tokens": len(plan.prompt_ids) * len(turns) + completion,
             },
-        }
+        },
     )
 
 

@@ -34,9 +34,8 @@ def _settings(args, config):
 
 
 def run_serve(args, config) -> int:
-    from aiohttp import web
-
     from serve.app import create_app
+    from serve.app_server import run_app
     from serve.keys import ENGINE
     from serve.mounts import plugged_subapps
 
@@ -59,7 +58,14 @@ def run_serve(args, config) -> int:
     # first of all start-up work (the engine's load takes seconds): a stop during it is a graceful one too
     app.on_startup.insert(0, _one_stop_signal)
     app.on_startup.append(_exit_when_engine_is_fatal)
-    web.run_app(app, host=settings.host, port=settings.port, access_log=None, shutdown_timeout=settings.stop_drain_s)
+    run_app(  # aiohttp's run_app with a bound on open connections (serve/app_server.py)
+        app,
+        settings.host,
+        settings.port,
+        settings.max_connections,
+        access_log=None,
+        shutdown_timeout=settings.stop_drain_s,
+    )
     if getattr(app.get(ENGINE), "fatal", False):  # no engine: stopped while it was starting
         logging.getLogger("slca.serve").critical("exiting: the engine failed beyond its rebuild budget")
         return 3  # non-zero: `slca up` (or systemd, k8s) starts a fresh process

@@ -7,6 +7,8 @@ class ServeError(Exception):
     status = 400
     type = "invalid_request_error"
     code: str | None = None
+    close_connection = False
+    """Close the connection after the answer (the rest of the request cannot be read)."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -45,6 +47,21 @@ class ContextTooLong(ServeError):
 class ModelNotFound(ServeError):
     status = 404
     code = "model_not_found"
+
+
+class RequestTimeout(ServeError):
+    """The body did not arrive within `serve.body_read_timeout_s`; the connection is closed after the answer."""
+
+    status = 408
+    code = "request_timeout"
+    close_connection = True
+
+
+class MisdirectedRequest(ServeError):
+    """A `Host` this server does not answer to (`serve.allowed_hosts`): what DNS rebinding looks like."""
+
+    status = 421
+    code = "host_not_allowed"
 
 
 class PayloadTooLarge(ServeError):

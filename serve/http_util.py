@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 
 from aiohttp import web
 
-from serve.errors import InvalidJSON, ModelNotFound, PayloadTooLarge, UnsafeJSON, UnsupportedMediaType
+from serve.errors import InvalidJSON, ModelNotFound, PayloadTooLarge, RequestTimeout, UnsafeJSON, UnsupportedMediaType
 from serve.keys import ENGINE, REQUEST_POOL, SETTINGS
 
 T = TypeVar("T")
@@ -66,17 +66,20 @@ async def read_json(request: web.Request) -> Any:
         # A page in a browser can POST `text/plain` anywhere without a CORS preflight; `application/json` needs
         # one, which this server never grants: requiring it keeps web pages from driving a local API.
         raise UnsupportedMediaType(f"Content-Type must be application/json, not {request.content_type[:100]!r}")
-    raw = await _read_body(request, settings.max_body_bytes)
+    raw = await _read_body(request, settings.max_body_bytes, settings.body_read_timeout_s)
     return await off_loop(request.app, loads_checked, raw, JSONLimits.of(settings))
 
 
-async def _read_body(request: web.Request, limit: int) -> bytes:
+async def _read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"request body of {request.content_length} bytes exceeds the limit of {limit}")
     try:
-        raw = await request.read()
+        async with asyncio.timeout(timeout_s):
+            raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
+    except TimeoutError:
+        raise RequestTimeout(f"the request body did not arrive within {timeout_s:g} s") from None
     if len(raw) > limit:
         raise PayloadTooLarge(f"request body of {len(raw)} bytes exceeds the limit of {limit}")
     return raw
@@ -208,6 +211,16 @@ def check_model(app: web.Application, model: str | None) -> str:
     if model is not None and model != served:
         raise ModelNotFound(f"The model {model!r} does not exist; this server serves {served!r}", param="model")
     return served
+
+
+async def json_response(app: web.Application, body: Any) -> web.Response:
+    """`web.json_response(body)` with the body serialised in the request pool: an answer with many logprobs or
+    trajectories is megabytes of JSON, seconds of the event loop's time otherwise."""
+    return web.Response(body=await off_loop(app, _json_bytes, body), content_type="application/json")
+
+
+def _json_bytes(body: Any) -> bytes:
+    return json.dumps(body).encode()
 
 
 def sse(data: Any) -> bytes:

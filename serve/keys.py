@@ -32,3 +32,8 @@ REQUEST_POOL = web.AppKey("request_pool", ThreadPoolExecutor)
 REPLICA = web.AppKey("replica", ReplicaIdentity)
 """Who this replica is (`serve.replica_id`, `serve.advertise_url`): on every recorded trajectory, and its status."""
 BACKGROUND = web.AppKey("background", list[asyncio.Task])
+CHARS_PER_TOKEN = web.AppKey("chars_per_token", int)
+"""The most characters one token stands for (`serve.max_chars_per_token`, else the model's longest vocabulary
+entry): the cheap context check of a request's messages (`serve.requests.check_prompt_chars`). Absent: no check."""
+HOSTS = web.AppKey("hosts", object)
+"""Host names /metrics, /v1/models, /openapi.json, /readyz and /dashboard/ answer under (`serve.hosts`); None: any."""

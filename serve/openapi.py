@@ -8,6 +8,7 @@ fuzzer) sees the bounds the server enforces.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -174,9 +175,15 @@ def _write_limits(components: dict[str, Any], settings) -> None:
 
 
 async def openapi_json(request):
-    """GET /openapi.json."""
+    """GET /openapi.json, built and serialised in the request pool (pydantic's schema generation is CPU work)."""
     from aiohttp import web
 
+    from serve.http_util import off_loop
     from serve.keys import SETTINGS
 
-    return web.json_response(openapi_document(request.app[SETTINGS]))
+    data = await off_loop(request.app, _document_bytes, request.app[SETTINGS])
+    return web.Response(body=data, content_type="application/json")
+
+
+def _document_bytes(settings) -> bytes:
+    return json.dumps(openapi_document(settings)).encode()

@@ -85,7 +85,8 @@ class Message(BaseModel):
 
 
 class SamplingFields(BaseModel):
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    # unknown top-level fields are refused, as OpenAI does (`check_fields` names the field before pydantic runs)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
@@ -95,7 +96,47 @@ class SamplingFields(BaseModel):
     seed: int | None = None
 
 
-class ChatRequest(SamplingFields):
+class IgnoredOpenAIFields(BaseModel):
+    """Arguments of OpenAI's chat API that are accepted (type-checked) and change nothing here: penalties, logit
+    bias, storage, tiers, caching and end-user ids, reasoning effort, verbosity, a `text` response format."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    parallel_tool_calls: bool | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
+    response_format: dict[str, Any] | None = None
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_only(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """`{"type": "text"}` is what every answer is; a JSON format would not be enforced, so it is refused."""
+        if v is not None and v.get("type") != "text":
+            raise ValueError("only {'type': 'text'} is supported (for structured output, force a tool call)")
+        return v
+
+
+UNSUPPORTED_FIELDS = {
+    "functions": "use tools",
+    "function_call": "use tool_choice",
+    "audio": "this server answers text only",
+    "modalities": "this server answers text only",
+    "prediction": "predicted outputs are not supported",
+    "web_search_options": "web search is not supported",
+}
+"""OpenAI chat arguments this server cannot honour: refused by name (400) rather than silently ignored."""
+
+
+class ChatRequest(SamplingFields, IgnoredOpenAIFields):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
     tools: list[Any] | None = None
@@ -126,11 +167,16 @@ class AgentRunRequest(SamplingFields):
     """Extension: tool choice of the FIRST model turn (later turns are 'auto')."""
 
 
-def parse_body(cls, data: Any, settings):
-    """The validated request, after the counts (cheap, before pydantic builds anything) and the limits."""
+def parse_body(cls, data: Any, settings, chars_per_token: int | None = None):
+    """The validated request, after the field names, the counts and the prompt's size (cheap, before pydantic
+    builds anything) and then the limits. `chars_per_token`: the most characters one token stands for (None: no
+    size check here; the token count after templating is checked in any case)."""
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
+    check_fields(cls, data)
     check_counts(data, settings)
+    if chars_per_token:
+        check_prompt_chars(data, settings.max_model_len, chars_per_token)
     try:
         req = cls.model_validate(data)
     except ValidationError as exc:
@@ -145,6 +191,17 @@ def _too_many(what: str, count: int, limit: int, param: str) -> BadRequest:
     return BadRequest(f"{what}: {count} exceeds the limit of {limit}", param=param)
 
 
+def check_fields(cls, data: dict[str, Any]) -> None:
+    """Every top-level field is one of the request's (OpenAI refuses an unrecognised argument, so do we)."""
+    for key in data:
+        if key in cls.model_fields:
+            continue
+        name = key[:100]
+        if cls is ChatRequest and key in UNSUPPORTED_FIELDS:
+            raise BadRequest(f"{name} is not supported by this server: {UNSUPPORTED_FIELDS[key]}", param=name)
+        raise BadRequest(f"Unrecognized request argument supplied: {name}", param=name, code="unknown_field")
+
+
 def check_counts(data: dict[str, Any], settings) -> None:
     """Counts of the raw body: a request with 5,000 messages is refused before any per-message work."""
     messages, tools, stop = data.get("messages"), data.get("tools"), data.get("stop")
@@ -152,15 +209,60 @@ def check_counts(data: dict[str, Any], settings) -> None:
         if len(messages) > settings.max_messages:
             raise _too_many("messages", len(messages), settings.max_messages, "messages")
         for i, message in enumerate(messages):
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, list) and len(content) > settings.max_content_parts:
-                raise _too_many(
-                    f"messages[{i}].content parts", len(content), settings.max_content_parts, f"messages.{i}.content"
-                )
+            if isinstance(message, dict):
+                _check_message_counts(i, message, settings)
     if isinstance(tools, list) and len(tools) > settings.max_tools:
         raise _too_many("tools", len(tools), settings.max_tools, "tools")
     if isinstance(stop, list) and len(stop) > settings.max_stop:
         raise _too_many("stop strings", len(stop), settings.max_stop, "stop")
+
+
+def _check_message_counts(i: int, message: dict[str, Any], settings) -> None:
+    content, calls = message.get("content"), message.get("tool_calls")
+    if isinstance(content, list) and len(content) > settings.max_content_parts:
+        raise _too_many(
+            f"messages[{i}].content parts", len(content), settings.max_content_parts, f"messages.{i}.content"
+        )
+    if isinstance(calls, list) and len(calls) > settings.max_history_tool_calls:
+        raise _too_many(
+            f"messages[{i}].tool_calls", len(calls), settings.max_history_tool_calls, f"messages.{i}.tool_calls"
+        )
+
+
+def prompt_chars(messages: Any) -> int:
+    """Characters of the message contents of a raw body (strings and text parts): text the prompt holds whole."""
+    if not isinstance(messages, list):
+        return 0
+    total = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(p["text"]) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return total
+
+
+def check_prompt_chars(data: dict[str, Any], max_model_len: int, chars_per_token: int) -> None:
+    """The cheap context check: no token stands for more than `chars_per_token` characters, so contents longer
+    than `max_model_len` × that cannot fit. Refused before any schema check, templating or tokenisation."""
+    chars, limit = prompt_chars(data.get("messages")), max_model_len * chars_per_token
+    if chars > limit:
+        raise ContextTooLong(
+            f"This model's maximum context length is {max_model_len} tokens; the messages hold {chars} characters, "
+            f"more than {limit} (at most {chars_per_token} characters a token) can fit",
+            param="messages",
+        )
+
+
+def longest_token_chars(tokenizer) -> int | None:
+    """Characters of the longest entry of `tokenizer`'s vocabulary (special tokens included): no token stands for
+    more text (a byte-level entry has a character per byte). None when the tokenizer lists no vocabulary."""
+    try:
+        vocab = tokenizer.get_vocab()
+    except (AttributeError, NotImplementedError, TypeError):
+        return None
+    return max(map(len, vocab), default=0) or None
 
 
 def check_limits(req: SamplingFields, settings) -> None:

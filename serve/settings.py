@@ -139,6 +139,30 @@ class ServeSettings(SectionSettings):
     """Admission: model requests (chat completions, agent runs) in progress at once; beyond it 429 + Retry-After."""
     max_inflight_sequences: int = 256
     """Admission: sequences in progress at once (a request counts its n); beyond it 429 + Retry-After."""
+    max_queued_requests: int = Field(default=64, ge=1)
+    """Admission before parsing: model requests whose body is being read, parsed, checked, templated and tokenised
+    (waiting for the `request_threads` or in them) at once; beyond it 429 + Retry-After at once, before the body is
+    read (a request past `max_inflight_requests` is refused there too). As large as `max_inflight_requests` by
+    default, so that a burst of as many clients as may be in flight is let in."""
+    body_read_timeout_s: float = Field(default=30.0, gt=0)
+    """A request body not fully received this long after its headers is refused with 408 (a client sending a few
+    bytes a minute would hold its connection and its place in admission for as long as it likes)."""
+    max_connections: int = Field(default=512, ge=1)
+    """Connections `slca serve` holds open at once (idle keep-alive ones included); a new one past it is answered
+    503 + Retry-After and closed (serve/app_server.py). Keep it below the process's open-file limit."""
+    max_history_tool_calls: int = Field(default=64, ge=0)
+    """Most `tool_calls` in one history message of a request."""
+    max_chars_per_token: int = Field(default=0, ge=0)
+    """The cheap context check: a request whose message contents hold more than `max_model_len` × this many
+    characters cannot fit the context and is refused (400 context_length_exceeded) before any schema check,
+    templating or tokenisation. 0: the longest entry of the model's vocabulary, in characters (no token stands for
+    more text than that, so no prompt that fits is refused). A smaller value refuses sooner but may refuse a
+    prompt that would fit."""
+    allowed_hosts: list[str] = []
+    """Host names (`Host` header, port ignored) under which /metrics, /v1/models, /openapi.json, /readyz and
+    /dashboard/ answer, besides those always allowed: any IP literal, `localhost`, `host` and this machine's host
+    name, and the host of `advertise_url`. Any other gets 421: a web page on a name that DNS rebinding points here
+    cannot read them. ["*"]: any host."""
     max_json_depth: int = 64
     """Deepest nesting of arrays/objects in a request body (the body object is depth 1)."""
     max_number_chars: int = 100

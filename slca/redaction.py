@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 
 REDACTED = "***"
 
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)(?P<tail>@)")
+_URL_AUTHORITY = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<authority>[^/?#\s]*)")
+"""A URL's scheme and authority (`user:password@host:port`): up to the path, query or fragment, as urllib splits."""
 
 
 def secret_field(*args: Any, **kwargs: Any) -> Any:
@@ -30,8 +31,17 @@ def is_secret(model: type[BaseModel], name: str) -> bool:
 
 
 def redact_url(text: str) -> str:
-    """Every `scheme://user:password@` in `text` with the password replaced by `***`."""
-    return _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED + m["tail"], text)
+    """Every `scheme://user:password@` in `text` with the password replaced by `***`. The host is what follows the
+    authority's last `@` (as urllib and redis-py read it), so a password holding `@` is hidden whole."""
+    return _URL_AUTHORITY.sub(_redact_authority, text)
+
+
+def _redact_authority(m: re.Match) -> str:
+    userinfo, at, host = m["authority"].rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    if not at or not colon:
+        return m[0]
+    return f"{m['scheme']}{user}:{REDACTED}@{host}"
 
 
 def _redact_value(value: Any) -> Any:

@@ -22,6 +22,7 @@ import http.client
 import logging
 import re
 import shutil
+import sys
 import threading
 import time
 import urllib.error
@@ -34,6 +35,7 @@ from pathlib import Path
 from slca.atomic import commit_dir, remove_stale_temps, temp_dir_next_to
 from slca.contracts import ContractError, WeightManifest, dump_json
 from slca.contracts.weights import MANIFEST_NAME, inside, is_confined_name
+from slca.redaction import redact_url
 from slca.weights.disk import TransportStats
 from slca.weights.errors import FetchError, WeightLoadError
 from slca.weights.fetch_report import FetchFailure, FetchObserver, FetchReport
@@ -45,6 +47,12 @@ _PATH = re.compile(r"^/v(\d+)/(.+)$")
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 _CHUNK = 1 << 20
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]"}
+MAX_VERSION_DIGITS = 18
+"""A version number in a fetch path has at most this many digits (< 2**63): a longer one is a 400, never parsed."""
+SERVE_THREADS = 8
+"""Fetches the learner's weight server answers at once; a connection past them gets 503 + Retry-After."""
+SERVE_TIMEOUT_S = 60.0
+"""A client of the weight server that sends or reads nothing for this long is dropped (its thread freed)."""
 
 
 def fetch_token(key: str) -> str:
@@ -76,6 +84,8 @@ class HttpTransport:
         timeout_s: float = 60.0,
         max_bytes: int = 64 << 30,
         observer: FetchObserver | None = None,
+        serve_threads: int = SERVE_THREADS,
+        serve_timeout_s: float = SERVE_TIMEOUT_S,
     ) -> None:
         self.weights_dir = None if weights_dir is None else Path(weights_dir)
         """The learner's published versions (the learner's side)."""
@@ -87,6 +97,8 @@ class HttpTransport:
         self.stats = TransportStats()
         self.observer = observer
         """Handed a `FetchReport` after every fetch, failed or not (serve: its `slca_weights_fetch_*` metrics)."""
+        self.serve_threads, self.serve_timeout_s = serve_threads, serve_timeout_s
+        """The learner's server: fetches answered at once, and how long a silent client is kept."""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -103,8 +115,8 @@ class HttpTransport:
                 f"weights bind address {self.bind!r} listens on every interface: set the URL servers fetch from "
                 "(the learner's weights_url setting)"
             )
-        self._server = ThreadingHTTPServer((host, port), _handler(self.weights_dir, self.key))
-        self._server.daemon_threads = True
+        handler = _handler(self.weights_dir, self.key, self.serve_timeout_s)
+        self._server = _BoundedServer((host, port), handler, self.serve_threads)
         self._thread = threading.Thread(target=self._server.serve_forever, name="weights-http", daemon=True)
         self._thread.start()
         log.info("serving published weights at %s (from %s)", self.base_url, self.weights_dir)
@@ -194,7 +206,7 @@ class HttpTransport:
         h = hashlib.sha256()
         too_large = f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes"
         try:
-            with urllib.request.urlopen(urllib.request.Request(source, headers=headers), timeout=self.timeout_s) as r:
+            with _OPENER.open(urllib.request.Request(source, headers=headers), timeout=self.timeout_s) as r:
                 declared = r.headers.get("Content-Length")
                 if declared is not None and progress.bytes + int(declared) > self.max_bytes:
                     raise FetchError(too_large, "too_large")
@@ -233,6 +245,18 @@ class HttpTransport:
                 shutil.rmtree(p, ignore_errors=True)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A fetch reads the announced (signed) url and nothing else: a redirect is refused, so the token never goes
+    to another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        where = redact_url(str(newurl))[:200]
+        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {where} refused", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 class _Progress:
     """What one fetch has done so far (kept when it fails midway: its bytes still crossed the network)."""
 
@@ -257,11 +281,54 @@ def _holds(copy: Path, manifest: WeightManifest) -> bool:
         return False
 
 
-def _handler(weights_dir: Path, key: str | None) -> type[BaseHTTPRequestHandler]:
+class _BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with at most `threads` connections served at once: a connection past them is answered
+    503 + Retry-After from the accepting thread and closed (a burst of clients never makes a thread each)."""
+
+    daemon_threads = True
+    BUSY = b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], threads: int) -> None:
+        self._slots = threading.BoundedSemaphore(threads)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the thread, which frees the slot
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        """One line for a connection that failed (a client that reset it, a malformed request): no traceback on
+        stderr for what a client can cause."""
+        exc = sys.exc_info()[1]
+        log.warning("weights http: %s from %s: %s", type(exc).__name__, client_address[0], str(exc)[:200])
+
+    def _refuse(self, request) -> None:
+        try:
+            request.settimeout(1.0)
+            request.sendall(self.BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+
+def _handler(weights_dir: Path, key: str | None, timeout_s: float = SERVE_TIMEOUT_S) -> type[BaseHTTPRequestHandler]:
     token = fetch_token(key) if key else None
 
     class WeightFiles(BaseHTTPRequestHandler):
         server_version = "slca-weights"
+        timeout = timeout_s  # socket timeout of every connection: a silent client frees its thread
 
         def do_GET(self) -> None:  # noqa: N802 — the name http.server calls
             if token is not None:
@@ -269,7 +336,12 @@ def _handler(weights_dir: Path, key: str | None) -> type[BaseHTTPRequestHandler]
                 if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
                     self.send_error(HTTPStatus.FORBIDDEN, "a weight fetch needs the token of common.weights_key")
                     return
-            file = self._listed_file()
+            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+            m = _PATH.match(path)
+            if m and len(m.group(1)) > MAX_VERSION_DIGITS:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"a version number has at most {MAX_VERSION_DIGITS} digits")
+                return
+            file = self._listed_file(m)
             if file is None:
                 self.send_error(HTTPStatus.NOT_FOUND)
                 return
@@ -284,9 +356,9 @@ def _handler(weights_dir: Path, key: str | None) -> type[BaseHTTPRequestHandler]
             except OSError as exc:  # pruned meanwhile, or the client went away
                 log.debug("serving %s: %s", file, exc)
 
-        def _listed_file(self) -> Path | None:
-            """The file asked for when its version's manifest lists it (or it is the manifest), inside the version."""
-            m = _PATH.match(urllib.parse.unquote(urllib.parse.urlsplit(self.path).path))
+        def _listed_file(self, m: re.Match | None) -> Path | None:
+            """The file asked for (`m`: its path matched) when its version's manifest lists it (or it is the
+            manifest), inside the version."""
             if not m or not is_confined_name(m.group(2)):
                 return None
             root = weights_dir / f"v{int(m.group(1))}"

@@ -264,6 +264,57 @@ CASES = {
     ),
     "agent_max_turns": (AGENT, {"task_id": "t", "messages": USER, "max_turns": 10_000}, 400, "max_turns"),
     "agent_max_tokens_too_large": (AGENT, {"task_id": "t", "messages": USER, "max_tokens": 10**12}, 400, "max_tokens"),
+    # unknown top-level fields are refused by name (OpenAI: "Unrecognized request argument supplied")
+    "unknown_field": (CHAT, {"messages": USER, "temprature": 0.5}, 400, "temprature"),
+    "agent_unknown_field": (AGENT, {"task_id": "t", "messages": USER, "max_turn": 2}, 400, "max_turn"),
+    "agent_chat_only_field": (AGENT, {"task_id": "t", "messages": USER, "logprobs": True}, 400, "logprobs"),
+    "functions_unsupported": (CHAT, {"messages": USER, "functions": [{"name": "f"}]}, 400, "functions"),
+    "response_format_json_schema": (
+        CHAT,
+        {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+        400,
+        "response_format",
+    ),
+    "presence_penalty_out_of_range": (CHAT, {"messages": USER, "presence_penalty": 3}, 400, "presence_penalty"),
+    "history_too_many_tool_calls": (
+        CHAT,
+        {
+            "messages": [
+                USER[0],
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                        for i in range(65)
+                    ],
+                },
+            ]
+        },
+        400,
+        "messages.1.tool_calls",
+    ),
+    "impossible_prompt": (
+        CHAT,
+        {"messages": [{"role": "user", "content": "word " * 190_000}]},
+        400,
+        "messages",
+    ),
+}
+
+IGNORED_OPENAI_FIELDS = {
+    "frequency_penalty": 0.5,
+    "presence_penalty": -0.5,
+    "logit_bias": {"50": -100},
+    "user": "u-1",
+    "metadata": {"k": "v"},
+    "store": False,
+    "service_tier": "auto",
+    "parallel_tool_calls": True,
+    "response_format": {"type": "text"},
+    "prompt_cache_key": "k",
+    "safety_identifier": "s",
+    "reasoning_effort": "low",
+    "verbosity": "low",
 }
 
 
@@ -280,6 +331,27 @@ def test_hostile_body_gets_a_4xx_naming_the_field(hf_server, case):
     if param is not None:
         assert err["param"] is not None and err["param"].startswith(param), err
     assert elapsed < 5.0, f"{case} took {elapsed:.1f}s to reject"
+
+
+def test_documented_openai_fields_are_accepted_and_ignored(hf_server):
+    body = {"messages": USER, "max_tokens": 2, "stream": False, "n": 1, **IGNORED_OPENAI_FIELDS}
+    status, payload, _ = raw_post(hf_server.url + CHAT, json.dumps(body).encode())
+    assert status == 200, payload
+
+
+def test_an_unknown_field_is_named_as_openai_names_it(hf_server):
+    status, payload, _ = raw_post(hf_server.url + CHAT, json.dumps({"messages": USER, "foo": 1}).encode())
+    assert status == 400 and payload["error"]["param"] == "foo" and payload["error"]["code"] == "unknown_field"
+    assert payload["error"]["message"] == "Unrecognized request argument supplied: foo"
+
+
+def test_an_impossible_prompt_is_refused_by_its_characters_before_templating(hf_server):
+    """1024 tokens of context, no token of the tiny model's vocabulary over 81 characters: 950,000 characters are
+    refused unrendered (the message counts characters, not tokens)."""
+    _, body, _, _ = CASES["impossible_prompt"]
+    status, payload, _ = raw_post(hf_server.url + CHAT, json.dumps(body).encode())
+    assert status == 400 and payload["error"]["code"] == "context_length_exceeded"
+    assert "950000 characters" in payload["error"]["message"], payload
 
 
 @pytest.mark.timed

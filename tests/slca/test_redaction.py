@@ -39,6 +39,20 @@ def test_redact_url_keeps_everything_but_the_password():
     assert redact_url("see http://a:b@c and https://d:e@f") == "see http://a:***@c and https://d:***@f"
 
 
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("redis://:p@ss@h:1/0", "redis://:***@h:1/0"),  # the host follows the last '@', as urllib reads it
+        ("redis://user:a@b:c@@h", "redis://user:***@h"),
+        ("redis://:pw@h/0?next=@x", "redis://:***@h/0?next=@x"),  # an '@' past the authority is not the host's
+        ("http://h:8000/users/@me", "http://h:8000/users/@me"),  # no user info: nothing to hide
+    ],
+)
+def test_redact_url_hides_a_password_holding_at_signs(url, shown):
+    assert redact_url(url) == shown
+    assert "ss@" not in redact_url("x redis://:p@ss@h:1/0 y")
+
+
 def test_secret_overrides_split_from_public_ones():
     items = ["serve.port=8001", "common.admin_token=x", "common.redis_url=redis://:p@h:1/0", "sim.llm_api_key=k"]
     public, secret = split_overrides(items)
