@@ -12,6 +12,7 @@ from ops.experiments.eval.cli import add_bench_arguments as add_bench_eval_argum
 from ops.experiments.eval.cli import add_eval_arguments
 from ops.experiments.learning.cli import add_arguments as add_learning_arguments
 from ops.experiments.learning.cli import add_recipe_arguments
+from ops.run.gate.cli import add_promote_arguments
 
 
 def register(commands, bench) -> None:
@@ -39,6 +40,14 @@ def register(commands, bench) -> None:
     feed.add_argument("--concurrency", type=int, help="requests in flight (default: ops.feed_concurrency)")
     feed.add_argument("--ids-out", type=Path, help="append every recorded trajectory id to this file")
     feed.set_defaults(func=_feed, service=True)
+
+    gate = commands.add_parser("gate", help="the promotion gate: judge each due candidate, tell serve to promote")
+    gate.add_argument("--url", help="serve's base URL (default: ops.feed_url, else serve's host:port)")
+    gate.set_defaults(func=_gate, service=True)
+
+    promote = commands.add_parser("promote", help="the version callers get: --to vN, or --rollback (admin token)")
+    add_promote_arguments(promote)
+    promote.set_defaults(func=_promote)
 
     ev = commands.add_parser("eval", help="held-out task splits and BFCL through one server; `eval compare A B`")
     add_eval_arguments(ev)
@@ -101,6 +110,19 @@ def _feed(args, config) -> int:
 
     _logging(config)
     return run_feed(args, config)
+
+
+def _gate(args, config) -> int:
+    from ops.run.gate.cli import run_gate
+
+    _logging(config)
+    return run_gate(args, config)
+
+
+def _promote(args, config) -> int:
+    from ops.run.gate.cli import run_promote
+
+    return run_promote(args, config)
 
 
 def _eval(args, config) -> int:

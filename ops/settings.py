@@ -2,7 +2,7 @@
 
 from pydantic import Field
 
-from slca.config import SectionSettings
+from ops.run.gate.settings import GateSettings
 from slca.redaction import secret_field
 
 
@@ -10,10 +10,10 @@ def _default_metrics_ports() -> dict[str, int]:
     return {"worker": 9101, "assembler": 9102, "learn": 9103, "feed": 9104}
 
 
-class OpsSettings(SectionSettings):
+class OpsSettings(GateSettings):
     status_interval_s: float = 5.0
     """Seconds between live status table refreshes."""
-    processes: list[str] = Field(default_factory=lambda: ["serve", "worker", "assembler", "learn", "feed"])
+    processes: list[str] = Field(default_factory=lambda: ["serve", "worker", "assembler", "learn", "feed", "gate"])
     """Processes `slca up` runs, by name (each is the `slca <name>` command of its component)."""
     metrics_ports: dict[str, int] = Field(default_factory=_default_metrics_ports)
     """Prometheus port per non-HTTP process (serve exposes /metrics on its API port); 0 = off.

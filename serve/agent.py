@@ -19,6 +19,7 @@ from serve.metrics import ServeMetrics
 from serve.prompting import continuation_ids, to_template_messages
 from serve.trajectory import TrajectoryBuilder
 from serve.turns import Turn, call_record, decode_turn, openai_tool_call, sample
+from serve.versions import note_tool_call
 from slca.chat.hermes import ParsedCall, parse_tool_calls, render_tool_response, text_outside_calls
 from slca.contracts import GroundTruth, SegmentKind, ToolCallRecord, ToolResult, Trajectory
 
@@ -149,6 +150,7 @@ class AgentRunner:
         latency = time.perf_counter() - t0
         outcome = "ok" if result.ok else ("malformed" if not call.valid else "error")
         self.metrics.tool_calls.labels(tool=ServeMetrics.known_tool(call.name, offered), outcome=outcome).inc()
+        note_tool_call(outcome)  # the live-signal guard of the promoted version (serve/live_signals.py)
         records.append(
             call_record(
                 call, turn_no, result=result.for_model(), error=result.error, latency_s=result.latency_s or latency

@@ -12,7 +12,7 @@ from typing import AsyncIterator, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from serve import admin
+from serve import admin, version_admin
 from serve.admission import ADMISSION, admission_of
 from serve.auth import serve_scope_middleware
 from serve.agent_api import agent_runs
@@ -45,6 +45,7 @@ from serve.settings import ServeSettings
 from serve.redis_client import command_client, subscriber_client
 from serve.requests import longest_token_chars
 from serve.tools import make_tool_provider
+from serve.versions import version_middleware
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.weights import ManifestPolicy, WeightSwapper, for_server
@@ -129,7 +130,7 @@ def create_app(
     # and with it the engine requests it awaits (aiohttp lets handlers run on by default).
     app = web.Application(
         client_max_size=settings.max_body_bytes + 1,
-        middlewares=[error_middleware, origin_middleware, host_middleware, serve_scope_middleware],
+        middlewares=[error_middleware, origin_middleware, host_middleware, serve_scope_middleware, version_middleware],
         handler_args={"handler_cancellation": True},
     )
     app[SETTINGS], app[COMMON] = settings, common
@@ -143,6 +144,7 @@ def create_app(
     app.cleanup_ctx.append(request_pool_ctx)  # first in, last out: handlers may use it until the end
     app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
     app.cleanup_ctx.append(_redis_ctx)
+    app.cleanup_ctx.append(version_admin.promotion_ctx)  # the promoted version, before any swap
     app.cleanup_ctx.append(_weights_ctx)
     app.cleanup_ctx.append(_replica_ctx)
     app.router.add_post("/v1/chat/completions", chat_completions)
@@ -153,6 +155,7 @@ def create_app(
     app.router.add_get("/metrics", admin.metrics)
     app.router.add_post("/admin/weights", admin.admin_weights)
     app.router.add_get("/openapi.json", openapi_json)
+    version_admin.install(app)  # /admin/promote, /v1/versions, the version header
     for prefix, subapp in (subapps or {}).items():
         app.add_subapp(prefix, subapp)
     return app
@@ -167,7 +170,7 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
         # process: move them out of the collector's sight once.
         gc.collect()
         gc.freeze()
-        app[ENGINE] = engine
+        app[ENGINE] = version_admin.route_versions(app, engine, factory)  # callers: promoted; feed: candidate
         _set_chars_per_token(app, engine)
         app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings, app[METRICS].registry)
         try:

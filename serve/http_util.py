@@ -11,6 +11,7 @@ surrogate (`"\\ud800"`: the tokenizer and every encoder downstream reject it). E
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import json
 import math
@@ -30,7 +31,9 @@ T = TypeVar("T")
 
 async def off_loop(app: web.Application, fn: Callable[..., T], *args: Any) -> T:
     """Run `fn(*args)` in the app's request pool: the event loop keeps answering (/healthz) meanwhile."""
-    return await asyncio.get_running_loop().run_in_executor(app[REQUEST_POOL], functools.partial(fn, *args))
+    # in the request's context (its version route: serve/versions.py), as asyncio.to_thread does
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(app[REQUEST_POOL], call)
 
 
 def request_pool(threads: int) -> ThreadPoolExecutor:
@@ -207,7 +210,10 @@ def _scalar_refused(item: Any) -> str | None:
 
 
 def check_model(app: web.Application, model: str | None) -> str:
+    from serve.versions import model_pin  # `<name>@v<N>` pins a version (serve/versions.py)
+
     served = app[ENGINE].model_name
+    model = model_pin(app, model)
     if model is not None and model != served:
         raise ModelNotFound(f"The model {model!r} does not exist; this server serves {served!r}", param="model")
     return served

@@ -77,6 +77,16 @@ class ServeMetrics:
             registry=r,
         )
         self.record_failures = Counter("slca_record_failures_total", "Trajectories not added: Redis error", registry=r)
+        # the two version roles and the promotion gate (serve/versions.py, serve/promotion.py)
+        self.promoted_version = Gauge("slca_promoted_version", "Weight version callers get", registry=r)
+        self.candidate_version = Gauge("slca_candidate_version", "The learner's newest version served", registry=r)
+        self.promotions = Counter("slca_promotions_total", "Changes of the promoted version", ["reason"], registry=r)
+        self.gate_decisions = Counter("slca_gate_decisions_total", "Promotion gate decisions", ["outcome"], registry=r)
+        self.gate_last_diff = Gauge(
+            "slca_gate_last_diff", "Last gate decision: candidate - promoted success on the gate set", registry=r
+        )
+        for outcome in ("promote", "hold", "skip"):
+            self.gate_decisions.labels(outcome=outcome)
         # the weight transport over HTTP (slca/weights/http.py), fed by `observe_fetch`
         self.weights_fetch_bytes = Counter(
             "slca_weights_fetch_bytes_total", "Weight bytes received over HTTP (failed fetches too)", registry=r

@@ -5,11 +5,11 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from slca.config import SectionSettings
+from serve.version_settings import VersionSettings
 from slca.contracts.replicas import check_replica_id
 
 
-class ServeSettings(SectionSettings):
+class ServeSettings(VersionSettings):
     host: str = "127.0.0.1"
     """Interface the API listens on."""
     port: int = 8000

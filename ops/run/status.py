@@ -11,6 +11,7 @@ from ops.observe.probe_report import probe_lines
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
 from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines
 from ops.observe.scrape import sample_value, scrape
+from ops.run.gate.status import gate_lines
 from ops.run.replica_lines import replica_lines
 from ops.run.supervisor.state import read_state, state_path, up_redis_url
 from ops.run.supervisor.memory import memory_lines
@@ -35,6 +36,7 @@ def run_status(args, config: Config) -> int:
     try:
         snapshot = read_snapshot(client, common.stream_prefix, n_rewards=max(args.window, REWARD_HISTORY), n_learner=1)
         replicas = read_replicas(client, common.stream_prefix)
+        gate = gate_lines(client, common.stream_prefix)  # promoted version, gate decisions (ops/run/gate/)
     except redis.RedisError as exc:
         print(f"redis {redact_url(redis_url)}: {exc}")
         return 1
@@ -46,6 +48,7 @@ def run_status(args, config: Config) -> int:
     print(f"redis: {redact_url(redis_url)}")
     print(system_lines(snapshot, served, window=args.window))
     print(replica_lines(replicas))
+    print(gate)
     print(status_lines(by_version(snapshot.rewards)))
     print(probe_lines(read_probe_rounds(redis_url, common.stream_prefix)))
     return 0

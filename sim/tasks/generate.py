@@ -131,11 +131,20 @@ async def _generate(pack: str, source: PackSource, real_pack: RealPack, defs) ->
 
 
 async def _draw(
-    pack: str, intents: list[Intent], pool: list[str], real_pack: RealPack, defs, state, seen: set
+    pack: str,
+    intents: list[Intent],
+    pool: list[str],
+    real_pack: RealPack,
+    defs,
+    state,
+    seen: set,
+    seed: int = POOL_SEED,
 ) -> list[Task]:
+    """`intent.per_task` tasks per intent (fewer when draws keep meeting `seen`), each marking `seen`. `seed`: the
+    pool's (`POOL_SEED`); another draws further tasks, such as the gate set (`sim.tasks.gate`)."""
     tasks: list[Task] = []
     for intent in intents:
-        rng = random.Random(seed_of(f"{POOL_SEED}:{pack}:{intent.name}"))
+        rng = random.Random(seed_of(f"{seed}:{pack}:{intent.name}"))
         made, tries = 0, 0
         while made < intent.per_task and tries < intent.per_task * 5:
             tries += 1

@@ -150,14 +150,16 @@ async def run_items(
     items: list[EvalItem],
     plan: EvalPlan,
     on_done: Callable[[], None] = lambda: None,
+    headers: dict[str, str] | None = None,
 ) -> list[ItemRecord]:
-    """Every item against the slca server at `base_url`, `plan.concurrency` in flight; records in item order."""
+    """Every item against the slca server at `base_url`, `plan.concurrency` in flight; records in item order.
+    `headers`: sent with every request (the gate's version pin, `X-SLCA-Pin-Version`)."""
     import aiohttp
 
     from ops.experiments.eval.items import run_bfcl_item, run_task_item
 
     gate = asyncio.Semaphore(plan.concurrency)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
     # no client timeout: the server bounds each engine wait (serve.engine_timeout_s), an episode is several
     async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=None)) as http:
 

@@ -34,6 +34,7 @@ PROCESS_KINDS: dict[str, ProcessKind] = {
     "assembler": ProcessKind("assembler", "workers"),
     "learn": ProcessKind("learn", "learner"),
     "feed": ProcessKind("feed", "ops"),
+    "gate": ProcessKind("gate", "ops"),  # the promotion gate (ops/run/gate/)
 }
 
 

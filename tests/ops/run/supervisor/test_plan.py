@@ -13,7 +13,7 @@ def test_named_processes_get_their_thread_count_and_the_others_torch_default(tmp
 
     threads = json.dumps({"serve": 1, "learn": 2})
     config = load_config(None, [f"ops.process_threads={threads}"])
-    available = {"serve", "worker", "assembler", "learn", "feed"}
+    available = {"serve", "worker", "assembler", "learn", "feed", "gate"}
     specs, skipped = build_specs(config, [], {"SLCA_REDIS_URL": "redis://x"}, tmp_path, available)
     env = {spec.name: spec.env for spec in specs}
     assert skipped == []
@@ -26,7 +26,7 @@ def _threads(overrides, base_env=None):
     from slca.config import load_config
 
     config = load_config(None, overrides)
-    available = {"serve", "worker", "assembler", "learn", "feed"}
+    available = {"serve", "worker", "assembler", "learn", "feed", "gate"}
     specs, _ = build_specs(config, [], dict(base_env or {}), Path("/nonexistent"), available)
     return {spec.name: spec.env.get("OMP_NUM_THREADS") for spec in specs}
 

@@ -82,7 +82,7 @@ def test_slca_up_stops_feed_and_learner_first_when_a_final_round_is_on(tmp_path,
     from ops.run.supervisor.plan import build_specs
     from slca.config import load_config
 
-    available = {"serve", "worker", "assembler", "learn", "feed"}
+    available = {"serve", "worker", "assembler", "learn", "feed", "gate"}
     specs, _ = build_specs(load_config(None, sets), [], {}, tmp_path, available)
     first = {spec.name: spec.stop_first_s for spec in specs}
     assert {name: first[name] for name in expected} == expected

@@ -1,0 +1,183 @@
+"""The gate's loop: when a candidate is due, judge it on the gate set against the promoted version and tell serve.
+
+- Due: the candidate is newer than the promoted version and than the last candidate judged, never rolled back,
+  and `ops.gate_every_versions` past the last one judged or `ops.gate_every_minutes` after the last decision.
+- Judging: the gate set (`sim.tasks.gate`, `ops.gate_items` tasks) through serve's agent API, greedy, pinned to the
+  candidate (`X-SLCA-Pin-Version`); the promoted version's outcomes on the same items come from the cache
+  `<data_dir>/gate/items/v<N>.jsonl` (judged once per version: after a promotion the candidate's own records are
+  the new promoted version's). The rule: `ops.run.gate.rule.decide`.
+- Recording: every decision is a `GateDecision`, appended to `<data_dir>/gate/decisions.jsonl` and to the Redis
+  list `<prefix>:gate:decisions` (bounded; `slca status` reads it) and sent to serve (`POST /admin/promote`), which
+  counts it in /metrics and promotes the candidate when the outcome is `promote`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import aiohttp
+
+from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl, write_jsonl
+from ops.run.gate.rule import decide
+from slca.contracts.versions import PIN_HEADER, GateDecision, gate_decisions_key
+
+log = logging.getLogger(__name__)
+
+GATE_SUITE = "gate"
+KEEP_DECISIONS = 500
+"""Decisions the Redis list keeps (the file keeps every one)."""
+
+Evaluate = Callable[[int, list[EvalItem]], Awaitable[list[ItemRecord]]]
+"""(version, items) → one record per item, the version pinned."""
+
+
+def gate_items(pack: str, n: int) -> list[EvalItem]:
+    from sim.tasks.gate import gate_tasks
+
+    return [EvalItem(GATE_SUITE, t.task_id, task=t) for t in gate_tasks(pack, n)]
+
+
+class ServeAdmin:
+    """The two calls the gate makes to serve: its versions, and a decision."""
+
+    def __init__(self, url: str, admin_token: str | None) -> None:
+        self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
+
+    async def versions(self) -> dict:
+        async with aiohttp.ClientSession(headers=self.headers) as http:
+            async with http.get(f"{self.url}/v1/versions", timeout=aiohttp.ClientTimeout(total=30)) as r:
+                r.raise_for_status()
+                return await r.json()
+
+    async def send(self, body: dict) -> tuple[int, dict]:
+        async with aiohttp.ClientSession(headers=self.headers) as http:
+            async with http.post(f"{self.url}/admin/promote", json=body, timeout=aiohttp.ClientTimeout(total=600)) as r:
+                return r.status, await r.json(content_type=None)
+
+
+def pinned_evaluator(url: str, api_key: str | None, plan: EvalPlan) -> Evaluate:
+    """Items through serve's API, each request pinned to the version judged."""
+    from ops.experiments.eval.suite import run_items
+
+    async def evaluate(version: int, items: list[EvalItem]) -> list[ItemRecord]:
+        return await run_items(url.rstrip("/"), api_key, items, plan, headers={PIN_HEADER: str(version)})
+
+    return evaluate
+
+
+class Gate:
+    def __init__(self, ops, items: list[EvalItem], evaluate: Evaluate, admin: ServeAdmin, data_dir: Path, redis=None,
+                 prefix: str = "slca", clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.ops, self.items, self.evaluate, self.admin = ops, items, evaluate, admin
+        self.dir = data_dir / "gate"
+        self.redis, self.key = redis, gate_decisions_key_of(prefix)
+        self.clock = clock
+        self.last_judged: int | None = None
+        self.last_at = clock()
+
+    def due(self, versions: dict) -> bool:
+        candidate, promoted = versions["candidate"], versions["promoted"]
+        rolled_back = set((versions.get("record") or {}).get("rolled_back", []))
+        if candidate <= promoted or candidate in rolled_back:
+            return False
+        if self.last_judged is not None and candidate <= self.last_judged:
+            return False
+        since = candidate - (self.last_judged if self.last_judged is not None else promoted)
+        minutes = (self.clock() - self.last_at) / 60
+        return since >= self.ops.gate_every_versions or minutes >= self.ops.gate_every_minutes
+
+    async def outcomes(self, version: int) -> tuple[list[ItemRecord], float]:
+        """The version's records on the gate items (cached per version) and the seconds spent judging them now."""
+        cache = self.dir / "items" / f"v{version}.jsonl"
+        if cache.is_file():
+            records = read_jsonl(cache)
+            if {r.item_id for r in records} >= {i.item_id for i in self.items}:
+                return records, 0.0
+        started = time.perf_counter()
+        records = await self.evaluate(version, self.items)
+        seconds = time.perf_counter() - started
+        if any(r.error for r in records):
+            return records, seconds  # not cached: a failed request is not the version's outcome
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(records, cache)
+        return records, seconds
+
+    async def judge(self, candidate: int, promoted: int) -> GateDecision:
+        base, base_s = await self.outcomes(promoted)
+        new, new_s = await self.outcomes(candidate)
+        errors = sum(1 for r in [*base, *new] if r.error)
+        common = {"candidate": candidate, "promoted": promoted, "margin": self.ops.gate_margin,
+                  "require_better": self.ops.gate_require_better, "seconds": base_s + new_s, "at": self.clock(),
+                  "items_file": f"items/v{candidate}.jsonl"}  # fmt: skip
+        if errors:
+            return GateDecision(outcome="skip", why=f"{errors} gate requests failed", **common)
+        verdict = decide(base, new, self.ops.gate_margin, self.ops.gate_require_better)
+        f = verdict.figures
+        return GateDecision(
+            outcome=verdict.outcome, why=verdict.why, n=f["n"], candidate_success=f["b"], promoted_success=f["a"],
+            diff=f["diff"], ci_low=f["ci_low"], ci_high=f["ci_high"], candidate_only=f["b_only"],
+            promoted_only=f["a_only"], mcnemar_p=f["mcnemar_p"], **common,
+        )  # fmt: skip
+
+    async def step(self) -> GateDecision | None:
+        """One look at serve; a decision when a candidate was due."""
+        versions = await self.admin.versions()
+        if not self.due(versions):
+            return None
+        candidate, promoted = versions["candidate"], versions["promoted"]
+        log.info(
+            "gate: judging candidate v%s against the promoted v%s on %d items", candidate, promoted, len(self.items)
+        )
+        decision = await self.judge(candidate, promoted)
+        status, body = await self.admin.send({"decision": decision.model_dump(mode="json")})
+        if decision.outcome == "promote" and status != 200:
+            why = (body.get("error") or {}).get("message") if isinstance(body, dict) else body
+            decision = decision.model_copy(update={"outcome": "skip", "why": f"serve refused the promotion: {why}"})
+        self.last_judged, self.last_at = candidate, self.clock()
+        await self.record(decision)
+        log.info("gate: v%s %s (%s)", candidate, decision.outcome, decision.why)
+        return decision
+
+    async def record(self, decision: GateDecision) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / "decisions.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(decision.model_dump_json() + "\n")
+        if self.redis is not None:
+            try:
+                await self.redis.rpush(self.key, decision.model_dump_json())
+                await self.redis.ltrim(self.key, -KEEP_DECISIONS, -1)
+            except Exception as exc:  # noqa: BLE001 - the file has it; Redis is the status view
+                log.warning("gate decision not written to Redis: %s", exc)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.step()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                log.warning("gate: serve not reachable (%s); trying again", exc)
+            try:
+                await asyncio.wait_for(stop.wait(), self.ops.gate_poll_s)
+            except TimeoutError:
+                pass
+
+
+def gate_decisions_key_of(prefix: str) -> str:
+    from slca.contracts import Streams
+
+    return gate_decisions_key(Streams(prefix))
+
+
+def read_decisions(path: Path) -> list[dict]:
+    """Every decision of `<data_dir>/gate/decisions.jsonl` (for reports)."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+__all__ = ["Gate", "ServeAdmin", "gate_items", "pinned_evaluator", "read_decisions"]

@@ -1,0 +1,120 @@
+"""The versions' endpoints and their place in the app (docs/design.md#versions).
+
+- `POST /admin/promote` ('admin' scope): `{"version": N}` promotes vN (an operator: `slca promote --to vN`),
+  `{"rollback": true}` rolls back to the last earlier promoted version (`slca promote --rollback`), and
+  `{"decision": GateDecision}` is the gate's word: every decision is counted, one whose outcome is `promote`
+  promotes its candidate (never one rolled back before). A version that does not exist, was pruned or fails
+  verification: 404/422 and nothing changes. Answers the promotion record.
+- `GET /v1/versions`: the promoted and candidate versions, the record (history, rolled back), what each engine
+  holds and the live signals of the promoted version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from serve.auth import require_scope
+from serve.errors import BadRequest
+from serve.http_util import read_json
+from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, REDIS, SETTINGS, STREAMS
+from serve.promotion import PromotionController, PromotionRecord, RECORD_FILE
+from serve.version_store import VersionStore
+from serve.versions import VersionRouter, version_header
+from slca.contracts import ContractError
+from slca.contracts.versions import GateDecision, promotion_key
+from slca.contracts.wire import validate
+from slca.weights import ManifestPolicy
+
+log = logging.getLogger(__name__)
+
+PROMOTION = web.AppKey("promotion", PromotionController)
+
+
+def store_of(app: web.Application) -> VersionStore:
+    """Where this server finds versions by number (the learner's weights, the kept copies, the follower's mirror)."""
+    settings, common = app[SETTINGS], app[COMMON]
+    mirror = settings.weights_mirror_dir or Path(common.data_dir) / "serve-weights" / str(settings.port)
+    return VersionStore(Path(common.data_dir), ManifestPolicy.from_settings(common, settings), Path(mirror))
+
+
+def route_versions(app: web.Application, engine, factory) -> VersionRouter:
+    """The engine the handlers hold: `engine` (the candidate's) behind the version router."""
+    return VersionRouter(engine, factory, app[SETTINGS], store_of(app))
+
+
+def install(app: web.Application) -> None:
+    """The endpoints and the version header (the middleware is in the app's list, the context in its order)."""
+    app.router.add_post("/admin/promote", admin_promote)
+    app.router.add_get("/v1/versions", versions)
+    app.on_response_prepare.append(version_header)
+
+
+async def promotion_ctx(app: web.Application) -> AsyncIterator[None]:
+    """After Redis, before the weight follower: the promoted version of the record is loaded before any swap."""
+    router = app[ENGINE]
+    if not isinstance(router, VersionRouter):
+        yield
+        return
+    record = PromotionRecord(app[REDIS], promotion_key(app[STREAMS]), Path(app[COMMON].data_dir) / RECORD_FILE)
+    controller = PromotionController(router, record, router.store, app[METRICS], app[SETTINGS])
+    await controller.start()
+    app[PROMOTION] = controller
+    app[METRICS].promoted_version.set_function(lambda: router.promoted)
+    app[METRICS].candidate_version.set_function(lambda: router.candidate)
+    task = asyncio.create_task(controller.follow(), name="promotion-follower")
+    app[BACKGROUND].append(task)
+    try:
+        yield
+    finally:
+        task.cancel()
+        await router.close_others()
+
+
+async def admin_promote(request: web.Request) -> web.Response:
+    require_scope(request, "admin")
+    controller = request.app.get(PROMOTION)
+    if controller is None:
+        raise BadRequest("this server has no version roles (no promotion record)")
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise BadRequest('body must be {"version": N}, {"rollback": true} or {"decision": {...}}')
+    if body.get("rollback") is True:
+        state = await controller.roll_back("rollback")
+    elif isinstance(body.get("decision"), dict):
+        try:
+            decision = validate(GateDecision, body["decision"])
+        except ContractError as exc:
+            raise BadRequest(f"decision: {exc}", param="decision") from None
+        if decision.outcome == "promote":
+            state = await controller.promote(decision.candidate, "gate")
+        else:
+            state = controller.state
+        controller.record_decision(decision)
+    elif isinstance(body.get("version"), int) and not isinstance(body["version"], bool) and body["version"] >= 0:
+        state = await controller.promote(body["version"], "operator")
+    else:
+        raise BadRequest('body must be {"version": <int >= 0>}, {"rollback": true} or {"decision": {...}}')
+    return web.json_response(state.model_dump(mode="json"))
+
+
+async def versions(request: web.Request) -> web.Response:
+    router = request.app[ENGINE]
+    controller = request.app.get(PROMOTION)
+    if not isinstance(router, VersionRouter):
+        return web.json_response({"promoted": router.version, "candidate": router.version})
+    body = {
+        "promoted": router.promoted,
+        "candidate": router.candidate,
+        "engines": router.loaded_versions(),
+        "canary_share": request.app[SETTINGS].canary_share,
+        "follow_candidate": request.app[SETTINGS].follow_candidate,
+    }
+    if controller is not None:
+        body["record"] = controller.state.model_dump(mode="json")
+        body["live_signals"] = controller.signals.shares(router.promoted)
+    return web.json_response(body)

@@ -1,0 +1,38 @@
+"""Settings of the two version roles (docs/design.md#versions): `ServeSettings` inherits them (`[serve]` section)."""
+
+from pydantic import Field
+
+from slca.config import SectionSettings
+
+
+class VersionSettings(SectionSettings):
+    """The candidate/promoted roles, pins and the live-signal rollback of `slca serve` (serve/versions.py)."""
+
+    canary_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of callers' requests answered by the candidate (the learner's newest version) instead of the promoted
+    one. 0: no caller sees a version before the gate promotes it."""
+    follow_candidate: bool = False
+    """Promote every candidate as it arrives (the behaviour before the gate: every caller gets the newest version).
+    Off: callers get the promoted version, which only the gate, `slca promote` or a rollback moves."""
+    pin_engines: int = Field(default=1, ge=0)
+    """Engines kept for pinned versions that neither role holds (each one model copy and its caches); a pin of
+    another version while they are all busy gets 503 + Retry-After. 0: only the two roles' versions can be pinned."""
+    drain_s: float = Field(default=60.0, ge=0)
+    """Before the first candidate swap moves the engine callers share, seconds it waits for their requests in flight
+    to end (their own engine holds the promoted version by then: new requests go there at once)."""
+    promotion_poll_s: float = Field(default=2.0, gt=0)
+    """Seconds between reads of the promotion record in Redis (another replica, or `slca promote`, may change it)."""
+    keep_promoted: int = Field(default=3, ge=1)
+    """Promoted versions (the current one and the latest before it) hard-linked under `<data_dir>/promoted-weights/`,
+    so the learner's pruning (`learner.keep_versions`) never removes a version callers get or roll back to."""
+    rollback_window: int = Field(default=200, ge=1)
+    """Live-signal guard: the promoted version's latest requests it judges (auto rollback needs a full window of
+    `rollback_min_requests` at least)."""
+    rollback_min_requests: int = Field(default=50, ge=1)
+    """Live-signal guard: requests of the promoted version seen before it may roll back."""
+    rollback_max_malformed: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Live-signal guard: roll the promoted version back when more than this share of its tool calls are
+    malformed (over its window)."""
+    rollback_max_engine_errors: float = Field(default=0.2, ge=0.0, le=1.0)
+    """Live-signal guard: roll the promoted version back when more than this share of its requests failed in the
+    engine (over its window). 1.0 with `rollback_max_malformed` 1.0: never roll back automatically."""

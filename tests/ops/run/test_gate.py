@@ -1,0 +1,109 @@
+"""The promotion gate (ops/run/gate/): its set is disjoint from every split, its rule holds a damaged candidate and
+promotes a better one, the promoted version's outcomes are judged once, and every decision is recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from ops.experiments.eval.suite import ItemRecord
+from ops.run.gate.rule import decide, held_regression, promotion_threshold
+from ops.run.gate.runner import Gate, gate_items
+from ops.run.gate.settings import GateSettings
+from sim.tasks import load_tasks
+from sim.tasks.gate import gate_tasks
+from sim.tasks.generate import gold_signature
+
+
+def test_the_gate_set_is_disjoint_from_every_split_and_fixed():
+    gate = gate_tasks("everyday", 96)
+    pool = load_tasks("everyday", "all") + load_tasks("everyday", "novel")
+    assert len(gate) == 96 and [t.task_id for t in gate] == [t.task_id for t in gate_tasks("everyday", 96)]
+    assert not {t.task_id for t in gate} & {t.task_id for t in pool}
+    assert not {t.messages[0]["content"] for t in gate} & {t.messages[0]["content"] for t in pool}
+    signatures = {gold_signature(t.ground_truth.calls) for t in pool if t.ground_truth.calls}
+    assert not {gold_signature(t.ground_truth.calls) for t in gate if t.ground_truth.calls} & signatures
+    assert len({t.intent.split(":")[0] for t in gate}) >= 10  # stratified over intents
+
+
+def records(successes: list[bool], version: int) -> list[ItemRecord]:
+    return [ItemRecord("gate", f"i{k}", s, 0.0, 0.0, policy_version=version) for k, s in enumerate(successes)]
+
+
+def test_the_rule_holds_a_regression_and_promotes_a_non_inferior_or_better_candidate():
+    good = [k % 10 < 8 for k in range(100)]  # 0.8
+    damaged = [k % 10 < 3 for k in range(100)]  # 0.3
+    better = [True] * 100
+    assert decide(records(good, 1), records(damaged, 2), 0.05).outcome == "hold"
+    assert decide(records(good, 1), records(better, 2), 0.05).outcome == "promote"
+    assert decide(records(good, 1), records(good, 2), 0.05).outcome == "promote"  # identical: interval [0, 0]
+    assert decide(records(good, 1), records(good, 2), 0.05, require_better=True).outcome == "hold"
+    # the power the default set leaves (README): 96 items, a fifth of them changing outcome between versions
+    assert 0.07 < promotion_threshold(96, 0.2, 0.05) < 0.08 and -0.02 < held_regression(96, 0.2, 0.05) < -0.01
+
+
+class FakeServe:
+    """serve's versions and the decisions it was sent; a decision to promote moves the promoted version."""
+
+    def __init__(self, candidate: int) -> None:
+        self.state = {"candidate": candidate, "promoted": 0, "record": {"rolled_back": []}}
+        self.sent: list[dict] = []
+
+    async def versions(self) -> dict:
+        return dict(self.state)
+
+    async def send(self, body: dict) -> tuple[int, dict]:
+        self.sent.append(body)
+        decision = body["decision"]
+        if decision["outcome"] == "promote":
+            self.state["promoted"] = decision["candidate"]
+        return 200, {}
+
+
+def test_a_damaged_candidate_is_held_a_better_one_promoted_and_every_decision_recorded(tmp_path, redis_client):
+    import redis.asyncio as aioredis
+
+    ops = GateSettings(gate_every_versions=2, gate_items=20)
+    items = gate_items("everyday", 20)
+    quality = {0: 0.6, 2: 0.1, 4: 1.0}  # v2 damaged (weights noised: success drops), v4 better
+    calls: list[int] = []
+
+    async def evaluate(version, its):
+        calls.append(version)
+        return [
+            ItemRecord("gate", it.item_id, k < quality[version] * len(its), 0.0, 0.0, policy_version=version)
+            for k, it in enumerate(its)
+        ]
+
+    serve = FakeServe(candidate=2)
+    url = redis_client.connection_pool.connection_kwargs
+
+    async def main():
+        client = aioredis.Redis(host=url["host"], port=url["port"])
+        try:
+            gate = Gate(ops, items, evaluate, serve, tmp_path, client, "gatetest")
+            first = await gate.step()
+            again = await gate.step()  # v2 already judged: not due again
+            serve.state["candidate"] = 4
+            second = await gate.step()
+            return first, again, second
+        finally:
+            await client.aclose()
+
+    first, again, second = asyncio.run(main())
+    assert first.outcome == "hold" and first.diff < 0 and first.ci_low <= -0.05 and again is None
+    assert second.outcome == "promote" and second.promoted == 0 and serve.state["promoted"] == 4
+    assert calls == [0, 2, 4]  # the promoted version's outcomes judged once, then read from the cache
+    lines = [json.loads(x) for x in (tmp_path / "gate" / "decisions.jsonl").read_text().splitlines()]
+    assert [d["outcome"] for d in lines] == ["hold", "promote"] and lines[0]["n"] == 20
+    assert (tmp_path / "gate" / "items" / "v2.jsonl").is_file()
+    assert redis_client.llen("gatetest:gate:decisions") == 2
+    assert [b["decision"]["candidate"] for b in serve.sent] == [2, 4]
+
+
+def test_a_rolled_back_candidate_is_never_due():
+    gate = Gate(GateSettings(gate_every_versions=1), [], None, None, Path("/nonexistent"))
+    versions = {"candidate": 5, "promoted": 3, "record": {"rolled_back": [5]}}
+    assert not gate.due(versions)
+    assert gate.due({**versions, "record": {"rolled_back": []}})
