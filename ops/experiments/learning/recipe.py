@@ -78,6 +78,7 @@ def warm_start_records(config, model_dir: Path, items: list, args, block_dir: Pa
     parts = [checksum, scorer, str(args.eval_max_tokens), *(f"{i.suite}/{i.item_id}" for i in items)]
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     cached = cache / f"warm-{key}.items.jsonl"
+    cache.mkdir(parents=True, exist_ok=True)
     if not cached.is_file():
         records, seconds = evaluate(config, model_dir, items, args.eval_max_tokens, args.eval_engine)
         write_jsonl(records, cached)
@@ -208,7 +209,8 @@ def run_block(args, config) -> int:
     facts = machine_facts()
     each = f"{args.trajectories} trajectories" if args.trajectories else f"{args.minutes:g} min"
     print(f"recipe block {args.block}: {' → '.join(a.name for a in arms)}; {each} each", flush=True)
-    warm = warm_start_records(config, model_dir, items, args, block_dir, out / "cache")
+    # on this machine's cache, not in the results: another machine's warm start is another model
+    warm = warm_start_records(config, model_dir, items, args, block_dir, Path(config.common.cache_dir) / "recipe-warm")
     block = {
         "block": args.block,
         "machine": facts,
