@@ -18,12 +18,16 @@ well above a restart.
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 import redis
 
 from slca.contracts import ContractError, RolloutGroup, Streams, decode_entry
 from slca.contracts.queues import DEAD_MAXLEN
+
+log = logging.getLogger("slca.learner")
 
 
 @dataclass
@@ -54,13 +58,37 @@ class GroupConsumer:
         self._claim_cursor = "0-0"
         self._held: set[bytes] = set()
         """Entries read and not yet acknowledged."""
+        self.ready = self._ensure_group()
+        """The consumer group exists (False: a full Redis refused to create it; `read` tries again)."""
+
+    def _ensure_group(self) -> bool:
+        """Create the consumer group unless it exists; False when Redis is full (XGROUP CREATE needs memory, even
+        for a group that exists: then it is looked up instead)."""
         try:
-            client.xgroup_create(streams.groups, group, id="0", mkstream=True)
+            self.client.xgroup_create(self.streams.groups, self.group, id="0", mkstream=True)
+        except redis.exceptions.OutOfMemoryError as exc:
+            if self._group_exists():
+                return True
+            log.warning("learner: cannot create consumer group %s yet (%s); trying again", self.group, exc)
+            return False
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
+        return True
+
+    def _group_exists(self) -> bool:
+        try:
+            groups = self.client.xinfo_groups(self.streams.groups)
+        except redis.ResponseError:  # no such stream
+            return False
+        return any(g["name"] in (self.group, self.group.encode()) for g in groups)
 
     def read(self, count: int, block_ms: int) -> list[GroupEntry]:
+        if not self.ready:
+            self.ready = self._ensure_group()
+            if not self.ready:
+                time.sleep(block_ms / 1000)  # as long as a read would have waited
+                return []
         entries = []
         if self._pending_cursor is not None:
             entries = self._read(self._pending_cursor, count, None)
@@ -118,5 +146,12 @@ class GroupConsumer:
         if payload is not None:
             fields[b"data"] = payload
         # bounded like the workers' dead letters (the same DEAD_MAXLEN): a poison producer cannot grow it
-        self.client.xadd(self.streams.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)
+        try:
+            self.client.xadd(self.streams.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)
+        except redis.ResponseError as exc:  # a full Redis (OOM): left pending, claimed again after claim_idle_ms
+            log.warning(
+                "group entry %s not dead-lettered (%s); it stays pending, to be tried again", entry.entry_id, exc
+            )
+            self._held.discard(entry.entry_id)  # no longer kept alive: XAUTOCLAIM hands it out again once idle
+            return
         self.ack([entry.entry_id])

@@ -2,12 +2,17 @@
 
 Order per step, and why:
 1. train on `groups_per_step` fresh groups (duplicates of applied ids are acknowledged and skipped;
-   groups staler than `max_staleness` versions are dropped and counted);
+   groups staler than `max_staleness` versions are acknowledged at once, never applied, and counted);
 2. publish vN when due (before the checkpoint: a crash in between re-runs the step from the old checkpoint
-   and publishes a *higher* version, never the same number twice);
+   and publishes a *higher* version, never the same number twice); its announcement is retried until Redis takes it
+   (`learner.announce`: a full Redis answers OOM, which must not end the learner);
 3. checkpoint when due (model, optimizer, step, version, consumed ids), atomically;
 4. XACK the entries whose steps are now in a checkpoint — never earlier, so nothing accepted is lost;
 5. stats stream entry, metrics log line, Prometheus.
+
+At start the learner announces again the version it resumes at (or publishes its weights as a new one when that
+version cannot be announced as it was: `resume_announcement`), so that the servers serve what the groups' staleness
+is measured against: a learner at v28 facing servers at v0 would otherwise drop every group as stale and never step.
 
 Under torchrun (`learner.ddp`) this loop is rank 0's, and it is the same loop: rank 0 alone reads the step's
 groups (`groups_per_step` per rank), hands each rank its share (`learner.ddp_orders`), trains on its own while
@@ -30,6 +35,7 @@ from typing import Any, Callable
 
 import redis
 
+from learner.announce import Announcer
 from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
 from learner.consumer import GroupConsumer, GroupEntry, consumer_name
 from learner.ddp import Ranks, leave
@@ -44,7 +50,7 @@ from learner.trainer import StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.stats import STATS_MAXLEN, LearnerStepStats
-from slca.weights import publish
+from slca.weights import publish, reannounce_refusal, stored_manifest
 
 log = logging.getLogger("slca.learner")
 
@@ -114,15 +120,21 @@ def lead(
     consumed = set(state.consumed)
     ctx.metrics.published_version.set(state.version)
     consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, consumer_name(s.consumer_name), s.claim_idle_ms)
+    announcer = Announcer(ctx.client, ctx.streams)
     unacked: list[bytes] = []
-    idle = IdleSteps()
+    idle, stale = IdleSteps(), StaleGroups()
     log.info("learner: step %d, version %d, %d groups consumed so far", state.step, state.version, len(consumed))
+    resume_announcement(ctx, policy, state, announcer)
+
+    def before_read() -> None:
+        announcer.flush()  # a version Redis refused to announce (out of memory): again, after its back-off
+        if orders is not None:
+            orders.wait()  # the other ranks keep waiting
+
     # A stop (ctx.stop) is honoured within about `block_ms` while waiting for groups and between the groups of a
     # step; a step cut short changes no weight, and nothing is acknowledged that is not in a checkpoint.
     while not ctx.stop.is_set() and not (s.max_steps and state.step >= s.max_steps):
-        entries = collect(
-            ctx, consumer, state, consumed, unacked, s.groups_per_step * ranks.world, orders.wait if orders else None
-        )
+        entries = collect(ctx, consumer, state, consumed, stale, s.groups_per_step * ranks.world, before_read)
         if not entries:
             continue
         groups = [e.group for e in entries]
@@ -152,7 +164,7 @@ def lead(
         unacked.extend(e.entry_id for e in entries)
         # a step whose groups all had zero advantage changed no weight: publishing it would only make the
         # servers swap to identical weights and split the reward-per-version curve into more, smaller points
-        published = maybe_publish(ctx, policy, state) if report.updated else None
+        published = maybe_publish(ctx, policy, state, announcer) if report.updated else None
         if state.step % s.checkpoint_every == 0 or (s.max_steps and state.step >= s.max_steps):
             save_checkpoint(ctx.run_dir, state, policy.model, trainer.optimizer)
             consumer.ack(unacked)
@@ -188,18 +200,53 @@ class IdleSteps:
         )
 
 
+class StaleGroups:
+    """Groups more than `max_staleness` versions older than the learner: acknowledged at once (never applied, there
+    is nothing to keep them pending for: left pending, a learner that never steps would hold them forever) and
+    counted (`slca_stale_groups_dropped`, `LearnerState.dropped_stale`). A run of them means the servers do not serve
+    what the learner announced: said in the log after `first` in a row, then after 10×, 100× … as many."""
+
+    def __init__(self, first: int = 10):
+        self.first = self.next = first
+        self.run = 0
+
+    def drop(self, ctx: LoopContext, consumer: GroupConsumer, state: LearnerState, entry: GroupEntry) -> None:
+        group = entry.group
+        consumer.ack([entry.entry_id])
+        ctx.metrics.stale_dropped.inc()
+        state.dropped_stale += 1
+        state.consumed.append(group.group_id)
+        self.run += 1
+        if self.run >= self.next:
+            self.next *= 10
+            log.warning(
+                "learner: %d groups in a row were more than %d versions older than the learner's v%d (the last from "
+                "v%d); dropped. The servers are not serving the announced versions: see serve's log and "
+                "slca_swaps_total",
+                self.run,
+                ctx.settings.max_staleness,
+                state.version,
+                group.policy_version_min,
+            )
+
+    def fresh(self) -> None:
+        """A usable group arrived: the run is over."""
+        self.run, self.next = 0, self.first
+
+
 def collect(
     ctx: LoopContext,
     consumer: GroupConsumer,
     state: LearnerState,
     consumed: set[str],
-    unacked: list[bytes],
+    stale: StaleGroups | None = None,
     want: int | None = None,
     waiting: Callable[[], None] | None = None,
 ) -> list[GroupEntry]:
     """`want` usable groups (default `groups_per_step`), or none; blocks at most ~block_ms per read so `stop` is
     honoured. `waiting` is called before each read (rank 0 tells the other ranks to keep waiting)."""
     want = want or ctx.settings.groups_per_step
+    stale = stale or StaleGroups()
     usable: list[GroupEntry] = []
     while len(usable) < want and not ctx.stop.is_set():
         if waiting is not None:
@@ -215,22 +262,25 @@ def collect(
                 consumer.dead_letter(entry)
             elif entry.group.group_id in consumed or any(u.group.group_id == entry.group.group_id for u in usable):
                 consumer.ack([entry.entry_id])  # redelivered after a crash, already applied: never twice
-            elif (stale := state.version - entry.group.policy_version_min) > ctx.settings.max_staleness:
-                ctx.metrics.stale_dropped.inc()
-                state.dropped_stale += 1
+            elif (behind := state.version - entry.group.policy_version_min) > ctx.settings.max_staleness:
                 consumed.add(entry.group.group_id)
-                state.consumed.append(entry.group.group_id)
-                unacked.append(entry.entry_id)  # acked with the next checkpoint, like applied ones
+                stale.drop(ctx, consumer, state, entry)
             else:
-                ctx.metrics.staleness.set(stale)
+                ctx.metrics.staleness.set(behind)
+                stale.fresh()
                 usable.append(entry)
     return usable if len(usable) == want else []
 
 
-def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
-    s = ctx.settings
-    if state.step % s.publish_every:
+def maybe_publish(ctx: LoopContext, policy, state: LearnerState, announcer: Announcer):
+    if state.step % ctx.settings.publish_every:
         return None
+    return publish_version(ctx, policy, state, announcer)
+
+
+def publish_version(ctx: LoopContext, policy, state: LearnerState, announcer: Announcer):
+    """Write the policy's weights as the next version and announce it (`announcer`: tried again until Redis takes
+    it); (manifest, seconds). The version is the learner's from here on, announced or not yet."""
     manifest, seconds = publish(
         policy.model,
         ctx.model_dir,
@@ -238,16 +288,39 @@ def maybe_publish(ctx: LoopContext, policy, state: LearnerState):
         state.version,
         state.step,
         str(ctx.model_dir),
-        ctx.client,
+        None,  # announced below, where a refusal is retried instead of raised
         ctx.streams,
-        s.keep_versions,
+        ctx.settings.keep_versions,
         weights_key=ctx.common.weights_key,
         transport=ctx.transport,
     )
     state.version = manifest.version
+    announcer.announce(manifest)
     ctx.metrics.published_version.set(manifest.version)
     ctx.metrics.publish_seconds.observe(seconds)
     return manifest, seconds
+
+
+def resume_announcement(ctx: LoopContext, policy, state: LearnerState, announcer: Announcer) -> None:
+    """At start, announce again the version the learner resumes at: a server (re)started meanwhile, or one that
+    refused or missed it, then loads what the groups' staleness is measured against. A version that cannot be
+    announced as it was (gone, signed with another key, another directory or url: `reannounce_refusal`) is replaced:
+    the weights the learner resumes with are published as a new version. Nothing to do at v0 (the base model)."""
+    if state.version == 0:
+        return
+    url = ctx.transport.url_for(state.version) if ctx.transport is not None else None
+    manifest = stored_manifest(ctx.weights_dir, state.version)
+    why = reannounce_refusal(manifest, ctx.weights_dir, ctx.common.weights_key, url)
+    if why is None:
+        log.info("learner: announcing v%d again (the version it resumes at)", state.version)
+        announcer.announce(manifest)
+        return
+    log.warning(
+        "learner: v%d cannot be announced again (%s); publishing the weights it resumes with as a new version",
+        state.version,
+        why,
+    )
+    publish_version(ctx, policy, state, announcer)
 
 
 def step_stats(state: LearnerState, report: StepReport, groups: int, ts: float) -> LearnerStepStats:
@@ -270,7 +343,10 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
     ctx.metrics.observe_step(report)
     ts = time.time()
     stats = step_stats(state, report, len(entries), ts)
-    ctx.client.xadd(ctx.streams.stats(stats.STREAM), stats.to_fields(), maxlen=STATS_MAXLEN, approximate=True)
+    try:
+        ctx.client.xadd(ctx.streams.stats(stats.STREAM), stats.to_fields(), maxlen=STATS_MAXLEN, approximate=True)
+    except redis.ResponseError as exc:  # a full Redis (OOM): the dashboard misses a row, the learner goes on
+        log.warning("learner: step %d's stats row not written (%s)", state.step, exc)
     line = {
         "step": state.step,
         "version": state.version,

@@ -1,6 +1,9 @@
 """Settings of the supervisor (`slca up`), the task feed (`slca feed`) and evaluation (`slca eval`)."""
 
-from pydantic import Field
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from ops.run.gate.settings import GateSettings
 from slca.redaction import secret_field
@@ -45,15 +48,46 @@ class OpsSettings(GateSettings):
     """Each child's log (`<data_dir>/logs/<name>.log`) rotates once it would grow past this many bytes (0: never)."""
     log_backups: int = Field(default=3, ge=0)
     """Rotated logs kept per child: `<name>.log.1` (newest) … `<name>.log.<n>`; the oldest is dropped."""
-    redis_maxmemory: str | None = "1gb"
-    """Memory bound of the redis-server `slca up` owns (Redis units: "512mb", "2gb"; None: unbounded). Without it the
-    simulator's response cache (a key per distinct call, each kept `sim.cache_ttl_s`) grows until the machine
-    swaps."""
-    redis_maxmemory_policy: str = "volatile-lru"
-    """What that Redis evicts at the bound. volatile-lru evicts only keys with a TTL — the simulator's cache
-    entries — and never the streams, consumer groups, Celery queues and reward keys of the pipeline, which have
-    none: losing one of those would lose training data silently. When nothing evictable is left, writes fail
-    (OOM errors) and producers back off, which is loud rather than silent. Do not use an allkeys-* policy."""
+    redis_maxmemory: str | None = "auto"
+    """Memory bound of the redis-server `slca up` owns. "auto" (the default): the sum of what the configured bounds
+    let Redis hold (`ops.run.supervisor.redis_budget`: the trajectory stream, the members waiting in group buckets,
+    the groups stream, dead letters, the stats streams, the Celery queue, the simulator cache, the exactly-once
+    markers of `workers.key_ttl_s`), printed at start. A size in Redis units ("512mb", "2gb") is used as it is (a
+    warning when it is below that sum: writes then fail with OOM before the bounds hold them back); None: unbounded.
+    Nothing is ever evicted (`redis_maxmemory_policy`): at the bound, writes fail loudly and producers back off."""
+    redis_maxmemory_policy: str = "noeviction"
+    """What that Redis does at the bound: `noeviction`, the only value accepted — writes fail (OOM) and nothing is
+    evicted. Every exactly-once marker of the pipeline (member, reward, entry, emitted and dead-letter marks) carries
+    a TTL, so `volatile-*` policies would evict them (a redelivered trajectory would then be scored and grouped
+    twice), and `allkeys-*` ones would evict streams. Caches bound themselves instead (`sim.cache_max_bytes`)."""
+    redis_budget_trajectories_per_s: float = Field(default=0.5, gt=0)
+    """The highest sustained rate of recorded trajectories the "auto" budget sizes the exactly-once markers for: each
+    trajectory leaves about 1.5 kB of them (its reward, membership and stream-entry marks) for `workers.key_ttl_s`."""
+    redis_appendfsync: Literal["everysec", "always"] = "everysec"
+    """`appendfsync` of that Redis's append-only file (`appendonly yes` in `<data_dir>/redis`, always on). If
+    redis-server dies, `slca up` starts it again on that file. Redis writes a command to the file before it answers
+    it, so a killed redis-server loses nothing it acknowledged — except when the disk is so slow that an fsync
+    runs for over a second (Redis then postpones the write, up to 2 s). What a crash of the whole machine
+    loses is what was not fsynced: the last second with "everysec"; nothing with "always", which fsyncs before every
+    reply (milliseconds a write on a slow disk)."""
+
+    @field_validator("redis_maxmemory")
+    @classmethod
+    def _redis_size(cls, v: str | None) -> str | None:
+        if v is not None and v != "auto" and not re.fullmatch(r"\d+(b|k|kb|m|mb|g|gb)?", v.lower()):
+            raise ValueError(f"{v!r}: 'auto', None or a Redis memory size (e.g. 512mb, 2gb)")
+        return v
+
+    @field_validator("redis_maxmemory_policy")
+    @classmethod
+    def _never_evict(cls, v: str) -> str:
+        if v != "noeviction":
+            raise ValueError(
+                f"{v!r}: the owned Redis must not evict (the exactly-once markers carry TTLs, volatile-* would take "
+                "them; allkeys-* would take streams); only 'noeviction'"
+            )
+        return v
+
     redis_password: str | None = secret_field(None)
     """`requirepass` of that Redis. None: `slca up` generates one per run. Children get it inside the Redis URL in
     their environment; `slca status` reads it from `<data_dir>/redis-url` (owner-only)."""

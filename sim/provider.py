@@ -89,7 +89,13 @@ class SimProvider:
         self.metrics = metrics or default_metrics()
         self.registry = registry if registry is not None else build_registry(settings)
         cache = (
-            ResponseCache(redis_url, settings.key_prefix, settings.cache_ttl_s, settings.cache_max_value_bytes)
+            ResponseCache(
+                redis_url,
+                settings.key_prefix,
+                settings.cache_ttl_s,
+                settings.cache_max_value_bytes,
+                max_bytes=settings.cache_max_bytes,
+            )
             if (redis_url and settings.cache)
             else None
         )

@@ -26,8 +26,11 @@ class SimSettings(SectionSettings):
     cache: bool = True
     """Cache simulated responses in Redis (key: tool + canonical arguments + episode-state hash)."""
     cache_ttl_s: int = Field(default=3600, ge=1)
-    """Lifetime of a cached response. Every entry has one: the owned Redis evicts only keys with a TTL when it
-    reaches `ops.redis_maxmemory` (volatile-lru), so cache entries go first and pipeline streams never."""
+    """Lifetime of a cached response."""
+    cache_max_bytes: int = Field(default=64 << 20, ge=4096)
+    """Bound of the whole response cache in Redis (approximate bytes; the oldest entries go first). The cache bounds
+    itself: Redis evicts nothing (the owned one runs `noeviction`, `ops.redis_maxmemory_policy`), and `slca up` counts
+    this bound in the Redis memory budget (`ops.redis_maxmemory`)."""
     key_prefix: str = "slca"
     """Prefix of the Redis keys the cache writes (`<prefix>:sim:cache:...`)."""
     llm_base_url: str | None = None
@@ -63,8 +66,7 @@ class SimSettings(SectionSettings):
     real_packs: list[str] = Field(default_factory=lambda: ["everyday", "airline", "retail"])
     """Real tool packs registered at start."""
     cache_max_value_bytes: int = Field(default=16_384, ge=1)
-    """Largest simulated response the Redis cache stores (larger ones are generated again when asked again). The
-    cache's memory is bounded by distinct calls per `cache_ttl_s` × this."""
+    """Largest simulated response the Redis cache stores (larger ones are generated again when asked again)."""
     schema_max_bytes: int = Field(default=256_000, ge=1)
     """Largest tool schema (parameters or response, canonical JSON) accepted in an offered tool definition."""
     schema_deadline_s: float = Field(default=0.5, gt=0)

@@ -36,10 +36,10 @@ class RedisServer:
         *,
         password: str | None = None,
         maxmemory: str | None = None,
-        maxmemory_policy: str = "volatile-lru",
+        maxmemory_policy: str = "noeviction",
     ):
         """`password`: `requirepass` (None: no password). `maxmemory`: Redis's bound ("1gb"; None: unbounded),
-        enforced with `maxmemory_policy` (see `OpsSettings.redis_maxmemory_policy` for why volatile-lru)."""
+        enforced with `maxmemory_policy` (see `OpsSettings.redis_maxmemory_policy` for why noeviction)."""
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server not found on PATH (Debian package redis-server)")
         for value in (password, maxmemory, maxmemory_policy):
@@ -77,6 +77,10 @@ class RedisServer:
             lines.append(f"requirepass {self.password}")
         return "\n".join(lines) + "\n"
 
+    def alive(self) -> bool:
+        """The redis-server process this object started is running."""
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self, timeout: float = 10.0) -> "RedisServer":
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # its own session: a terminal's Ctrl-C (SIGINT to the foreground process group) must not reach it — Redis
@@ -101,6 +105,7 @@ class RedisServer:
             except redis.exceptions.RedisError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()  # past the deadline it may still be running, holding the port: no half-started server
                 raise RuntimeError(f"redis-server on port {self.port} did not start; see {self.data_dir}/redis.log")
             time.sleep(0.02)
         client.close()

@@ -25,7 +25,7 @@ from workers.backlog import trim_consumed
 from workers.consumer import BROKER_ERRORS, StreamConsumer, lag_seconds
 from workers.orphans import OrphanFinder
 from workers.pipeline import ScoringPipeline
-from workers.redisconn import connect
+from workers.redisconn import connect, eviction_warning
 from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ def run_assembler(
     # once stopping, a Redis that went away is not waited for: nothing here holds work that Redis does not
     # (entries are acknowledged only once their task is in the broker; buckets and claims live in Redis)
     client = connect(redis_url, stopped=lambda: stop.is_set())
+    if warning := eviction_warning(client):
+        log.warning("assembler: %s", warning)
     pipeline = ScoringPipeline(client, settings, prefix)
     consumer = StreamConsumer(client, app, settings, prefix, pipeline.metrics)
     sweeper = Sweeper(pipeline, settings)

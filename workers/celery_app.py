@@ -33,7 +33,13 @@ SCORE_TASK = "workers.score"
 KOMBU_UNACKED_KEY = "unacked"
 """The hash in which kombu's Redis transport keeps the messages workers hold unacknowledged (its default
 `unacked_key`, which `make_celery_app` leaves alone)."""
-TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, TransientJudgeError)
+TRANSIENT_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.BusyLoadingError,
+    redis.exceptions.OutOfMemoryError,  # a full Redis (noeviction) refuses writes until the learner drains groups
+    TransientJudgeError,
+)
 
 
 class ScoreTask(Task):

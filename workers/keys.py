@@ -2,6 +2,11 @@
 
 Group assembly keys are computed inside Lua scripts from these prefixes, so the scripts need a single Redis
 (or Sentinel), not Cluster; a Cluster deployment would put `{task_id}` hash tags into these names.
+
+The exactly-once marks (`member`, `reward`, `entry`, `emitted`, `dead_mark`) expire after `workers.key_ttl_s`, so that
+they do not pile up forever; which also makes them what a `volatile-*` eviction policy evicts first. Losing one early
+would let a redelivered trajectory be scored and grouped twice: the Redis must not evict (`slca up` runs its own with
+`maxmemory-policy noeviction`, ops/settings.py; a configured one is checked at start, `redisconn.eviction_warning`).
 """
 
 from __future__ import annotations

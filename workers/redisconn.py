@@ -46,3 +46,21 @@ def connect(url: str, retries: int = 40, cap_s: float = 2.0, stopped: Callable[[
         socket_connect_timeout=5,
         health_check_interval=10,
     )
+
+
+def eviction_warning(client: redis.Redis) -> str | None:
+    """What is wrong when this Redis may evict keys (a memory bound with a policy other than `noeviction`): the
+    exactly-once marks carry TTLs (workers/keys.py), so they are what `volatile-*` policies evict first. None when it
+    cannot (or when CONFIG is not allowed, as on some managed Redis, or Redis is not reachable: nothing to say)."""
+    try:
+        config = client.config_get("maxmemory*")
+    except redis.RedisError:
+        return None
+    policy, bound = config.get("maxmemory-policy", "noeviction"), int(config.get("maxmemory", 0) or 0)
+    if policy == "noeviction" or bound == 0:
+        return None
+    return (
+        f"Redis evicts at its memory bound (maxmemory-policy {policy}): the exactly-once marks of group assembly "
+        "carry TTLs and may be evicted, after which a redelivered trajectory is scored and grouped twice; set "
+        "maxmemory-policy noeviction (slca up's own Redis runs so)"
+    )

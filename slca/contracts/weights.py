@@ -84,8 +84,12 @@ class WeightManifest(Contract):
         return self.model_copy(update={"signature": _mac(self, key)})
 
     def signature_valid(self, key: str) -> bool:
-        """True when the manifest carries the signature `key` gives it (constant-time comparison)."""
-        return self.signature is not None and hmac.compare_digest(self.signature, _mac(self, key))
+        """True when the manifest carries the signature `key` gives it (constant-time comparison). Any other text is
+        False, never an error: `hmac.compare_digest` raises TypeError on a non-ASCII str, so the bytes are compared
+        (a forged announcement must be refused like any other, not stop the server's weight following)."""
+        if self.signature is None:
+            return False
+        return hmac.compare_digest(self.signature.encode("utf-8", "surrogatepass"), _mac(self, key).encode())
 
 
 def _mac(manifest: WeightManifest, key: str) -> str:

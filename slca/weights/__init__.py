@@ -18,7 +18,16 @@ from slca.weights.disk import DiskTransport, TransportStats
 from slca.weights.errors import FetchError, WeightLoadError, WeightRollback, WeightRollbackFailed
 from slca.weights.fetch_report import FETCH_FAILURES, FetchFailure, FetchObserver, FetchReport
 from slca.weights.http import HttpTransport, fetch_token
-from slca.weights.publish import announce, existing_versions, next_version, prune_versions, publish, write_version
+from slca.weights.publish import (
+    announce,
+    existing_versions,
+    next_version,
+    prune_versions,
+    publish,
+    reannounce_refusal,
+    stored_manifest,
+    write_version,
+)
 from slca.weights.swap import SwapTarget, WeightSwapper, load_or_roll_back
 from slca.weights.transports import AutoTransport, for_learner, for_server
 from slca.weights.verify import (
@@ -62,5 +71,7 @@ __all__ = [
     "open_weight_dir",
     "prune_versions",
     "publish",
+    "reannounce_refusal",
+    "stored_manifest",
     "write_version",
 ]

@@ -104,9 +104,39 @@ def seal_version(
 
 
 def announce(redis_client, streams: Streams, manifest: WeightManifest) -> None:
+    """`SET slca:weights:latest` (what a server reads at start) and `PUBLISH slca:weights` (what followers get now).
+    Raises redis' errors: an announcement refused (a full Redis answers OOM to the SET) is the caller's to retry."""
     text = dump_json(manifest)
     redis_client.set(streams.weights_latest, text)
     redis_client.publish(streams.weights_channel, text)
+
+
+def stored_manifest(weights_dir: Path, version: int) -> WeightManifest | None:
+    """The manifest `v<version>/` was published with, or None when it is gone or unreadable."""
+    try:
+        return WeightManifest.model_validate_json((weights_dir / f"v{version}" / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def reannounce_refusal(
+    manifest: WeightManifest | None, weights_dir: Path, weights_key: str | None, url: str | None
+) -> str | None:
+    """Why a stored manifest cannot be announced again as it is (None: it can): servers load it only when it is
+    signed with today's `weights_key` and names the directory and `url` they reach it at today. A learner that
+    resumes at a version it cannot announce again publishes its weights as a new version instead (re-signing old
+    files would sign whatever someone put in their place)."""
+    if manifest is None:
+        return "its directory or manifest is gone"
+    if weights_key and not manifest.signature_valid(weights_key):
+        return "it is not signed with today's common.weights_key"
+    if not weights_key and manifest.signature is not None:
+        return "it is signed, and no common.weights_key is set"
+    if manifest.path != str((weights_dir / f"v{manifest.version}").resolve()):
+        return f"it names another directory ({manifest.path})"
+    if manifest.url != url:
+        return f"it names another url ({manifest.url}, not {url})"
+    return None
 
 
 def prune_versions(weights_dir: Path, keep: int, protect: int | set[int] = frozenset()) -> None:

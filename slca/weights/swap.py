@@ -1,11 +1,18 @@
 """A server's side of the weight transport: follow the announcements, verify, fetch, hand the engine a verified
 version; and the one rollback every engine that reloads in place shares (docs/design.md#weights).
 
-Sources: `POST /admin/weights` (a path) and the `slca:weights` channel (plus `slca:weights:latest` read at start).
-The engine loads in the background and swaps between two engine steps; requests keep being served. A swap that
-fails midway is rolled back by the engine (`WeightRollback`) and counted twice: `slca_swaps_total{outcome="failed"}`
-and `slca_swap_rollbacks_total`. The channel subscriber outlives any error: it logs, waits, and subscribes again, so
-one bad notification never stops the next swaps.
+Sources: `POST /admin/weights` (a path) and the `slca:weights` channel (plus `slca:weights:latest` read at start,
+and again after every reconnection). The engine loads in the background and swaps between two engine steps; requests
+keep being served. A swap that fails midway is rolled back by the engine (`WeightRollback`) and counted twice:
+`slca_swaps_total{outcome="failed"}` and `slca_swap_rollbacks_total`. The channel subscriber outlives any error: it
+logs, waits, and subscribes again, so one bad notification never stops the next swaps.
+
+The follower loads the newest announcement, never a backlog one by one: the subscriber checks each announcement
+against the policy as it arrives and keeps the newest that passed (`WeightSwapper.wanted`); a separate loader task
+swaps to it. Announcements that arrive while a version loads (a vLLM reload takes seconds) coalesce into the newest.
+A failed swap is not the end of it: the loader tries again after a back-off (`swap_retry_s`, doubling up to
+`swap_retry_max_s`), with the newest announcement by then (at once when a newer one arrives). A refused announcement
+(bad signature, version guard) is not retried: the same bytes would be refused again.
 
 Redis is not trusted (`ManifestPolicy`, slca/weights/verify.py): an announcement is loaded only when its manifest
 carries the learner's signature, and only when its version is at most `max_version_jump` above the last announced
@@ -61,6 +68,8 @@ class WeightSwapper:
         retry_s: float = 2.0,
         policy: ManifestPolicy | None = None,
         transport=None,
+        swap_retry_s: float = 1.0,
+        swap_retry_max_s: float = 60.0,
     ):
         self.engine = engine
         self.metrics = metrics
@@ -81,6 +90,15 @@ class WeightSwapper:
         self.last_outcome_at: float | None = None
         self.on_outcome: Callable[[], None] | None = None
         """Called on the event loop after every swap outcome (serve re-announces its status at once)."""
+        self.swap_retry_s = swap_retry_s
+        """After a failed swap of an announced version, the follower tries again after this long (the newest
+        announcement by then), doubling after each further failure of the same version."""
+        self.swap_retry_max_s = swap_retry_max_s
+        """Upper bound of that back-off."""
+        self.wanted: WeightManifest | None = None
+        """The newest announcement that passed the policy and is above the served version: what the follower's
+        loader swaps to next (None: nothing to do)."""
+        self._wanted_changed = asyncio.Event()
         # Swaps are serialised: two versions loading at once would race on which ends up serving.
         self._lock = asyncio.Lock()
         metrics.policy_version.set(engine.version)
@@ -122,27 +140,93 @@ class WeightSwapper:
             log.info("now serving weights v%s (swap %.2fs)", version, seconds)
             return seconds
 
-    async def swap_manifest(self, raw: bytes | str) -> None:
-        """Apply a published manifest; a bad one is logged, never raised into the subscriber loop."""
+    def accept(self, raw: bytes | str) -> WeightManifest | None:
+        """The announcement in `raw` when it may be loaded: a valid manifest, not older than the version served,
+        passing the policy (`last_accepted` moves to it). None otherwise; a refusal is logged and counted, never
+        raised (a manifest the policy cannot even check, whatever the reason, is refused like a forged one)."""
         try:
             manifest = validate(WeightManifest, json.loads(raw))
         except (ContractError, ValueError) as exc:
             log.warning("ignoring weight notification: %s", exc)
-            return
+            return None
         if manifest.version < self.engine.version:
-            return  # an older version published late: never go back
-        refusal = self.policy.refusal(manifest, self.last_accepted)
+            return None  # an older version published late: never go back
+        try:
+            refusal = self.policy.refusal(manifest, self.last_accepted)
+        except Exception as exc:  # a manifest the check chokes on is not one to load
+            refusal = f"unverifiable ({exc!r})"
         if refusal:
             self.last_error = f"weight announcement v{manifest.version} refused: {refusal}"
             self.metrics.swaps.labels(outcome="refused").inc()
             log.warning("%s; still serving v%s", self.last_error, self.engine.version)
             self._settled("refused", manifest.version)
-            return
+            return None
         self.last_accepted = manifest.version
+        return manifest
+
+    def offer(self, raw: bytes | str) -> None:
+        """An announcement from the channel: when accepted and newer than what the loader is after, it becomes
+        `wanted` (older ones waiting are dropped: only the newest is loaded)."""
+        manifest = self.accept(raw)
+        if manifest is None or manifest.version <= self.engine.version:
+            return
+        if self.wanted is None or manifest.version > self.wanted.version:
+            self.wanted = manifest
+            self._wanted_changed.set()
+
+    async def swap_manifest(self, raw: bytes | str) -> None:
+        """Apply one published manifest now; a bad one is logged, never raised (the follower uses `offer` and its
+        loader instead, which coalesce a backlog and retry a failed swap)."""
+        manifest = self.accept(raw)
+        if manifest is None:
+            return
         try:
             await self.swap(manifest.version, manifest.path, manifest)
         except WeightLoadError:
-            return  # counted and logged by swap(); keep following the channel
+            return  # counted and logged by swap()
+
+    def retry_delay(self, failures: int) -> float:
+        """Back-off before the next try after `failures` failed swaps of the same version in a row."""
+        return min(self.swap_retry_max_s, self.swap_retry_s * 2 ** max(0, failures - 1))
+
+    async def load_wanted(self) -> None:
+        """Background task of the follower: swap to `wanted` whenever it changes; after a failed swap, wait the
+        back-off (or until a newer announcement arrives) and try the newest again. Never dies of an error."""
+        failed_version, failures = None, 0
+        while True:
+            await self._wanted_changed.wait()
+            self._wanted_changed.clear()
+            manifest = self.wanted
+            if manifest is None or manifest.version <= self.engine.version:
+                continue
+            if not await self._try_swap(manifest):
+                failures = failures + 1 if manifest.version == failed_version else 1
+                failed_version = manifest.version
+                await self._retry_later(manifest.version, self.retry_delay(failures))
+                continue
+            failed_version, failures = None, 0
+            if self.wanted is manifest:
+                self.wanted = None
+
+    async def _try_swap(self, manifest: WeightManifest) -> bool:
+        """Swap to an accepted announcement; False when it failed (counted and logged by `swap`)."""
+        try:
+            await self.swap(manifest.version, manifest.path, manifest)
+        except WeightLoadError:
+            return False
+        except Exception:  # swap() turns every failure into a WeightLoadError: this is a bug, and it must not end
+            log.exception("weight loader failed on v%s", manifest.version)  # the loader
+            return False
+        return True
+
+    async def _retry_later(self, version: int, delay: float) -> None:
+        """Wait `delay` seconds, or less when an announcement newer than `version` arrives; then wake the loader."""
+        log.warning("weight swap to v%s: trying again in %.1fs (or at the next announcement)", version, delay)
+        try:
+            await asyncio.wait_for(self._wanted_changed.wait(), delay)
+        except TimeoutError:
+            pass
+        self._wanted_changed.set()
 
     def _settled(self, outcome: str, version: int) -> None:
         self.last_outcome, self.last_outcome_version, self.last_outcome_at = outcome, version, time.time()
@@ -153,22 +237,31 @@ class WeightSwapper:
                 log.exception("swap outcome listener failed")
 
     async def follow(self, client, streams: Streams) -> None:
-        """Background task: the newest published version at start, then every notification; never dies of an
-        error (only of cancellation): whatever went wrong is logged, and it subscribes again."""
+        """Background task: the newest published version at start, then the newest of the notifications (`offer`),
+        loaded by a task of its own (`load_wanted`); never dies of an error (only of cancellation): whatever went
+        wrong is logged, and it subscribes again (reading `slca:weights:latest` again: a missed announcement)."""
+        loader = asyncio.create_task(self.load_wanted(), name="weights-loader")
+        try:
+            await self._listen(client, streams)
+        finally:
+            loader.cancel()
+            await asyncio.wait({loader})
+
+    async def _listen(self, client, streams: Streams) -> None:
         while True:
             pubsub = None
             try:
                 latest = await client.get(streams.weights_latest)
                 raise_if_cancelling()  # a stop absorbed by that command: do not go on into listen()
                 if latest:
-                    await self.swap_manifest(latest)
+                    self.offer(latest)
                 pubsub = client.pubsub()
                 await pubsub.subscribe(streams.weights_channel)
                 raise_if_cancelling()
                 async for message in pubsub.listen():
                     raise_if_cancelling()
                     if message.get("type") == "message":
-                        await self.swap_manifest(message["data"])
+                        self.offer(message["data"])
             except RedisError as exc:  # Redis went away: retry, keep serving the current version
                 log.warning("weight channel: %s; retrying in %.1fs", exc, self.retry_s)
             except Exception:  # a bug or a surprise must not end weight swaps for the life of the server

@@ -1,5 +1,5 @@
-"""The response cache stays small and always expires; an owned Redis at its memory bound evicts cache entries,
-never the pipeline's streams (ops.redis_maxmemory_policy = volatile-lru)."""
+"""The response cache stays small, always expires and bounds its own bytes: Redis evicts nothing
+(ops.redis_maxmemory_policy = noeviction), so the pipeline's markers, which carry TTLs, stay."""
 
 import asyncio
 
@@ -26,14 +26,26 @@ def test_cache_entries_are_small_and_expire(redis_url):
     assert 0 < client.ttl("t:small") <= settings.cache_ttl_s
 
 
-def test_at_the_memory_bound_cache_entries_go_and_streams_stay(tmp_path):
-    with RedisServer(tmp_path / "r", appendonly=False, password="pw", maxmemory="4mb") as server:
+def test_the_cache_bounds_its_own_bytes_and_redis_evicts_nothing(tmp_path):
+    """Redis must not evict (the exactly-once markers carry TTLs): the cache keeps itself under `max_bytes`,
+    oldest entries first, inside a Redis far larger than it that runs `noeviction`."""
+    with RedisServer(tmp_path / "r", appendonly=False, password="pw", maxmemory="64mb") as server:
+        cache = ResponseCache(server.url, "slca", 3600, 16_384, max_bytes=1 << 20)
+        value = {"blob": "c" * 8000}
+
+        async def main():
+            for i in range(500):  # ~4 MB of responses through a 1 MiB cache
+                await cache.set(f"slca:sim:cache:{i}", value)
+            newest = await cache.get("slca:sim:cache:499")
+            await cache.close()
+            return newest
+
+        assert asyncio.run(main()) == value
         client = redis.Redis.from_url(server.url)
-        for i in range(200):  # the pipeline's data: no TTL
-            client.xadd("slca:trajectories", {"payload": b"t" * 1000, "i": i})
-        value = b"c" * 8000
-        for i in range(2000):  # ~16 MB of cache entries through a 4 MB Redis
-            client.set(f"slca:sim:cache:{i}", value, ex=3600)
-        assert client.xlen("slca:trajectories") == 200
-        assert client.dbsize() - 1 < 2000  # cache entries were evicted to make room
-        assert int(client.info("stats")["evicted_keys"]) > 0
+        entries = client.keys("slca:sim:cache:*")
+        charged = int(client.get(cache.book("bytes")))
+        assert charged <= 1 << 20 and 100 <= len(entries) <= 130  # ~8.3 kB charged each
+        assert client.exists("slca:sim:cache:0") == 0  # the oldest went first
+        assert client.zcard(cache.book("index")) == client.hlen(cache.book("sizes")) == len(entries)
+        assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+        assert int(client.info("stats")["evicted_keys"]) == 0

@@ -1,6 +1,7 @@
 """`slca up`: the whole system under one supervisor.
 
-Plan: (1) Redis — the configured one, or an owned `redis-server` (AOF) under `<data_dir>/redis`;
+Plan: (1) Redis — the configured one, or an owned `redis-server` (AOF, `noeviction`, a memory budget computed from
+the settings: ops/run/supervisor/redis_budget.py) under `<data_dir>/redis`, started again if it dies (redis_watch.py);
 (2) the environment every child shares (Redis URL, admin token, the feed's record key, model); (3) one process
 per registered component command, each with its own log; (4) supervise until Ctrl-C / SIGTERM, showing a live
 status table; (5) stop the children (process groups: SIGTERM, grace, SIGKILL), then Redis.
@@ -13,9 +14,11 @@ import logging
 import os
 import secrets
 import signal
+import stat
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import redis
 
@@ -26,6 +29,8 @@ from ops.run.supervisor.plan import build_specs
 from ops.run.supervisor.process import Backoff, ProcessState
 from ops.run.supervisor.memory import SystemMemory, memory_lines
 from ops.run.supervisor.readiness import ReadinessPolicy
+from ops.run.supervisor.redis_budget import owned_maxmemory
+from ops.run.supervisor.redis_watch import RedisWatch
 from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.run.supervisor.supervisor import Supervisor
 from ops.run.supervisor.table import process_table, system_lines
@@ -37,13 +42,16 @@ from slca.redis_server import RedisServer
 
 log = logging.getLogger("slca.up")
 
+WEIGHTS_KEY_FILE = "weights-key"
+"""The generated `common.weights_key`, owner-only in the data dir, kept across runs (`lasting_secret`)."""
+
 
 def run_up(args, config: Config) -> int:
     common, ops = config.common, config.get(OpsSettings)
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
     ensure_warm_start(config, global_argv(args), secret_env(args))
-    owned_redis = None if common.redis_url else start_owned_redis(ops, data_dir)
+    owned_redis = None if common.redis_url else start_owned_redis(ops, data_dir, config)
     redis_url = common.redis_url or owned_redis.url
     try:
         env, model_note = child_env(config, redis_url, data_dir)
@@ -53,11 +61,12 @@ def run_up(args, config: Config) -> int:
             log.warning("skipping %s: the `slca %s` command is not registered (component not built yet)", name, name)
         supervisor = Supervisor(
             specs,
-            Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s, ops.restart_reset_after_s),
+            backoff_of(ops),
             grace_s=ops.shutdown_grace_s,
             readiness=ReadinessPolicy(ops.ready_probe_interval_s, ops.ready_start_grace_s, ops.unready_grace_s),
         )
         install_stop_handlers(supervisor)
+        redis_watch = RedisWatch(owned_redis, backoff_of(ops)) if owned_redis is not None else None
         print_banner(
             supervisor,
             redact_url(redis_url),
@@ -73,11 +82,11 @@ def run_up(args, config: Config) -> int:
             state_path(data_dir),
             ops.status_interval_s,
             extra={"redis_url": redact_url(redis_url), "data_dir": str(data_dir)},
-            redis_pid=owned_redis.proc.pid if owned_redis is not None else None,
+            redis_pid=(lambda: redis_watch.pid) if redis_watch is not None else None,
         )
         if getattr(args, "duration", None):
             stop_after(supervisor, args.duration)
-        supervisor.run(on_tick=reporter, tick_every_s=1.0)
+        supervisor.run(on_tick=ticks(redis_watch, reporter), tick_every_s=1.0)
         reporter(supervisor, final=True)
         print(stop_table(supervisor), flush=True)
     finally:
@@ -87,19 +96,38 @@ def run_up(args, config: Config) -> int:
     return 0
 
 
-def start_owned_redis(ops: OpsSettings, data_dir: Path) -> RedisServer:
-    """The owned redis-server: AOF, a password, a memory bound that evicts only expiring keys (OpsSettings). Its URL
-    (password included) goes to an owner-only file for `slca status`; the state file and banner show it redacted."""
+def start_owned_redis(ops: OpsSettings, data_dir: Path, config: Config) -> RedisServer:
+    """The owned redis-server: AOF, a password, a memory budget computed from the settings and no eviction
+    (OpsSettings). Its URL (password included) goes to an owner-only file for `slca status`; the state file and
+    banner show it redacted."""
     password = ops.redis_password or secrets.token_urlsafe(24)
     server = RedisServer(
         data_dir / "redis",
         appendonly=True,
+        appendfsync=ops.redis_appendfsync,
         password=password,
-        maxmemory=ops.redis_maxmemory,
+        maxmemory=owned_maxmemory(ops.redis_maxmemory, config),
         maxmemory_policy=ops.redis_maxmemory_policy,
     ).start()
     write_secret(owned_redis_url_path(data_dir), server.url)
     return server
+
+
+def backoff_of(ops: OpsSettings) -> Backoff:
+    """The restart back-off of the children and of the owned Redis."""
+    return Backoff(ops.restart_backoff_initial_s, ops.restart_backoff_max_s, ops.restart_reset_after_s)
+
+
+def ticks(redis_watch: RedisWatch | None, reporter: Callable[[Supervisor], None]) -> Callable[[Supervisor], None]:
+    """The supervisor's once-a-second call: the owned Redis's watch first (a dead Redis is started again), then the
+    status report."""
+
+    def tick(supervisor: Supervisor) -> None:
+        if redis_watch is not None:
+            redis_watch.check()
+        reporter(supervisor)
+
+    return tick
 
 
 def global_argv(args) -> list[str]:
@@ -127,8 +155,9 @@ def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str,
         # one token for this run: serve accepts it and the learner uses it; kept out of the state file
         env["SLCA_ADMIN_TOKEN"] = generated_secret(data_dir / "admin-token")
     if not common.weights_key:
-        # the learner signs its weight announcements with it and serve loads only what it signed (slca/weights/)
-        env["SLCA_WEIGHTS_KEY"] = generated_secret(data_dir / "weights-key")
+        # the learner signs its weight announcements with it and serve loads only what it signed (slca/weights/);
+        # kept across runs: a restart on the same data dir must still load the versions the learner published
+        env["SLCA_WEIGHTS_KEY"] = lasting_secret(data_dir / WEIGHTS_KEY_FILE)
     if not common.record_key:
         # the feed's key (scope 'record'): serve records only what such a key sends, the feed sends it
         env["SLCA_RECORD_KEY"] = generated_secret(data_dir / "record-key")
@@ -148,6 +177,22 @@ def generated_secret(path: Path) -> str:
     """A fresh secret for this run, also written (owner-only) to `path` for the operator's own clients."""
     secret = secrets.token_urlsafe(24)
     write_secret(path, secret)
+    return secret
+
+
+def lasting_secret(path: Path) -> str:
+    """The secret kept in `path` by an earlier run (made owner-only again if it was not), else a new one written
+    there (owner-only). For what must outlive a run: the weights key signs the versions kept in the data dir and the
+    announcement kept in Redis (`slca:weights:latest`), which a restarted serve loads only with the same key."""
+    try:
+        secret = path.read_text().strip()
+    except FileNotFoundError:
+        secret = ""
+    if not secret:
+        return generated_secret(path)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        log.warning("%s was readable by others; made owner-only (0600)", path)
+        path.chmod(0o600)
     return secret
 
 
@@ -209,11 +254,20 @@ LIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
 class StatusReporter:
     """Called once a second by the supervisor: writes the state file; redraws the table every interval."""
 
-    def __init__(self, redis_url: str, prefix: str, path: Path, interval_s: float, extra: dict, redis_pid=None):
+    def __init__(
+        self,
+        redis_url: str,
+        prefix: str,
+        path: Path,
+        interval_s: float,
+        extra: dict,
+        redis_pid: Callable[[], int | None] | None = None,
+    ):
         self.client = redis.Redis.from_url(redis_url, socket_timeout=1.0)
         self.memory = SystemMemory()
         self.redis_pid = redis_pid
-        """The owned redis-server's pid (counted in the system's memory); None for a configured Redis."""
+        """The owned redis-server's pid, asked each time (it changes when Redis is started again; None while it is
+        down); None for a configured Redis."""
         self.prefix = prefix
         self.path = path
         self.interval_s = interval_s
@@ -224,8 +278,8 @@ class StatusReporter:
     def __call__(self, supervisor: Supervisor, final: bool = False) -> None:
         # running or stopping only: an exited child's pid may already name another process
         roots = {p.spec.name: p.pid for p in supervisor.processes if p.pid and p.state in LIVE}
-        if self.redis_pid:
-            roots["redis"] = self.redis_pid
+        if self.redis_pid is not None and (pid := self.redis_pid()):
+            roots["redis"] = pid
         self.memory.sample(roots)
         state = describe(supervisor, {**self.extra, "memory": self.memory.to_dict()})
         write_state(self.path, state)

@@ -76,3 +76,63 @@ def test_slca_up_generates_the_weights_key_for_learner_and_serve(tmp_path):
         load_config(overrides=[f"common.cache_dir={tmp_path}", "common.weights_key=mine"]), "redis://h:1/0", tmp_path
     )
     assert "SLCA_WEIGHTS_KEY" not in env  # a configured key is used as it is (the children read the same config)
+
+
+def test_a_restart_on_the_same_data_dir_keeps_the_weights_key_and_serve_loads_the_stored_version(
+    tmp_path, tiny_model_dir
+):
+    """`make run` stopped at v28 and started again on its var/: serve refused the stored announcement ("bad
+    signature": the key was new each run) and served v0 while the learner resumed at v28. The key now outlives a run."""
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from ops.run.supervisor.up import child_env
+    from serve.metrics import ServeMetrics
+    from slca.config import load_config
+    from slca.contracts import Streams
+    from slca.weights import DiskTransport, ManifestPolicy, WeightSwapper
+    from tests.support.weights import publish_version
+
+    config = load_config(overrides=[f"common.cache_dir={tmp_path}"])
+    data = tmp_path / "var"
+    data.mkdir()
+    first = child_env(config, "redis://h:1/0", data)[0]["SLCA_WEIGHTS_KEY"]
+    v3 = publish_version(tiny_model_dir, data / "weights", 3, 1.01, key=first)  # what the learner left, signed
+    (data / "weights-key").chmod(0o644)  # someone loosened it in between: made owner-only again
+    again = child_env(config, "redis://h:1/0", data)[0]["SLCA_WEIGHTS_KEY"]  # `slca up` on the same data dir
+    assert again == first and stat.S_IMODE((data / "weights-key").stat().st_mode) == 0o600
+
+    class Engine:
+        version = 0
+
+        async def swap_weights(self, weights) -> float:
+            weights.check()  # the files against the announced manifest
+            self.version = weights.version
+            return 0.01
+
+    class Latest:  # slca:weights:latest holds the stored announcement; the channel is quiet
+        async def get(self, key):
+            return v3.model_dump_json()
+
+        def pubsub(self):
+            raise ConnectionError("quiet")
+
+    async def restarted_serve() -> int:
+        engine = Engine()
+        swapper = WeightSwapper(
+            engine,
+            ServeMetrics(CollectorRegistry()),
+            retry_s=60,
+            policy=ManifestPolicy(again),
+            transport=DiskTransport(),
+        )
+        follow = asyncio.create_task(swapper.follow(Latest(), Streams("slca")))
+        for _ in range(500):
+            if engine.version:
+                break
+            await asyncio.sleep(0.01)
+        follow.cancel()
+        return engine.version
+
+    assert asyncio.run(restarted_serve()) == 3

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import redis
 
+from ops.run.supervisor.redis_budget import redis_budget
+from slca.config import load_config
 from slca.redaction import redact_url
 from slca.redis_server import free_port
 
@@ -53,9 +55,24 @@ def test_up_owns_redis_reports_state_and_stops_cleanly(tmp_path):
         assert stat.S_IMODE((tmp_path / "var" / "redis-url").stat().st_mode) == 0o600
         owned = redis.Redis.from_url(url)
         assert owned.ping()
-        # bounded, evicting only keys with a TTL (the simulator's cache), never the pipeline's streams
-        assert owned.config_get("maxmemory")["maxmemory"] == str(1024**3)
-        assert owned.config_get("maxmemory-policy")["maxmemory-policy"] == "volatile-lru"
+        # bounded by the sum of the configured bounds, and evicting nothing: the exactly-once markers carry TTLs
+        budget = redis_budget(load_config(overrides=[x for x in sets if x != "--set"]))
+        assert owned.config_get("maxmemory")["maxmemory"] == str(budget.total)
+        assert owned.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+        # supervised: killed, it is started again on its append-only file, with what it acknowledged
+        owned.set("slca:w:member:t1", "bucket", ex=3600)
+        os.kill(int(owned.info("server")["process_id"]), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                again = redis.Redis.from_url(url, socket_connect_timeout=1)
+                if again.ping():
+                    break
+            except redis.ConnectionError:
+                pass
+            assert time.monotonic() < deadline and up.poll() is None, "the owned redis was not started again"
+            time.sleep(0.2)
+        assert again.get("slca:w:member:t1") == b"bucket"
         try:
             redis.Redis.from_url(state["redis_url"].replace(":***@", "@")).ping()
             raise AssertionError("the owned redis answers without its password")
