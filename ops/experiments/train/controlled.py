@@ -249,6 +249,9 @@ def run_train_cli(args, config) -> int:
                     "task_id": picked[0].task_id,
                     "task_ids": [t.task_id for t in picked],
                     "version": version,
+                    # the versions that sampled this step's rollouts: on-policy means the one trained last step
+                    "rollout_version_min": min(g.policy_version_min for g in groups),
+                    "rollout_version_max": max(g.policy_version_max for g in groups),
                     **group_means(groups),
                     "loss": report.loss,
                     "scorer_version": scoring.scorer_version,
@@ -281,8 +284,18 @@ def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
     from ops.experiments.inprocess_server import InProcessServer
 
     streams = Streams(f"{common.stream_prefix}:train:{uuid.uuid4().hex[:12]}")
-    server = InProcessServer(config, streams.prefix).start()
+    server = InProcessServer(following_candidate(config), streams.prefix).start()
     return server, server.url, streams
+
+
+def following_candidate(config):
+    """`config` with `serve.follow_candidate` on: a controlled run has no callers to protect, and its rollouts must
+    come from the version it just trained (on-policy), not from a promoted one held back by the gate."""
+    from dataclasses import replace
+
+    raw = {name: dict(values) for name, values in config.raw.items()}
+    raw["serve"] = {**raw.get("serve", {}), "follow_candidate": True}
+    return replace(config, raw=raw)
 
 
 def tool_turns(traj: Trajectory) -> int:

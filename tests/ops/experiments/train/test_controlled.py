@@ -72,21 +72,23 @@ def test_train_smoke_on_tiny__scores_with_workers_settings__publishes_through_th
             "--estimator",
             "grpo",
             "--steps",
-            "1",
+            "2",
             "--log",
             str(log),
         ]
     )
     assert rc == 0
-    (line,) = [json.loads(x) for x in log.read_text().splitlines()]
+    line, second = [json.loads(x) for x in log.read_text().splitlines()]
+    # on-policy: step 2 samples from v1, the version step 1 published (never a promoted version held back)
+    assert (line["rollout_version_max"], second["rollout_version_min"], second["version"]) == (0, 1, 2)
     assert line["version"] == 1 and line["estimator"] == "grpo" and line["tokens"] > 0
     assert line["scorer_version"] == "hierr-configured" and line["swap_s"] >= 0
     assert 0 <= line["tool_turns_mean"] <= 3  # at most max_turns (3) model turns per episode
     assert len(set(line["task_ids"])) == 2 and line["task_id"] == line["task_ids"][0]  # two distinct tasks
     assert line["groups_in"] == 2 and 0 <= line["success_mean"] <= 1 and line["lr"] > 0
-    assert (tmp_path / "learner" / "train-grpo-0" / "weights" / "v1" / "manifest.json").is_file()
+    assert (tmp_path / "learner" / "train-grpo-0" / "weights" / "v2" / "manifest.json").is_file()
     messages = [m for m in iter(lambda: announcements.get_message(timeout=1.0), None) if m["type"] == "pmessage"]
-    assert [load_json(WeightManifest, m["data"]).version for m in messages] == [1]
+    assert [load_json(WeightManifest, m["data"]).version for m in messages] == [1, 2]
     assert redis_client.get("slca:weights:latest") is None
 
 
