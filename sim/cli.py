@@ -1,9 +1,8 @@
-"""`slca sim tasks` (task packs to JSON lines) and `slca sim fidelity` (SGLS vs real τ² tools)."""
+"""`slca sim tasks` (task packs to JSON lines) and `slca sim fidelity` (SGLS vs the real tools, `sim/fidelity/`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from slca.cli import CliError
@@ -21,11 +20,19 @@ def register(commands, bench) -> None:
     tasks.add_argument("--out", help="output file (default: stdout)")
     tasks.set_defaults(func=run_tasks)
 
-    fid = sub.add_parser("fidelity", help="replay τ² expected actions on real tools and on SGLS; print a table")
-    fid.add_argument("--domain", required=True, choices=["airline", "retail"])
-    fid.add_argument("--backend", default=None, help="schema | local | llm (default: sim.backend)")
-    fid.add_argument("--limit", type=int, default=None, help="replay only the first N tasks")
-    fid.add_argument("--json", dest="json_out", help="also write the summary as JSON to this file")
+    fid = sub.add_parser(
+        "fidelity",
+        help="replay expected calls and broken variants on the real tools and on SGLS; write records and a table",
+    )
+    fid.add_argument("--domain", default="airline,retail,everyday", help="comma-separated: airline, retail, everyday")
+    fid.add_argument(
+        "--backend",
+        default=None,
+        help="comma-separated: schema, local, llm (llm needs sim.llm_base_url; default: sim.backend)",
+    )
+    fid.add_argument("--limit", type=int, default=None, help="replay N episodes per domain, spread over all of them")
+    fid.add_argument("--name", default="fidelity", help="results folder under --out (default: fidelity)")
+    fid.add_argument("--out", default="bench/sgls", help="parent folder of the results (default: bench/sgls)")
     fid.set_defaults(func=run_fidelity)
 
 
@@ -47,47 +54,45 @@ def run_tasks(args: argparse.Namespace, config) -> int:
 
 def run_fidelity(args: argparse.Namespace, config) -> int:
     import asyncio
+    from pathlib import Path
 
+    from sim.fidelity import measure, write_run, write_table
+    from sim.fidelity.episodes import DOMAINS
     from sim.settings import SimSettings
 
     settings = config.get(SimSettings).with_cache_of(config.common)
-    backend = args.backend or settings.backend
-    sim_settings = settings.model_copy(
-        update={"backend": backend, "cache": False, "fault_rate": 0.0, "fault_rates": {}, "tool_fault_rates": {}}
-    )
-    try:
-        summary = asyncio.run(_fidelity(args.domain, sim_settings, args.limit))
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    from sim.fidelity import format_table
-
-    print(format_table(args.domain, backend, summary))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump({"domain": args.domain, "backend": backend, **summary}, fh, indent=1)
+    backends = [b.strip() for b in (args.backend or settings.backend).split(",") if b.strip()]
+    domains = [d.strip() for d in args.domain.split(",") if d.strip()]
+    unknown = [d for d in domains if d not in DOMAINS]
+    if unknown:
+        raise CliError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAINS)}")
+    folder = Path(args.out) / args.name
+    for backend in backends:
+        sim_settings = settings.model_copy(
+            update={"backend": backend, "cache": False, "fault_rate": 0.0, "fault_rates": {}, "tool_fault_rates": {}}
+        )
+        for domain in domains:
+            command = _command(args, backend, domain)
+            try:
+                records, episodes = asyncio.run(measure(domain, sim_settings, args.limit, _progress))
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+            path = write_run(folder, backend, domain, records, episodes, args.limit, command)
+            print(f"{backend} × {domain}: {len(records)} calls → {path}", file=sys.stderr)
+    md, _ = write_table(folder)
+    print(md.read_text(encoding="utf-8"))
     return 0
 
 
-def _progress(index: int, total: int, task_id: str) -> None:
-    print(f"[{index + 1}/{total}] τ² task {task_id}", file=sys.stderr, flush=True)
+def _command(args: argparse.Namespace, backend: str, domain: str) -> str:
+    """The command that measures this one (backend, domain) again."""
+    parts = ["slca sim fidelity", f"--backend {backend}", f"--domain {domain}", f"--name {args.name}"]
+    if args.limit is not None:
+        parts.append(f"--limit {args.limit}")
+    if args.out != "bench/sgls":
+        parts.append(f"--out {args.out}")
+    return " ".join(parts)
 
 
-async def _fidelity(domain: str, sim_settings, limit: int | None) -> dict:
-    from prometheus_client import CollectorRegistry
-
-    from sim.fidelity import replay, summarise, tau2_cases
-    from sim.provider import make_provider
-
-    real = make_provider(
-        sim_settings.model_copy(update={"backend": "schema", "real_packs": [domain]}), None, CollectorRegistry()
-    )
-    simulated = make_provider(sim_settings.model_copy(update={"real_packs": []}), None, CollectorRegistry())
-    pack_tools = real.registry.tools(domain)
-    tools = [t.definition("real") for t in pack_tools]
-    cases = tau2_cases(domain, {t.name: t.parameters for t in pack_tools})[:limit]
-    try:
-        pairs = await replay(cases, tools, real, simulated, _progress)
-    finally:
-        await simulated.close()
-        await real.close()
-    return summarise(pairs, {t.name: t.response_schema for t in pack_tools})
+def _progress(index: int, total: int, episode_id: str) -> None:
+    print(f"[{index + 1}/{total}] episode {episode_id}", file=sys.stderr, flush=True)

@@ -1,4 +1,5 @@
-"""A simulated tool (SGLS): validate, maybe fault, answer from cache or backend, keep episode state.
+"""A simulated tool (SGLS): validate, apply the documented rules (`sim.rules`), maybe fault, answer from cache or
+backend shaped by the episode (`sim.answer`), keep episode state.
 
 The CPU work on the caller's schemas (validating the arguments, overlaying and re-checking the response) runs
 in a worker thread under the provider's `SchemaLimits` deadline; the event loop only awaits it. A response
@@ -12,11 +13,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.answer import consistent, effect
 from sim.backends import Backend, SimRequest
 from sim.bounds import DEFAULT_LIMITS, SchemaLimitError, SchemaLimits, within
 from sim.cache import ResponseCache
 from sim.faults import FAULTS, FaultPlan
 from sim.metrics import SimMetrics
+from sim.rules import refusal
 from sim.schemas import ToolSpec, is_valid, validation_error
 from sim.state import EpisodeState
 from slca.contracts import ToolResult
@@ -69,8 +72,11 @@ class SimulatedTool:
             self.ctx.metrics.validation_failures.labels(self.label).inc()
             return bad_request(problem)
         fault = self.ctx.faults.draw(self.name)
-        if fault is None and (gone := state.deleted(arguments)):
-            return ToolResult(ok=False, status=404, error=f"'{gone}' not found (it was deleted)")
+        if fault is None and (refused := refusal(self.spec, arguments, state)) is not None:
+            if refused.ok:  # a search no value could match: no results
+                refused.meta["source"] = "rule"
+                state.record(self.name, arguments, refused.content)
+            return refused
         content_meta: dict[str, Any] = {}
 
         async def content() -> Any:
@@ -100,20 +106,20 @@ class SimulatedTool:
             cached = await self.ctx.cache.get(key)
             if not self.ctx.cache.missed(cached):
                 self.ctx.metrics.cache_hits.labels(self.label).inc()
-                state.record(self.name, arguments, cached)
+                state.record(self.name, arguments, cached, effect(self.spec, arguments))
                 return cached, {"source": "cache"}
         answer = await backend.respond(SimRequest(self.spec, arguments, state.history, self.ctx.limits))
-        known = state.known_fields(self.name, arguments)
-        content = await asyncio.to_thread(self._consistent, state, answer.content, known)
-        state.record(self.name, arguments, content)
+        content, changed = await asyncio.to_thread(self._consistent, state, arguments, answer.content)
+        state.record(self.name, arguments, content, changed)
         if key is not None:
             await self.ctx.cache.set(key, content)
         return content, {"source": answer.source, "attempts": answer.attempts}
 
-    def _consistent(self, state: EpisodeState, answer: Any, known: dict[str, Any]) -> Any:
-        """The answer overlaid with what the episode knows, if that stays valid (worker thread, one deadline)."""
+    def _consistent(self, state: EpisodeState, arguments: dict[str, Any], answer: Any) -> tuple[Any, dict[str, Any]]:
+        """The answer shaped by the episode and the call (`sim.answer`), if that stays valid (worker thread, one
+        deadline), and the state change it carries."""
         with within(self.ctx.limits):
-            content = state.overlay(answer, self.response_schema, known)
+            content, changed = consistent(self.spec, arguments, answer, state)
             if content is not answer and not is_valid(self.response_schema, content):  # never hand out an invalid body
                 content = answer
-        return content
+        return content, changed

@@ -1,8 +1,11 @@
-"""Episode state of SGLS: what earlier calls of one episode created, wrote and returned.
+"""Episode state of SGLS: what earlier calls of one episode stated, changed and asked for.
 
-Why: a simulated API must agree with itself within an episode. An id created by `book_*` must be found
-by `get_*`; an `update_*` must be visible to the next read; a deleted object is gone (404). The state is
-a map from id values to the fields known about that object; responses are overlaid with those fields.
+Why: a simulated API must agree with itself within an episode. An id created by `book_*` must be found by
+`get_*`; an `update_*` must be visible to the next read; a deleted object is gone (404); an order this episode
+cancelled is no longer pending. The state holds, per id, the object as last stated (`records`), the fields this
+episode's own changes set (`established`, which the rules of `sim.rules` read), every id mentioned, and the values
+the requests carried (`context`: a field the episode holds one value for, such as the user's id, is answered
+with it). `sim.answer` shapes each answer with it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.schemas import canonical_json, digest, is_valid
+from sim.jsonpath import leaves
+from sim.schemas import canonical_json, digest
 
 WRITE_VERBS = (
     "create",
@@ -52,14 +56,64 @@ def is_write(tool: str) -> bool:
     return verb_of(tool) in WRITE_VERBS
 
 
+def own_id(obj: Any) -> tuple[str, str] | None:
+    """(key, id) of the object itself: its first id-named field holding a string."""
+    if not isinstance(obj, dict):
+        return None
+    return next(((k, v) for k, v in obj.items() if is_id_key(k) and isinstance(v, str) and v), None)
+
+
+def entities(content: Any) -> list[dict[str, Any]]:
+    """The objects an answer is about: the answer itself, or the items of a list answer, that have an id."""
+    items = content if isinstance(content, list) else [content]
+    return [item for item in items if own_id(item) is not None]
+
+
+def resolve(schema: Any, root: Any = None) -> dict[str, Any]:
+    """`schema` with a local `$ref` followed (a few levels), {} for anything else."""
+    root = schema if root is None else root
+    for _ in range(8):
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            break
+        node: Any = root
+        for part in str(schema["$ref"]).removeprefix("#/").split("/"):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        schema = {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema if isinstance(schema, dict) else {}
+
+
+def root_properties(schema: Any) -> dict[str, Any]:
+    """The properties of an object response (its `$ref` followed), each resolved."""
+    top = resolve(schema)
+    return {k: resolve(v, schema) for k, v in (top.get("properties") or {}).items()}
+
+
+def status_values(schema: Any) -> list[str]:
+    """The values the response's `status` field may take (its enum or const, inside anyOf too)."""
+    prop = root_properties(schema).get("status", {})
+    options = [prop, *[resolve(o, schema) for o in prop.get("anyOf", []) + prop.get("oneOf", [])]]
+    values = [v for o in options for v in [*o.get("enum", []), *([o["const"]] if "const" in o else [])]]
+    return [v for v in values if isinstance(v, str)]
+
+
 @dataclass
 class EpisodeState:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """id → the object's fields as last stated."""
+    established: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """id → the fields this episode's own state changes set (a cancellation's status...)."""
+    mentioned: set[str] = field(default_factory=set)
+    """Every id a request or an answer of this episode carried."""
+    requested: dict[str, str] = field(default_factory=dict)
+    """field name → the latest value (canonical JSON) a request carried under it."""
     history: list[dict[str, Any]] = field(default_factory=list)
-    """Earlier calls `{name, arguments, content}` (shown to the llm backend)."""
+    """Earlier calls `{name, arguments, content}` (shown to the llm and local backends)."""
 
     def fingerprint(self) -> str:
-        return digest(canonical_json(self.records))
+        return digest(canonical_json([self.records, self.established]))
+
+    def stated(self, ident: str) -> bool:
+        return ident in self.mentioned
 
     def referenced_ids(self, arguments: Any) -> list[str]:
         if not isinstance(arguments, dict):
@@ -70,56 +124,41 @@ class EpisodeState:
         """The id of a deleted object the call refers to, if any (reads of it answer 404)."""
         return next((i for i in self.referenced_ids(arguments) if self.records[i].get(DELETED)), None)
 
-    def known_fields(self, tool: str, arguments: Any) -> dict[str, Any]:
-        """Fields a response to this call must agree with: recorded objects, then the call's own values."""
-        known: dict[str, Any] = {}
-        for ident in self.referenced_ids(arguments):
-            known.update({k: v for k, v in self.records[ident].items() if k != DELETED})
-        if isinstance(arguments, dict):
-            known.update(arguments)
-        if verb_of(tool) == "cancel":
-            known["status"] = "cancelled"
-        return known
+    def context(self) -> dict[str, Any]:
+        """Each field the episode's requests carried, with the latest value (the user's id, their zip code...)."""
+        return {key: _decode(value) for key, value in self.requested.items()}
 
-    def overlay(self, response: Any, schema: dict[str, Any] | None, known: dict[str, Any]) -> Any:
-        """`response` with matching fields replaced by known values, keeping it valid against `schema`."""
-        if not known or not isinstance(response, dict):
-            return response
-        out = copy.deepcopy(response)
-        for target in _dicts(out):
-            for key in list(target):
-                if key in known and target[key] != known[key]:
-                    before = target[key]
-                    target[key] = copy.deepcopy(known[key])
-                    if not is_valid(schema, out):
-                        target[key] = before
-        return out
-
-    def record(self, tool: str, arguments: Any, content: Any) -> None:
-        """Remember what this call created, changed or revealed, under every id it mentions."""
+    def record(self, tool: str, arguments: Any, content: Any, changed: dict[str, Any] | None = None) -> None:
+        """Remember what this call stated, changed and asked for."""
         args = arguments if isinstance(arguments, dict) else {}
-        fields: dict[str, Any] = {}
-        if isinstance(content, dict):
-            for target in reversed(_dicts(content)):
-                fields.update({k: v for k, v in target.items() if not isinstance(v, (dict, list))})
-        if is_write(tool):
-            fields.update(args)
-        if verb_of(tool) == "cancel":
-            fields["status"] = "cancelled"
-        ids = {v for k, v in {**fields, **args}.items() if is_id_key(k) and isinstance(v, str)}
-        for ident in ids:
+        for obj in entities(content):
+            _, ident = own_id(obj)
             entry = self.records.setdefault(ident, {})
-            entry.update(copy.deepcopy(fields))
-            if verb_of(tool) in DELETE_VERBS and ident in args.values():
-                entry[DELETED] = True
+            entry.update({k: copy.deepcopy(v) for k, v in obj.items()})
+        if changed:
+            target = own_id(content) or next(
+                ((k, v) for k, v in args.items() if is_id_key(k) and isinstance(v, str)), None
+            )
+            if target is not None:
+                self.established.setdefault(target[1], {}).update(copy.deepcopy(changed))
+                self.records.setdefault(target[1], {}).update(copy.deepcopy(changed))
+        if verb_of(tool) in DELETE_VERBS:
+            for key, value in args.items():
+                if is_id_key(key) and isinstance(value, str):
+                    self.records.setdefault(value, {})[DELETED] = True
+        for source in (args, content):
+            for path, leaf in leaves(source).items():
+                key = next((p for p in reversed(path) if isinstance(p, str)), "")
+                if isinstance(leaf, str) and leaf and (is_id_key(key) or key.endswith("_ids")):
+                    self.mentioned.add(leaf)
+        for path, leaf in leaves(args).items():
+            key = next((p for p in reversed(path) if isinstance(p, str)), "")
+            if key and not isinstance(leaf, (dict, list)) and leaf is not None:
+                self.requested[key] = canonical_json(leaf)
         self.history.append({"name": tool, "arguments": args, "content": content})
 
 
-def _dicts(value: Any, depth: int = 0) -> list[dict[str, Any]]:
-    """The dict itself and dicts nested in it (not inside lists: list items are distinct objects)."""
-    if not isinstance(value, dict) or depth > 3:
-        return []
-    out = [value]
-    for sub in value.values():
-        out.extend(_dicts(sub, depth + 1))
-    return out
+def _decode(text: str) -> Any:
+    import json
+
+    return json.loads(text)

@@ -251,7 +251,13 @@ def _infer_type(schema: dict[str, Any]) -> str:
 
 def _format_hint(description: str) -> str | None:
     """A format implied by the field's description (APIs often document it there, not in `format`)."""
-    for marker, fmt in (("YYYY-MM-DDTHH", "date-time"), ("YYYY-MM-DD", "date"), ("IATA", "iata"), ("e-mail", "email")):
+    for marker, fmt in (
+        ("YYYY-MM-DDTHH", "date-time"),
+        ("YYYY-MM-DD", "date"),
+        ("IATA", "iata"),
+        ("IANA", "time-zone"),
+        ("e-mail", "email"),
+    ):
         if marker.lower() in description.lower():
             return fmt
     return None
@@ -305,6 +311,7 @@ FORMATS: dict[str, Callable[[Synthesiser], str]] = {
     "ipv4": lambda s: ".".join(str(s.rng.randint(1, 254)) for _ in range(4)),
 }
 FORMATS["url"] = FORMATS["uri"]
+FORMATS["time-zone"] = lambda s: s.rng.choice(["Europe/Paris", "Asia/Tokyo", "America/New_York", "Australia/Sydney"])
 FORMATS["iata"] = lambda s: s.rng.choice(["JFK", "LAX", "SFO", "ORD", "DFW", "SEA", "BOS", "MIA", "ATL", "DEN"])
 
 NAME_RULES: list[tuple[tuple[str, ...], Callable[[Synthesiser, str], str]]] = [

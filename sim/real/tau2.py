@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from sim.real.registry import RealPack, RealTool, ToolError
 
@@ -72,7 +72,7 @@ def db_json(domain: str) -> dict[str, Any]:
 def fresh_toolkit(domain: str):
     """A toolkit over a new copy of the database: writes never leak between episodes."""
     toolkit_cls, db_cls, _ = _classes(domain)
-    return toolkit_cls(db_cls.model_validate(db_json(domain)))
+    return toolkit_cls(db_cls.model_validate_json(db_text(domain)))
 
 
 @lru_cache(maxsize=None)
@@ -94,6 +94,16 @@ class EpisodeDatabase:
         if self._own is None and writes:
             self._own = fresh_toolkit(self.domain)
         return self._own if self._own is not None else pristine_toolkit(self.domain)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The episode's database as plain JSON, as it is now (`slca sim fidelity` diffs it around each write).
+        Before the first write it is the pristine one, read once per domain: do not change what it returns."""
+        return to_json(self._own.db) if self._own is not None else pristine_json(self.domain)
+
+
+@lru_cache(maxsize=None)
+def pristine_json(domain: str) -> dict[str, Any]:
+    return to_json(pristine_toolkit(domain).db)
 
 
 def to_json(value: Any) -> Any:
@@ -126,9 +136,19 @@ def _runner(name: str, writes: bool):
             return to_json(toolkit.use_tool(name, **arguments))
         except Exception as exc:  # the domain code's own errors (ValueError, pydantic, TypeError) → API errors
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ToolError(message, 404 if "not found" in message.lower() else 400) from None
+            raise ToolError(message, error_status(exc, message)) from None
 
     return run
+
+
+def error_status(exc: Exception, message: str) -> int:
+    """404 for an unknown id, 400 for an argument the domain code refuses (a pydantic or type error, an 'Invalid …'
+    value), 409 for a call its rules refuse in the current state (`sim.errors` reads the kinds from these)."""
+    if "not found" in message.lower():
+        return 404
+    if isinstance(exc, (TypeError, ValidationError)) or message.lower().startswith("invalid"):
+        return 400
+    return 409
 
 
 @lru_cache(maxsize=8)

@@ -44,12 +44,23 @@ def test_local_unguided_falls_back_after_bounded_retries(tiny_model_dir):
         local_guided=False,
         cache=False,
         real_packs=[],
-        max_new_tokens=16,
+        max_new_tokens=24,
         max_retries=1,
     )
     results, _ = _run(settings, calls=1)
     assert results[0].ok and is_valid(HEALTH, results[0].content)
     assert results[0].meta["source"] == "fallback" and results[0].meta["attempts"] == 2
+
+
+@pytest.mark.slow
+def test_local_answers_a_response_too_long_for_its_budget_from_the_synthesiser_at_once(tiny_model_dir):
+    settings = SimSettings(
+        backend="local", local_model=str(tiny_model_dir), cache=False, real_packs=[], max_new_tokens=8
+    )
+    results, backend = _run(settings, calls=1)
+    assert results[0].ok and is_valid(HEALTH, results[0].content)
+    assert results[0].meta["source"] == "fallback" and results[0].meta["attempts"] == 0
+    assert backend._model is None  # the model was never needed
 
 
 def test_missing_local_model_is_a_clear_error(tmp_path):

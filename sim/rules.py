@@ -1,0 +1,113 @@
+"""Error rules of SGLS beyond the parameter schema, read from the tool's own text and the episode's state.
+
+A call a documented API would refuse is refused with the status a real one gives (`sim.errors`):
+- 400, invalid argument: a value outside the values the description lists, a date or time zone that is not one
+  (a search answers such a filter with no results, as a real one does);
+- 404, unknown id: an id argument not shaped like the description's example ids (ids the episode already stated
+  are always accepted), or an object the episode deleted;
+- 409, refused in this state: the tool's name requires a status of the object ('cancel_pending_order',
+  'return_delivered_order_items') that a change in this episode moved it away from; or two id lists the description
+  pairs position by position ('should match the item id in the same position') have different lengths.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sim.describe import date_format, description, examples, listed_values, name_words, shape_of
+from sim.errors import INVALID, NOT_FOUND, RULE, STATUS_OF
+from sim.schemas import ToolSpec
+from sim.state import EpisodeState, is_id_key, is_write, resolve, status_values
+from slca.contracts import ToolResult
+
+PAIRED = re.compile(r"same position|match(?:es)? the \w+ id", re.IGNORECASE)
+
+
+def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> ToolResult | None:
+    """The error result a documented API would give this call, or None."""
+    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, dict) else {}
+    for check in (_documented_values, _formats, _id_shapes):
+        if found := check(props, arguments, state):
+            if check is _formats and _is_search(spec):
+                return ToolResult(ok=True, content=[])
+            return found
+    if gone := state.deleted(arguments):
+        return _error(NOT_FOUND, f"'{gone}' not found (it was deleted)")
+    return _paired_lists(props, arguments) or _status_precondition(spec, arguments, state)
+
+
+def _is_search(spec: ToolSpec) -> bool:
+    """A read whose answer is a list: a filter value nothing can match finds nothing, as a real search does."""
+    schema = spec.response_schema if isinstance(spec.response_schema, dict) else {}
+    return not is_write(spec.name) and resolve(schema).get("type") == "array"
+
+
+def _error(kind: str, message: str) -> ToolResult:
+    return ToolResult(ok=False, status=STATUS_OF[kind], error=message)
+
+
+def _documented_values(props, arguments, state) -> ToolResult | None:
+    for key, value in arguments.items():
+        allowed = listed_values(description(props.get(key)))
+        if allowed and isinstance(value, str) and value not in allowed:
+            return _error(INVALID, f"invalid argument '{key}': {value!r} is not one of {allowed}")
+    return None
+
+
+def _formats(props, arguments, state) -> ToolResult | None:
+    for key, value in arguments.items():
+        fmt = date_format(description(props.get(key)))
+        if fmt is None or not isinstance(value, str):
+            continue
+        try:
+            if fmt == "date":
+                date.fromisoformat(value)
+            elif fmt == "date-time":
+                datetime.fromisoformat(value)
+            else:
+                ZoneInfo(value)
+        except (ValueError, ZoneInfoNotFoundError):
+            return _error(INVALID, f"invalid argument '{key}': {value!r} is not a valid {fmt}")
+    return None
+
+
+def _id_shapes(props, arguments, state) -> ToolResult | None:
+    for key, value in arguments.items():
+        shown = examples(description(props.get(key)))
+        if not shown or not (is_id_key(key) or key.endswith("_ids")):
+            continue
+        for ident in value if isinstance(value, list) else [value]:
+            if not isinstance(ident, str) or state.stated(ident):
+                continue
+            if not any(shape_of(example).fullmatch(ident) for example in shown):
+                return _error(NOT_FOUND, f"{key.removesuffix('s').replace('_', ' ')} '{ident}' not found")
+    return None
+
+
+def _paired_lists(props, arguments) -> ToolResult | None:
+    lists = [k for k, v in arguments.items() if isinstance(v, list) and k.endswith("_ids")]
+    for key in lists:
+        if not PAIRED.search(description(props.get(key))):
+            continue
+        for other in lists:
+            if other != key and len(arguments[other]) != len(arguments[key]):
+                return _error(RULE, f"'{key}' and '{other}' must pair up item by item (lengths differ)")
+    return None
+
+
+def _status_precondition(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
+    """A status the tool's name requires ('pending' in cancel_pending_order) against the one this episode set."""
+    words = name_words(spec.name)
+    required = [v for v in status_values(spec.response_schema) if v in words]
+    if not required:
+        return None
+    for key, value in arguments.items():
+        if not (is_id_key(key) and isinstance(value, str)):
+            continue
+        current = state.established.get(value, {}).get("status")
+        if current is not None and current not in required:
+            return _error(RULE, f"'{value}' is {current!r}; {spec.name} needs it {' or '.join(map(repr, required))}")
+    return None
