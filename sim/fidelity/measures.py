@@ -5,9 +5,9 @@
 - derived fields (calls that change nothing): each leaf of the real answer whose value the episode already holds
   (in this call's arguments, in an earlier call's arguments, or in an earlier real answer) must have the same
   value at the same path of the simulated answer. "Holds": under the same field name (for an earlier answer: the
-  same field of the same entity), or anywhere for a distinctive string (one with a digit, or 12+ characters). A
-  value only an earlier *real* answer held, which the simulator did not state too, is counted apart (`unseen`):
-  no simulator could know it;
+  same field of the same entity), or anywhere for a distinctive string (4+ characters with a digit: an id, an
+  address, a date). A value only an earlier *real* answer held, which the simulator did not state too, is
+  counted apart (`unseen`): no simulator could know it;
 - state change: the change the simulated answer implies (what it states about the entity, less what it stated
   before about it; everything it states about an entity it never stated before) is replayed on a copy of the real
   database as it was before the call, and compared with the real database after it, field by field, over every
@@ -20,9 +20,10 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sim.bounds import DEFAULT_LIMITS
 from sim.errors import error_kind
 from sim.jsonpath import MISSING, Path, at, differences, leaves, put, same, text
 from sim.fidelity.replay import Call
@@ -30,10 +31,15 @@ from sim.schemas import canonical_json, is_valid
 from sim.state import is_id_key
 
 
+CHECK_LIMITS = replace(DEFAULT_LIMITS, deadline_s=120.0)
+"""The shape check's bounds: the schemas are the real tools', and a busy machine must not turn a slow check into a
+miss (the simulator's own 0.5 s step deadline is its business, not the measure's)."""
+
+
 def distinctive(value: Any) -> bool:
-    """A string that matches another value whatever its field: one with a digit (an id, an address, an e-mail) or
-    of 12+ characters. Others ('business', 'SFO', 'payment') match only under the same field name."""
-    return isinstance(value, str) and len(value) >= 4 and (any(c.isdigit() for c in value) or len(value) >= 12)
+    """A string that matches another value whatever its field: 4+ characters with a digit (an id, an address, a
+    date). Others ('basic_economy', 'SFO', 'payment', a name) match only under the same field name."""
+    return isinstance(value, str) and len(value) >= 4 and any(c.isdigit() for c in value)
 
 
 def entities(content: Any) -> list[tuple[str, str, dict[str, Any]]]:
@@ -123,7 +129,7 @@ class EpisodeScorer:
     def score(self, call: Call) -> Scored:
         out = Scored(call)
         if call.sim.ok:
-            out.shape = is_valid(self.schemas.get(call.tool), call.sim.content)
+            out.shape = is_valid(self.schemas.get(call.tool), call.sim.content, CHECK_LIMITS)
         changes = call.kind == "write"
         if not changes and call.real.ok and call.sim.ok:
             self._derived(call, out)
