@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from slca.cli import CliError
@@ -85,8 +86,12 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
 
 
 def _command(args: argparse.Namespace, backend: str, domain: str) -> str:
-    """The command that measures this one (backend, domain) again."""
-    parts = ["slca sim fidelity", f"--backend {backend}", f"--domain {domain}", f"--name {args.name}"]
+    """The command that measures this one (backend, domain) again (with the global options it ran under, such as
+    `--set sim.llm_base_url=…`)."""
+    argv = sys.argv[1:]
+    globals_ = argv[: argv.index("sim")] if "sim" in argv else []
+    parts = ["slca", *map(shlex.quote, globals_), "sim fidelity", f"--backend {backend}", f"--domain {domain}"]
+    parts.append(f"--name {args.name}")
     if args.limit is not None:
         parts.append(f"--limit {args.limit}")
     if args.out != "bench/sgls":

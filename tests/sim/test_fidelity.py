@@ -7,12 +7,17 @@ import asyncio
 import json
 import random
 
+import pytest
+from aiohttp import web
+
 from sim.fidelity import measure
 from sim.fidelity.stats import wilson
 from sim.fidelity.summary import misses, summarise
 from sim.settings import SimSettings
 from slca.cli import main as slca_main
 from slca.contracts import ToolResult
+from tests.sim.llm_server import make_llm_app
+from slca.redis_server import free_port
 
 SETTINGS = SimSettings(backend="schema", cache=False, fault_rate=0.0)
 
@@ -83,3 +88,28 @@ def test_command_writes_records_and_table(tmp_path, capsys):
     table = json.loads((folder / "table.json").read_text())
     assert table["runs"][0]["figures"]["shape"]["n"] > 0
     assert "95%" in (folder / "table.md").read_text()
+
+
+@pytest.mark.slow
+def test_llm_backend_path_runs_against_an_openai_compatible_endpoint(tiny_model_dir):
+    """The `llm` backend's measure path end to end (a tiny random model behind the test endpoint: the figures are
+    not the point, the records are)."""
+
+    async def run():
+        app = make_llm_app(str(tiny_model_dir), "guided")
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        settings = SETTINGS.model_copy(
+            update={"backend": "llm", "llm_base_url": f"http://127.0.0.1:{port}/v1", "max_new_tokens": 24}
+        )
+        try:
+            return await measure("everyday", settings, 2)
+        finally:
+            await runner.cleanup()
+
+    records, episodes = asyncio.run(run())
+    figures = summarise(records)
+    assert episodes == 2 and figures["shape"]["value"] == 1.0
+    assert {"model", "fallback"} & set(figures["sim_sources"])
