@@ -53,7 +53,7 @@ def markdown(summaries: list[dict[str, Any]]) -> str:
         lines += ["| measure | target | " + " | ".join(s["domain"] for s in runs) + " |"]
         lines += ["|---|---|" + "---|" * len(runs)]
         for key, label in ROWS:
-            target = f"≥ {100 * TARGETS[key]:.0f}%" if key in TARGETS else ""
+            target = "" if key not in TARGETS else "100%" if TARGETS[key] == 1 else f"≥ {100 * TARGETS[key]:.0f}%"
             lines.append(f"| {label} | {target} | " + " | ".join(cell(s["figures"][key]) for s in runs) + " |")
         lines.append(
             "| calls (expected + variants), episodes | | "
