@@ -86,7 +86,11 @@ class LearnerSettings(SectionSettings):
     lr: float = 1e-5
     """AdamW learning rate, for the 135M default model with groups of 8: 1e-6 and 5e-6 (groups of 4, 114 steps)
     left the served versions' rewards flat in 30 min of `slca up`; 2e-5 with groups of 4 drifted down within 20
-    steps. Lower it for larger models (1e-6 is usual at 1–7B)."""
+    steps. Lower it for larger models (1e-6 is usual at 1–7B). The recipe sweep (bench/learning/recipe, block 0,
+    384 trajectories per arm on the training probe) found no winner; what lr changes is churn: greedy test answers
+    changed from the warm start's 23 of 117 at 1e-5 (one group per step), 21 at 1e-5, 11 at 3e-6 and 5 at 1e-6
+    (four groups per step), with success flat (−0.9 to +2.6 points, every interval across 0). Kept until a sweep
+    block shows a winner."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -95,7 +99,10 @@ class LearnerSettings(SectionSettings):
     """Model to start from ('embedded', 'tiny' or a model directory, as `common.model`); None: `common.model` (the
     served base model)."""
     groups_per_step: int = 1
-    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch)."""
+    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch). 4 and 8 (with the
+    advantage aimed at success, lr 3e-6) moved neither the training probe nor the test split beyond noise in the
+    recipe sweep's block 0 (bench/learning/recipe: +1.6 [−3.1, +7.8] and −1.6 [−4.7, 0.0] points on the training
+    probe): no winner, so 1 stays the default."""
     share_prefix: bool = True
     """Pack each group as one row that runs the shared prompt once (False: every member runs it)."""
     skip_zero_advantage_groups: bool = True
