@@ -94,12 +94,12 @@ def _learn(args: argparse.Namespace, config) -> int:
 def stop_on_signals():
     """An event set by SIGTERM (`slca up`'s stop) and SIGINT (a terminal's Ctrl-C, which reaches every process of
     the foreground group): the loop finishes at its next check, no KeyboardInterrupt traceback, exit status 0."""
-    import signal
     import threading
 
+    from slca.early_stop import stop_once
+
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_once(stop.set)  # later signals ignored: one during the interpreter's teardown must not kill a clean stop
     return stop
 
 

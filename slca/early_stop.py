@@ -10,13 +10,21 @@ stop in those seconds would then read as a failure although nothing had been acc
 answers it with status 0. A service replaces these handlers with its own as it starts; any other command gets
 Python's defaults back as soon as its arguments are parsed (`release`), so that a stop in the middle of, say, a
 training run still reads as one.
+
+One stop, however many signals: a terminal's Ctrl-C and `slca up`'s SIGTERM often both reach a service, a moment
+apart. The first one stops it and every later one changes nothing (`stop_once`, and `install`'s handler raises only
+once). And both signals are ignored from the moment the interpreter exits (an `atexit` hook): Python gives every
+signal with a Python handler its default action back as it finalizes, so the second signal, landing in that last
+half second of a service that stopped quickly, would otherwise kill it (exit status -2 or -15 after a clean stop).
 """
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import threading
+from typing import Callable
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -39,15 +47,43 @@ class StoppedBeforeStart(BaseException):
         return 0
 
 
+_stopping = False
+"""A stop was asked for: a later signal is a no-op (it must not raise again while the first one unwinds)."""
+
+
 def _raise_stop(signum, frame) -> None:
-    raise StoppedBeforeStart(signum)
+    global _stopping
+    if not _stopping:
+        _stopping = True
+        raise StoppedBeforeStart(signum)
+
+
+def _ignore_at_exit() -> None:
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+_ignoring_at_exit = False
+
+
+def ignore_at_exit() -> None:
+    """SIGTERM and SIGINT ignored from the interpreter's exit on (`atexit`, which runs before Python resets its
+    handlers to the defaults; once only). Main thread only."""
+    global _ignoring_at_exit
+    if not _ignoring_at_exit:
+        _ignoring_at_exit = True
+        atexit.register(_ignore_at_exit)
 
 
 def install() -> None:
-    """SIGTERM and SIGINT raise `StoppedBeforeStart` from here on (main thread only: Python's rule)."""
+    """SIGTERM and SIGINT raise `StoppedBeforeStart` from here on, the first of them only (main thread only:
+    Python's rule)."""
+    global _stopping
+    _stopping = False
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             signal.signal(sig, _raise_stop)
+        ignore_at_exit()
 
 
 def release() -> None:
@@ -59,3 +95,24 @@ def release() -> None:
     for sig, default in defaults.items():
         if signal.getsignal(sig) is _raise_stop:
             signal.signal(sig, default)
+
+
+def stop_once(on_stop: Callable[[], None]) -> None:
+    """A service's stop handling: the first SIGTERM or SIGINT calls `on_stop` (in the main thread, between two
+    bytecodes: keep it short, e.g. `event.set` or `loop.call_soon_threadsafe(stop.set)`); later ones do nothing —
+    not even when one lands inside the first's `on_stop` (a second `threading.Event.set` there would wait forever
+    for the lock the first holds) — and from the interpreter's exit on both are ignored (`ignore_at_exit`). Still
+    handled, not ignored, until then: a signal the C level has taken but Python has not run yet would be reported
+    as "ignored due to race condition" (a traceback in the log) if its handler became SIG_IGN meanwhile. Main
+    thread only (Python's rule)."""
+    fired = False
+
+    def on_signal(signum, frame) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            on_stop()
+
+    for sig in SIGNALS:
+        signal.signal(sig, on_signal)
+    ignore_at_exit()

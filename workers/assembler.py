@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import random
-import signal
 import threading
 import time
 
@@ -27,6 +26,7 @@ from workers.orphans import OrphanFinder
 from workers.pipeline import ScoringPipeline
 from workers.redisconn import connect, eviction_warning
 from workers.settings import WorkerSettings
+from slca.early_stop import stop_once
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,8 @@ def run_assembler(
 
 
 def _stop_on_signals() -> threading.Event:
+    """Set by the first SIGTERM or SIGINT; later ones are ignored (`slca.early_stop.stop_once`: a second signal
+    while the interpreter finalizes would otherwise end a clean stop with status -2 or -15)."""
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_once(stop.set)
     return stop

@@ -4,13 +4,16 @@ default actions back for any other command. Real signals to this process, handle
 import argparse
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 import slca.cli
 from slca.cli import main
-from slca.early_stop import SIGNALS, StoppedBeforeStart, install
+from slca.early_stop import SIGNALS, StoppedBeforeStart, install, stop_once
 
 
 @pytest.fixture
@@ -76,3 +79,58 @@ def test_any_other_command_gets_pythons_default_stop_actions_back(saved_handlers
 def test_a_service_keeps_the_stop_handling_until_it_installs_its_own(saved_handlers, monkeypatch):
     seen = _handlers_seen_by_command(True, monkeypatch)
     assert all(handler not in (signal.SIG_DFL, signal.default_int_handler) for handler in seen.values()), seen
+
+
+def test_stop_once_calls_back_on_the_first_signal_only(saved_handlers):
+    calls = []
+    stop_once(lambda: calls.append(1))
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)  # the handler runs at the next bytecode of the main thread
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    assert calls == [1]
+
+
+def test_a_second_signal_while_the_first_stop_unwinds_raises_nothing_more(saved_handlers):
+    install()
+    with pytest.raises(StoppedBeforeStart):
+        try:
+            _signal_self_and_wait(signal.SIGTERM)
+        finally:  # the way out of a stopped start: a Ctrl-C now must not raise inside it
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+
+
+TEARDOWN_CHILD = """
+import os, signal, sys, time
+from slca.early_stop import stop_once
+if sys.argv[1] == "stop_once":
+    stop_once(lambda: None)
+else:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+
+class SlowTeardown:
+    def __del__(self):
+        print("finalizing", flush=True)
+        time.sleep(3.0)  # a loaded machine may take a while to send the second signal
+
+kept = SlowTeardown()
+os.kill(os.getpid(), signal.SIGTERM)  # the stop: handled, the process ends
+"""
+
+
+@pytest.mark.parametrize("handling, status", [("stop_once", 0), ("plain handler", -signal.SIGINT)])
+def test_a_second_signal_while_the_interpreter_finalizes_cannot_kill_a_clean_stop(handling, status):
+    """Ctrl-C after `slca up`'s SIGTERM: Python gives handled signals their default action back as it finalizes, so a
+    plain handler's process dies of the late SIGINT (the -2 `slca up` reported); stop_once's ignores it."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", TEARDOWN_CHILD, handling.replace(" ", "_")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert child.stdout.readline().strip() == "finalizing"
+    time.sleep(0.2)  # past the signal module's own teardown, inside the slow one
+    child.send_signal(signal.SIGINT)
+    assert child.wait(timeout=10) == status

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from pathlib import Path
 
 import aiohttp
@@ -19,6 +18,7 @@ from ops.settings import OpsSettings
 from ops.run.supervisor.plan import serve_url
 from slca.config import Config
 from slca.contracts import Streams
+from slca.early_stop import stop_once
 
 log = logging.getLogger("slca.feed")
 
@@ -85,8 +85,9 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    # not loop.add_signal_handler: the loop's close gives both signals their default action back, and a second one
+    # (Ctrl-C after `slca up`'s SIGTERM) would then kill a feed that had stopped cleanly (slca/early_stop.py)
+    stop_once(lambda: loop.is_closed() or loop.call_soon_threadsafe(stop.set))
     # a bar with ETA when the number of requests is known; a rate counter otherwise (off when not a terminal)
     bar = tqdm(total=plan.requests or None, unit="req", desc="feed", disable=None)
     with open(ids_path, "a", buffering=1) as ids_log:

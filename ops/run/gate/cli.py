@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 from pathlib import Path
+
+from slca.early_stop import stop_once
 
 
 def add_promote_arguments(p) -> None:
@@ -67,8 +68,9 @@ def run_gate(args, config) -> int:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        # not loop.add_signal_handler: the loop's close gives both signals their default action back, and a second
+        # one (Ctrl-C after `slca up`'s SIGTERM) would then kill a gate that had stopped cleanly (slca/early_stop.py)
+        stop_once(lambda: loop.is_closed() or loop.call_soon_threadsafe(stop.set))
         client = aioredis.Redis.from_url(config.common.redis_or_default())
         try:
             gate = Gate(

@@ -156,15 +156,31 @@ class Gate:
                 log.warning("gate decision not written to Redis: %s", exc)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Steps every `ops.gate_poll_s` until `stop`; a stop abandons a judging in flight (nothing of it is kept:
+        outcomes are cached and decisions recorded only once complete), so the gate leaves within a second."""
         while not stop.is_set():
             try:
-                await self.step()
+                await until_stopped(self.step(), stop)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 log.warning("gate: serve not reachable (%s); trying again", exc)
             try:
                 await asyncio.wait_for(stop.wait(), self.ops.gate_poll_s)
             except TimeoutError:
                 pass
+
+
+async def until_stopped(work: Awaitable, stop: asyncio.Event) -> None:
+    """`work` until it ends or `stop` is set (then it is cancelled and waited for); its exception is raised."""
+    task, stopped = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if not task.cancelled():
+        task.result()
 
 
 def gate_decisions_key_of(prefix: str) -> str:

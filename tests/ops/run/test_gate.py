@@ -107,3 +107,22 @@ def test_a_rolled_back_candidate_is_never_due():
     versions = {"candidate": 5, "promoted": 3, "record": {"rolled_back": [5]}}
     assert not gate.due(versions)
     assert gate.due({**versions, "record": {"rolled_back": []}})
+
+
+def test_a_stop_leaves_a_judging_in_flight_at_once_and_records_nothing(tmp_path):
+    started = asyncio.Event()
+
+    async def evaluate(version, its):
+        started.set()
+        await asyncio.sleep(3600)  # a gate set on a slow machine
+
+    async def main():
+        gate = Gate(GateSettings(gate_every_versions=1), gate_items("everyday", 4), evaluate, FakeServe(2), tmp_path)
+        stop = asyncio.Event()
+        running = asyncio.create_task(gate.run(stop))
+        await asyncio.wait_for(started.wait(), 10)
+        stop.set()
+        await asyncio.wait_for(running, 2)  # not the hour the judging would take
+
+    asyncio.run(main())
+    assert not (tmp_path / "gate").exists()

@@ -13,7 +13,7 @@ import pytest
 
 from tests.ops.run.supervisor.test_up_integration import (
     GROUP,
-    PROCESSES,
+    PROCESSES as SERVICES,
     force_stop,
     read_state,
     start_up,
@@ -22,6 +22,9 @@ from tests.ops.run.supervisor.test_up_integration import (
 )
 from tests.support.processes import catches_sigterm
 from tests.support.wait import wait_for
+
+PROCESSES = [*SERVICES, "gate"]
+"""Every process `slca up` runs by default: the pipeline's five and the promotion gate (ops/run/gate/)."""
 
 
 # five real processes, two of them loading a model: about a minute each on 2 cores; `timed`: it asserts a 10 s stop
