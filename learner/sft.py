@@ -13,6 +13,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -47,9 +48,11 @@ def train_sft(
     autocast: bool,
     pad_id: int,
     batch_tokens: int,
+    on_step: Callable[[int, float, float, float | None], None] | None = None,
 ) -> list[dict]:
     """Train until the budget is spent; one history row per step. The progress bar shows the spent share of
-    the budget, the loss, the lr and the time left."""
+    the budget, the loss, the lr and the time left; `on_step(step, loss, spent share, seconds left)` hears the
+    same after every step (`slca up`'s warm start reports its progress with it)."""
     from tqdm import tqdm
 
     if not (budget.steps or budget.seconds):
@@ -82,6 +85,8 @@ def train_sft(
             }
         )
         bar.n = round(100 * budget.progress(step, elapsed), 1)
+        if on_step is not None:
+            on_step(step, result.loss, budget.progress(step, elapsed), budget.seconds_left(step, elapsed))
         bar.set_postfix_str(
             f"step {step} loss {result.loss:.3f} lr {lr:.1e} {tokens / elapsed:.0f} tok/s "
             f"left {_clock(budget.seconds_left(step, elapsed))}"
@@ -159,9 +164,9 @@ def pad_id_of(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
 
-def run_sft(args, config, demos: list[Demonstration], held_out: list[Task]) -> int:
+def run_sft(args, config, demos: list[Demonstration], held_out: list[Task], on_step=None) -> int:
     """`slca sft` once its caller (`ops.experiments.warmstart.cli`) has loaded the train demonstrations and the held-out
-    tasks of the pack: the learner imports no other component."""
+    tasks of the pack: the learner imports no other component. `on_step`: `train_sft`'s."""
     from transformers import AutoTokenizer
 
     from slca.cli import CliError
@@ -190,7 +195,15 @@ def run_sft(args, config, demos: list[Demonstration], held_out: list[Task]) -> i
     )
     before = parseable_call_share(model, tokenizer, held_out) if held_out else None
     history = train_sft(
-        model, examples, settings, budget, args.seed, precision.dtype == "bfloat16", pad_id_of(tokenizer), batch_tokens
+        model,
+        examples,
+        settings,
+        budget,
+        args.seed,
+        precision.dtype == "bfloat16",
+        pad_id_of(tokenizer),
+        batch_tokens,
+        on_step,
     )
     after = parseable_call_share(model, tokenizer, held_out) if held_out else None
     save_model(model, tokenizer, source, out)

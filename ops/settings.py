@@ -92,8 +92,18 @@ class OpsSettings(GateSettings):
     """`requirepass` of that Redis. None: `slca up` generates one per run. Children get it inside the Redis URL in
     their environment; `slca status` reads it from `<data_dir>/redis-url` (owner-only)."""
     warm_start_minutes: float = 15.0
-    """`slca up` runs `slca sft` for this long first when no warm-started model exists (0: never). The raw
+    """`slca up` runs `slca sft` for this long when no warm-started model exists (0: never). The raw
     SmolLM2 never calls a tool, so online RL from it has no signal (docs/cpu-facts.md#embedded-model)."""
+    warm_start_steps: int = Field(default=0, ge=0)
+    """A step budget for that warm start as well (0: none): it ends when either budget is spent."""
+    warm_start_beside: bool = True
+    """On a machine without a warm start, `slca up` serves the base model at once and trains the warm start beside
+    it (the `warmstart` process: `slca sft --publish`); its model arrives as a hot swap — published as the next
+    weight version, signed and announced, and promoted for callers — and only then do the feed and the learner start
+    (ops/run/supervisor/warm_stage.py). False: the warm start first, and serving only after it."""
+    warm_start_swap_timeout_s: float = Field(default=600.0, gt=0)
+    """How long the warm start waits for serve — to be ready before its version is promoted, and then to serve that
+    version (promoted and candidate) — before it gives up waiting (the feed and the learner start all the same)."""
     warm_start_eval_tasks: int = 20
     """Held-out tasks of the warm start's before/after parseable-call check."""
     warm_model_name: str = "SmolLM2-135M-Instruct-sft"
@@ -175,6 +185,9 @@ class OpsSettings(GateSettings):
     """Tasks of the training-task probe (`sim.tasks.probe.training_probe`: stratified over intents, its own seed)."""
     probe_round_suites: list[str] = Field(default_factory=lambda: ["train_probe"])
     """Suites of those items a periodic round asks again ('bfcl' for every BFCL item; []: every item)."""
+    probe_baseline_version: int = Field(default=0, ge=0)
+    """The served version whose round is the warm start's own evaluation, the one cached by model content: 0, the
+    model serve starts with; `slca up` sets it for the feed when the warm start arrived as a version of this run."""
     probe_cache_baseline: bool = True
     """Keep the warm start's baseline evaluation under `<cache_dir>/probe-baselines/` and read it back in a later
     run on the same model, items and scorer (`ops.run.feed.baseline_cache`)."""

@@ -1,6 +1,6 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | learner-memory | sft | queue | rl | swap | soak | shape-rss | logprob-gap`, and `table` (the README's
-performance table from their results). `ops.cli` registers them; heavy
+`serve | learner | learner-memory | sft | queue | rl | swap | soak | shape-rss | logprob-gap | first-hour`, and
+`table` (the README's performance table from their results). `ops.cli` registers them; heavy
 imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
 ops.cli's, beside the code they measure.)"""
 
@@ -184,6 +184,14 @@ def register(bench) -> None:
     b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
     b.set_defaults(func=_bench_serve)
 
+    fh = bench.add_parser(
+        "first-hour", help="`slca up` from its launch: seconds to a first answer, the warm start's swap, a first step"
+    )
+    fh.add_argument("--out", type=Path, default=Path("bench/first-hour/latest"), help="results.json + results.md")
+    fh.add_argument("--timeout-minutes", type=float, default=60.0, help="give up after this long without a step")
+    fh.add_argument("--poll-s", type=float, default=1.0, help="seconds between looks")
+    fh.set_defaults(func=_bench_first_hour)
+
     lb = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
     lb.add_argument("--groups", type=int, default=2, help="groups per step")
     lb.add_argument("--group-size", type=int, default=8)
@@ -322,6 +330,12 @@ def _bench_serve(args, config) -> int:
     if not common.model_path().is_dir():
         raise CliError(f"model directory not found: {common.model_path()}")
     return run_serve_bench(config.get(ServeSettings), common, args)
+
+
+def _bench_first_hour(args, config) -> int:
+    from ops.bench.first_hour import run_first_hour
+
+    return run_first_hour(args, config)
 
 
 def _bench_learner(args, config) -> int:

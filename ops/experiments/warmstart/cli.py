@@ -3,6 +3,8 @@ start (`learner.sft`; `slca bench sft` is `ops.bench.sft`). Heavy imports inside
 
 from __future__ import annotations
 
+import sys
+
 
 def register(commands, bench) -> None:
     sft = commands.add_parser("sft", help="warm start on task-pack demonstrations (loss on assistant tokens)")
@@ -12,7 +14,7 @@ def register(commands, bench) -> None:
         default=None,
         help="time budget (default ops.warm_start_minutes, what `slca up` spends)",
     )
-    sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes)")
+    sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes; either ends it)")
     sft.add_argument("--out", default=None, help="output dir (default <cache>/models/<model>-sft)")
     sft.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
     sft.add_argument("--pack", default="everyday", help="task pack for demonstrations")
@@ -24,20 +26,51 @@ def register(commands, bench) -> None:
         default=0,
         help="padded tokens per length-grouped batch (0: learner.sft_batch × mean demonstration length)",
     )
-    sft.set_defaults(func=_sft)
+    sft.add_argument(
+        "--publish",
+        action="store_true",
+        help="then hand the model to the running system: the next weight version (signed, announced), promoted for "
+        "callers; progress in <data_dir>/warm-start.json and Redis (what `slca up` runs beside serving)",
+    )
+    sft.add_argument("--serve-url", help="with --publish: serve's base URL (default: ops.feed_url, else serve's port)")
+    # a service: `slca up` stops it like the others (status 0, nothing written), also while it imports torch
+    sft.set_defaults(func=_sft, service=True)
 
 
 def _sft(args, config) -> int:
-    from learner.sft import run_sft
-    from ops.experiments.warmstart.data import load_demonstrations, load_pack
-
     from learner.settings import LearnerSettings
+    from learner.sft import run_sft
+    from ops.experiments.warmstart.beside import WarmStartStopped, run_beside
+    from ops.experiments.warmstart.data import load_demonstrations, load_pack
+    from ops.experiments.warmstart.model import warm_model_dir
     from ops.settings import OpsSettings
+    from slca.early_stop import stop_once
     from slca.heap import fix_mmap_threshold
+    from slca.logs import setup_logging
 
     fix_mmap_threshold(config.get(LearnerSettings).heap_mmap_threshold_kib)
     if args.minutes is None:  # one default for the stage `slca up` runs and the command a person types
         args.minutes = config.get(OpsSettings).warm_start_minutes
-    demos = load_demonstrations(config, args.pack, "train", args.seed)
-    held_out = load_pack(args.pack, "test", args.seed)[: max(0, args.eval_tasks)]
-    return run_sft(args, config, demos, held_out)
+
+    def train(on_step) -> int:
+        demos = load_demonstrations(config, args.pack, "train", args.seed)
+        held_out = load_pack(args.pack, "test", args.seed)[: max(0, args.eval_tasks)]
+        return run_sft(args, config, demos, held_out, on_step)
+
+    stop_once(_raise_stopped)
+    try:
+        if not args.publish:
+            return train(None)
+        setup_logging(config.common.log_level)  # its progress lines go to the log `slca up` keeps
+        if args.out is None:
+            args.out = str(warm_model_dir(config))
+        return run_beside(args, config, train)
+    except WarmStartStopped:
+        print("slca sft: stopped; no model written by this run", file=sys.stderr)
+        return 0
+
+
+def _raise_stopped() -> None:
+    from ops.experiments.warmstart.beside import WarmStartStopped
+
+    raise WarmStartStopped()

@@ -1,11 +1,12 @@
-"""The warm-started model: where it is (`warm_model_dir`; `resolve_warm_start` for `slca bench learning`), and
-making it first when `slca up` finds none (`ensure_warm_start`, the first stage of `slca up`).
+"""The warm-started model: where it is (`warm_model_dir`; `resolve_warm_start` for `slca bench learning`), whether
+`slca up` must make one (`needs_warm_start`), and making it before anything else (`ensure_warm_start`).
 
 The raw SmolLM2 never emits a tool call (docs/cpu-facts.md#embedded-model): every trajectory scores the same,
 every group has zero variance and online RL has nothing to learn from. So on a machine without a warm-started
-model, `slca up` first runs `slca sft` (its own progress bar, with the time left) for `ops.warm_start_minutes`,
-writing `<cache>/models/<ops.warm_model_name>`, which `child_env` then serves and trains. Later runs find it and
-skip this stage. An explicitly configured model is never replaced.
+model, `slca up` runs `slca sft` for `ops.warm_start_minutes`, writing `<cache>/models/<ops.warm_model_name>`: by
+default beside serving, handed over as a hot swap (ops/run/supervisor/warm_stage.py, `ops.warm_start_beside`); with
+that off, first, before serving (`ensure_warm_start`: its own progress bar, with the time left), and `child_env`
+then serves and trains it. Later runs find it and skip the stage. An explicitly configured model is never replaced.
 """
 
 from __future__ import annotations

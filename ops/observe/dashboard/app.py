@@ -3,8 +3,9 @@
 Mount it with `app.add_subapp("/dashboard/", make_app(redis_url))`; the page loads `static/...` and fetches
 `api/stats` relative to its own URL, so it works under any mount point.
 
-`api/stats` shows the deployment's rewards, versions, queues and serve replicas (each one's served version and
-heartbeat, `slca.replicas`): when keys are configured (`common.admin_token`,
+`api/stats` shows the deployment's rewards, versions, queues, serve replicas (each one's served version and
+heartbeat, `slca.replicas`) and the progress of a warm start `slca up` trains beside serving (`warm_start`, or null:
+ops/experiments/warmstart/progress.py): when keys are configured (`common.admin_token`,
 `common.api_keys`) it needs one of them as `Authorization: Bearer <key>`; the page takes it from its URL once
 (`/dashboard/#token=<key>`) and keeps it for the browser tab. The page and its static files hold no data and stay
 open. Building the charts from up to `MAX_ROWS` rows per stream runs in a thread, not on serve's event loop.
@@ -20,6 +21,7 @@ from collections.abc import Collection
 import redis.asyncio as aioredis
 from aiohttp import web
 
+from ops.experiments.warmstart.progress import parse_record, record_key
 from ops.observe.dashboard.assets import Asset, load_assets
 from ops.observe.dashboard.series import build_charts
 from ops.observe.redis_view import read_snapshot_async
@@ -82,13 +84,14 @@ def _authorised(request: web.Request) -> bool:
     return scheme.lower() == "bearer" and sum(hmac.compare_digest(given_b, k) for k in keys) > 0
 
 
-def _body(snapshot, replicas) -> bytes:
+def _body(snapshot, replicas, warm_start=None) -> bytes:
     import json
 
     body = {
         **snapshot.to_json(),
         "charts": build_charts(snapshot).to_json(),
         "replicas": [v.to_json() for v in replicas],
+        "warm_start": parse_record(warm_start),
         "now": time.time(),
     }
     return json.dumps(body).encode()
@@ -111,7 +114,9 @@ async def stats(request: web.Request) -> web.Response:
     try:
         snapshot = await read_snapshot_async(request.app[REDIS], request.app[PREFIX], limit, limit)
         replicas = await read_replicas_async(request.app[REDIS], request.app[PREFIX])
+        warm_start = await request.app[REDIS].get(record_key(request.app[PREFIX]))  # slca up's warm start, if any
     except (aioredis.RedisError, OSError) as exc:
         return web.json_response({"error": f"redis unavailable: {exc}"}, status=503)
-    body = await asyncio.to_thread(_body, snapshot, replicas)  # thousands of rows: not on serve's event loop
+    # thousands of rows: not on serve's event loop
+    body = await asyncio.to_thread(_body, snapshot, replicas, warm_start)
     return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})

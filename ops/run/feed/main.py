@@ -174,6 +174,7 @@ def probe_plan(plan: FeedPlan, config: Config, eval_plan) -> ProbePlan:
         final_timeout_s=ops.probe_final_timeout_s,
         api_key=config.common.record_key,
         holds_feed=ops.probe_holds_feed,
+        baseline_version=ops.probe_baseline_version,
     )
 
 

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import aiohttp
@@ -74,6 +74,9 @@ class ProbePlan:
     """Dropped baseline rounds before the feed is let go without a baseline (the next round then becomes it)."""
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; the probe needs only the 'serve' scope (it records nothing)."""
+    baseline_version: int = 0
+    """The version whose round is the warm start's own evaluation (read from and kept in its cache): 0, the model
+    serve started with, or the version the warm start was published as in this run (`ops.probe_baseline_version`)."""
     holds_feed: bool = True
     """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline always holds it).
     Beside full training traffic one round of ≈ 290 items took 2,376 s on a 2-core machine and was answered by 29
@@ -164,11 +167,12 @@ class Prober:
 
     async def start(self, version: int) -> None:
         """At the first readiness: the run's clock starts; the baseline comes from an earlier run's files (a
-        restarted feed), else from the warm start's cache (served v0 only), else the first round makes it."""
+        restarted feed), else from the warm start's cache (the warm start served: `plan.baseline_version`), else the
+        first round makes it."""
         self.resumed = True
         self.run_started = self.last_round_at = self.clock()
         self.resume(version)
-        if self.baseline is None and version == 0:
+        if self.baseline is None and version == self.plan.baseline_version:
             await self.load_cached()
         self.release()
 
@@ -224,8 +228,9 @@ class Prober:
         log_round(result)
 
     async def keep_baseline(self, result: ProbeRound, records: list[ItemRecord], seconds: float) -> None:
-        """Cache a baseline that is the warm start alone (every item answered by v0, none failed)."""
-        if self.cache_of is None or result.failed_requests or (result.version_min, result.version_max) != (0, 0):
+        """Cache a baseline that is the warm start alone (every item answered by its version, none failed)."""
+        warm = self.plan.baseline_version
+        if self.cache_of is None or result.failed_requests or (result.version_min, result.version_max) != (warm, warm):
             if result.version_min != result.version_max:
                 log.warning("probe baseline spans v%d–v%d", result.version_min, result.version_max)
             return
@@ -250,9 +255,16 @@ class Prober:
         if hit is None:
             return
         self.item_s = hit.seconds / max(len(hit.records), 1)
-        result = self.summarise(hit.records, 0, "baseline", time.time())
+        version = self.plan.baseline_version
+        records = [replace(r, policy_version=version) for r in hit.records]  # answered by this run's number for it
+        result = self.summarise(records, version, "baseline", time.time())
         result.cached, result.seconds = True, 0.0
-        log.info("probe: baseline v0 read from the cache %s (it took %.0f s when it ran)", cache.path, hit.seconds)
+        log.info(
+            "probe: baseline v%d (the warm start) read from the cache %s (it took %.0f s when it ran)",
+            version,
+            cache.path,
+            hit.seconds,
+        )
         await self.record(result, hit.records)
 
     def due(self, version: int) -> bool:

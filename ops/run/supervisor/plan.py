@@ -63,7 +63,7 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
     if kind.section == "ops":
         return {}  # the feed reads ops.metrics_ports itself
     try:
-        fields = config.section(kind.section).model_fields
+        fields = type(config.section(kind.section)).model_fields
     except (ModuleNotFoundError, ConfigError):
         return {}
     if "metrics_port" not in fields:
@@ -72,10 +72,14 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
     return {f"SLCA_{kind.section.upper()}__METRICS_PORT": str(port)}
 
 
-def split_threads(config: Config, cores: int | None = None, exported: bool = False) -> dict[str, int]:
+def split_threads(
+    config: Config, cores: int | None = None, exported: bool = False, warm_start: bool = False
+) -> dict[str, int]:
     """OMP_NUM_THREADS per process: `ops.process_threads` when set; else, with the hf engine, serve and the learner
     share the cores (serve the smaller half), so their two OpenMP teams together hold no more threads than there
     are cores; otherwise nothing (vLLM sizes and binds its own team; the other processes run no torch work).
+    `warm_start`: the warm start trains beside serve (`warmstart`, ops/run/supervisor/warm_stage.py) before the
+    learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM, it leaves serve one core.
     `exported`: the user exported OMP_NUM_THREADS, which then applies to every child unless counts are set."""
     ops = config.get(OpsSettings)
     if ops.process_threads is not None:
@@ -86,21 +90,31 @@ def split_threads(config: Config, cores: int | None = None, exported: bool = Fal
         engine = config.section("serve").engine
     except (ModuleNotFoundError, ConfigError):
         return {}
-    if engine != "hf" or not {"serve", "learn"} <= set(ops.processes):
+    beside = warm_start and "serve" in ops.processes
+    if not beside and (engine != "hf" or not {"serve", "learn"} <= set(ops.processes)):
         return {}
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
     serve = max(1, cores // 2)
-    return {"serve": serve, "learn": max(1, cores - serve)}
+    threads = {"serve": serve, "learn": max(1, cores - serve)} if engine == "hf" else {}
+    if beside:
+        threads["warmstart"] = max(1, cores - serve) if engine == "hf" else max(1, cores - 1)
+    return threads
 
 
 def build_specs(
-    config: Config, global_argv: list[str], base_env: dict[str, str], log_dir: Path, available: set[str] | None = None
+    config: Config,
+    global_argv: list[str],
+    base_env: dict[str, str],
+    log_dir: Path,
+    available: set[str] | None = None,
+    warm_start: bool = False,
 ) -> tuple[list[ProcessSpec], list[str]]:
-    """Process specs for every configured process whose command exists; returns (specs, skipped names)."""
+    """Process specs for every configured process whose command exists; returns (specs, skipped names).
+    `warm_start`: the warm start will train beside serve (`split_threads`; its own spec: warm_stage.py)."""
     ops = config.get(OpsSettings)
     available = registered_commands() if available is None else available
     specs, skipped = [], []
-    threads = split_threads(config, exported="OMP_NUM_THREADS" in base_env)
+    threads = split_threads(config, exported="OMP_NUM_THREADS" in base_env, warm_start=warm_start)
     for name in ops.processes:
         kind = PROCESS_KINDS.get(name)
         if kind is None:

@@ -23,6 +23,11 @@ class ProcessState(str, enum.Enum):
     """Finished on its own with status 0 (a feed with a request budget): done, not restarted."""
     STOPPING = "stopping"
     STOPPED = "stopped"
+    HELD = "held"
+    """Not started yet: waiting for the processes of its `ProcessSpec.after` to finish (the feed and the learner
+    for the warm start beside serving)."""
+    FAILED = "failed"
+    """A one-shot process (`ProcessSpec.restart` False) that exited with a non-zero status: final, not restarted."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,11 @@ class ProcessSpec:
     """The log rotates once it would grow past this (0: never); `ops.log_max_bytes`."""
     log_backups: int = 3
     """Rotated logs kept (`<name>.log.1` … `.<n>`); `ops.log_backups`."""
+    after: tuple[str, ...] = ()
+    """Held (not started) until every process named here has finished — exited, or failed for good (a one-shot
+    process); then started with the spec the supervisor's `prepare` makes of this one."""
+    restart: bool = True
+    """False: a one-shot process (the warm start): an exit with any status is final, never restarted."""
     stop_first_s: float = 0.0
     """At a stop, > 0: this process is signalled before the others, which keep running until it has exited or this
     many seconds have passed (the feed's final probe round needs the API; the learner stops with it so that no new
@@ -157,12 +167,20 @@ class ManagedProcess:
         if self.last_exit == 0:
             self.state = ProcessState.EXITED
             return True
+        if not self.spec.restart:
+            self.state = ProcessState.FAILED
+            return True
         if self.uptime_at_exit() >= self.backoff.reset_after_s:
             self.consecutive_crashes = 0
         self.consecutive_crashes += 1
         self.state = ProcessState.BACKOFF
         self.restart_at = self.clock() + self.backoff.delay(self.consecutive_crashes)
         return True
+
+    @property
+    def finished(self) -> bool:
+        """Exited for good: with status 0, or a one-shot process that failed."""
+        return self.state in (ProcessState.EXITED, ProcessState.FAILED)
 
     def uptime_at_exit(self) -> float:
         return self.clock() - self.started_at if self.started_at else 0.0

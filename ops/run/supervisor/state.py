@@ -42,7 +42,9 @@ def write_secret(path: Path, text: str) -> None:
     path.write_text(text + "\n")
 
 
-def describe(supervisor, extra: dict[str, Any]) -> dict[str, Any]:
+def describe(supervisor, extra: dict[str, Any], details: dict[str, str] | None = None) -> dict[str, Any]:
+    """The state file's content; `details`: a line per process name for the table (the warm start's progress)."""
+    details = details or {}
     return {
         **extra,
         "supervisor_pid": os.getpid(),
@@ -60,6 +62,8 @@ def describe(supervisor, extra: dict[str, Any]) -> dict[str, Any]:
                 "log": str(p.spec.log_path),
                 "url": p.spec.url,
                 "ready": supervisor.is_ready(p.spec.name),
+                "detail": details.get(p.spec.name),
+                "after": list(p.spec.after),
             }
             for p in supervisor.processes
         ],

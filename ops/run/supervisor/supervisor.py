@@ -1,4 +1,5 @@
-"""The supervision loop: start every process, restart crashed ones after their back-off, stop in reverse order."""
+"""The supervision loop: start every process (those held for others once those have finished), restart crashed ones
+after their back-off, stop in reverse order."""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ class Supervisor:
         grace_s: float = 20.0,
         poll_interval_s: float = 0.2,
         readiness: ReadinessPolicy | None = None,
+        prepare: Callable[[ProcessSpec], ProcessSpec] | None = None,
     ):
         self.processes = [ManagedProcess(spec, backoff) for spec in specs]
+        self.prepare = prepare
+        """Makes the spec a held process starts with, once what it waited for has finished (the warm start's
+        model and version: ops/run/supervisor/warm_stage.py); None: its own."""
         policy = readiness or ReadinessPolicy()
         self.watches = {
             p.spec.name: ReadinessWatch(p.spec.ready_url, policy) for p in self.processes if p.spec.ready_url
@@ -36,9 +41,28 @@ class Supervisor:
 
     def start_all(self) -> None:
         for proc in self.processes:
-            proc.start()
-            self._reset_watch(proc)
-            log.info("started %s (pid %s), log %s", proc.spec.name, proc.pid, proc.spec.log_path)
+            if proc.spec.after:
+                proc.state = ProcessState.HELD
+                log.info("%s is held until %s has finished", proc.spec.name, " and ".join(proc.spec.after))
+                continue
+            self._start(proc)
+
+    def _start(self, proc: ManagedProcess) -> None:
+        proc.start()
+        self._reset_watch(proc)
+        log.info("started %s (pid %s), log %s", proc.spec.name, proc.pid, proc.spec.log_path)
+
+    def _release_held(self) -> None:
+        """Start each held process whose `after` processes have all finished (a name not in the plan is no wait)."""
+        names = {p.spec.name: p for p in self.processes}
+        for proc in self.processes:
+            if proc.state != ProcessState.HELD:
+                continue
+            if any(name in names and not names[name].finished for name in proc.spec.after):
+                continue
+            if self.prepare is not None:
+                proc.spec = self.prepare(proc.spec)
+            self._start(proc)
 
     def tick(self) -> None:
         """One supervision step: notice exits, restart those whose delay has passed."""
@@ -46,6 +70,13 @@ class Supervisor:
             if proc.poll():
                 if proc.state == ProcessState.EXITED:
                     log.info("%s finished (exit 0); not restarted", proc.spec.name)
+                elif proc.state == ProcessState.FAILED:
+                    log.warning(
+                        "%s failed (exit %s); a one-shot process, not restarted (see %s)",
+                        proc.spec.name,
+                        proc.last_exit,
+                        proc.spec.log_path,
+                    )
                 else:
                     log.warning(
                         "%s exited with status %s; restarting in %.1fs (see %s)",
@@ -59,6 +90,7 @@ class Supervisor:
                 proc.restart()
                 self._reset_watch(proc)
                 log.info("restarted %s (pid %s, restart #%d)", proc.spec.name, proc.pid, proc.restarts)
+        self._release_held()
 
     def _reset_watch(self, proc: ManagedProcess) -> None:
         if proc.spec.name in self.watches:

@@ -20,9 +20,18 @@ def process_table(processes: list[dict[str, Any]]) -> str:
     for p in processes:
         lines.append(
             f"{p['name']:<10} {p.get('pid') or '-':>7}  {p['state']:<9} {p['restarts']:>8}  "
-            f"{fmt_duration(p.get('uptime_s')):>8}  {p.get('url') or p.get('log') or ''}"
+            f"{fmt_duration(p.get('uptime_s')):>8}  {where(p)}"
         )
     return "\n".join(lines)
+
+
+def where(p: dict[str, Any]) -> str:
+    """The WHERE column: the process's URL or log; a held one says what it waits for; a line of its own (the warm
+    start's progress) comes first."""
+    if p.get("state") == "held" and p.get("after"):
+        return f"waits for {' and '.join(p['after'])}"
+    place = p.get("url") or p.get("log") or ""
+    return f"{p['detail']}  ({place})" if p.get("detail") else place
 
 
 def _mean(rows: list[dict], key: str) -> float | None:

@@ -34,7 +34,8 @@ from ops.run.supervisor.redis_watch import RedisWatch
 from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.run.supervisor.supervisor import Supervisor
 from ops.run.supervisor.table import process_table, system_lines
-from ops.experiments.warmstart.model import ensure_warm_start, warm_model_dir
+from ops.experiments.warmstart.model import ensure_warm_start, needs_warm_start, warm_model_dir
+from ops.run.supervisor.warm_stage import WarmStartWatch, make_prepare, plan_beside
 from slca.config import OVERRIDES_ENV, Config, split_overrides
 from slca.models.paths import is_model_dir
 from slca.redaction import redact_url
@@ -50,20 +51,30 @@ def run_up(args, config: Config) -> int:
     common, ops = config.common, config.get(OpsSettings)
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
-    ensure_warm_start(config, global_argv(args), secret_env(args))
+    beside = warm_start_beside(config)
+    if not beside:  # the warm start first (when one is needed), serving after it
+        ensure_warm_start(config, global_argv(args), secret_env(args))
     owned_redis = None if common.redis_url else start_owned_redis(ops, data_dir, config)
     redis_url = common.redis_url or owned_redis.url
     try:
         env, model_note = child_env(config, redis_url, data_dir)
         env.update(secret_env(args))
-        specs, skipped = build_specs(config, global_argv(args), env, data_dir / "logs")
+        specs, skipped = build_specs(config, global_argv(args), env, data_dir / "logs", warm_start=beside)
         for name in skipped:
             log.warning("skipping %s: the `slca %s` command is not registered (component not built yet)", name, name)
+        if beside:
+            specs = plan_beside(config, global_argv(args), env, data_dir, specs)
+            model_note = (
+                f"{model_note}, serving now; the warm start (`slca sft`, {ops.warm_start_minutes:g} min) trains "
+                f"beside it into {warm_model_dir(config)} and is swapped in as a new version when done "
+                "(the feed and the learner start then)"
+            )
         supervisor = Supervisor(
             specs,
             backoff_of(ops),
             grace_s=ops.shutdown_grace_s,
             readiness=ReadinessPolicy(ops.ready_probe_interval_s, ops.ready_start_grace_s, ops.unready_grace_s),
+            prepare=make_prepare(data_dir) if beside else None,
         )
         install_stop_handlers(supervisor)
         redis_watch = RedisWatch(owned_redis, backoff_of(ops)) if owned_redis is not None else None
@@ -83,6 +94,7 @@ def run_up(args, config: Config) -> int:
             ops.status_interval_s,
             extra={"redis_url": redact_url(redis_url), "data_dir": str(data_dir)},
             redis_pid=(lambda: redis_watch.pid) if redis_watch is not None else None,
+            details=WarmStartWatch(data_dir).details if beside else None,
         )
         if getattr(args, "duration", None):
             stop_after(supervisor, args.duration)
@@ -94,6 +106,13 @@ def run_up(args, config: Config) -> int:
             owned_redis.stop()
     print("slca up: stopped", flush=True)
     return 0
+
+
+def warm_start_beside(config: Config) -> bool:
+    """The warm start trains beside serving in this run (`ops.warm_start_beside`, ops/run/supervisor/warm_stage.py):
+    one is needed and serve is one of the processes."""
+    ops = config.get(OpsSettings)
+    return ops.warm_start_beside and "serve" in ops.processes and needs_warm_start(config)
 
 
 def start_owned_redis(ops: OpsSettings, data_dir: Path, config: Config) -> RedisServer:
@@ -262,9 +281,12 @@ class StatusReporter:
         interval_s: float,
         extra: dict,
         redis_pid: Callable[[], int | None] | None = None,
+        details: Callable[[], dict[str, str]] | None = None,
     ):
         self.client = redis.Redis.from_url(redis_url, socket_timeout=1.0)
         self.memory = SystemMemory()
+        self.details = details
+        """A line per process name for the table (the warm start's progress: ops/run/supervisor/warm_stage.py)."""
         self.redis_pid = redis_pid
         """The owned redis-server's pid, asked each time (it changes when Redis is started again; None while it is
         down); None for a configured Redis."""
@@ -281,7 +303,8 @@ class StatusReporter:
         if self.redis_pid is not None and (pid := self.redis_pid()):
             roots["redis"] = pid
         self.memory.sample(roots)
-        state = describe(supervisor, {**self.extra, "memory": self.memory.to_dict()})
+        details = self.details() if self.details is not None else None
+        state = describe(supervisor, {**self.extra, "memory": self.memory.to_dict()}, details)
         write_state(self.path, state)
         if final or time.monotonic() - self.last_table < self.interval_s:
             return

@@ -212,9 +212,26 @@ function renderReplicas(replicas) {
   section.dataset.stale = String(replicas.filter(r => r.stale).length);
 }
 
+// the warm start `slca up` trains beside serving (api/stats `warm_start`: ops/experiments/warmstart/progress.py)
+function warmStartText(w) {
+  const mmss = s => `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, "0")}`;
+  if (w.phase === "training") {
+    const left = w.seconds_left === null ? "-" : mmss(w.seconds_left);
+    return `training ${Math.round(100 * w.progress)}%, step ${w.step}, ${left} left`;
+  }
+  if (w.phase === "served" || w.phase === "announced") return `v${w.version} ${w.phase}`;
+  return w.phase + (w.error ? ": " + w.error : "");
+}
+
+function renderWarmStart(w) {
+  document.getElementById("warmstart-kv").hidden = !w;
+  if (w) document.getElementById("warmstart").textContent = warmStartText(w);
+}
+
 function render(data) {
   recordQueues(data);
   renderReplicas(data.replicas || []);
+  renderWarmStart(data.warm_start || null);
   // an idle system reads all-zero depths: that is "no data yet", not a chart of zeros
   const active = (data.rewards || []).length || (data.queues || []).some(q => q.length > 0);
   let rendered = 0;

@@ -139,6 +139,24 @@ def test_a_baseline_that_is_not_v0_alone_is_not_cached(tmp_path):
     assert published[0]["kind"] == "baseline" and not cache.entry.path.exists()
 
 
+def test_the_warm_start_swapped_in_as_a_version_is_the_baseline_cached_and_read_back_at_v0(tmp_path):
+    """A first run serves the base model and swaps the warm start in as v1 (`ops.probe_baseline_version` 1): its
+    round at v1 is the warm start's evaluation, cached; a later run serves the same weights as v0 and reads it."""
+    clock, first = Clock(), []
+    fake = TimedEval(clock)
+    cache = MemoryCache(tmp_path)
+    drive(prober(tmp_path / "run1", fake, first, clock, cache=cache, baseline_version=1), fake, clock, [(1, 0)])
+    assert fake.asked == [10] and cache.entry.path.is_file() and first[0]["version"] == 1
+    again: list = []
+    pr = prober(tmp_path / "run2", fake, again, clock, cache=cache)
+    drive(pr, fake, clock, [(0, 0)])
+    assert fake.asked == [10] and again[0]["cached"] is True and again[0]["version"] == 0
+    assert again[0]["version_min"] == again[0]["version_max"] == 0  # this run's number for the same weights
+    third: list = []  # and the first run's own restart without its files: read at v1 again
+    drive(prober(tmp_path / "run3", fake, third, clock, cache=cache, baseline_version=1), fake, clock, [(1, 0)])
+    assert fake.asked == [10] and third[0]["cached"] is True and third[0]["version"] == 1
+
+
 def test_cache_key_follows_the_model_items_plan_and_scorer(tmp_path):
     model = tmp_path / "m"
     model.mkdir()

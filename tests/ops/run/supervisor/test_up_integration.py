@@ -141,10 +141,13 @@ def test_up_restarts_a_killed_process_and_loses_no_trajectory(redis_url, tiny_mo
 
         def collect_metrics() -> None:
             """Keep each process's latest answer: the feed exits when its budget is spent, the Celery worker's
-            multiprocess page fills in as its pool children score, a busy process may miss one scrape."""
+            multiprocess page fills in as its pool children score, a busy process may miss one scrape. The gate has
+            no page of its own (its figures are serve's)."""
             for name, proc in read_state(tmp_path).items():
-                if proc["state"] == "running" and (
-                    page := scrape(proc["url"] + ("/metrics" if name == "serve" else ""), 5.0)
+                if (
+                    proc["state"] == "running"
+                    and proc["url"]
+                    and (page := scrape(proc["url"] + ("/metrics" if name == "serve" else ""), 5.0))
                 ):
                     pages[name] = pages.get(name, "") + page
 

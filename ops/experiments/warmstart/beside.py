@@ -1,0 +1,116 @@
+"""`slca sft --publish`: the warm start beside a running system (the `warmstart` process of `slca up`,
+`ops.warm_start_beside`): train with its progress on the board (`progress.ProgressBoard`: `<data_dir>/warm-start.json`
+and Redis, read by `slca up`, `slca status` and the dashboard), save the model as `slca sft` does, then hand it over
+(`handover`: published as the next weight version, promoted for callers, announced, confirmed served). Exit 0 once the
+system runs on it (or serve was told and did not confirm in time: said so); non-zero when training or the handover
+failed (the processes `slca up` holds for it then start on the base model)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable
+
+from ops.experiments.warmstart.progress import ProgressBoard
+from slca.config import Config
+
+log = logging.getLogger("slca.sft")
+
+
+class WarmStartStopped(BaseException):
+    """SIGTERM or SIGINT while `slca sft` runs (`slca up` stopping): nothing more is written (BaseException: no
+    `except Exception` on the way out swallows it)."""
+
+
+Train = Callable[[Callable[[int, float, float, float | None], None]], int]
+"""(on_step) → `slca sft`'s exit status: the training run, reporting each step."""
+
+
+def run_beside(args, config: Config, train: Train, board: ProgressBoard | None = None) -> int:
+    import redis
+
+    common = config.common
+    client = redis.Redis.from_url(common.redis_or_default(), socket_timeout=5.0, socket_connect_timeout=5.0)
+    board = board or ProgressBoard(Path(common.data_dir), client, common.stream_prefix)
+    try:
+        return _train_and_hand_over(args, config, train, board, client)
+    except WarmStartStopped:
+        board.update(phase="stopped")
+        raise
+    except Exception as exc:
+        board.update(phase="failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        client.close()
+
+
+def _train_and_hand_over(args, config: Config, train: Train, board: ProgressBoard, client) -> int:
+    import redis
+
+    from ops.experiments.warmstart.handover import HandoverError, ServeAdminClient, hand_over, publish_model_dir
+    from ops.settings import OpsSettings
+    from slca.contracts import Streams
+
+    common, ops = config.common, config.get(OpsSettings)
+    out = Path(args.out)
+    board.update(phase="loading", budget_s=max(0.0, args.minutes) * 60, budget_steps=max(0, args.steps),
+                 model_dir=str(out))  # fmt: skip
+
+    def on_step(step: int, loss: float, progress: float, seconds_left: float | None) -> None:
+        board.step(step, loss, progress, seconds_left)
+        if progress >= 1.0:  # the last step: the after-check and the save follow
+            board.update(phase="publishing", trained_at=time.time())
+
+    code = train(on_step)
+    if code != 0:
+        board.update(phase="failed", error=f"training exited with status {code}")
+        return code
+    board.update(phase="publishing", trained_at=board.record.trained_at or time.time())
+    try:
+        manifest = publish_model_dir(out, Path(common.data_dir), common.weights_key)
+        board.update(version=manifest.version, published_at=time.time())
+        served = hand_over(
+            manifest,
+            ServeAdminClient(args.serve_url or serve_url_of(config), common.admin_token),
+            client,
+            Streams(common.stream_prefix),
+            ops.warm_start_swap_timeout_s,
+            follow_candidate=_follows_candidate(config),
+        )
+    except (HandoverError, redis.RedisError, OSError) as exc:
+        board.update(phase="failed", error=f"{type(exc).__name__}: {exc}")
+        log.error("warm start: not handed over (%s); the model stays in %s for the next `slca up`", exc, out)
+        return 1
+    if not served:
+        board.update(phase="announced")
+        log.warning(
+            "warm start: v%d published and announced, but serve did not report it served within %.0f s "
+            "(ops.warm_start_swap_timeout_s)",
+            manifest.version,
+            ops.warm_start_swap_timeout_s,
+        )
+        return 0
+    board.update(phase="served", served_at=time.time())
+    return 0
+
+
+def serve_url_of(config: Config) -> str:
+    """serve's address on this machine: `ops.feed_url`, else serve's port on the loopback (or its host)."""
+    from ops.settings import OpsSettings
+
+    if url := config.get(OpsSettings).feed_url:
+        return url
+    try:
+        serve = config.section("serve")
+    except ModuleNotFoundError:
+        return "http://127.0.0.1:8000"
+    host = "127.0.0.1" if serve.host in ("0.0.0.0", "::") else serve.host
+    return f"http://{host}:{serve.port}"
+
+
+def _follows_candidate(config: Config) -> bool:
+    try:
+        return bool(getattr(config.section("serve"), "follow_candidate", False))
+    except ModuleNotFoundError:
+        return False
