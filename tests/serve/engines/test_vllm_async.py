@@ -16,8 +16,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from serve.app import create_app
-from serve.keys import ENGINE
 from serve.settings import ServeSettings
+from serve.versions import router_of
 from slca.config import CommonSettings
 from slca.contracts import Trajectory
 from tests.support.long_prompts import check_long_prompt_rounds, long_prompt_rounds
@@ -41,6 +41,7 @@ RUN = {
 def _app(tiny_model_dir, redis_url: str, **overrides):
     settings = ServeSettings(
         engine="vllm",
+        follow_candidate=True,  # the engine under test swaps for every caller (no promotion gate here)
         vllm_engine_core_process=True,
         max_model_len=2048,  # the long-prompt rounds (tests/support/long_prompts.py: ≥ 1,500 prompt tokens)
         subscribe_weights=False,
@@ -83,7 +84,7 @@ def test_async_engine_records_exact_tokens_reproduces_seeds_swaps_survives_a_kil
 
     async def main():
         async with TestClient(TestServer(app)) as client:
-            engine = app[ENGINE]
+            engine = router_of(app).primary.engine  # the engine itself, under the version router
             long_rounds = await long_prompt_rounds(client)  # seeded long prompts, concurrent: all succeed, reproduce
             first = await (await client.post("/v1/agent/runs", json=RUN)).json()
             again = await (await client.post("/v1/agent/runs", json=RUN)).json()

@@ -64,6 +64,7 @@ async def _scenario(client, weights_root, tiny_model_dir):
 def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir, serve_redis, tmp_path, core_process):
     settings = ServeSettings(
         engine="vllm",
+        follow_candidate=True,  # the engine under test swaps for every caller (no promotion gate here)
         max_model_len=1024,
         subscribe_weights=False,
         kv_cache_gib=1,

@@ -10,8 +10,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from serve.app import create_app
-from serve.keys import ENGINE
 from serve.settings import ServeSettings
+from serve.versions import router_of
 from slca.config import CommonSettings
 from tests.support.long_prompts import check_long_prompt_rounds, long_prompt_rounds
 
@@ -19,7 +19,9 @@ pytestmark = pytest.mark.slow
 
 
 def _app(tiny_model_dir, redis_url: str, **overrides):
-    settings = ServeSettings(engine="vllm", max_model_len=2048, subscribe_weights=False, kv_cache_gib=1, **overrides)
+    settings = ServeSettings(
+        engine="vllm", follow_candidate=True, max_model_len=2048, subscribe_weights=False, kv_cache_gib=1, **overrides
+    )
     return create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url))
 
 
@@ -62,7 +64,7 @@ def test_forced_engine_failure_is_503_then_rebuilt_and_ready_and_fatal_past_the_
 
     async def main():
         async with TestClient(TestServer(app)) as client:
-            engine = app[ENGINE]
+            engine = router_of(app).primary.engine  # the engine itself, under the version router
             _StepFailsOnce(engine.engine)
             failed = await client.post("/v1/chat/completions", json=body)
             failed_body, retry_after = await failed.json(), failed.headers.get("Retry-After")
