@@ -79,7 +79,9 @@ def split_threads(
     share the cores (serve the smaller half), so their two OpenMP teams together hold no more threads than there
     are cores; otherwise nothing (vLLM sizes and binds its own team; the other processes run no torch work).
     `warm_start`: the warm start trains beside serve (`warmstart`, ops/run/supervisor/warm_stage.py) before the
-    learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM, it leaves serve one core.
+    learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM it takes every core (serve is
+    idle but for a caller's few requests: on a fresh 2-core clone, sft held to one core left the machine at load 1.2
+    and spent 4:45 on its 20-task pre-check before its first step).
     `exported`: the user exported OMP_NUM_THREADS, which then applies to every child unless counts are set."""
     ops = config.get(OpsSettings)
     if ops.process_threads is not None:
@@ -97,7 +99,7 @@ def split_threads(
     serve = max(1, cores // 2)
     threads = {"serve": serve, "learn": max(1, cores - serve)} if engine == "hf" else {}
     if beside:
-        threads["warmstart"] = max(1, cores - serve) if engine == "hf" else max(1, cores - 1)
+        threads["warmstart"] = max(1, cores - serve) if engine == "hf" else cores
     return threads
 
 
