@@ -11,9 +11,9 @@ A gate task's `split` field is meaningless (the contract knows three splits); it
 
 from __future__ import annotations
 
-import random
 from functools import lru_cache
 
+from sim.tasks.probe import stratified
 from slca.contracts import Task
 
 GATE_SEED = 37
@@ -27,7 +27,7 @@ def gate_tasks(pack: str = "everyday", n: int = DEFAULT_GATE_SIZE) -> list[Task]
     """`n` tasks (fewer if the draw has fewer) disjoint from every split of `pack`, stratified over intents."""
     if n < 1:
         raise ValueError(f"gate set size must be >= 1, got {n}")
-    return [t.model_copy(deep=True) for t in _stratified(_drawn(pack), n)]
+    return [t.model_copy(deep=True) for t in stratified(_drawn(pack), n, GATE_SEED)]
 
 
 @lru_cache(maxsize=2)
@@ -49,23 +49,3 @@ def _drawn(pack: str) -> tuple[Task, ...]:
         return await _draw(pack, source.intents(), pool, real_pack, defs, state, seen, seed=GATE_SEED)
 
     return tuple(run_sync(draw()))
-
-
-def _stratified(tasks: tuple[Task, ...], n: int) -> list[Task]:
-    from sim.tasks.generate import base_intent
-
-    rng = random.Random(GATE_SEED)
-    by_intent: dict[str, list[Task]] = {}
-    for task in sorted(tasks, key=lambda t: t.task_id):
-        by_intent.setdefault(base_intent(task), []).append(task)
-    queues = []
-    for intent in sorted(by_intent):
-        rng.shuffle(by_intent[intent])
-        queues.append(by_intent[intent])
-    rng.shuffle(queues)
-    picked: list[Task] = []
-    while len(picked) < n and any(queues):
-        for queue in queues:
-            if queue and len(picked) < n:
-                picked.append(queue.pop())
-    return picked

@@ -23,19 +23,25 @@ DEFAULT_PROBE_SIZE = 64
 def training_probe(pack: str = "everyday", n: int = DEFAULT_PROBE_SIZE) -> list[Task]:
     """`n` tasks of `pack`'s train split, stratified over intents, in a fixed order (the same on every call)."""
     from sim.tasks import load_tasks
-    from sim.tasks.generate import base_intent
 
     if n < 1:
         raise ValueError(f"training probe size must be >= 1, got {n}")
-    rng = random.Random(PROBE_SEED)
+    return stratified(load_tasks(pack, "train"), n, PROBE_SEED)
+
+
+def stratified(tasks, n: int, seed: int) -> list[Task]:
+    """`n` of `tasks` spread over their intents: round-robin over the intents in a seeded order, each intent's tasks
+    in a seeded order (the training probe's and the gate set's draw)."""
+    from sim.tasks.generate import base_intent
+
+    rng = random.Random(seed)
     by_intent: dict[str, list[Task]] = {}
-    for task in sorted(load_tasks(pack, "train"), key=lambda t: t.task_id):
+    for task in sorted(tasks, key=lambda t: t.task_id):
         by_intent.setdefault(base_intent(task), []).append(task)
     queues = []
     for intent in sorted(by_intent):
-        tasks = by_intent[intent]
-        rng.shuffle(tasks)
-        queues.append(tasks)
+        rng.shuffle(by_intent[intent])
+        queues.append(by_intent[intent])
     rng.shuffle(queues)
     picked: list[Task] = []
     while len(picked) < n and any(queues):
