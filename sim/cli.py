@@ -95,8 +95,20 @@ def _command(args: argparse.Namespace, backend: str, domain: str) -> str:
     if args.limit is not None:
         parts.append(f"--limit {args.limit}")
     if args.out != "bench/sgls":
-        parts.append(f"--out {args.out}")
+        parts.append(f"--out {_repo_relative(args.out)}")
     return " ".join(parts)
+
+
+def _repo_relative(path) -> str:
+    """A results folder as the committed command names it: relative to the working directory when under it, else
+    `<path>/<name>` (no machine's paths in results)."""
+    import os
+
+    text = str(path)
+    if not os.path.isabs(text):
+        return text
+    rel = os.path.relpath(text)
+    return rel if not rel.startswith("..") else f"<path>/{os.path.basename(text.rstrip('/'))}"
 
 
 def _progress(index: int, total: int, episode_id: str) -> None:

@@ -113,3 +113,12 @@ def test_llm_backend_path_runs_against_an_openai_compatible_endpoint(tiny_model_
     figures = summarise(records)
     assert episodes == 2 and figures["shape"]["value"] == 1.0
     assert {"model", "fallback"} & set(figures["sim_sources"])
+
+
+def test_the_recorded_command_names_no_machine_path(tmp_path, monkeypatch):
+    from sim.cli import _repo_relative
+
+    monkeypatch.chdir(tmp_path)
+    assert _repo_relative(str(tmp_path / "bench" / "sgls")) == "bench/sgls"
+    assert _repo_relative("/elsewhere/sgls") == "<path>/sgls"
+    assert _repo_relative("bench/sgls/x") == "bench/sgls/x"
