@@ -2,7 +2,8 @@
 while clients keep sending agent runs (and one-token canary chat requests); the learner's publish path
 (`slca.weights.publish`: safetensors + manifest, atomic rename, SET + PUBLISH) announces N perturbed copies of
 the weights (≥ 20: `MIN_VERSIONS`). Reported (ops/bench/swap_report.py): swap latency p50/p99 (announcement →
-first token of the new version) and end to end (publish began → that token), failed swaps (versions never
+first token of the new version) and end to end (publish began → that token; the bench's own weight perturbation
+before each publish is timed apart, with perturbation began → that token beside it), failed swaps (versions never
 served; serve's own swap outcomes from /metrics), failed requests (target 0), mixed-version runs in all and per
 swap; the load average and CPU flags at start and end; no machine paths (`ops.bench.ab.write`)."""
 
@@ -18,7 +19,7 @@ from typing import Callable
 
 from ops.bench.ab import machine_now
 from ops.bench.common import bench_command, model_name
-from ops.bench.machine import cpu_model
+from ops.common.machine import cpu_model
 from ops.bench.swap_report import Published, Response, server_swap_outcomes, summarise, table, write
 from ops.bench.serve.load import PROMPTS
 from ops.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
@@ -40,16 +41,22 @@ class Publisher:
         self.client, self.streams = redis.Redis.from_url(redis_url), Streams(prefix)
         self.last = 0
 
-    def publish_next(self) -> Published:
+    def perturb(self) -> None:
+        """The bench's stand-in for a training step: seeded noise ∝ each tensor's spread. Not the publish path's
+        work, so it is timed apart (`Published.perturb_s`) and outside the end-to-end span (≈ 6 s of it was in it)."""
         import torch
 
-        from slca.weights import publish
-
-        started_at = time.monotonic()
         torch.manual_seed(self.last + 1)
         with torch.no_grad():
             for p in self.model.parameters():
                 p.add_(torch.randn_like(p) * (p.float().std() * self.noise))
+
+    def publish_next(self) -> Published:
+        from slca.weights import publish
+
+        perturb_began = time.monotonic()
+        self.perturb()
+        started_at = time.monotonic()  # the publish begins: the end-to-end figure is timed from here
         manifest, seconds = publish(
             self.model,
             self.model_dir,
@@ -63,7 +70,7 @@ class Publisher:
         )
         announced_at = time.monotonic()
         self.last = manifest.version
-        return Published(manifest.version, announced_at, seconds, started_at)
+        return Published(manifest.version, announced_at, seconds, started_at, perturb_s=started_at - perturb_began)
 
 
 async def _agent_client(session, url: str, k: int, args, stop: asyncio.Event, out: list[Response]) -> None:
@@ -211,7 +218,9 @@ def run_bench_swap(args, config) -> int:
     notes = [
         "swap latency: announcement (publish() returned) → first response proving a token of that version or "
         "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
-        "end to end: publish began (weights perturbed, written, hashed, announced) → that same response",
+        "end to end: publish began (weights written, hashed, announced) → that same response; the bench's own "
+        "weight perturbation before each publish (its stand-in for a training step) is outside it, timed apart: "
+        "perturbation p50, and perturbation began → that same response",
         "failed swaps: published versions no response ever showed (nor a later one); serve's swaps: its own "
         "slca_swaps_total by outcome and rollbacks at the end of the run",
         "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "

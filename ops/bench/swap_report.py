@@ -1,7 +1,7 @@
 """`slca bench swap` arithmetic and output: per published version its swap latency and its end-to-end latency
-(publish started → first token of that version), failed swaps (versions never served; the server's own swap
-outcomes), failed requests, mixed-version runs per swap; a table and a JSON file written by `ops.bench.ab.write`
-(which refuses machine paths).
+(publish started → first token of that version; the bench's own weight perturbation before it is timed apart),
+failed swaps (versions never served; the server's own swap outcomes), failed requests, mixed-version runs per
+swap; a table and a JSON file written by `ops.bench.ab.write` (which refuses machine paths).
 
 Swap latency of version v = (the earliest moment a response proves that a token of version ≥ v exists) − (the
 moment v was announced). A response with policy version ≥ v that finished at t proves a token sampled by v (or a
@@ -25,7 +25,11 @@ class Published:
     publish_s: float
     """Seconds `publish` took: write the weights, hash them, announce."""
     started_at: float | None = None
-    """time.monotonic() when the publish began (None: announced_at − publish_s)."""
+    """time.monotonic() when the publish began, after the bench's weight perturbation (None: announced_at −
+    publish_s)."""
+    perturb_s: float | None = None
+    """Seconds the bench spent perturbing the weights just before this publish (its stand-in for a training step,
+    not part of the publish path; None: not measured)."""
 
     @property
     def began(self) -> float:
@@ -64,7 +68,14 @@ class SwapSummary:
     end_to_end_p50_s: float | None = None
     end_to_end_p99_s: float | None = None
     end_to_end_max_s: float | None = None
-    """Publish began → first response proving that version: what a learner's update waits to be served."""
+    """Publish began → first response proving that version: what a learner's update waits to be served (the
+    bench's weight perturbation before the publish is not in it)."""
+    perturb_p50_s: float | None = None
+    """The bench's weight perturbation before each publish (not the learner's work: outside end to end)."""
+    perturb_to_token_p50_s: float | None = None
+    perturb_to_token_max_s: float | None = None
+    """Perturbation began → first response proving that version: end to end plus the perturbation (what runs
+    before these fields existed reported as end to end)."""
     mixed_per_swap: list[int] | None = None
     """Per published version: agent runs flagged mixed-version that finished between its announcement and the
     next one's (the last: to the end of the run)."""
@@ -124,6 +135,12 @@ def summarise(
     latencies = swap_latencies(published, responses)
     seen = [x for x in latencies if x is not None]
     ends = [x + (p.announced_at - p.began) for p, x in zip(published, latencies) if x is not None]
+    perturbs = [p.perturb_s for p in published if p.perturb_s is not None]
+    with_perturb = [
+        x + (p.announced_at - p.began) + p.perturb_s
+        for p, x in zip(published, latencies)
+        if x is not None and p.perturb_s is not None
+    ]
     mixed_each = mixed_per_swap(published, responses)
     trajectories = [r for r in responses if r.kind == "agent" and r.ok]
     mixed = sum(r.mixed for r in trajectories)
@@ -146,6 +163,9 @@ def summarise(
         end_to_end_p50_s=percentile(ends, 50),
         end_to_end_p99_s=percentile(ends, 99),
         end_to_end_max_s=max(ends) if ends else None,
+        perturb_p50_s=percentile(perturbs, 50),
+        perturb_to_token_p50_s=percentile(with_perturb, 50),
+        perturb_to_token_max_s=max(with_perturb) if with_perturb else None,
         mixed_per_swap=mixed_each,
         mixed_per_swap_mean=sum(mixed_each) / len(mixed_each) if mixed_each else None,
         mixed_per_swap_max=max(mixed_each) if mixed_each else None,
@@ -167,11 +187,12 @@ def table(s: SwapSummary) -> str:
     return "\n".join(
         [
             "| versions published | swaps seen | failed swaps | swap latency p50 s | p99 s | max s "
-            "| end to end p50 s | p99 s | requests | failed | trajectories | mixed-version | mixed per swap "
-            "| publish p50 s | serve's swaps | serve RSS MiB |",
-            "|" + "---|" * 16,
+            "| end to end p50 s | p99 s | bench's perturbation p50 s | perturbation → token p50 s | requests | failed "
+            "| trajectories | mixed-version | mixed per swap | publish p50 s | serve's swaps | serve RSS MiB |",
+            "|" + "---|" * 18,
             f"| {s.versions} | {s.swaps_seen} | {s.failed_swaps} | {_s(s.latency_p50_s)} | {_s(s.latency_p99_s)} | "
-            f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {s.requests} | "
+            f"{_s(s.latency_max_s)} | {_s(s.end_to_end_p50_s)} | {_s(s.end_to_end_p99_s)} | {_s(s.perturb_p50_s)} | "
+            f"{_s(s.perturb_to_token_p50_s)} | {s.requests} | "
             f"{s.failed} | {s.trajectories} | {s.mixed} ({share}) | {per} | {_s(s.publish_p50_s)} | {server} | {rss} |",
         ]
     )

@@ -111,3 +111,36 @@ def test_serve_rss_through_the_swaps_is_reported_first_to_last_with_its_max():
     assert "2000 → 2300 (max 2600)" in table(s)
     assert rss_growth([2000.0]) is None and rss_growth(None) is None
     assert table(summarise([Published(1, 10.0, 1.0)], [])).rstrip().endswith("| — |")
+
+
+def test_end_to_end_starts_after_the_bench_perturbs_the_weights_and_both_figures_are_reported():
+    published = [Published(1, 10.0, 1.5, started_at=8.5, perturb_s=6.0), Published(2, 20.0, 2.0, perturb_s=5.0)]
+    responses = [Response("canary", 10.5, True, 1), Response("canary", 21.0, True, 2)]
+    s = summarise(published, responses)
+    assert (s.end_to_end_p50_s, s.end_to_end_max_s) == pytest.approx((2.0, 3.0))  # 10.5 − 8.5, 21 − 18
+    assert (s.perturb_to_token_p50_s, s.perturb_to_token_max_s) == pytest.approx((8.0, 8.0))  # + 6, + 5
+    assert s.perturb_p50_s == pytest.approx(5.0)
+    assert "| 2.00 | 3.00 | 5.00 | 8.00 |" in table(s)
+
+
+def test_the_publisher_starts_the_publish_clock_after_its_perturbation(monkeypatch):
+    """The bench's perturbation (≈ 6 s on the real model) is timed apart, not inside publish → first token."""
+    import types
+
+    import slca.weights
+    from ops.bench import swap
+
+    clock = [100.0]
+    monkeypatch.setattr(swap, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+
+    def fake_publish(model, model_dir, weights_dir, last, version, name, client, streams, keep):
+        clock[0] += 2.0  # write, hash, announce
+        return types.SimpleNamespace(version=version), 2.0
+
+    monkeypatch.setattr(slca.weights, "publish", fake_publish)
+    publisher = swap.Publisher.__new__(swap.Publisher)
+    publisher.model_dir, publisher.weights_dir, publisher.client, publisher.streams = swap.Path("m"), None, None, None
+    publisher.last, publisher.model = 0, None
+    monkeypatch.setattr(publisher, "perturb", lambda: clock.__setitem__(0, clock[0] + 6.0))
+    p = publisher.publish_next()
+    assert (p.version, p.perturb_s, p.began, p.announced_at) == (1, 6.0, 106.0, 108.0)
