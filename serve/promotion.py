@@ -9,7 +9,8 @@ hard-linked aside (`VersionStore.keep`) so the learner's pruning cannot remove t
 
 The live-signal guard (serve/live_signals.py) watches callers' requests of the promoted version; past its bounds
 the version is rolled back (`auto-rollback`) to the last earlier one not rolled back, and marked so the gate never
-promotes it again.
+promotes it again. The gate's scored-success guard (ops/run/gate/success_guard.py) asks for the same rollback
+through `POST /admin/promote` when the promoted version's success on scored traffic dropped.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ RECORD_FILE = "promotion.json"
 class NothingToRollBack(ServeError):
     status = 409
     code = "no_rollback_target"
+
+
+class PromotedChanged(ServeError):
+    """A rollback judged on one promoted version arrived after another was promoted: refused, nothing changes."""
+
+    status = 409
+    code = "promoted_changed"
 
 
 class RolledBackBefore(ServeError):
@@ -113,8 +121,12 @@ class PromotionController:
             await self.router.promote(version)  # raises (404/422) before anything changes
             return await self._apply(self.state.promote(version, reason, time.time()))
 
-    async def roll_back(self, reason: PromotionReason) -> Promotion:
+    async def roll_back(self, reason: PromotionReason, judged: int | None = None) -> Promotion:
+        """Back to the last earlier promoted version; `judged`: only while it is still the promoted one (a verdict on
+        v5 must not roll back the v6 an operator promoted since)."""
         async with self._lock:
+            if judged is not None and judged != self.state.promoted:
+                raise PromotedChanged(f"v{judged} is no longer the promoted version (v{self.state.promoted} is)")
             try:
                 after = self.state.roll_back(reason, time.time())
             except ValueError as exc:

@@ -3,7 +3,9 @@
 - `POST /admin/promote` ('admin' scope): `{"version": N}` promotes vN (an operator: `slca promote --to vN`),
   `{"rollback": true}` rolls back to the last earlier promoted version (`slca promote --rollback`), and
   `{"decision": GateDecision}` is the gate's word: every decision is counted, one whose outcome is `promote`
-  promotes its candidate (never one rolled back before). A version that does not exist, was pruned or fails
+  promotes its candidate (never one rolled back before), and `{"rollback": SuccessRollback}` is the gate's
+  scored-success guard: an automatic rollback (`auto-rollback`) of the version it judged, refused (409
+  `promoted_changed`) when another one was promoted since. A version that does not exist, was pruned or fails
   verification: 404/422 and nothing changes. Answers the promotion record.
 - `GET /v1/versions`: the promoted and candidate versions, the record (history, rolled back), what each engine
   holds and the live signals of the promoted version.
@@ -26,7 +28,7 @@ from serve.promotion import PromotionController, PromotionRecord, RECORD_FILE
 from serve.version_store import VersionStore
 from serve.versions import VersionRouter, version_header
 from slca.contracts import ContractError
-from slca.contracts.versions import GateDecision, promotion_key
+from slca.contracts.versions import GateDecision, SuccessRollback, promotion_key
 from slca.contracts.wire import validate
 from slca.weights import ManifestPolicy
 
@@ -82,9 +84,16 @@ async def admin_promote(request: web.Request) -> web.Response:
         raise BadRequest("this server has no version roles (no promotion record)")
     body = await read_json(request)
     if not isinstance(body, dict):
-        raise BadRequest('body must be {"version": N}, {"rollback": true} or {"decision": {...}}')
+        raise BadRequest('body must be {"version": N}, {"rollback": true | {...}} or {"decision": {...}}')
     if body.get("rollback") is True:
         state = await controller.roll_back("rollback")
+    elif isinstance(body.get("rollback"), dict):
+        try:
+            verdict = validate(SuccessRollback, body["rollback"])
+        except ContractError as exc:
+            raise BadRequest(f"rollback: {exc}", param="rollback") from None
+        log.error("the promoted v%s lost success on scored traffic (%s): rolling back", verdict.version, verdict.why)
+        state = await controller.roll_back("auto-rollback", judged=verdict.version)
     elif isinstance(body.get("decision"), dict):
         try:
             decision = validate(GateDecision, body["decision"])
@@ -98,7 +107,7 @@ async def admin_promote(request: web.Request) -> web.Response:
     elif isinstance(body.get("version"), int) and not isinstance(body["version"], bool) and body["version"] >= 0:
         state = await controller.promote(body["version"], "operator")
     else:
-        raise BadRequest('body must be {"version": <int >= 0>}, {"rollback": true} or {"decision": {...}}')
+        raise BadRequest('body must be {"version": <int >= 0>}, {"rollback": true | {...}} or {"decision": {...}}')
     return web.json_response(state.model_dump(mode="json"))
 
 

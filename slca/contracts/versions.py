@@ -6,7 +6,8 @@ feed, the probe and `serve.canary_share` of callers get it); the *promoted* vers
 The promotion record (`Promotion`) is the one truth about the second: written by serve's admin endpoint (the gate,
 `slca promote`, an automatic rollback) to the Redis key `<prefix>:promotion` and to `<data_dir>/promotion.json`,
 read back at every start, so a restart keeps it. Every gate decision is a `GateDecision`, appended to the
-Redis list `<prefix>:gate:decisions` (bounded) and to `<data_dir>/gate/decisions.jsonl`.
+Redis list `<prefix>:gate:decisions` (bounded) and to `<data_dir>/gate/decisions.jsonl`; every automatic rollback
+on scored success is a `SuccessRollback`, in `<prefix>:gate:rollbacks` and `<data_dir>/gate/rollbacks.jsonl`.
 """
 
 from __future__ import annotations
@@ -60,13 +61,17 @@ class Promotion(Contract):
             promoted=version, history=history[-HISTORY:], rolled_back=self.rolled_back, reason=reason, at=at
         )
 
+    def rollback_target(self) -> int | None:
+        """The version a rollback promotes again: the last earlier one not rolled back (None: nothing to go back to)."""
+        earlier = [v for v in self.history if v not in self.rolled_back and v != self.promoted]
+        return earlier[-1] if earlier else None
+
     def roll_back(self, reason: PromotionReason, at: float) -> "Promotion":
         """The record after rolling back: the last earlier version (never one rolled back) is promoted again and the
         current one is marked rolled back. ValueError when there is nothing to go back to."""
-        earlier = [v for v in self.history if v not in self.rolled_back and v != self.promoted]
-        if not earlier:
+        target = self.rollback_target()
+        if target is None:
             raise ValueError(f"v{self.promoted} has no earlier promoted version to roll back to")
-        target = earlier[-1]
         history = [v for v in self.history if v != target]
         rolled = sorted(set(self.rolled_back) | {self.promoted})
         return Promotion(promoted=target, history=history, rolled_back=rolled, reason=reason, at=at)
@@ -102,6 +107,32 @@ class GateDecision(Contract):
     at: float = 0.0
 
 
+class SuccessRollback(Contract):
+    """One automatic rollback on scored success (`ops/run/gate/success_guard.py`): the promoted version's success on
+    the trajectories the workers scored (`stats:rewards`) fell below the previous promoted version's by more than
+    the margin, by a one-sided bound (the gate sends it to serve, which rolls back only while `version` is still the
+    promoted one)."""
+
+    version: int = Field(ge=0)
+    """The promoted version judged (and rolled back)."""
+    previous: int = Field(ge=0)
+    """The previous promoted version it was compared with: the one callers get again."""
+    outcome: Literal["rollback", "refused"] = "rollback"
+    """`refused`: serve did not roll back (the promoted version changed meanwhile, nothing to go back to)."""
+    why: str
+    n: int = Field(ge=0)
+    """Scored trajectories of `version` in the window."""
+    previous_n: int = Field(ge=0)
+    success: float
+    previous_success: float
+    diff: float
+    """success − previous_success."""
+    ci_high: float
+    """One-sided 95% upper bound of `diff` (Newcombe's hybrid score interval): rolled back when below −margin."""
+    margin: float
+    at: float = 0.0
+
+
 def promotion_key(streams: Streams) -> str:
     """Key: the JSON `Promotion` every replica follows."""
     return streams.stats("promotion")
@@ -110,3 +141,8 @@ def promotion_key(streams: Streams) -> str:
 def gate_decisions_key(streams: Streams) -> str:
     """List: recent JSON `GateDecision`s, newest last (bounded)."""
     return streams.stats("gate:decisions")
+
+
+def rollback_decisions_key(streams: Streams) -> str:
+    """List: recent JSON `SuccessRollback`s, newest last (bounded)."""
+    return streams.stats("gate:rollbacks")

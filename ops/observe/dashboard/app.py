@@ -4,7 +4,9 @@ Mount it with `app.add_subapp("/dashboard/", make_app(redis_url))`; the page loa
 `api/stats` relative to its own URL, so it works under any mount point.
 
 `api/stats` shows the deployment's rewards, versions, queues, serve replicas (each one's served version and
-heartbeat, `slca.replicas`) and the progress of a warm start `slca up` trains beside serving (`warm_start`, or null:
+heartbeat, `slca.replicas`), the two version roles (`versions`: promoted and candidate, the promotion record, the
+gate's decisions and the scored-success rollbacks, ops/observe/version_view.py; charted as `charts.gate` and
+`charts.scored_success`) and the progress of a warm start `slca up` trains beside serving (`warm_start`, or null:
 ops/experiments/warmstart/progress.py): when keys are configured (`common.admin_token`,
 `common.api_keys`) it needs one of them as `Authorization: Bearer <key>`; the page takes it from its URL once
 (`/dashboard/#token=<key>`) and keeps it for the browser tab. The page and its static files hold no data and stay
@@ -25,6 +27,7 @@ from ops.experiments.warmstart.progress import parse_record, record_key
 from ops.observe.dashboard.assets import Asset, load_assets
 from ops.observe.dashboard.series import build_charts
 from ops.observe.redis_view import read_snapshot_async
+from ops.observe.version_view import read_versions_async
 from slca.contracts.stats import STATS_READ_DEFAULT, STATS_READ_MAX
 from slca.replicas import read_replicas_async
 
@@ -84,13 +87,14 @@ def _authorised(request: web.Request) -> bool:
     return scheme.lower() == "bearer" and sum(hmac.compare_digest(given_b, k) for k in keys) > 0
 
 
-def _body(snapshot, replicas, warm_start=None) -> bytes:
+def _body(snapshot, replicas, warm_start=None, view=None) -> bytes:
     import json
 
     body = {
         **snapshot.to_json(),
-        "charts": build_charts(snapshot).to_json(),
+        "charts": build_charts(snapshot, view).to_json(),
         "replicas": [v.to_json() for v in replicas],
+        "versions": view.to_json() if view is not None else None,
         "warm_start": parse_record(warm_start),
         "now": time.time(),
     }
@@ -115,8 +119,9 @@ async def stats(request: web.Request) -> web.Response:
         snapshot = await read_snapshot_async(request.app[REDIS], request.app[PREFIX], limit, limit)
         replicas = await read_replicas_async(request.app[REDIS], request.app[PREFIX])
         warm_start = await request.app[REDIS].get(record_key(request.app[PREFIX]))  # slca up's warm start, if any
+        view = await read_versions_async(request.app[REDIS], request.app[PREFIX], snapshot.published_version)
     except (aioredis.RedisError, OSError) as exc:
         return web.json_response({"error": f"redis unavailable: {exc}"}, status=503)
     # thousands of rows: not on serve's event loop
-    body = await asyncio.to_thread(_body, snapshot, replicas, warm_start)
+    body = await asyncio.to_thread(_body, snapshot, replicas, warm_start, view)
     return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})

@@ -17,6 +17,7 @@ from ops.observe.probe_rounds import HEADLINE, PAIRED_SUITES
 from ops.observe.reward_curve import by_version
 from ops.observe.probe_report import rounds_of
 from ops.observe.redis_view import Snapshot
+from ops.observe.version_view import VersionView
 
 MOVING_WINDOW = 20
 """Trajectories per moving mean: single episodes are noisy (tool turns are small integers)."""
@@ -52,6 +53,12 @@ class Charts:
     """x = minute; trajectories scored in that minute."""
     learner: Series
     """x = learner step time; loss and KL."""
+    gate: Series = field(default_factory=Series)
+    """x = gate decision time; the promoted version's and the candidate's success on the gate set
+    (`version_series.gate_series`)."""
+    scored_success: Series = field(default_factory=Series)
+    """x = scoring time; success of scored trajectories of the promoted version then and of the others (the
+    candidate), moving means (`version_series.scored_success`)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,8 +199,11 @@ def learner_series(learner: list[dict[str, Any]]) -> Series:
     return Series([r["ts"] for r in rows], {"loss": [r.get("loss") for r in rows], "kl": [r.get("kl") for r in rows]})
 
 
-def build_charts(snapshot: Snapshot) -> Charts:
+def build_charts(snapshot: Snapshot, view: VersionView | None = None) -> Charts:
+    from ops.observe.dashboard.version_series import gate_series, scored_success  # they build on Series, here
+
     rewards, learner = snapshot.rewards, snapshot.learner
+    view = view or VersionView()
     return Charts(
         reward_by_version(rewards),
         probe(snapshot.probe),
@@ -203,4 +213,6 @@ def build_charts(snapshot: Snapshot) -> Charts:
         versions(rewards, learner),
         throughput(rewards),
         learner_series(learner),
+        gate_series(view.decisions),
+        scored_success(rewards, view),
     )

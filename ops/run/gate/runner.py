@@ -9,6 +9,8 @@
 - Recording: every decision is a `GateDecision`, appended to `<data_dir>/gate/decisions.jsonl` and to the Redis
   list `<prefix>:gate:decisions` (bounded; `slca status` reads it) and sent to serve (`POST /admin/promote`), which
   counts it in /metrics and promotes the candidate when the outcome is `promote`.
+- Guarding: before judging, each look (with Redis) checks the promoted version's success on scored traffic against
+  the previous promoted version's (`success_guard.SuccessGuard`) and asks serve to roll it back past the bound.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from typing import Awaitable, Callable
 import aiohttp
 
 from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl, write_jsonl
+from ops.run.gate.journal import append_decision
 from ops.run.gate.rule import decide
+from ops.run.gate.success_guard import ScoredSuccess, SuccessGuard
 from slca.contracts.versions import PIN_HEADER, GateDecision, gate_decisions_key
 
 log = logging.getLogger(__name__)
 
 GATE_SUITE = "gate"
-KEEP_DECISIONS = 500
-"""Decisions the Redis list keeps (the file keeps every one)."""
 
 Evaluate = Callable[[int, list[EvalItem]], Awaitable[list[ItemRecord]]]
 """(version, items) → one record per item, the version pinned."""
@@ -80,6 +82,9 @@ class Gate:
         self.clock = clock
         self.last_judged: int | None = None
         self.last_at = clock()
+        self.guard = None if redis is None else SuccessGuard(
+            ops, ScoredSuccess(redis, prefix, ops.success_rollback_window), admin, self.dir, redis, prefix, clock
+        )  # fmt: skip
 
     def due(self, versions: dict) -> bool:
         candidate, promoted = versions["candidate"], versions["promoted"]
@@ -128,6 +133,8 @@ class Gate:
     async def step(self) -> GateDecision | None:
         """One look at serve; a decision when a candidate was due."""
         versions = await self.admin.versions()
+        if self.guard is not None and await self.guard.check(versions) is not None:
+            return None  # the roles just changed: judge a candidate against the new promoted version at the next look
         if not self.due(versions):
             return None
         candidate, promoted = versions["candidate"], versions["promoted"]
@@ -145,15 +152,7 @@ class Gate:
         return decision
 
     async def record(self, decision: GateDecision) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / "decisions.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(decision.model_dump_json() + "\n")
-        if self.redis is not None:
-            try:
-                await self.redis.rpush(self.key, decision.model_dump_json())
-                await self.redis.ltrim(self.key, -KEEP_DECISIONS, -1)
-            except Exception as exc:  # noqa: BLE001 - the file has it; Redis is the status view
-                log.warning("gate decision not written to Redis: %s", exc)
+        await append_decision(self.dir / "decisions.jsonl", self.redis, self.key, decision)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Steps every `ops.gate_poll_s` until `stop`; a stop abandons a judging in flight (nothing of it is kept:

@@ -28,3 +28,16 @@ class GateSettings(SectionSettings):
     """Gate requests in flight (the engine batches them)."""
     gate_poll_s: float = Field(default=15.0, gt=0)
     """Seconds between the gate's looks at serve's versions."""
+    success_rollback_window: int = Field(default=200, ge=1)
+    """Scored-success guard (ops/run/gate/success_guard.py): the latest scored trajectories of a version it compares
+    (the promoted version's and the previous promoted version's, from `stats:rewards`). Wide enough for a bound of
+    ≈ ±0.1 at success near 0.5, short enough to reflect the version's traffic of the last minutes to hours."""
+    success_rollback_min: int = Field(default=100, ge=1)
+    """Scored-success guard: scored trajectories each of the two versions needs before it is judged. Below it a
+    window is a handful of tasks whose mix alone moves success by tenths (the runs this issue began from saw whole
+    versions at 0.04–0.15 on 3–7 trajectories): the guard waits rather than roll back on them."""
+    success_rollback_margin: float = Field(default=0.1, ge=0.0, le=1.0)
+    """Scored-success guard: roll the promoted version back when the one-sided 95% upper bound (Newcombe's score
+    interval) of its success minus the previous promoted version's is below −margin. Wider than `gate_margin`: the
+    two windows are not paired and may come from different times and task mixes (the feed's while a version was the
+    candidate, callers' since). 1.0: never roll back on success."""

@@ -1,11 +1,13 @@
-"""The gate's lines of `slca status`: the promoted version and its record, and the latest gate decisions (Redis)."""
+"""The gate's lines of `slca status`: the promoted version and its record, the latest gate decisions and the
+scored-success guard's rollbacks (Redis)."""
 
 from __future__ import annotations
 
 import json
+import time
 
 from slca.contracts import Streams
-from slca.contracts.versions import gate_decisions_key, promotion_key
+from slca.contracts.versions import gate_decisions_key, promotion_key, rollback_decisions_key
 
 SHOWN = 5
 
@@ -20,8 +22,8 @@ def gate_lines(client, prefix: str, shown: int = SHOWN) -> str:
     else:
         record = json.loads(raw)
         lines.append(
-            f"promoted: v{record['promoted']} ({record['reason']}); before: {record['history'][-3:]}; "
-            f"rolled back: {record['rolled_back'] or 'none'}"
+            f"promoted: v{record['promoted']} ({record['reason']}, {_clock(record.get('at'))}); "
+            f"before: {record['history'][-3:]}; rolled back: {record['rolled_back'] or 'none'}"
         )
     decisions = [json.loads(x) for x in client.lrange(gate_decisions_key(streams), -shown, -1)]
     if not decisions:
@@ -32,5 +34,16 @@ def gate_lines(client, prefix: str, shown: int = SHOWN) -> str:
             if d.get("diff") is not None
             else "no figures"
         )
-        lines.append(f"gate: v{d['candidate']} vs v{d['promoted']}: {d['outcome']} — {figures} ({d['why']})")
+        at = _clock(d.get("at"))
+        lines.append(f"gate {at}: v{d['candidate']} vs v{d['promoted']}: {d['outcome']} — {figures} ({d['why']})")
+    for r in (json.loads(x) for x in client.lrange(rollback_decisions_key(streams), -shown, -1)):
+        lines.append(
+            f"rollback {_clock(r.get('at'))}: v{r['version']} → v{r['previous']} on scored success: {r['outcome']} — "
+            f"{r['success']:.3f} (n {r['n']}) vs {r['previous_success']:.3f} (n {r['previous_n']}), "
+            f"diff {r['diff']:+.3f}, one-sided 95% bound {r['ci_high']:+.3f} (margin {r['margin']:.2f})"
+        )
     return "\n".join(lines)
+
+
+def _clock(at: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
