@@ -11,7 +11,9 @@ from slca.cli import CliError
 
 def register(commands, bench) -> None:
     serve = commands.add_parser("serve", help="the OpenAI-compatible agent API (hot-swaps published weights)")
-    serve.add_argument("--engine", choices=["vllm", "hf"], help="override serve.engine")
+    from serve.engines.registry import engine_names
+
+    serve.add_argument("--engine", choices=engine_names(), help="override serve.engine (a registered engine)")
     serve.add_argument("--host", help="override serve.host")
     serve.add_argument("--port", type=int, help="override serve.port")
     serve.set_defaults(func=run_serve, service=True)

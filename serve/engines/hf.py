@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
-from slca.weights import WeightLoadError, WeightRollback, WeightVersion
+from serve.engines.hf_settings import HFEngineSettings
+from serve.engines.registry import register_engine
+from slca.weights import WeightLoadError, WeightVersion, run_sync
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,10 @@ class _Row:
         self.budget = min(job.params.max_tokens, engine.settings.max_model_len - len(job.prompt_ids))
 
 
+@register_engine("hf", settings=HFEngineSettings, threads_from_plan=True)
 class HFEngine(ServedModel):
+    """transformers (fp32 by default): the fallback and the logprob reference."""
+
     name = "hf"
 
     def __init__(self, model_dir: str, settings):
@@ -387,7 +392,9 @@ class HFEngine(ServedModel):
         # Read and check in a separate thread: batches keep generating meanwhile. Converting and installing are
         # torch work: on the torch thread, between two steps.
         state = await loop.run_in_executor(None, self._checked_state, weights)
-        await loop.run_in_executor(self._torch, self._install, state, weights.version)
+        error = await loop.run_in_executor(self._torch, self._install, state, weights)
+        if error is not None:
+            raise error
         return time.perf_counter() - t0
 
     def _checked_state(self, weights: WeightVersion) -> dict:
@@ -416,21 +423,22 @@ class HFEngine(ServedModel):
     def _tied(self, name: str) -> bool:
         return name == "lm_head.weight" and bool(getattr(self.model.config, "tie_word_embeddings", False))
 
-    def _install(self, state: dict, version: int) -> None:
-        """Swap in `state` (from `_checked_state`): all of it or, should an assignment fail, none of it."""
+    def _install(self, state: dict, weights: WeightVersion) -> WeightLoadError | None:
+        """Swap in `state` (from `_checked_state`): all of it or, should an assignment fail, none of it — the one
+        rollback every engine shares (`ServedModel._reload_or_roll_back`), whose last good weights are here the
+        parameter tensors replaced (references kept, no copy, no reload). None, or the error once they are back."""
         params = dict(self.model.named_parameters())
         with self._lock:  # between two forward steps of the running batch
-            previous = {name: params[name].data for name in state}  # the last good version: references, no copy
-            try:
-                for name, tensor in state.items():
+            previous = {name: params[name].data for name in state}
+
+            async def load(version: WeightVersion | None) -> None:
+                for name, tensor in (state if version is weights else previous).items():
                     params[name].data = tensor
-            except Exception as exc:  # put every tensor back before the next forward step sees a mix
-                for name, tensor in previous.items():
-                    params[name].data = tensor
-                raise WeightRollback(f"swap to v{version} failed midway ({exc}); v{self.version} restored") from exc
-            self.version = version
-            if self._prefix is not None:
+
+            error = run_sync(self._reload_or_roll_back(weights, load))
+            if error is None and self._prefix is not None:
                 self._prefix.clear()  # its rows were computed with the weights just replaced
+            return error
 
 
 class _PrefixCache:

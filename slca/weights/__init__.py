@@ -8,10 +8,12 @@ One package owns it, used by the learner, `slca train`, the benches and every en
 - one class per transport, each with the learner's side (`connect`, `url_for`, `close`) and a server's (`fetch`,
   `retain`, `stats`): `DiskTransport` (`disk.py`: in place, one machine; the default) and `HttpTransport`
   (`http.py`: the learner serves its versions, servers on other hosts fetch them into a verified local copy);
-  `transports.py` picks them from configuration (`for_learner`, `for_server`); an HTTP fetch reports what it did
+  `transports.py` registers a server's transports by name (`register_transport`, `for_server`) and picks the
+  learner's (`for_learner`); an HTTP fetch reports what it did
   (`FetchReport`, `fetch_report.py`) to an observer a server passes in (serve's `slca_weights_fetch_*` metrics);
 - a server's side (`swap.py`): `WeightSwapper` follows the announcements, fetches and hands the engine a verified
-  version; `load_or_roll_back` is the one rollback of an engine that reloads in place.
+  version;
+- the one rollback of a failed swap, every engine's (`rollback.py`: `load_or_roll_back`).
 """
 
 from slca.weights.disk import DiskTransport, TransportStats
@@ -28,8 +30,19 @@ from slca.weights.publish import (
     stored_manifest,
     write_version,
 )
-from slca.weights.swap import SwapTarget, WeightSwapper, load_or_roll_back
-from slca.weights.transports import AutoTransport, for_learner, for_server
+from slca.weights.rollback import load_or_roll_back, run_sync
+from slca.weights.swap import SwapTarget, WeightSwapper
+from slca.weights.transports import (
+    TRANSPORTS,
+    AutoTransport,
+    ServerOptions,
+    ServerTransport,
+    UnknownTransportError,
+    for_learner,
+    for_server,
+    register_transport,
+    transport_names,
+)
 from slca.weights.verify import (
     ManifestPolicy,
     WeightDir,
@@ -41,6 +54,12 @@ from slca.weights.verify import (
 )
 
 __all__ = [
+    "TRANSPORTS",
+    "ServerOptions",
+    "ServerTransport",
+    "UnknownTransportError",
+    "register_transport",
+    "transport_names",
     "AutoTransport",
     "DiskTransport",
     "FETCH_FAILURES",
@@ -72,6 +91,7 @@ __all__ = [
     "prune_versions",
     "publish",
     "reannounce_refusal",
+    "run_sync",
     "stored_manifest",
     "write_version",
 ]

@@ -1,5 +1,5 @@
 """A server's side of the weight transport: follow the announcements, verify, fetch, hand the engine a verified
-version; and the one rollback every engine that reloads in place shares (docs/design.md#weights).
+version (docs/design.md#weights). The one rollback every engine shares is `slca/weights/rollback.py`.
 
 Sources: `POST /admin/weights` (a path) and the `slca:weights` channel (plus `slca:weights:latest` read at start,
 and again after every reconnection). The engine loads in the background and swaps between two engine steps; requests
@@ -33,7 +33,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from redis.exceptions import RedisError
 
@@ -41,7 +41,7 @@ from slca.cancel import raise_if_cancelling
 from slca.contracts import ContractError, Streams, WeightManifest
 from slca.contracts.wire import validate
 from slca.weights.disk import DiskTransport
-from slca.weights.errors import WeightLoadError, WeightRollback, WeightRollbackFailed
+from slca.weights.errors import WeightLoadError, WeightRollback
 from slca.weights.verify import ManifestPolicy, WeightVersion
 
 log = logging.getLogger(__name__)
@@ -277,33 +277,3 @@ async def _close_quietly(pubsub) -> None:
         await pubsub.aclose()
     except Exception as exc:  # the connection may be the thing that failed
         log.debug("closing the weight subscription: %s", exc)
-
-
-async def load_or_roll_back(
-    new: WeightVersion,
-    good: WeightVersion | None,
-    good_version: int,
-    load: Callable[[WeightVersion | None], Awaitable[None]],
-) -> WeightLoadError | None:
-    """Load `new` in place (`load(new)`); None, or the error once the last good weights are back.
-
-    An engine that copies a checkpoint into the running model parameter by parameter (vLLM) is left with two
-    versions mixed by a load that fails midway: the last good weights (`good`; None: the model directory, v0) are
-    then loaded again through the same verified path (`load(good)`). Should that fail too, WeightRollbackFailed:
-    nothing good is left to serve, and the new version is not claimed."""
-    try:
-        await load(new)
-    except Exception as exc:
-        where = good.root if good is not None else "the model directory"
-        log.warning(
-            "loading v%s from %s failed (%s); reloading v%s from %s", new.version, new.root, exc, good_version, where
-        )
-        try:
-            await load(good)
-        except Exception as again:
-            log.critical("restoring v%s from %s failed too: %s", good_version, where, again)
-            return WeightRollbackFailed(
-                f"{new.root}: reload failed ({exc}); restoring v{good_version} failed ({again})"
-            )
-        return WeightRollback(f"{new.root}: reload failed ({exc}); v{good_version} restored")
-    return None

@@ -1,12 +1,13 @@
-"""The survival logic both vLLM modes share (serve/engines/vllm_survival.py): the rebuild budget and the rollback
-of a reload that failed midway, over fake loads (no vLLM)."""
+"""The survival logic both vLLM modes share (serve/engines/vllm_survival.py): the rebuild budget, and the rollback of a
+reload that failed midway (every engine's: `ServedModel._reload_or_roll_back`), over fake loads (no vLLM)."""
 
 from __future__ import annotations
 
 import pytest
 
-from serve.engines.vllm_survival import EngineSurvival, RebuildBudget, run_sync
-from slca.weights import WeightRollback, WeightRollbackFailed, WeightVersion
+from serve.engines.base import ServedModel
+from serve.engines.vllm_survival import EngineSurvival, RebuildBudget
+from slca.weights import WeightRollback, WeightRollbackFailed, WeightVersion, run_sync
 from serve.settings import ServeSettings
 
 
@@ -22,9 +23,9 @@ def test_the_budget_allows_max_rebuilds_within_the_window_then_gives_up(monkeypa
     assert budget.spend() is None and len(budget.failures) == 1
 
 
-class _Served(EngineSurvival):
-    def __init__(self):
-        self.model_dir, self.settings, self.version = "/base", ServeSettings(), 0
+class _Served(EngineSurvival, ServedModel):
+    def __init__(self):  # ServedModel's state without its tokenizer
+        self.model_dir, self.settings, self.version, self.weights = "/base", ServeSettings(), 0, None
         self._init_survival()
         self.loads: list[str] = []
         self.fail_on: set[str] = set()

@@ -194,8 +194,7 @@ def test_hf_swap_failing_midway_keeps_every_old_tensor(tiny_model_dir, tmp_path)
             # the swap itself failing at its last tensor: the tensors already swapped in are put back
             state = await loop.run_in_executor(None, engine._checked_state, v1)
             state[list(state)[-1]] = "not a tensor"
-            with pytest.raises(WeightRollback):
-                await loop.run_in_executor(None, engine._install, state, 1)
+            assert isinstance(await loop.run_in_executor(None, engine._install, state, v1), WeightRollback)
             after_install_failure = (engine.version, unchanged())
             await engine.swap_weights(v1)  # and the engine still swaps and serves
             result = await generate(engine, [1, 2, 3], SamplingParams(max_tokens=2, seed=0))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ops.experiments.eval.bfcl import CATEGORIES
 from ops.experiments.eval.suite import MODES, EvalPlan
+from serve.engines.registry import engine_names
 
-ENGINES = ("vllm", "hf")
 _PLAN = EvalPlan()
 OFFLINE_CONCURRENCY = 64
 """Requests in flight of `slca eval` / `slca bench eval` (the API's default, 16, suits a probe sharing a serving
@@ -45,7 +45,12 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=_PLAN.max_tokens, help="per model turn")
     p.add_argument("--max-turns", type=int, default=_PLAN.max_turns, help="model turns per task")
     p.add_argument("--concurrency", type=int, default=OFFLINE_CONCURRENCY, help="requests in flight")
-    p.add_argument("--engine", choices=ENGINES, default="vllm", help="serve engine (vllm: the fast one; hf: fp32)")
+    p.add_argument(
+        "--engine",
+        choices=engine_names(),
+        default="vllm",
+        help="a registered serve engine (vllm: the fast one; hf: fp32)",
+    )
     p.add_argument("--threads", type=int, help="torch threads of the hf engine (default: as configured)")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ops.experiments.inprocess_server import InProcessServer
+from serve.engines.registry import engine_spec
 from serve.settings import ServeSettings
 from slca.config import Config
 
@@ -18,17 +19,13 @@ BATCH_WAIT_MS = 100.0
 server's request threads template one after another, so they reach the engine spread over tens of ms; the
 serving default (5 ms) split 8 of them into 4 batches whose steps then take turns (tiny model, 8 tasks × 32
 tokens, busy 2-core machine: 2.2 s at 5 ms, 0.9 s at 100 ms, one batch)."""
-ENGINES = ("hf", "vllm")
-"""Engines an evaluation may run on: vllm (`slca eval`'s default: batches every item in flight, on CPU too) or hf
-(transformers, fp32, the reference)."""
 
 
 def eval_config(config: Config, model_dir: Path, engine: str, threads: int | None) -> Config:
     """`config` with the model under evaluation, the engine to run it on, its torch threads (None: as
     configured) and a batch window of at least `BATCH_WAIT_MS`; every other setting (context length, batch size,
     the [sim] section) as configured."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    engine_spec(engine)  # any registered engine (vllm: `slca eval`'s default; hf: fp32, the reference); else raises
     raw = {name: dict(values) for name, values in config.raw.items()}
     raw["common"] = {**raw.get("common", {}), "model": str(model_dir)}
     wait_ms = max(config.get(ServeSettings).batch_wait_ms, BATCH_WAIT_MS)

@@ -75,9 +75,10 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
 def split_threads(
     config: Config, cores: int | None = None, exported: bool = False, warm_start: bool = False
 ) -> dict[str, int]:
-    """OMP_NUM_THREADS per process: `ops.process_threads` when set; else, with the hf engine, serve and the learner
-    share the cores (serve the smaller half), so their two OpenMP teams together hold no more threads than there
-    are cores; otherwise nothing (vLLM sizes and binds its own team; the other processes run no torch work).
+    """OMP_NUM_THREADS per process: `ops.process_threads` when set; else, with an engine that runs on the threads it
+    is given (the hf engine: `EngineSpec.threads_from_plan`), serve and the learner share the cores (serve the
+    smaller half), so their two OpenMP teams together hold no more threads than there are cores; otherwise nothing
+    (vLLM sizes and binds its own team; the other processes run no torch work).
     `warm_start`: the warm start trains beside serve (`warmstart`, ops/run/supervisor/warm_stage.py) before the
     learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM it takes every core (serve is
     idle but for a caller's few requests: on a fresh 2-core clone, sft held to one core left the machine at load 1.2
@@ -89,17 +90,19 @@ def split_threads(
     if exported:
         return {}
     try:
-        engine = config.section("serve").engine
+        from serve.engines.registry import engine_spec
+
+        shared = engine_spec(config.section("serve").engine).threads_from_plan
     except (ModuleNotFoundError, ConfigError):
         return {}
     beside = warm_start and "serve" in ops.processes
-    if not beside and (engine != "hf" or not {"serve", "learn"} <= set(ops.processes)):
+    if not beside and (not shared or not {"serve", "learn"} <= set(ops.processes)):
         return {}
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
     serve = max(1, cores // 2)
-    threads = {"serve": serve, "learn": max(1, cores - serve)} if engine == "hf" else {}
+    threads = {"serve": serve, "learn": max(1, cores - serve)} if shared else {}
     if beside:
-        threads["warmstart"] = max(1, cores - serve) if engine == "hf" else cores
+        threads["warmstart"] = max(1, cores - serve) if shared else cores
     return threads
 
 

@@ -5,8 +5,10 @@ import os
 
 import pytest
 
-from serve.engines import base
+from serve.engines import registry
 from serve.engines.base import bound_onednn_cache, create_engine
+from serve.engines.registry import EngineSpec
+from serve.engines.settings import EngineSettings
 from serve.settings import ServeSettings
 
 VAR = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
@@ -32,7 +34,7 @@ def test_create_engine_bounds_the_cache_before_building_the_engine(monkeypatch):
     with pytest.raises(ValueError):  # an unknown engine is refused before anything changes
         create_engine("no-such-engine", "model", ServeSettings(onednn_primitive_cache=128))
     assert VAR not in os.environ
-    monkeypatch.setitem(base.ENGINES, "probe", f"{__name__}:Probe")
+    monkeypatch.setitem(registry.ENGINES, "probe", EngineSpec("probe", Probe, EngineSettings, "a probe", False))
     create_engine("probe", "model", ServeSettings(onednn_primitive_cache=128))
     assert Probe.seen == "128"
 
