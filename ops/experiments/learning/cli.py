@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ops.experiments.learning.recipe_arms import ARM_SETS, RECIPE_FOR_ESTIMATORS
+
 
 def add_arguments(p) -> None:
     p.description = (
@@ -94,7 +96,19 @@ def add_recipe_arguments(p) -> None:
         help="trajectories per arm instead of minutes (the same compute for every arm however busy the machine)",
     )
     p.add_argument("--group-size", type=int, default=8, help="episodes per group (learner.train_group_size)")
-    p.add_argument("--arms", default=None, help="comma-separated recipe arms (default: every arm)")
+    p.add_argument(
+        "--arm-set",
+        default="recipe",
+        choices=tuple(ARM_SETS),
+        help="recipe: the recipe arms (blocks under <out>/blocks); estimators: slca, slca_decision, grpo, toolpo and "
+        "rltr at --recipe (blocks under <out>/estimator-blocks)",
+    )
+    p.add_argument("--arms", default=None, help="comma-separated arms of the arm set (default: every arm)")
+    p.add_argument(
+        "--recipe",
+        default=RECIPE_FOR_ESTIMATORS,
+        help="--arm-set estimators: the recipe arm whose settings (groups per step, lr, advantage) they train with",
+    )
     p.add_argument("--model", help="warm start (default: ops.warm_model_name, the model `slca sft` writes)")
     p.add_argument("--pack", default="everyday")
     p.add_argument("--probe-size", type=int, default=64, help="training-probe tasks: what the arms train on")

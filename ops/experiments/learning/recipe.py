@@ -1,23 +1,25 @@
 """`slca bench recipe`: the recipe sweep, run in blocks.
 
-A block = every arm of `recipe_arms` once, in an order rotated by the block's number, on one machine, each arm
-`slca train` for the same minutes from the same warm start on the same fixed training tasks (the training
-probe, `sim.tasks.probe`), then its last version evaluated greedily on the training probe and the test split.
+A block = every arm of an arm set (`recipe_arms.ARM_SETS`: the recipe arms, or the estimator arms at one recipe)
+once, in an order rotated by the block's number, on one machine, each arm `slca train` for the same budget from
+the same warm start on the same fixed training tasks (the training probe, `sim.tasks.probe`), then its last
+version evaluated greedily on the training probe and the test split — in a child process (`recipe_eval`), so that
+no engine thread of an evaluation is left in this process to slow the arms trained after it.
 The block's warm start is evaluated on the same items in the same block (its outcomes cached under the model's
 checksum, so a second block on the same machine reuses them): every arm is paired with it item by item, and
-with the `today` arm. Blocks from other machines and days add up: the block is the unit of pairing, each keeps
-its machine facts and its own warm start.
+with its set's reference arm (`today`; the estimator arms: `slca`). Blocks from other machines and days add up:
+the block is the unit of pairing, each keeps its machine facts and its own warm start.
 
-`<out>/blocks/b<N>/` holds `block.json` (machine, load, order, times, warm-start checksum), the warm start's
-`warm_start.items.jsonl`, and per arm `arms/<arm>/` with `train.jsonl` (per-step learner lines), `train.log`,
-`items.jsonl` (per-item records of its last version) and `done.json` (written last). A rerun of the same block
-skips finished arms and redoes an interrupted one. `slca bench recipe --report` (or the end of a block) writes
+`<out>/blocks/b<N>/` (the estimator arms: `<out>/estimator-blocks/b<N>/`) holds `block.json` (arm set, recipe,
+machine, load, order, times, warm-start checksum), the warm start's `warm_start.items.jsonl`, and per arm
+`arms/<arm>/` with `train.jsonl` (per-step learner lines), `train.log`, `eval.log`, `items.jsonl` (per-item records
+of its last version) and `done.json` (written last). A rerun of the same block skips finished arms and redoes an
+interrupted one. `slca bench recipe --report` (or the end of a block) writes
 `results.json`, `results.md` and `recipe.png` from every finished block (`recipe_report`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import shutil
@@ -27,7 +29,7 @@ import time
 from pathlib import Path
 
 from ops.experiments.learning.files import read_json, write_json
-from ops.experiments.learning.recipe_arms import RecipeArm, resolve, rotated
+from ops.experiments.learning.recipe_arms import RecipeArm, arm_set, resolve, rotated
 from slca.cli import CliError
 
 SUITES = ("train_probe", "test")
@@ -43,16 +45,13 @@ def eval_items(pack: str, probe_size: int) -> list:
     return probe + [EvalItem("test", t.task_id, task=t) for t in load_pack(pack, "test")]
 
 
-def evaluate(config, model_dir: Path, items: list, max_tokens: int, engine: str) -> tuple[list, float]:
-    """(records in item order, seconds): `model_dir` served in-process, one greedy agent run per item."""
-    from ops.experiments.eval.server import eval_server
-    from ops.experiments.eval.suite import EvalPlan, run_items
+def evaluate(model_dir: Path, items: list, args, log: Path) -> tuple[list, float]:
+    """(records in item order, seconds): `model_dir` served in a child process (`recipe_eval`: the engine's
+    threads leave with it), one greedy agent run per item; the child's output in `log`."""
+    from ops.experiments.learning.recipe_eval import config_args
+    from ops.experiments.learning.recipe_eval import evaluate as evaluate_in_child
 
-    plan = EvalPlan(splits=(), bfcl_categories=(), mode="greedy", max_tokens=max_tokens)
-    t0 = time.monotonic()
-    with eval_server(config, model_dir, engine) as server:
-        records = asyncio.run(run_items(server.url, server.admin_token, items, plan))
-    return records, time.monotonic() - t0
+    return evaluate_in_child(model_dir, items, args.eval_max_tokens, args.eval_engine, config_args(args), log)
 
 
 def model_checksum(model_dir: Path) -> str:
@@ -65,7 +64,7 @@ def model_checksum(model_dir: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def warm_start_records(config, model_dir: Path, items: list, args, block_dir: Path, cache: Path) -> dict:
+def warm_start_records(model_dir: Path, items: list, args, block_dir: Path, cache: Path) -> dict:
     """The warm start's per-item records for this block: computed once per model checksum and item set, then
     copied into every block on this warm start."""
     from ops.experiments.eval.suite import read_jsonl, write_jsonl
@@ -80,7 +79,7 @@ def warm_start_records(config, model_dir: Path, items: list, args, block_dir: Pa
     cached = cache / f"warm-{key}.items.jsonl"
     cache.mkdir(parents=True, exist_ok=True)
     if not cached.is_file():
-        records, seconds = evaluate(config, model_dir, items, args.eval_max_tokens, args.eval_engine)
+        records, seconds = evaluate(model_dir, items, args, cache / f"warm-{key}.eval.log")
         write_jsonl(records, cached)
         write_json(cache / f"warm-{key}.json", {"seconds": round(seconds, 1)})
     if not target.is_file():
@@ -140,7 +139,7 @@ def last_version(weights_dir: Path) -> Path:
     return done[-1][1]
 
 
-def run_arm(config, arm: RecipeArm, args, model_dir: Path, block_dir: Path, items: list, seed: int) -> dict:
+def run_arm(arm: RecipeArm, args, model_dir: Path, block_dir: Path, items: list, seed: int) -> dict:
     from ops.experiments.eval.suite import write_jsonl
     from ops.experiments.learning.diagnostics import read_jsonl
 
@@ -167,7 +166,7 @@ def run_arm(config, arm: RecipeArm, args, model_dir: Path, block_dir: Path, item
     lines = read_jsonl(log)
     final = last_version(work / f"train-{arm.estimator}-{seed}" / "weights")
     print(f"  {arm.name}: {len(lines)} steps in {train_s:.0f} s, evaluating {final.name}", flush=True)
-    records, eval_s = evaluate(config, final, items, args.eval_max_tokens, args.eval_engine)
+    records, eval_s = evaluate(final, items, args, run_dir / "eval.log")
     write_jsonl(records, run_dir / "items.jsonl")
     shutil.rmtree(work)
     record = {
@@ -187,6 +186,19 @@ def run_arm(config, arm: RecipeArm, args, model_dir: Path, block_dir: Path, item
     return record
 
 
+def same_block(recorded: dict | None, identity: dict) -> None:
+    """A rerun of a block must be the same arm set at the same recipe: its finished arms are kept and paired with
+    the ones it adds."""
+    if recorded is None:
+        return
+    was = (recorded.get("arm_set", "recipe"), recorded.get("recipe"))  # blocks before arm sets: the recipe sweep
+    now = (identity["arm_set"], identity["recipe"])
+    if was != now:
+        raise CliError(
+            f"block {recorded['block']} was run as arm set {was[0]} (recipe {was[1]}), not {now[0]} ({now[1]})"
+        )
+
+
 def run_block(args, config) -> int:
     from ops.bench.machine import machine_facts
     from ops.experiments.learning.recipe_report import write_report
@@ -200,19 +212,23 @@ def run_block(args, config) -> int:
         raise CliError("--block N is required (the block's number sets its order and seed), or --report")
     if args.minutes <= 0 and args.trajectories <= 0:
         raise CliError("--minutes or --trajectories must be > 0 (every arm trains on the same budget)")
+    family = arm_set(args.arm_set)
+    arms = rotated(resolve(args.arms, family.arms(args.recipe)), args.block)
     model_dir = resolve_warm_start(args.model, config)
-    arms = rotated(resolve(args.arms), args.block)
-    block_dir = out / "blocks" / f"b{args.block}"
+    block_dir = out / family.blocks / f"b{args.block}"
+    identity = {"arm_set": family.name, "recipe": args.recipe if family.at_recipe else None}
+    same_block(read_json(block_dir / "block.json"), identity)
     block_dir.mkdir(parents=True, exist_ok=True)
     items = eval_items(args.pack, args.probe_size)
     started = time.time()
     facts = machine_facts()
     each = f"{args.trajectories} trajectories" if args.trajectories else f"{args.minutes:g} min"
-    print(f"recipe block {args.block}: {' → '.join(a.name for a in arms)}; {each} each", flush=True)
+    print(f"{family.name} block {args.block}: {' → '.join(a.name for a in arms)}; {each} each", flush=True)
     # on this machine's cache, not in the results: another machine's warm start is another model
-    warm = warm_start_records(config, model_dir, items, args, block_dir, Path(config.common.cache_dir) / "recipe-warm")
+    warm = warm_start_records(model_dir, items, args, block_dir, Path(config.common.cache_dir) / "recipe-warm")
     block = {
         "block": args.block,
+        **identity,
         "machine": facts,
         "warm_start": {"model": model_dir.name, "checksum": warm["checksum"], "eval_seconds": warm["eval_seconds"]},
         "scorer_version": warm["scorer"],
@@ -229,7 +245,7 @@ def run_block(args, config) -> int:
     }
     write_json(block_dir / "block.json", block)
     for arm in arms:
-        run_arm(config, arm, args, model_dir, block_dir, items, seed=args.block)
+        run_arm(arm, args, model_dir, block_dir, items, seed=args.block)
     block["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     block["load_average_1m_end"] = round(os.getloadavg()[0], 2)
     write_json(block_dir / "block.json", block)

@@ -8,12 +8,20 @@ minutes on the same fixed training tasks from the same warm start; what differs 
 - the `g*` rows: several groups per step, an exec channel that pays `success` too, the decision not to call
   credited on no-tool tasks, groups without success variance screened out — at three learning rates and two
   batch sizes (one factor at a time around `g4-lr3e-6`).
+
+A second arm set, `estimators` (`--arm-set estimators`), runs the five estimator arms of issue 35 at one recipe
+(`--recipe`, a row above; default `RECIPE_FOR_ESTIMATORS`): the recipe's settings with the estimator and its
+advantage knobs of `ops.experiments.learning.arms` (`slca_decision`: slca with the decision token; the others
+with it off, as the estimators are defined). Each arm set has blocks of its own (`ArmSet.blocks`), the same
+block structure, and its own baseline.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
+from ops.experiments.learning.arms import VARIANTS
 from slca.cli import CliError
 
 AIMED = {
@@ -64,15 +72,70 @@ RECIPE_ARMS: dict[str, RecipeArm] = {
 BASELINE = "today"
 """The arm every other arm is also paired with."""
 
+ESTIMATORS = ("slca", "slca_decision", "grpo", "toolpo", "rltr")
+"""The estimator arms (issue 35 item 3), fixed before the first block: a plug-in registered later does not join a
+running comparison. `slca` first: the reference every other arm is compared with."""
+RECIPE_FOR_ESTIMATORS = "g4-lr3e-6"
+"""The recipe the estimator arms train with unless `--recipe` says otherwise: the best recipe arm of block 0
+(bench/learning/recipe): 4 groups per step, lr 3e-6, the aimed advantage."""
 
-def resolve(names: str | None) -> list[RecipeArm]:
+
+def estimator_arms(recipe: str) -> dict[str, RecipeArm]:
+    """The five estimator arms at the recipe arm `recipe`: its settings, the decision token off unless the
+    estimator arm sets it (`arms.VARIANTS`: `slca_decision`), the arm's registered estimator."""
+    if recipe not in RECIPE_ARMS:
+        raise CliError(f"unknown recipe {recipe!r} for the estimator arms; known: {', '.join(RECIPE_ARMS)}")
+    base = {**RECIPE_ARMS[recipe].settings, "learner.advantage.decision_token": False}
+    arms = {}
+    for name in ESTIMATORS:
+        variant = VARIANTS.get(name)
+        estimator = variant.estimator if variant else name
+        knobs = {f"learner.advantage.{k}": v for k, v in (variant.advantage if variant else {}).items()}
+        arms[name] = RecipeArm(name, {**base, **knobs}, estimator)
+    return arms
+
+
+@dataclass(frozen=True)
+class ArmSet:
+    """A family of arms run in blocks: every arm once per block, order rotated, paired with the block's warm start
+    (and, in the report, with the set's reference arm: `BASELINE`, `ESTIMATORS[0]`)."""
+
+    name: str
+    blocks: str
+    """The folder under `--out` that holds this set's blocks (`<out>/<blocks>/b<N>`)."""
+    arms: Callable[[str], dict[str, RecipeArm]]
+    """The recipe (a `RECIPE_ARMS` name, for the sets that train at one) → the arms."""
+    at_recipe: bool = False
+    """The arms train at one recipe (`--recipe`): its name is part of the block (block.json `recipe`)."""
+
+
+ARM_SETS: dict[str, ArmSet] = {
+    s.name: s
+    for s in (
+        ArmSet("recipe", "blocks", lambda recipe: RECIPE_ARMS),
+        ArmSet("estimators", "estimator-blocks", estimator_arms, at_recipe=True),
+    )
+}
+"""`--arm-set`: `recipe` (the default: the sweep of `RECIPE_ARMS`) or `estimators`."""
+
+
+def arm_set(name: str) -> ArmSet:
+    if name not in ARM_SETS:
+        raise CliError(f"unknown arm set {name!r}; known: {', '.join(ARM_SETS)}")
+    return ARM_SETS[name]
+
+
+def resolve(names: str | None, known: dict[str, RecipeArm] | None = None) -> list[RecipeArm]:
+    """The arms named in `names` (comma-separated, in that order) among `known` (default: `RECIPE_ARMS`); every
+    one of them when empty."""
+    known = RECIPE_ARMS if known is None else known
     if not names:
-        return list(RECIPE_ARMS.values())
+        return list(known.values())
     arms = []
     for name in (n.strip() for n in names.split(",") if n.strip()):
-        if name not in RECIPE_ARMS:
-            raise CliError(f"unknown recipe arm {name!r}; known: {', '.join(RECIPE_ARMS)}")
-        arms.append(RECIPE_ARMS[name])
+        if name not in known:
+            raise CliError(f"unknown recipe arm {name!r}; known: {', '.join(known)}")
+        arms.append(known[name])
     return arms
 
 

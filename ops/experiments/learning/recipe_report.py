@@ -1,5 +1,6 @@
 """The recipe sweep's results from every finished block: `results.json`, `results.md` (the rule and the verdict
-first), `recipe.png` (success against minutes per arm).
+first), `recipe.png` (success against minutes per arm); then the estimator comparison from the estimator arm set's
+blocks (`recipe_estimators`: its own rule, its section of both files, `estimators.png`).
 
 The rule, fixed before the first block (`RULE`): per arm and suite, the paired difference of greedy success
 against the same block's warm start, item by item, averaged over items and blocks; its 95% interval by a
@@ -26,12 +27,12 @@ RULE = (
 )
 
 
-def read_blocks(out: Path) -> list[dict]:
-    """Every block with its warm start's outcomes and its finished arms' outcomes."""
+def read_blocks(out: Path, folder: str = "blocks") -> list[dict]:
+    """Every block under `<out>/<folder>` with its warm start's outcomes and its finished arms' outcomes."""
     from ops.experiments.eval.suite import read_jsonl
 
     blocks = []
-    for block_dir in sorted((out / "blocks").glob("b*")):
+    for block_dir in sorted((out / folder).glob("b*")):
         meta = read_json(block_dir / "block.json")
         warm_path = block_dir / "warm_start.items.jsonl"
         if meta is None or not warm_path.is_file():
@@ -56,9 +57,9 @@ def outcomes(records) -> dict[str, float]:
     return {f"{r.suite}/{r.item_id}": float(bool(r.success)) for r in records}
 
 
-def paired(blocks: list[dict], arm: str, other: str | None, suite: str, seed: int = 0) -> dict | None:
-    """The paired difference `arm − other` (None: the warm start) on `suite`, over the blocks that ran both."""
-    pairs = []  # per block: {item: (a, b)}
+def block_pairs(blocks: list[dict], arm: str, other: str | None, suite: str) -> list[dict]:
+    """Per block that ran both: {item: (outcome of `arm`, outcome of `other`)} on `suite` (None: the warm start)."""
+    pairs = []
     for block in blocks:
         a = block["arms"].get(arm)
         b = block["warm"] if other is None else (block["arms"].get(other) or {}).get("outcomes")
@@ -66,10 +67,24 @@ def paired(blocks: list[dict], arm: str, other: str | None, suite: str, seed: in
             continue
         keys = [k for k in a["outcomes"] if k.startswith(suite + "/") and k in b]
         pairs.append({k: (a["outcomes"][k], b[k]) for k in keys})
+    return pairs
+
+
+def item_differences(pairs: list[dict]) -> dict[str, float]:
+    """Per item every block has: `arm − other`, averaged over the blocks (empty without a pair)."""
     if not pairs or not pairs[0]:
-        return None
+        return {}
     items = sorted(set.intersection(*(set(p) for p in pairs)))
-    diff = {k: fmean(p[k][0] - p[k][1] for p in pairs) for k in items}
+    return {k: fmean(p[k][0] - p[k][1] for p in pairs) for k in items}
+
+
+def paired(blocks: list[dict], arm: str, other: str | None, suite: str, seed: int = 0) -> dict | None:
+    """The paired difference `arm − other` (None: the warm start) on `suite`, over the blocks that ran both."""
+    pairs = block_pairs(blocks, arm, other, suite)
+    diff = item_differences(pairs)
+    if not diff:
+        return None
+    items = list(diff)
     rng = random.Random(seed)
     draws = []
     for _ in range(RESAMPLES):
@@ -136,7 +151,8 @@ def verdict(comparisons: dict) -> str:
 
 
 def write_report(out: Path) -> dict:
-    from ops.experiments.learning.recipe_arms import BASELINE, RECIPE_ARMS
+    from ops.experiments.learning.recipe_arms import ARM_SETS, BASELINE, ESTIMATORS, RECIPE_ARMS
+    from ops.experiments.learning.recipe_estimators import compare_estimators
 
     blocks = read_blocks(out)
     names = [a for a in RECIPE_ARMS if any(a in b["arms"] for b in blocks)]
@@ -155,10 +171,15 @@ def write_report(out: Path) -> dict:
         "blocks": [b["meta"] for b in blocks],
         "arms": comparisons,
     }
+    estimator_blocks = read_blocks(out, ARM_SETS["estimators"].blocks)
+    results["estimators"] = compare_estimators(estimator_blocks)
     write_json(out / "results.json", results)
     write_atomic(out / "results.md", markdown(results))
     if names:
         plot(blocks, names, out / "recipe.png")
+    estimators = [a for a in ESTIMATORS if any(a in b["arms"] for b in estimator_blocks)]
+    if estimators:
+        plot(estimator_blocks, estimators, out / "estimators.png")
     print(results["verdict"])
     return results
 
@@ -203,6 +224,10 @@ def markdown(results: dict) -> str:
         "Δ in points, 95% interval, (+items gained/−items lost). Written by `slca bench recipe`; per-item records "
         "under `blocks/b*/`.",
     ]
+    if "estimators" in results:
+        from ops.experiments.learning.recipe_estimators import markdown as estimators_markdown
+
+        lines += ["", *estimators_markdown(results["estimators"])]
     return "\n".join(lines) + "\n"
 
 

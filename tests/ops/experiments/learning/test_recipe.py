@@ -36,8 +36,8 @@ def _records(suite: str, outcomes: list[bool]) -> list[ItemRecord]:
     return [ItemRecord(suite, f"t{i}", ok, None, None) for i, ok in enumerate(outcomes)]
 
 
-def _block(out: Path, b: int, warm: dict, arms: dict[str, dict]) -> None:
-    d = out / "blocks" / f"b{b}"
+def _block(out: Path, b: int, warm: dict, arms: dict[str, dict], folder: str = "blocks") -> None:
+    d = out / folder / f"b{b}"
     d.mkdir(parents=True)
     meta = {
         "block": b,
@@ -92,3 +92,99 @@ def test_no_winner_when_no_arm_moves(tmp_path):
         {"today": {"train_probe": outcomes, "test": outcomes}},
     )
     assert write_report(tmp_path)["verdict"].startswith("no winner")
+
+
+# --- the estimator arms (issue 35 item 3) ------------------------------------------------------------------------
+
+
+def test_estimator_arms_train_at_the_recipe_with_their_own_estimator_and_decision_token():
+    from ops.experiments.learning.recipe_arms import ESTIMATORS, estimator_arms
+
+    arms = estimator_arms("g4-lr3e-6")
+    assert list(arms) == list(ESTIMATORS) == ["slca", "slca_decision", "grpo", "toolpo", "rltr"]
+    assert [a.estimator for a in arms.values()] == ["slca", "slca", "grpo", "toolpo", "rltr"]
+    for arm in arms.values():
+        assert arm.settings["learner.groups_per_step"] == 4 and arm.settings["learner.lr"] == 3e-6
+        assert arm.settings["learner.advantage.success_weight"] == 1.0
+        assert arm.settings["learner.screen_success_variance"] is True
+        decides = arm.settings["learner.advantage.decision_token"]
+        assert decides is (arm.name == "slca_decision")
+    assert estimator_arms("g8-lr3e-6")["grpo"].settings["learner.groups_per_step"] == 8
+    with pytest.raises(CliError, match="unknown recipe"):
+        estimator_arms("bogus")
+
+
+def test_the_arm_set_is_a_flag_and_the_recipe_sweep_stays_the_default():
+    from slca.cli import build_parser
+
+    parser = build_parser()
+    default = parser.parse_args(["bench", "recipe", "--block", "0"])
+    assert (default.arm_set, default.recipe) == ("recipe", "g4-lr3e-6")
+    chosen = parser.parse_args(["bench", "recipe", "--block", "2", "--arm-set", "estimators", "--recipe", "g4-lr1e-5"])
+    assert (chosen.arm_set, chosen.recipe) == ("estimators", "g4-lr1e-5")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "recipe", "--arm-set", "bogus"])
+
+
+def test_an_estimator_block_runs_every_arm_once_rotated_in_blocks_of_its_own(tmp_path, monkeypatch, tiny_model_dir):
+    from ops.experiments.learning import recipe
+    from ops.experiments.warmstart import model as warm_model
+    from slca.config import load_config
+
+    monkeypatch.setattr(warm_model, "resolve_warm_start", lambda name, config: tiny_model_dir)
+    ran = []
+
+    def fake_warm(model_dir, items, args, block_dir, cache):
+        write_jsonl(
+            [ItemRecord(i.suite, i.item_id, False, 0.0, 0.0) for i in items], block_dir / "warm_start.items.jsonl"
+        )
+        return {"checksum": "c", "scorer": "s", "records": [], "eval_seconds": 1.0}
+
+    monkeypatch.setattr(recipe, "warm_start_records", fake_warm)
+    monkeypatch.setattr(recipe, "run_arm", lambda arm, args, model, block_dir, items, seed: ran.append((arm, seed)))
+    argv = ["bench", "recipe", "--block", "2", "--arm-set", "estimators", "--trajectories", "64"]
+    from slca.cli import build_parser
+
+    args = build_parser().parse_args([*argv, "--out", str(tmp_path), "--probe-size", "8"])
+    assert recipe.run_block(args, load_config(None, [f"common.cache_dir={tmp_path / 'cache'}"])) == 0
+    assert [a.name for a, _ in ran] == ["grpo", "toolpo", "rltr", "slca", "slca_decision"]
+    assert {seed for _, seed in ran} == {2}
+    assert ran[0][0].settings["learner.lr"] == 3e-6 and ran[0][0].estimator == "grpo"
+    block = json.loads((tmp_path / "estimator-blocks" / "b2" / "block.json").read_text())
+    assert (block["arm_set"], block["recipe"]) == ("estimators", "g4-lr3e-6")
+    assert not (tmp_path / "blocks").exists()
+    # the same block again at another recipe would mix two recipes in one block
+    args.recipe = "g4-lr1e-5"
+    with pytest.raises(CliError, match="was run as arm set estimators"):
+        recipe.run_block(args, load_config(None, [f"common.cache_dir={tmp_path / 'cache'}"]))
+
+
+def test_the_estimator_comparison_pairs_with_slca_under_holm_and_the_margin(tmp_path):
+    rng = random.Random(2)
+    probe = [rng.random() < 0.5 for _ in range(64)]
+    test = [rng.random() < 0.5 for _ in range(100)]
+    worse = [False if ok and i % 2 == 0 else ok for i, ok in enumerate(probe)]  # −~25 points
+    same = {"train_probe": probe, "test": test}
+    _block(tmp_path, 0, same, {"today": same})  # the recipe sweep's block, untouched
+    for b in range(2):
+        arms = {"slca": same, "slca_decision": same, "grpo": {"train_probe": worse, "test": test}}
+        _block(tmp_path, b, same, arms, folder="estimator-blocks")
+    results = write_report(tmp_path)
+    rows = {(r["arm"], r["suite"]): r for r in results["estimators"]["comparisons"]}
+    assert len(rows) == 8 and rows["toolpo", "test"]["paired"] is None  # the family is named before any block
+    grpo = rows["grpo", "train_probe"]
+    assert grpo["verdict"] == "slca better" and grpo["p_holm"] < 0.05 and not grpo["non_inferior"]
+    same_arm = rows["slca_decision", "test"]
+    assert same_arm["verdict"] == "no difference detected" and same_arm["non_inferior"]
+    assert rows["grpo", "test"]["non_inferior"] and rows["grpo", "test"]["p_holm"] == 1.0
+    md = (tmp_path / "results.md").read_text()
+    assert "## Estimator comparison" in md and "Holm" in md and "margin 5 points" in md
+    assert "| toolpo | test | – |" in md and (tmp_path / "estimators.png").stat().st_size > 0
+    assert results["arms"]["today"]["vs_warm"]["train_probe"]["diff"] == 0  # the sweep's report is unchanged
+
+
+def test_holm_counts_a_missing_comparison_as_p_one():
+    from ops.experiments.learning.recipe_estimators import FAMILY, holm_family
+
+    one = {FAMILY[0]: 0.01}
+    assert holm_family(one)[FAMILY[0]] == pytest.approx(0.01 * len(FAMILY))
