@@ -24,8 +24,18 @@ class LearnerState:
     version: int = 0
     """Newest weight version this learner published (0: the base model)."""
     consumed: list[str] = field(default_factory=list)
-    """Ids of the groups applied (or deliberately dropped), in order."""
+    """Ids of the groups applied (or deliberately dropped), in order: every one not yet acknowledged, and the newest
+    `learner.consumed_ids_kept` of the others (`kept_ids`)."""
     dropped_stale: int = 0
+
+
+def kept_ids(ids: list[str], keep: int, pending: set[str]) -> list[str]:
+    """`ids` (in order) without those acknowledged beyond the newest `keep`: a group whose entry is acknowledged is
+    never delivered again, so its id need not be remembered for ever; one in `pending` (applied, not acknowledged
+    yet) is redelivered after a crash and must be recognised."""
+    acked = [i for i in ids if i not in pending]
+    kept = set(acked[-keep:]) if keep else set()
+    return [i for i in ids if i in pending or i in kept]
 
 
 def save_checkpoint(run_dir: Path, state: LearnerState, model, optimizer, keep: int = 2) -> Path:

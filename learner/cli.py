@@ -87,7 +87,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     if not is_main_rank():
         print(f"learner rank {os.environ.get('RANK')} stopped at step {state.step} (rank 0 reports the groups)")
         return 0
-    print(f"learner stopped at step {state.step}, version {state.version}, {len(state.consumed)} groups consumed")
+    print(f"learner stopped at step {state.step}, version {state.version}, {state.dropped_stale} stale groups dropped")
     return 0
 
 

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import redis
 
 from learner.announce import Announcer
-from learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
+from learner.checkpoint import LearnerState, kept_ids, load_checkpoint, save_checkpoint
 from learner.consumer import GroupConsumer, GroupEntry, consumer_name
 from learner.ddp import Ranks, leave
 from learner.ddp_orders import Orders
@@ -122,6 +122,7 @@ def lead(
     consumer = GroupConsumer(ctx.client, ctx.streams, s.consumer_group, consumer_name(s.consumer_name), s.claim_idle_ms)
     announcer = Announcer(ctx.client, ctx.streams)
     unacked: list[bytes] = []
+    unacked_groups: set[str] = set()
     idle, stale = IdleSteps(), StaleGroups()
     log.info("learner: step %d, version %d, %d groups consumed so far", state.step, state.version, len(consumed))
     resume_announcement(ctx, policy, state, announcer)
@@ -162,13 +163,18 @@ def lead(
         state.consumed.extend(e.group.group_id for e in entries)
         consumed.update(e.group.group_id for e in entries)
         unacked.extend(e.entry_id for e in entries)
+        unacked_groups.update(e.group.group_id for e in entries)
         # a step whose groups all had zero advantage changed no weight: publishing it would only make the
         # servers swap to identical weights and split the reward-per-version curve into more, smaller points
         published = maybe_publish(ctx, policy, state, announcer) if report.updated else None
         if state.step % s.checkpoint_every == 0 or (s.max_steps and state.step >= s.max_steps):
+            # bounded: ids of acknowledged groups are kept only as a margin (`learner.consumed_ids_kept`)
+            state.consumed = kept_ids(state.consumed, s.consumed_ids_kept, unacked_groups)
+            consumed.intersection_update(state.consumed)
             save_checkpoint(ctx.run_dir, state, policy.model, trainer.optimizer)
             consumer.ack(unacked)
             unacked.clear()
+            unacked_groups.clear()
         record_step(ctx, state, report, entries, published)
         if warning := idle.observe(report.updated):
             log.warning(warning)

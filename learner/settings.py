@@ -117,6 +117,10 @@ class LearnerSettings(SectionSettings):
     """Publish weights every K optimizer steps."""
     checkpoint_every: int = 1
     """Checkpoint every K steps; groups are acknowledged only once the step that used them is checkpointed."""
+    consumed_ids_kept: int = Field(default=4096, ge=0)
+    """Ids of applied (or dropped) groups the learner and its checkpoints keep beyond those not yet acknowledged.
+    An acknowledged entry is never delivered again, so only the unacknowledged ones must be recognised after a
+    restart; the newest others stay as a margin (a group emitted twice)."""
     keep_versions: int = 3
     """Published weight versions kept on disk (older ones are deleted; 0 keeps all)."""
     weights_bind: str | None = None

@@ -3,40 +3,35 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from slca.weights.fetch_report import FETCH_FAILURES, FetchReport
 
-MAX_TOOL_LABELS = 64
-"""Distinct tool names a process labels metrics with; later ones count as 'other'."""
-
-
-class BoundedLabel:
-    """Label values that come from callers (tool names are request data): the first `limit` distinct values keep
-    their name, any later one is 'other', so that no caller can grow the series without bound."""
+class KnownLabel:
+    """Label values that come from callers (tool names are request data): only known values (the registered tools,
+    `know`) keep their name, any other is 'other', so that no caller can grow the series without bound — nor take
+    the labels, as the first caller after a start could when the first 64 names seen were kept."""
 
     FIXED = frozenset({"unknown", "other"})
 
-    def __init__(self, limit: int):
-        self.limit = limit
-        self._seen: set[str] = set()
+    def __init__(self, known: Iterable[str] = ()):
+        self._known = frozenset(known)
         self._lock = threading.Lock()  # agent runs label from the event loop, tools may do so from threads
 
-    def __call__(self, value: str) -> str:
-        if value in self.FIXED or value in self._seen:
-            return value
+    def know(self, values: Iterable[str]) -> None:
         with self._lock:
-            if len(self._seen) >= self.limit:
-                return "other"
-            self._seen.add(value)
-            return value
+            self._known = self._known | frozenset(values)
+
+    def __call__(self, value: str) -> str:
+        return value if value in self.FIXED or value in self._known else "other"
 
 
 class _ToolCounter:
-    """`slca_tool_calls_total` with its `tool` label bounded (BoundedLabel)."""
+    """`slca_tool_calls_total` with its `tool` label bounded (KnownLabel)."""
 
-    def __init__(self, counter: Counter, tools: BoundedLabel):
+    def __init__(self, counter: Counter, tools: KnownLabel):
         self.counter, self.tools = counter, tools
 
     def labels(self, *, tool: str, outcome: str):
@@ -44,7 +39,7 @@ class _ToolCounter:
 
 
 class ServeMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None, max_tool_labels: int = MAX_TOOL_LABELS):
+    def __init__(self, registry: CollectorRegistry | None = None, known_tools: Iterable[str] = ()):
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter("slca_requests_total", "HTTP requests", ["endpoint", "status"], registry=r)
@@ -52,7 +47,7 @@ class ServeMetrics:
         self.tokens_generated = Counter("slca_tokens_generated_total", "Sampled tokens", registry=r)
         self.tool_calls = _ToolCounter(
             Counter("slca_tool_calls_total", "Tool calls executed", ["tool", "outcome"], registry=r),
-            BoundedLabel(max_tool_labels),
+            KnownLabel(known_tools),
         )
         self.tool_turns = Histogram(
             "slca_tool_turns", "Tool turns per episode", buckets=(0, 1, 2, 3, 4, 6, 8, 12, 16), registry=r
@@ -126,6 +121,6 @@ class ServeMetrics:
 
     @staticmethod
     def known_tool(name: str | None, offered: set[str]) -> str:
-        """A name the request offered, else 'unknown' (model output must not mint labels); the request's own names
-        are bounded in turn by `tool_calls` (first `max_tool_labels` distinct names, then 'other')."""
+        """A name the request offered, else 'unknown' (model output must not mint labels); an offered name keeps
+        its label only when it is a registered tool's (`tool_calls.tools.know`), else it is 'other'."""
         return name if name in offered else "unknown"

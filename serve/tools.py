@@ -47,3 +47,10 @@ def make_tool_provider(redis_url: str | None, sim_settings=None, metrics_registr
         raise
     # the simulator runs inside this process: its metrics belong on the API's /metrics registry
     return make_provider(sim_settings, redis_url, metrics_registry=metrics_registry)
+
+
+def known_tool_names(provider: ToolProvider) -> frozenset[str]:
+    """The tools a provider knows without a caller (the sim's catalog and real packs), for metric labels; none for
+    a provider that does not say."""
+    names = getattr(provider, "tool_names", None)
+    return frozenset(names()) if callable(names) else frozenset()

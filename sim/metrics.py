@@ -2,40 +2,38 @@
 
 Tool names come from callers (any request may offer a tool of any name), and each label value is a set of
 series kept for the life of the process: ≈ 20 per name (a histogram's buckets). So the `tool` label is bounded
-(`ToolLabels`): the first `MAX_TOOL_LABELS` names seen keep their own label, later ones share `other`.
+(`ToolLabels`): the tools the simulator knows (the catalog's simulated tools, the real packs' tools: registered,
+not chosen by callers) keep their own label; any other name is `other`. (First come, first kept let the first
+caller after a start take every label, and the registered tools then had none.)
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
 
-MAX_TOOL_LABELS = 64
-"""Distinct `tool` label values per registry, `other` aside. The task packs' tools are a few dozen: the first
-names seen in a run are theirs; a flood of fresh names from callers then lands in `other`."""
 OTHER_TOOL = "other"
 
 
 class ToolLabels:
-    """The bounded set of `tool` label values: first come, first kept, up to `limit`; every later name is `other`."""
+    """The `tool` label values: a known name keeps its own, any other is `other` (whoever calls first)."""
 
-    def __init__(self, limit: int = MAX_TOOL_LABELS):
-        self.limit = limit
-        self._kept: set[str] = set()
+    def __init__(self, known: Iterable[str] = ()):
+        self._known = frozenset(known)
         self._lock = threading.Lock()  # tools are called from serve's loop and from threads
 
-    def __call__(self, name: str) -> str:
-        if name in self._kept:
-            return name
+    def know(self, names: Iterable[str]) -> None:
+        """Names of registered tools (a provider's: `SimProvider.tool_names`) keep their label from now on."""
         with self._lock:
-            if len(self._kept) < self.limit:
-                self._kept.add(name)
-                return name
-        return OTHER_TOOL
+            self._known = self._known | frozenset(names)
+
+    def __call__(self, name: str) -> str:
+        return name if name in self._known else OTHER_TOOL
 
 
 @dataclass

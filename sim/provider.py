@@ -26,6 +26,7 @@ from sim.schemas import tool_spec
 from sim.settings import SimSettings
 from sim.simulated import SimContext, SimulatedTool
 from sim.state import EpisodeState
+from sim.tasks.catalog import simulated_by_name
 from slca.contracts import ToolResult
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class SimProvider:
         self.settings = settings
         self.metrics = metrics or default_metrics()
         self.registry = registry if registry is not None else build_registry(settings)
+        self.metrics.tool.know(self.tool_names())  # labels for registered tools only (sim/metrics.py)
         cache = (
             ResponseCache(
                 redis_url,
@@ -108,6 +110,11 @@ class SimProvider:
             settings.timeout_fault_delay_s,
             self.limits,
         )
+
+    def tool_names(self) -> frozenset[str]:
+        """The tools this provider knows without a caller: the catalog's simulated tools and the real packs'."""
+        real = {name for pack in self.registry.packs.values() for name in pack.tools}
+        return frozenset(simulated_by_name()) | real
 
     def _specs(self, tools: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
         """(definition, ToolSpec or the ValueError that makes it unusable) per offered tool."""

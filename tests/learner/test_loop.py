@@ -79,3 +79,34 @@ def test_steps_that_change_no_weight_are_said_in_the_log_not_silent():
     assert [i + 1 for i, w in enumerate(said) if w] == [3, 30]  # after 3, then after 30 in a row
     assert "3 steps in a row changed no weight" in said[2] and "slca sft" in said[2]
     assert idle.observe(True) is None and [idle.observe(False) for _ in range(3)][-1]  # an update starts over
+
+
+def test_the_consumed_ids_are_bounded_once_acknowledged(loop_context, rollout_model, redis_client):
+    """`consumed` grew by every group for the life of the run (and its checkpoints with it): once a checkpoint's
+    groups are acknowledged they are never delivered again, so beyond the groups not yet acknowledged only the newest
+    `consumed_ids_kept` stay."""
+    from learner.checkpoint import STATE_NAME
+
+    model, tokenizer = rollout_model
+    task = TwoToolTask(tokenizer, seed=2)
+    ctx = loop_context(max_staleness=0, max_steps=2, consumed_ids_kept=1)
+    redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 0, size=4, index=0), id="g0"))
+    redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 0, size=4, index=1), id="g1"))  # stale
+    redis_client.xadd(ctx.streams.groups, encode_entry(task.group(model, 1, size=4, index=2), id="g2"))
+    state = run_learner(ctx)
+
+    assert state.step == 2 and state.dropped_stale == 1
+    assert state.consumed == ["g1-v0", "g2-v1"]  # g2 not acknowledged when its checkpoint was written; g1 the margin
+    latest = (ctx.run_dir / "checkpoints" / "LATEST").read_text().strip()
+    saved = json.loads((ctx.run_dir / "checkpoints" / latest / STATE_NAME).read_text())["consumed"]
+    assert saved == ["g1-v0", "g2-v1"]
+    assert redis_client.xpending(ctx.streams.groups, "learner")["pending"] == 0
+
+
+def test_kept_ids_keep_every_pending_id_and_the_newest_others():
+    from learner.checkpoint import kept_ids
+
+    ids = ["a", "b", "c", "d", "e"]
+    assert kept_ids(ids, 2, {"a", "e"}) == ["a", "c", "d", "e"]
+    assert kept_ids(ids, 0, set()) == []
+    assert kept_ids(ids, 10, set()) == ids

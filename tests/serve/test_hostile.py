@@ -510,21 +510,25 @@ def test_healthz_answers_within_100ms_while_the_worst_inputs_are_processed(hf_se
 
 
 # --- units ---------------------------------------------------------------------------------------
-def test_tool_metric_labels_are_bounded():
+def test_tool_metric_labels_are_the_registered_tools_whoever_calls_first():
+    """The first caller after a start could take all 64 labels (first come, first kept): now only the names of the
+    registered tools (the tool provider's) keep a label; any other offered name is 'other'."""
     from serve.metrics import ServeMetrics
 
-    metrics = ServeMetrics(max_tool_labels=3)
-    for i in range(10):
+    metrics = ServeMetrics(known_tools={"get_weather"})
+    for i in range(100):  # one caller's fresh names, before anyone calls a registered tool
         name = f"tool{i}"
         metrics.tool_calls.labels(tool=ServeMetrics.known_tool(name, {name}), outcome="ok").inc()
-    text = "\n".join(
-        f"{s.labels['tool']}"
+    metrics.tool_calls.labels(tool=ServeMetrics.known_tool("get_weather", {"get_weather"}), outcome="ok").inc()
+    metrics.tool_calls.labels(tool=ServeMetrics.known_tool("invented", set()), outcome="malformed").inc()
+    labels = {
+        s.labels["tool"]
         for m in metrics.registry.collect()
         if m.name == "slca_tool_calls"
         for s in m.samples
         if s.name == "slca_tool_calls_total"
-    )
-    assert set(text.split()) == {"tool0", "tool1", "tool2", "other"}
+    }
+    assert labels == {"get_weather", "other", "unknown"}
 
 
 class CountingTokenizer:
