@@ -33,6 +33,8 @@ const SPECS = [
   { id: "chart-versions", key: "versions", y: [0, null], stepped: true, spanGaps: true },
   { id: "chart-throughput", key: "throughput", y: [0, null], bars: true },
   { id: "chart-learner", key: "learner", y: [null, null], rightScale: "kl" },
+  { id: "chart-gate", key: "gate", y: [0, 1], points: true, spanGaps: true },
+  { id: "chart-roles", key: "scored_success", y: [0, 1], spanGaps: true },
 ];
 const plots = {};  // chart id → {plot, labels}
 
@@ -212,6 +214,50 @@ function renderReplicas(replicas) {
   section.dataset.stale = String(replicas.filter(r => r.stale).length);
 }
 
+// the gate's decisions and the scored-success rollbacks, newest first; text only (textContent), as the replicas
+const GATE_ROWS = 12;
+function gateRows(versions) {
+  const interval = (d, lo, hi) => d === null || d === undefined ? "-"
+    : `${signed(d)} [${lo === null || lo === undefined ? "-" : signed(lo)}, ${hi === null || hi === undefined ? "-" : signed(hi)}]`;
+  const decisions = (versions.decisions || []).map(d => ({
+    at: d.at, cells: ["v" + d.candidate, "v" + d.promoted, d.outcome, interval(d.diff, d.ci_low, d.ci_high), String(d.n), d.why],
+    rollback: false }));
+  const rollbacks = (versions.rollbacks || []).map(r => ({
+    at: r.at, cells: ["-", `v${r.version} → v${r.previous}`, r.outcome + " (scored success)",
+                      interval(r.diff, null, r.ci_high), `${r.n} / ${r.previous_n}`, r.why],
+    rollback: true }));
+  return [...decisions, ...rollbacks].sort((a, b) => b.at - a.at).slice(0, GATE_ROWS);
+}
+
+function renderRoles(versions) {
+  const v = versions || {};
+  document.getElementById("promoted").textContent = v.promoted === null || v.promoted === undefined ? "-" : "v" + v.promoted;
+  document.getElementById("candidate").textContent = v.candidate === null || v.candidate === undefined ? "-" : "v" + v.candidate;
+  const record = v.record;
+  document.getElementById("record").textContent = record
+    ? `— v${record.promoted} promoted (${record.reason}); rolled back: ${record.rolled_back.length ? record.rolled_back.map(x => "v" + x).join(", ") : "none"}`
+    : "";
+  const section = document.getElementById("gate");
+  const rows = gateRows(v).map(r => {
+    const tr = document.createElement("tr");
+    if (r.rollback) tr.className = "rollback";
+    for (const text of [clock(r.at, true), ...r.cells]) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.appendChild(td);
+    }
+    return tr;
+  });
+  if (!rows.length) {
+    const tr = document.createElement("tr");
+    tr.className = "none";
+    tr.innerHTML = '<td colspan="7">no decision yet</td>';
+    rows.push(tr);
+  }
+  section.querySelector("tbody").replaceChildren(...rows);
+  section.dataset.count = String(rows.filter(r => r.className !== "none").length);
+}
+
 // the warm start `slca up` trains beside serving (api/stats `warm_start`: ops/experiments/warmstart/progress.py)
 function warmStartText(w) {
   const mmss = s => `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, "0")}`;
@@ -231,6 +277,7 @@ function renderWarmStart(w) {
 function render(data) {
   recordQueues(data);
   renderReplicas(data.replicas || []);
+  renderRoles(data.versions);
   renderWarmStart(data.warm_start || null);
   // an idle system reads all-zero depths: that is "no data yet", not a chart of zeros
   const active = (data.rewards || []).length || (data.queues || []).some(q => q.length > 0);

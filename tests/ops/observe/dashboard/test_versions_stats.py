@@ -97,3 +97,13 @@ def test_status_prints_the_last_decision_and_the_rollback(redis_client):
     assert "v8 vs v0: promote — diff +0.100 [+0.010, +0.190], n 96" in text.splitlines()[-2]
     assert "v8 → v0 on scored success: rollback — 0.350 (n 150) vs 0.800 (n 150), diff -0.450" in text
     assert "one-sided 95% bound -0.360 (margin 0.10)" in text
+
+
+def test_the_page_shows_both_roles_the_decisions_table_and_the_two_charts():
+    from tests.ops.observe.dashboard.test_replicas_stats import STATIC
+
+    html, js = (STATIC / "index.html").read_text(), (STATIC / "dashboard.js").read_text()
+    assert 'id="promoted"' in html and 'id="candidate"' in html and 'id="gate"' in html
+    assert 'id="chart-gate"' in html and 'id="chart-roles"' in html
+    assert 'key: "gate"' in js and 'key: "scored_success"' in js  # the series api/stats carries
+    assert "renderRoles(data.versions)" in js and "td.textContent = text" in js  # rows drawn as text, never markup
