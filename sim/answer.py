@@ -5,8 +5,9 @@ the request's own values (echoed fields, search filters in each result, lists of
 conversion's target: `time_zone` ← `to_tz`),
 the object as the episode last stated it (restated whole: the same fields, the same values), the request again,
 and, for a state-changing call, its effect: arguments stored under the verb's name (`reason` → `cancel_reason`,
-`item_ids` → `return_items`) and the new status the description or the status enum names. Every layer keeps the
-answer valid against the response schema: all at once when that holds, else change by change.
+`item_ids` → `return_items`) and the new status the description or the status enum names; then what the call does
+inside the object (`sim.effects`: rows it stores, parts it replaces, refunds). Every layer keeps the answer valid
+against the response schema: all at once when that holds, else change by change.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import copy
 from typing import Any
 
 from sim.describe import name_words, new_status
+from sim.effects import EFFECTS
 from sim.jsonpath import MISSING, Path, put
 from sim.schemas import ToolSpec, is_valid
 from sim.state import EpisodeState, is_id_key, is_write, own_id, root_properties, status_values, verb_of
@@ -80,15 +82,28 @@ def consistent(spec: ToolSpec, arguments: dict[str, Any], answer: Any, state: Ep
     out = copy.deepcopy(answer)
     for path, value in changes:
         put(out, path, value)
-    if is_valid(schema, out):
-        return out, changed
-    out = copy.deepcopy(answer)
-    for path, value in changes:
-        trial = copy.deepcopy(out)
-        put(trial, path, value)
-        if is_valid(schema, trial):
-            out = trial
+    if not is_valid(schema, out):
+        out = copy.deepcopy(answer)
+        for path, value in changes:
+            trial = copy.deepcopy(out)
+            put(trial, path, value)
+            if is_valid(schema, trial):
+                out = trial
+    if is_write(spec.name) and isinstance(out, dict):
+        out = _with_effects(spec, arguments, out, _record_for(out, arguments, state, True) is not None)
     return out, changed
+
+
+def _with_effects(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], known: bool) -> dict[str, Any]:
+    """`obj` with what the call does inside it (`sim.effects`), rule by rule, each change kept if the answer stays
+    valid."""
+    for rule in EFFECTS:
+        for path, value in rule(spec, arguments, obj, known):
+            trial = copy.deepcopy(obj)
+            put(trial, path, value)
+            if is_valid(spec.response_schema, trial):
+                obj = trial
+    return obj
 
 
 def _changes(spec, arguments, answer, state: EpisodeState, changed: dict[str, Any]) -> list[Change]:

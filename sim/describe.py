@@ -15,6 +15,8 @@ from typing import Any
 LISTED = re.compile(r"\b(?:either|one of|should be|must be)\s+((?:'[^']*'[\s,]*(?:or\s+)?)+)", re.IGNORECASE)
 EXAMPLES = re.compile(r"\b(?:such as|e\.g\.|for example)\s*:?\s*((?:'[^']+'[\s,]*(?:or\s+)?)+)", re.IGNORECASE)
 QUOTED = re.compile(r"'([^']*)'")
+PAIRED = re.compile(r"same position|match(?:es)? the \w+ id", re.IGNORECASE)
+"""Two id lists a description pairs position by position ('should match the item id in the same position')."""
 NEW_STATUS = re.compile(r"status (?:will be|is) (?:changed|set|updated) to '([^']+)'", re.IGNORECASE)
 
 

@@ -7,23 +7,24 @@ A call a documented API would refuse is refused with the status a real one gives
   are always accepted), or an object the episode deleted;
 - 409, refused in this state: the tool's name requires a status of the object ('cancel_pending_order',
   'return_delivered_order_items') that a change in this episode moved it away from; or two id lists the description
-  pairs position by position ('should match the item id in the same position') have different lengths.
+  pairs position by position ('should match the item id in the same position') have different lengths; or a call
+  that creates something (`book_*`, `create_*`, `place_*`...) repeating, argument for argument, one this episode
+  already made: a second identical booking (the same passengers on the same flights, paid the same way) is a
+  duplicate, which booking and ordering APIs refuse (idempotency) and which, where the first spent its payment
+  (a certificate, a balance, the last seats), could not succeed anyway.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sim.describe import date_format, description, examples, listed_values, name_words, shape_of
+from sim.describe import PAIRED, date_format, description, examples, listed_values, name_words, shape_of
 from sim.errors import INVALID, NOT_FOUND, RULE, STATUS_OF
-from sim.schemas import ToolSpec
-from sim.state import EpisodeState, is_id_key, is_write, resolve, status_values
+from sim.schemas import ToolSpec, canonical_json
+from sim.state import CREATE_VERBS, EpisodeState, is_id_key, is_write, resolve, status_values, verb_of
 from slca.contracts import ToolResult
-
-PAIRED = re.compile(r"same position|match(?:es)? the \w+ id", re.IGNORECASE)
 
 
 def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> ToolResult | None:
@@ -36,7 +37,11 @@ def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> T
             return found
     if gone := state.deleted(arguments):
         return _error(NOT_FOUND, f"'{gone}' not found (it was deleted)")
-    return _paired_lists(props, arguments) or _status_precondition(spec, arguments, state)
+    return (
+        _paired_lists(props, arguments)
+        or _status_precondition(spec, arguments, state)
+        or _duplicate_creation(spec, arguments, state)
+    )
 
 
 def _is_search(spec: ToolSpec) -> bool:
@@ -110,4 +115,14 @@ def _status_precondition(spec: ToolSpec, arguments, state: EpisodeState) -> Tool
         current = state.established.get(value, {}).get("status")
         if current is not None and current not in required:
             return _error(RULE, f"'{value}' is {current!r}; {spec.name} needs it {' or '.join(map(repr, required))}")
+    return None
+
+
+def _duplicate_creation(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
+    """The same creating call, with the same arguments, already answered in this episode."""
+    if verb_of(spec.name) not in CREATE_VERBS:
+        return None
+    key = canonical_json(arguments)
+    if any(past["name"] == spec.name and canonical_json(past["arguments"]) == key for past in state.history):
+        return _error(RULE, f"duplicate: this episode already made {spec.name} with the same arguments")
     return None

@@ -40,6 +40,8 @@ WRITE_VERBS = (
     "edit",
 )
 DELETE_VERBS = ("delete", "remove")
+CREATE_VERBS = ("book", "create", "place", "register", "submit", "schedule")
+"""Verbs of calls that make a new object (not `add`: adding an item twice to a cart is two items)."""
 DELETED = "__deleted__"
 
 
