@@ -14,10 +14,10 @@ make the answer invalid is dropped there):
 - replaced parts: two id lists the call pairs position by position (`item_ids` ↔ `new_item_ids`: 'new_' or a
   description saying 'same position') that the object stores nowhere (no `<verb>_items` field) replace each named
   part's id by its partner (a pending order's items modified; an exchange that only records its request is stored);
-- charges: a change paid with a payment method the request names (an id argument about a payment, on a call that
-  neither creates nor cancels) that the object does not store under a field of its own (`exchange_payment_method_id`)
-  adds a row to its payment ledger paid with that method ('payment' where the row's type enum has it; the amount is
-  the price difference, which a simulator without prices cannot know: the ledger's last amount stands in);
+- no charges: a change paid with a method the request names (a modification's price difference) would add a ledger
+  row whose amount a simulator without prices must invent, at a place it only knows when it knows the ledger; a
+  measured try (issue 38) placed nearly every such row wrong, so only effects the request and the object's stated
+  state determine are applied;
 - refunds: a cancellation (the verb, or a description saying the payment is refunded, not 'non-refundable') reverses
   every row of the object's payment ledger (a list of rows with an amount and a payment id): a row of type 'refund'
   where the row's type enum has one (amount kept), else the amount negated.
@@ -151,9 +151,8 @@ def replaced_parts(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any
     return changes
 
 
-def _ledger(spec: ToolSpec, obj: dict[str, Any]) -> tuple[str, str, str | None, str] | None:
-    """(list name, amount field, type field with a 'refund' value or None, payment id field) of the object's payment
-    ledger: a list of rows with an amount and a payment id."""
+def _ledger(spec: ToolSpec, obj: dict[str, Any]) -> tuple[str, str, str | None] | None:
+    """(list name, amount field, type field with a 'refund' value or None) of the object's payment ledger."""
     for name, fields in _object_lists(spec).items():
         if not isinstance(obj.get(name), list):
             continue
@@ -165,10 +164,10 @@ def _ledger(spec: ToolSpec, obj: dict[str, Any]) -> tuple[str, str, str | None, 
             ),
             None,
         )
-        pays = next((k for k in fields if is_id_key(k) and "payment" in k), None)
+        pays = any(is_id_key(k) and "payment" in k for k in fields)
         if amount and pays:
             kind = next((k for k, v in fields.items() if "refund" in (v.get("enum") or [])), None)
-            return name, amount, kind, pays
+            return name, amount, kind
     return None
 
 
@@ -179,7 +178,7 @@ def refunds(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], know
     found = _ledger(spec, obj)
     if found is None:
         return []
-    name, amount, kind, _ = found
+    name, amount, kind = found
     rows = [copy.deepcopy(r) for r in obj[name] if isinstance(r, dict)]
     reversed_rows = []
     for row in rows:
@@ -191,29 +190,7 @@ def refunds(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], know
     return [((name,), [*obj[name], *reversed_rows])] if reversed_rows else []
 
 
-def charges(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], known: bool) -> list[Change]:
-    verb = verb_of(spec.name)
-    if verb in CREATE_VERBS or verb == "cancel":
-        return []
-    props = root_properties(spec.response_schema)
-    methods = [
-        v
-        for k, v in arguments.items()
-        if is_id_key(k) and "payment" in k and isinstance(v, str) and v and f"{verb}_{k}" not in props
-    ]
-    found = _ledger(spec, obj)
-    if not methods or found is None:
-        return []
-    name, _, kind, pays = found
-    rows = [r for r in obj[name] if isinstance(r, dict)]
-    row = copy.deepcopy(rows[-1]) if rows else {}
-    row[pays] = methods[0]
-    if kind is not None:
-        row[kind] = "payment"
-    return [((name,), [*obj[name], row])]
-
-
 Effect = Callable[[ToolSpec, dict[str, Any], dict[str, Any], bool], list[Change]]
-EFFECTS: list[Effect] = [created_defaults, stored_lists, named_parts, replaced_parts, charges, refunds]
+EFFECTS: list[Effect] = [created_defaults, stored_lists, named_parts, replaced_parts, refunds]
 """Applied in this order: the parts a request names are placed before they are replaced, and a ledger is complete
 (rows the request stored) before a cancellation reverses it."""

@@ -193,18 +193,3 @@ def test_a_created_object_starts_with_its_schema_defaults():
     created, read = _run([book, get], [("book_trip", {"origin": "SFO"}), ("get_booking", {"booking_id": "B5"})])
     assert created.content["status"] is None  # the synthesiser alone says 'cancelled' (the one non-null option)
     assert read.ok  # an object this episode did not create is not held to the creation's defaults
-
-
-def test_a_change_paid_with_a_named_method_adds_a_ledger_row_unless_the_object_records_the_method():
-    params = {"booking_id": {"type": "string"}, "seats": {"type": "integer"}, "payment_id": {"type": "string"}}
-    update = _tool("update_booking_seats", "Update the seats of a booking.", params, _booking(TYPED_PAYMENT))
-    recorded = {**_booking(TYPED_PAYMENT)}
-    recorded["properties"] = {**recorded["properties"], "update_payment_id": {"type": "string"}}
-    records = _tool("update_booking_seats", "Update the seats of a booking.", params, recorded)
-    args = {"booking_id": "B4", "seats": 2, "payment_id": "card_7"}
-    [paid] = _run([update], [("update_booking_seats", args)])
-    [kept] = _run([records], [("update_booking_seats", args)])
-    *earlier, last = paid.content["payment_history"]
-    assert last["payment_id"] == "card_7" and last["kind"] == "payment" and len(earlier) >= 1
-    assert kept.content["update_payment_id"] == "card_7"
-    assert all(row["payment_id"] != "card_7" for row in kept.content["payment_history"])
