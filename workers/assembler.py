@@ -52,7 +52,8 @@ class Sweeper:
         # stale: completed by a worker that died before writing, or waiting for room in a full groups stream
         counts["stale"] = self.pipeline.emit(groups.stale_claims(self.s.claim_stale_s)).count("emitted")
         if self.s.trim_consumed_groups:
-            counts["trimmed"] = trim_consumed(self.pipeline.client, self.pipeline.keys.streams.groups)
+            stale_ms = int(self.s.trim_stale_group_s * 1000)
+            counts["trimmed"] = trim_consumed(self.pipeline.client, self.pipeline.keys.streams.groups, stale_ms)
         return counts
 
     def update_gauges(self, consumer: StreamConsumer) -> None:

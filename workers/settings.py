@@ -121,8 +121,12 @@ class WorkerSettings(SectionSettings):
     """Bound of `slca:groups`' backlog (entries its consumer groups have not acknowledged; its length when it
     has no consumer group): at this bound groups wait as claims (nothing lost) and intake pauses."""
     trim_consumed_groups: bool = True
-    """The assembler trims `slca:groups` entries that every consumer group has acknowledged (the stream would
+    """The assembler trims `slca:groups` entries that every live consumer group has acknowledged (the stream would
     otherwise keep every group ever written)."""
+    trim_stale_group_s: float = Field(default=3600.0, gt=0)
+    """A consumer group none of whose consumers has read for this long (or that has none) is a leftover: trimming
+    passes it over while another group is live. A learner down longer than this, beside another live group, loses
+    the entries that group acknowledged meanwhile."""
     max_inflight: int = Field(default=20000, ge=1)
     """Intake pauses while the Celery scoring queue holds this many tasks (each up to `task_batch` entries)."""
     sweep_interval_s: float = Field(default=1.0, gt=0)
