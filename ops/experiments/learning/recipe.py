@@ -38,7 +38,7 @@ SUITES = ("train_probe", "test")
 
 def eval_items(pack: str, probe_size: int) -> list:
     from ops.experiments.eval.suite import EvalItem
-    from ops.run.feed.tasks import load_pack
+    from ops.common.tasks import load_pack
     from sim.tasks.probe import training_probe
 
     probe = [EvalItem("train_probe", t.task_id, task=t) for t in training_probe(pack, probe_size)]
@@ -200,7 +200,7 @@ def same_block(recorded: dict | None, identity: dict) -> None:
 
 
 def run_block(args, config) -> int:
-    from ops.bench.machine import machine_facts
+    from ops.common.machine import machine_facts
     from ops.experiments.learning.recipe_report import write_report
     from ops.experiments.warmstart.model import resolve_warm_start
 
