@@ -27,11 +27,11 @@ from ops.observe.redis_view import read_snapshot
 from ops.settings import OpsSettings
 from ops.run.supervisor.plan import build_specs
 from ops.run.supervisor.process import Backoff, ProcessState
-from ops.run.supervisor.memory import SystemMemory, memory_lines
+from ops.observe.memory import SystemMemory, memory_lines
 from ops.run.supervisor.readiness import ReadinessPolicy
 from ops.run.supervisor.redis_budget import owned_maxmemory
 from ops.run.supervisor.redis_watch import RedisWatch
-from ops.run.supervisor.state import describe, owned_redis_url_path, state_path, write_secret, write_state
+from ops.common.up_state import describe, owned_redis_url_path, state_path, write_secret, write_state
 from ops.run.supervisor.supervisor import Supervisor
 from ops.run.supervisor.table import process_table, system_lines
 from ops.experiments.warmstart.model import ensure_warm_start, needs_warm_start, warm_model_dir
@@ -258,7 +258,7 @@ def print_banner(
         lines.append(f"  {spec.spec.name:<10}{url}  log {spec.spec.log_path}")
     api = next((p.spec.url for p in supervisor.processes if p.spec.name == "serve"), None)
     if api:
-        lines += [f"API: {api}/v1   dashboard: {api}/dashboard/#token=<admin token>   metrics: {api}/metrics"]
+        lines += [f"API: {api}/v1   dashboard: {api}/dashboard/ (sign in: admin token)   metrics: {api}/metrics"]
     if generated_token:
         lines.append(f"admin token (generated for this run): {data_dir / 'admin-token'}")
     if generated_record_key:

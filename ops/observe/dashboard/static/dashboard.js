@@ -300,26 +300,36 @@ function render(data) {
   document.getElementById("updated").textContent = clock(data.now || Date.now() / 1000, true);
 }
 
-// api/stats needs a key when the server has keys: taken once from the URL (#token=...), kept for this tab only,
-// and removed from the address bar so that it does not linger on screen or in the history.
-const TOKEN = (() => {
-  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
-  if (m) {
-    sessionStorage.setItem("slca-dashboard-token", decodeURIComponent(m[1]));
-    history.replaceState(null, "", location.pathname + location.search);
-  }
-  return sessionStorage.getItem("slca-dashboard-token");
-})();
+// api/stats needs a key when the server has keys. The page asks for it in a form and sends it once, in a header, to
+// api/login, which answers with a session cookie (HttpOnly: no script reads it; SameSite=Strict): a key is never put
+// in a URL (URLs end up in logs and browser history) and never kept by the page. An old link's key is dropped unused.
+if (/(?:^#|&)tok/.test(location.hash)) history.replaceState(null, "", location.pathname + location.search);
 
-function statsUrl() {
+function apiUrl(path) {
   const base = location.href.split(/[?#]/)[0];
-  return new URL("api/stats?limit=1000", base.endsWith("/") ? base : base + "/").toString();
+  return new URL(path, base.endsWith("/") ? base : base + "/").toString();
 }
+
+const signin = document.getElementById("signin");
+signin.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const field = signin.elements.namedItem("key");
+  const resp = await fetch(apiUrl("api/login"), {
+    method: "POST", cache: "no-store", headers: { Authorization: "Bearer " + field.value },
+  });
+  field.value = "";
+  if (resp.ok) {
+    signin.hidden = true;
+    document.getElementById("error").textContent = "";
+  } else {
+    document.getElementById("error").textContent = "sign-in failed: unknown key";
+  }
+});
 
 async function poll() {
   try {
-    const headers = TOKEN ? { Authorization: "Bearer " + TOKEN } : {};
-    const resp = await fetch(statsUrl(), { cache: "no-store", headers });
+    const resp = await fetch(apiUrl("api/stats?limit=1000"), { cache: "no-store" });
+    signin.hidden = resp.status !== 401;
     const data = await resp.json();
     if (!resp.ok) throw new Error(data.error || resp.statusText);
     render(data);
