@@ -14,7 +14,7 @@ baseline) and B, measured in alternated windows on the same machine, reported as
   median from order statistics (`median_interval`: the widest-coverage-first pair of order statistics with
   coverage ≥ 95% under the binomial law; with fewer than 6 pairs no such pair exists, so min–max is given with
   its exact coverage, e.g. 75% for 3 pairs); per-side medians of the figure; the load average and the CPU flags
-  at start and at end (`ops.bench.machine`).
+  at start and at end (`ops.common.machine`).
 - **Writing.** `write(out, result, markdown)` writes JSON + Markdown and refuses any absolute machine path in
   either (`machine_paths`); a result records the command a user would type (`ops.bench.common.bench_command`).
 """
@@ -135,7 +135,7 @@ def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tupl
 
 def machine_now(load: Callable[[], tuple[float, float, float]] = os.getloadavg) -> dict:
     """Load average (1, 5, 15 min) and the relevant CPU flags, now."""
-    from ops.bench.machine import RELEVANT_FLAGS
+    from ops.common.machine import RELEVANT_FLAGS
     from slca.models.precision import cpu_flags
 
     flags = cpu_flags()
@@ -311,7 +311,7 @@ class ResumeLog:
 def machine_identity() -> dict:
     """What a resumed run must share with the run it continues, beside its settings: the CPU (model, cores, the
     flags that change the kernels). Windows measured on another machine are not part of the same comparison."""
-    from ops.bench.machine import machine_facts
+    from ops.common.machine import machine_facts
 
     facts = machine_facts()
     return {k: facts[k] for k in ("cpu", "cores", "cpu_flags")}

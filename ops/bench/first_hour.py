@@ -94,7 +94,7 @@ class Watch:
         self.client = None
 
     def processes(self) -> dict[str, dict]:
-        from ops.run.supervisor.state import read_state, state_path
+        from ops.common.up_state import read_state, state_path
 
         state = read_state(state_path(self.data_dir)) or {}
         return {p["name"]: p for p in state.get("processes", [])}
@@ -115,7 +115,7 @@ class Watch:
         if self.client is None:
             import redis
 
-            from ops.run.supervisor.state import state_path, up_redis_url, read_state
+            from ops.common.up_state import state_path, up_redis_url, read_state
 
             url = self.redis_url or up_redis_url(str(self.data_dir), read_state(state_path(self.data_dir)))
             if url is None:
@@ -208,7 +208,7 @@ def write_results(out: Path, result: FirstHour, meta: dict) -> None:
 
 def run_first_hour(args, config) -> int:
     from ops.bench.common import bench_command
-    from ops.bench.machine import machine_facts
+    from ops.common.machine import machine_facts
     from ops.bench.slca_up import set_args, sigterm_as_interrupt, stop
     from ops.experiments.warmstart.model import needs_warm_start
     from ops.run.supervisor.plan import serve_url

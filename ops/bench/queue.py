@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ops.bench.ab import check_no_paths, machine_now
 from ops.bench.common import bench_command
-from ops.bench.machine import machine_facts
+from ops.common.machine import machine_facts
 from ops.bench.queue_producer import measure_producer, producer_lines
 from slca.redis_server import RedisServer
 

@@ -39,7 +39,7 @@ from ops.bench.ab import (
 )
 from ops.bench.ab import write as write_checked
 from ops.bench.common import bench_command, model_name
-from ops.bench.machine import machine_facts
+from ops.common.machine import machine_facts
 from ops.observe.procs import TreeSampler
 from ops.bench.rl_report import (
     GIB,

@@ -26,11 +26,11 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from ops.bench.hostile import hostile_bodies, worst_bodies
-from ops.bench.machine import machine_facts
+from ops.common.machine import machine_facts
 from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, sigterm_as_interrupt, stop, up_argv
 from ops.bench.soak_report import summarise, table, verdict, write
 from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
-from ops.run.supervisor.state import owned_redis_url, read_state, state_path
+from ops.common.up_state import owned_redis_url, read_state, state_path
 from ops.bench.common import bench_command
 from slca.config import Config, split_overrides
 from slca.redis_server import free_port

@@ -13,11 +13,9 @@ def load_pack(pack: str, split: str, seed: int = 0) -> list[Task]:
     try:
         from sim.tasks import load_tasks
     except ImportError:
-        from ops.run.feed.builtin_tasks import builtin_tasks
+        from ops.common.builtin_tasks import builtin_tasks
 
-        log.warning(
-            "sim.tasks is not available: using the built-in %s pack (%s)", split, "ops/run/feed/builtin_tasks.py"
-        )
+        log.warning("sim.tasks is not available: using the built-in %s pack (%s)", split, "ops/common/builtin_tasks.py")
         return builtin_tasks(split)
     tasks = load_tasks(pack, split, seed=seed)
     if not tasks:

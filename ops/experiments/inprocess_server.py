@@ -51,12 +51,12 @@ class InProcessServer:
     def start(self) -> "InProcessServer":
         from aiohttp import web
 
-        from ops.mounts import dashboard
         from serve.app import create_app
+        from serve.mounts import plugged_subapps
 
         async def go():
             app = create_app(
-                self.settings, self.common, sim_settings=self.sim_settings, subapps=dict([dashboard(self.common)])
+                self.settings, self.common, sim_settings=self.sim_settings, subapps=plugged_subapps(self.common)
             )
             self.runner = web.AppRunner(app, access_log=None)
             await self.runner.setup()

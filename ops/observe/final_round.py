@@ -86,7 +86,7 @@ def judge_last_version(
 
 def _evaluate(config, model_dir: Path, version: int, baseline, baseline_version: int, evaluate) -> ProbeRound:
     from ops.experiments.eval.suite import plan_items
-    from ops.run.feed.main import probe_eval_plan
+    from ops.experiments.eval.probe_plan import probe_eval_plan
     from ops.settings import OpsSettings
 
     if evaluate is None:

@@ -13,8 +13,8 @@ from ops.observe.final_round import judge_last_version, last_served_version
 from ops.observe.probe_report import SUMMARY_FILE, probe_lines, rounds_of
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
 from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines, write_curve
-from ops.run.supervisor.memory import memory_lines
-from ops.run.supervisor.state import read_state, state_path, up_redis_url
+from ops.observe.memory import memory_lines
+from ops.common.up_state import read_state, state_path, up_redis_url
 from slca.config import Config
 from slca.redaction import redact_url
 
@@ -55,7 +55,7 @@ def run_online_export(args, config: Config) -> int:
         ),
         "learner_steps": int(snapshot.learner[-1]["step"] or 0) if snapshot.learner else 0,
         "cpu_flags": " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))),
-        # the whole system's memory as slca up sampled it (ops.run.supervisor.memory): peak of the sum, shares
+        # the whole system's memory as slca up sampled it (ops.observe.memory): peak of the sum, shares
         "memory": (state or {}).get("memory"),
         "note": args.note or "",
         "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),

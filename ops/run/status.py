@@ -13,8 +13,8 @@ from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines
 from ops.observe.scrape import sample_value, scrape
 from ops.run.gate.status import gate_lines
 from ops.run.replica_lines import replica_lines
-from ops.run.supervisor.state import read_state, state_path, up_redis_url
-from ops.run.supervisor.memory import memory_lines
+from ops.common.up_state import read_state, state_path, up_redis_url
+from ops.observe.memory import memory_lines
 from ops.run.supervisor.table import process_table, system_lines
 from slca.config import Config
 from slca.redaction import redact_url

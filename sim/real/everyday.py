@@ -5,11 +5,13 @@ the argument is omitted (so a call passing the default and one omitting it retur
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sim.real.calculator import evaluate
+from sim.real.dates import parse_date
+from sim.real.everyday_novel import NOVEL_TOOLS
 from sim.real.registry import RealPack, RealTool, ToolError
 
 # unit → (dimension, factor to the base unit); temperature is affine and handled apart.
@@ -60,13 +62,6 @@ def convert(value: float, from_unit: str, to_unit: str, precision: int = 6) -> f
     return round(out, precision)
 
 
-def _date(text: str, field: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise ToolError(f"invalid argument '{field}': expected a date YYYY-MM-DD, got {text!r}") from None
-
-
 def _zone(name: str, field: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
@@ -98,17 +93,17 @@ async def convert_timezone(args: dict[str, Any], _state: Any) -> dict[str, Any]:
 
 
 async def days_between(args: dict[str, Any], _state: Any) -> dict[str, Any]:
-    start, end = _date(args["start_date"], "start_date"), _date(args["end_date"], "end_date")
+    start, end = parse_date(args["start_date"], "start_date"), parse_date(args["end_date"], "end_date")
     return {"start_date": args["start_date"], "end_date": args["end_date"], "days": (end - start).days}
 
 
 async def add_days(args: dict[str, Any], _state: Any) -> dict[str, Any]:
-    day = _date(args["date"], "date") + timedelta(days=int(args["days"]))
+    day = parse_date(args["date"], "date") + timedelta(days=int(args["days"]))
     return {"date": day.isoformat(), "weekday": WEEKDAYS[day.weekday()]}
 
 
 async def day_of_week(args: dict[str, Any], _state: Any) -> dict[str, Any]:
-    day = _date(args["date"], "date")
+    day = parse_date(args["date"], "date")
     return {"date": args["date"], "weekday": WEEKDAYS[day.weekday()]}
 
 
@@ -241,8 +236,6 @@ TOOLS = [
 
 def everyday_pack() -> RealPack:
     """The everyday tools, and those only the held-out `novel` task split offers (`sim.real.everyday_novel`)."""
-    from sim.real.everyday_novel import NOVEL_TOOLS
-
     pack = RealPack("everyday")
     for tool in [*TOOLS, *NOVEL_TOOLS]:
         pack.add(RealTool(**{**tool.__dict__}))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from sim.real.dates import parse_date
 from sim.real.registry import RealTool, ToolError
 
 ROMAN = [
@@ -67,9 +68,7 @@ async def roman_numeral(args: dict[str, Any], _state: Any) -> dict[str, Any]:
 
 
 async def iso_week(args: dict[str, Any], _state: Any) -> dict[str, Any]:
-    from sim.real.everyday import _date
-
-    year, week, _ = _date(args["date"], "date").isocalendar()
+    year, week, _ = parse_date(args["date"], "date").isocalendar()
     return {"date": args["date"], "iso_year": year, "week": week}
 
 

@@ -35,7 +35,7 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from ops.run.supervisor.state import pid_alive
+from ops.common.up_state import pid_alive
 from tests.support.processes import REPO
 
 T = TypeVar("T")

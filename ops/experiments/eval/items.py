@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 from ops.experiments.eval.bfcl import verdict
-from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
+from ops.experiments.eval.records import EvalItem, EvalPlan, ItemRecord
 from slca.chat.hermes import function_of, parse_tool_calls
 from slca.contracts import Trajectory
 

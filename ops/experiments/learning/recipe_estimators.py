@@ -60,7 +60,7 @@ def holm_family(p: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]
 def compare_estimators(blocks: list[dict], seed: int = 0) -> dict:
     """{"rule", "comparisons": [per arm and suite: the paired figures, p, Holm p, verdict, non-inferiority]}."""
     from ops.experiments.learning.inference import sign_flip_p
-    from ops.experiments.learning.recipe_report import block_pairs, item_differences, paired
+    from ops.experiments.learning.recipe_pairs import block_pairs, item_differences, paired
 
     rng = np.random.default_rng(seed)
     figures, p_diff, p_ni = {}, {}, {}

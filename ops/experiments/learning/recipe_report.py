@@ -11,13 +11,12 @@ interval stays above −5 points; it is called a winner only if its training-pro
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from statistics import fmean
 
 from ops.experiments.learning.files import read_json, write_atomic, write_json
+from ops.experiments.learning.recipe_pairs import paired
 
-RESAMPLES = 5000
 NON_INFERIORITY = -0.05
 RULE = (
     "Paired greedy success of each arm's last version against the same block's warm start, item by item, on the "
@@ -55,54 +54,6 @@ def _steps(path: Path) -> list[dict]:
 
 def outcomes(records) -> dict[str, float]:
     return {f"{r.suite}/{r.item_id}": float(bool(r.success)) for r in records}
-
-
-def block_pairs(blocks: list[dict], arm: str, other: str | None, suite: str) -> list[dict]:
-    """Per block that ran both: {item: (outcome of `arm`, outcome of `other`)} on `suite` (None: the warm start)."""
-    pairs = []
-    for block in blocks:
-        a = block["arms"].get(arm)
-        b = block["warm"] if other is None else (block["arms"].get(other) or {}).get("outcomes")
-        if a is None or b is None:
-            continue
-        keys = [k for k in a["outcomes"] if k.startswith(suite + "/") and k in b]
-        pairs.append({k: (a["outcomes"][k], b[k]) for k in keys})
-    return pairs
-
-
-def item_differences(pairs: list[dict]) -> dict[str, float]:
-    """Per item every block has: `arm − other`, averaged over the blocks (empty without a pair)."""
-    if not pairs or not pairs[0]:
-        return {}
-    items = sorted(set.intersection(*(set(p) for p in pairs)))
-    return {k: fmean(p[k][0] - p[k][1] for p in pairs) for k in items}
-
-
-def paired(blocks: list[dict], arm: str, other: str | None, suite: str, seed: int = 0) -> dict | None:
-    """The paired difference `arm − other` (None: the warm start) on `suite`, over the blocks that ran both."""
-    pairs = block_pairs(blocks, arm, other, suite)
-    diff = item_differences(pairs)
-    if not diff:
-        return None
-    items = list(diff)
-    rng = random.Random(seed)
-    draws = []
-    for _ in range(RESAMPLES):
-        chosen_blocks = [rng.choice(pairs) for _ in pairs] if len(pairs) >= 3 else pairs
-        chosen_items = [rng.choice(items) for _ in items]
-        draws.append(fmean(fmean(p[k][0] - p[k][1] for p in chosen_blocks) for k in chosen_items))
-    draws.sort()
-    return {
-        "blocks": len(pairs),
-        "items": len(items),
-        "a": fmean(p[k][0] for p in pairs for k in items),
-        "b": fmean(p[k][1] for p in pairs for k in items),
-        "diff": fmean(diff.values()),
-        "ci95": [draws[int(0.025 * RESAMPLES)], draws[int(0.975 * RESAMPLES) - 1]],
-        "gained": sum(a > b for p in pairs for a, b in p.values()),
-        "lost": sum(a < b for p in pairs for a, b in p.values()),
-        "changed_share": fmean(float(a != b) for p in pairs for a, b in p.values()),
-    }
 
 
 def arm_summary(blocks: list[dict], arm: str) -> dict:

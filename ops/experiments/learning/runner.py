@@ -195,6 +195,6 @@ def run_one(ctx: TrainContext, key: RunKey, out: Path, phase: Callable[[str], No
 
 def train_no_tool(pack: str) -> set[str]:
     """Task ids of the pack's train split whose gold has no call (the spurious-call diagnostic of training)."""
-    from ops.run.feed.tasks import load_pack
+    from ops.common.tasks import load_pack
 
     return {t.task_id for t in load_pack(pack, "train") if not t.ground_truth.tool_needed}

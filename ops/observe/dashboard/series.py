@@ -13,25 +13,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ops.observe.dashboard.series_layout import MOVING_WINDOW, Series, moving_mean
+from ops.observe.dashboard.version_series import gate_series, scored_success
 from ops.observe.probe_rounds import HEADLINE, PAIRED_SUITES
 from ops.observe.reward_curve import by_version
 from ops.observe.probe_report import rounds_of
 from ops.observe.redis_view import Snapshot
 from ops.observe.version_view import VersionView
-
-MOVING_WINDOW = 20
-"""Trajectories per moving mean: single episodes are noisy (tool turns are small integers)."""
-
-
-@dataclass
-class Series:
-    x: list[float] = field(default_factory=list)
-    ys: dict[str, list[float | None]] = field(default_factory=dict)
-    """Line label → one value per x (None: no value there)."""
-    extra: dict[str, list[Any]] = field(default_factory=dict)
-    """Per-x values shown in the legend but not drawn (trajectory counts)."""
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Values about the whole chart, shown in its caption (the probe's difference from v0)."""
 
 
 @dataclass
@@ -62,16 +50,6 @@ class Charts:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def moving_mean(values: list[float], k: int = MOVING_WINDOW) -> list[float]:
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= k:
-            total -= values[i - k]
-        out.append(total / min(i + 1, k))
-    return out
 
 
 def _timed(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -200,8 +178,6 @@ def learner_series(learner: list[dict[str, Any]]) -> Series:
 
 
 def build_charts(snapshot: Snapshot, view: VersionView | None = None) -> Charts:
-    from ops.observe.dashboard.version_series import gate_series, scored_success  # they build on Series, here
-
     rewards, learner = snapshot.rewards, snapshot.learner
     view = view or VersionView()
     return Charts(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from ops.observe.dashboard.series import MOVING_WINDOW, Series, moving_mean
+from ops.observe.dashboard.series_layout import MOVING_WINDOW, Series, moving_mean
 from ops.observe.version_view import VersionView
 
 GATE_EXTRA = ("candidate", "promoted", "outcome", "diff", "ci_low", "ci_high", "n")

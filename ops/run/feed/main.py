@@ -13,7 +13,8 @@ from ops.run.feed.feeder import Feeder, FeedPlan
 from ops.run.feed.metrics import FeedMetrics
 from ops.run.feed.pacing import GroupBacklog
 from ops.run.feed.probe import ProbePlan
-from ops.run.feed.tasks import load_pack
+from ops.common.tasks import load_pack
+from ops.experiments.eval.probe_plan import probe_eval_plan
 from ops.settings import OpsSettings
 from ops.run.supervisor.plan import serve_url
 from slca.config import Config
@@ -133,23 +134,6 @@ async def final_round(prober) -> None:
         log.warning("probe: the final round did not finish within %.0f s (ops.probe_final_timeout_s)", timeout)
     except (aiohttp.ClientError, OSError) as exc:
         log.warning("probe: the final round failed: %s", exc)
-
-
-def probe_eval_plan(ops: OpsSettings):
-    """What a probe round asks: `slca eval`'s plan (same turn and token budgets) on the feed's pack, with the
-    probe's splits, training-task probe size, BFCL sample, mode and requests in flight."""
-    from ops.experiments.eval.suite import EvalPlan
-
-    per_category = ops.probe_bfcl_per_category
-    bfcl = {"bfcl_per_category": per_category} if per_category else {"bfcl_categories": ()}
-    return EvalPlan(
-        splits=tuple(ops.probe_splits),
-        pack=ops.feed_pack,
-        train_probe_size=ops.probe_train_size,
-        mode=ops.probe_mode,
-        concurrency=ops.probe_concurrency,
-        **bfcl,
-    )
 
 
 def round_items(items: list, suites: list[str]) -> list:

@@ -263,10 +263,10 @@ def test_the_resume_log_gives_back_what_was_added_and_refuses_other_settings(tmp
 
 
 def test_a_run_from_another_machine_is_not_resumed(tmp_path, monkeypatch):
-    import ops.bench.machine
+    import ops.common.machine
 
     here = {"cpu": "A", "cores": 2, "cpu_flags": ["avx2"], "load_average_1m": 0.1, "python": "3.11"}
-    monkeypatch.setattr(ops.bench.machine, "machine_facts", lambda: here)
+    monkeypatch.setattr(ops.common.machine, "machine_facts", lambda: here)
     ab.ResumeLog(tmp_path / "w.jsonl", {"pairs": 3, "machine": ab.machine_identity()}).add({"row": 1})
     here = {**here, "cpu_flags": ["avx2", "amx_bf16"], "load_average_1m": 3.0}
     with pytest.raises(ab.ResumeError, match="another machine"):

@@ -4,7 +4,7 @@ instant kept with each share, and the lines `slca status` prints from the state 
 import subprocess
 import sys
 
-from ops.run.supervisor.memory import GIB, SystemMemory, memory_lines
+from ops.observe.memory import GIB, SystemMemory, memory_lines
 
 CHILD = "import time; x = bytearray(48 << 20); print(1, flush=True); time.sleep(60)"
 HOLDER = """

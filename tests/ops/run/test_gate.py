@@ -10,7 +10,7 @@ from pathlib import Path
 from ops.experiments.eval.suite import ItemRecord
 from ops.run.gate.rule import decide, held_regression, promotion_threshold
 from ops.run.gate.runner import Gate, gate_items
-from ops.run.gate.settings import GateSettings
+from ops.settings import GateSettings
 from sim.tasks import load_tasks
 from sim.tasks.gate import gate_tasks
 from sim.tasks.generate import gold_signature

@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from ops.run.gate.runner import Gate, ServeAdmin
-from ops.run.gate.settings import GateSettings
+from ops.settings import GateSettings
 from ops.run.gate.success_rule import newcombe_upper, success_drop
 from slca.contracts import Streams
 from slca.contracts.stats import RewardStats

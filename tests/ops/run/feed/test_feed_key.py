@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ops.run.feed.builtin_tasks import builtin_tasks
+from ops.common.builtin_tasks import builtin_tasks
 from ops.run.feed.feeder import Feeder, FeedPlan
 from ops.run.feed.main import make_plan
 from ops.run.feed.metrics import FeedMetrics

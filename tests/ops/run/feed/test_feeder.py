@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ops.run.feed.builtin_tasks import builtin_tasks
+from ops.common.builtin_tasks import builtin_tasks
 from ops.run.feed.feeder import Feeder, FeedPlan, request_body, task_cycle
 from ops.run.feed.metrics import FeedMetrics
 from slca.redis_server import free_port

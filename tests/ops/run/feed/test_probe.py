@@ -221,7 +221,7 @@ def test_run_polls_readiness_and_publishes_a_round(tmp_path):
 
 
 def test_probe_plan_from_settings():
-    from ops.run.feed.main import probe_eval_plan
+    from ops.experiments.eval.probe_plan import probe_eval_plan
     from ops.settings import OpsSettings
 
     plan = probe_eval_plan(OpsSettings())
