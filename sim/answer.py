@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 from sim.describe import name_words, new_status
-from sim.effects import EFFECTS
+from sim.effects import EFFECTS, created_defaults
 from sim.jsonpath import MISSING, Path, put
 from sim.schemas import ToolSpec, is_valid
 from sim.state import EpisodeState, is_id_key, is_write, own_id, root_properties, status_values, verb_of
@@ -130,6 +130,8 @@ def _changes(spec, arguments, answer, state: EpisodeState, changed: dict[str, An
             changes += [((*prefix, key), value) for key, value in record.items() if not key.startswith("__")]
     changes += echo
     if write and isinstance(answer, dict):
+        if _record_for(answer, arguments, state, True) is None:  # a new object: its schema's defaults, then the effect
+            changes += created_defaults(spec, arguments)
         changes += [((key,), value) for key, value in changed.items()]
     return changes
 

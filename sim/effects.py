@@ -4,13 +4,15 @@ Each rule reads the response schema, the call's arguments and the tool's text, n
 returns changes to the answer object (`EFFECTS`, applied in order by `sim.answer.consistent`; a change that would
 make the answer invalid is dropped there):
 
-- defaults: an object a call creates (`book_*`, `create_*`...) starts with the defaults its schema declares for the
-  fields the request does not set (a new reservation's `status` is its default, null, not a synthesised 'cancelled');
+- defaults (`created_defaults`, a layer of `sim.answer` under the documented effect): an object a call creates
+  (`book_*`, `create_*`...) starts with the defaults its schema declares for the fields the request does not set (a
+  new reservation's `status` is its default, null, not a synthesised 'cancelled');
 - stored lists: a list of objects the request carries under a name the answer lacks is stored in the one list of the
   answer whose items have the same fields (`payment_methods` [{payment_id, amount}] → `payment_history`): the whole
   list for an object the episode never stated (it is being created), appended rows for one it did;
 - named parts: the ids a request names as parts of the object (`item_ids`) are in its list of parts (`items`, whose
-  objects carry `item_id`): a part the answer lacks takes the place of one the request did not name;
+  objects carry `item_id`): a part the answer lacks takes the place of one the request did not name; a removal
+  (`remove_*`, `delete_*`) takes them out instead;
 - replaced parts: two id lists the call pairs position by position (`item_ids` ↔ `new_item_ids`: 'new_' or a
   description saying 'same position') that the object stores nowhere (no `<verb>_items` field) replace each named
   part's id by its partner (a pending order's items modified; an exchange that only records its request is stored);
@@ -33,7 +35,7 @@ from typing import Any
 from sim.describe import PAIRED
 from sim.jsonpath import Path
 from sim.schemas import ToolSpec
-from sim.state import CREATE_VERBS, is_id_key, resolve, root_properties, verb_of
+from sim.state import CREATE_VERBS, DELETE_VERBS, is_id_key, resolve, root_properties, verb_of
 
 Change = tuple[Path, Any]
 REFUNDED = re.compile(r"\b(?:will be|is|are|gets?) refunded\b", re.IGNORECASE)
@@ -59,8 +61,10 @@ def _object_lists(spec: ToolSpec) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def created_defaults(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], known: bool) -> list[Change]:
-    if known or verb_of(spec.name) not in CREATE_VERBS:
+def created_defaults(spec: ToolSpec, arguments: dict[str, Any]) -> list[Change]:
+    """The defaults of a created object (`sim.answer` applies them before the documented effect, so that a status the
+    description names wins over the schema's default)."""
+    if verb_of(spec.name) not in CREATE_VERBS:
         return []
     props = root_properties(spec.response_schema)
     return [((k,), copy.deepcopy(p["default"])) for k, p in props.items() if "default" in p and k not in arguments]
@@ -103,6 +107,10 @@ def named_parts(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], 
     changes: list[Change] = []
     for id_key, ids in _named_lists(arguments):
         for home in _part_lists(spec, obj, id_key):
+            if verb_of(spec.name) in DELETE_VERBS:  # the parts a removal names are gone from the object
+                kept = [p for p in obj[home] if not (isinstance(p, dict) and p.get(id_key) in ids)]
+                changes += [((home,), kept)] if len(kept) != len(obj[home]) else []
+                continue
             parts = copy.deepcopy(obj[home])
             present = [p.get(id_key) if isinstance(p, dict) else None for p in parts]
             free = [i for i, v in enumerate(present) if v not in ids]
@@ -191,6 +199,6 @@ def refunds(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], know
 
 
 Effect = Callable[[ToolSpec, dict[str, Any], dict[str, Any], bool], list[Change]]
-EFFECTS: list[Effect] = [created_defaults, stored_lists, named_parts, replaced_parts, refunds]
+EFFECTS: list[Effect] = [stored_lists, named_parts, replaced_parts, refunds]
 """Applied in this order: the parts a request names are placed before they are replaced, and a ledger is complete
 (rows the request stored) before a cancellation reverses it."""

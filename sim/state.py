@@ -144,7 +144,8 @@ class EpisodeState:
             if target is not None:
                 self.established.setdefault(target[1], {}).update(copy.deepcopy(changed))
                 self.records.setdefault(target[1], {}).update(copy.deepcopy(changed))
-        if verb_of(tool) in DELETE_VERBS:
+        names_parts = any(k.endswith("_ids") and isinstance(v, list) and v for k, v in args.items())
+        if verb_of(tool) in DELETE_VERBS and not names_parts:  # `remove_order_items` removes items, not the order
             for key, value in args.items():
                 if is_id_key(key) and isinstance(value, str):
                     self.records.setdefault(value, {})[DELETED] = True

@@ -193,3 +193,35 @@ def test_a_created_object_starts_with_its_schema_defaults():
     created, read = _run([book, get], [("book_trip", {"origin": "SFO"}), ("get_booking", {"booking_id": "B5"})])
     assert created.content["status"] is None  # the synthesiser alone says 'cancelled' (the one non-null option)
     assert read.ok  # an object this episode did not create is not held to the creation's defaults
+
+
+def test_a_status_the_description_names_wins_over_the_schema_default():
+    booking = _booking(PAYMENT)
+    booking["properties"] = {
+        **booking["properties"],
+        "status": {"type": "string", "enum": ["pending", "confirmed"], "default": "pending"},
+    }
+    text = "Book a trip. The status will be set to 'confirmed'."
+    book = _tool("book_trip", text, {"origin": {"type": "string"}}, booking)
+    [created] = _run([book], [("book_trip", {"origin": "SFO"})])
+    assert created.content["status"] == "confirmed"
+
+
+def test_a_removal_takes_the_parts_it_names_out_of_the_object():
+    params = {"booking_id": {"type": "string"}, "line_ids": {"type": "array", "items": {"type": "string"}}}
+    remove = _tool("remove_booking_lines", "Remove lines.", params, _booking(PAYMENT))
+    tools = [*_tools(), remove]
+    read = _run(tools, [("get_booking", {"booking_id": "B6"})])[0]
+    first = read.content["lines"][0]["line_id"]
+    _, removed, again = _run(
+        tools,
+        [
+            ("get_booking", {"booking_id": "B6"}),
+            ("remove_booking_lines", {"booking_id": "B6", "line_ids": [first]}),
+            ("get_booking", {"booking_id": "B6"}),
+        ],
+    )
+    assert first not in [line["line_id"] for line in removed.content["lines"]]
+    assert [line["line_id"] for line in again.content["lines"]] == [
+        line["line_id"] for line in removed.content["lines"]
+    ]
