@@ -65,7 +65,7 @@ class OpsSettings(GateSettings):
     """OMP_NUM_THREADS for the named processes (e.g. {"serve": 1, "learn": 1}); one not named gets torch's default,
     a thread per core. On a small machine the two torch processes' default teams hold more threads than there are
     cores, and each team's waiting threads then take cores the other process computes on
-    (bench/serve/omp_wait_policy.py). None (the default): with the hf engine, serve and the learner split the
+    (ops/bench/serve/omp_wait_policy.py). None (the default): with the hf engine, serve and the learner split the
     cores this process may use (`ops.run.supervisor.plan.split_threads`; 1 and 1 on 2 cores, the rl comparison
     bench/rl/ab-hf-threads); with vLLM, which sizes and binds its own team, nothing is set. {}: torch's default
     everywhere. `serve.torch_threads`, when set, wins for the hf engine."""

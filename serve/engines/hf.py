@@ -222,7 +222,7 @@ class HFEngine(ServedModel):
     def _prefill(self, jobs: list[_Job]) -> "_Batch":
         """With `serve.hf_shared_prefill` (the default) each distinct prompt of the batch is computed once and its KV
         rows and logits are repeated for every job that sent it: an agent run's `n` rollouts (a training group)
-        share one prompt of hundreds of tokens, against ≤ 128 decoded each (bench/serve/shared_prefill.py). With the
+        share one prompt of hundreds of tokens, against ≤ 128 decoded each (ops/bench/serve/shared_prefill.py). With the
         prefix cache, each distinct prompt starts from the cached KV rows of its longest cached prefix."""
         if self.settings.hf_shared_prefill:
             distinct: dict[tuple[int, ...], int] = {}

@@ -2,7 +2,7 @@
 a decode step (one query per row) SDPA over the cache's KV heads as they are, the query heads that share a KV head
 folded into that head's queries.
 
-Why (bench/serve/hf_decode_probe.py, docs/cpu-facts.md#serving): in a decode step SDPA on CPU took 47% of the step
+Why (ops/bench/serve/hf_decode_probe.py, docs/cpu-facts.md#serving): in a decode step SDPA on CPU took 47% of the step
 in its flash kernel (5.2 ms a layer for one query per row over ~900 cached positions, bf16), and with a padding mask
 transformers first repeats every KV head for each query head that shares it (grouped-query attention), copying the
 whole cache each layer and step. One query per row needs no copy: the query heads that share a KV head are

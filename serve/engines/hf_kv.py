@@ -3,7 +3,7 @@ and values in buffers with room for more positions, so a decode step writes its 
 
 Why: transformers' `DynamicLayer.update` concatenates the whole cache with the new position at every step, a copy
 of every cached position of every layer per generated token; on the AMX Xeon `cat` took 11–23% of a bf16 decode step
-of 8 rows over a 900-token context (bench/serve/hf_decode_probe.py, docs/cpu-facts.md#serving). With room for
+of 8 rows over a 900-token context (ops/bench/serve/hf_decode_probe.py, docs/cpu-facts.md#serving). With room for
 `room` more positions after each growth, a turn of ≤ `room` new tokens never copies its cache again.
 
 What attention sees is unchanged: `keys` and `values` are views of the buffers' first positions, the same values

@@ -20,7 +20,7 @@ class HFEngineSettings(EngineSettings):
     hf_shared_prefill: bool = True
     """hf engine: a prompt that several requests of one batch share (an agent run's `n` rollouts) is prefilled once
     and its KV rows repeated per request; off, every request's prompt is computed on its own
-    (bench/serve/shared_prefill.py measures the two)."""
+    (ops/bench/serve/shared_prefill.py measures the two)."""
     hf_attention: Literal["sdpa", "eager", "grouped_decode"] = "sdpa"
     """hf engine: transformers' attention kernel. 'grouped_decode': SDPA for a prefill; for a decode step (one query
     per row) SDPA over the KV heads as cached, each KV head's query heads folded into its queries, where

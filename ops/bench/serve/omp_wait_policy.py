@@ -5,8 +5,8 @@ after every parallel region on cores the other process needs, and a team's barri
 process has preempted.
 
 Two processes start together on the same cores: one runs the hf engine's decode step (8 rows over a 900-token
-context, the engine's model call, a new prefill every 128 steps; `hf_decode_probe.py`), one the learner's step
-(forward, backward and AdamW over 2 × 512 tokens in bf16 autocast over fp32 weights). Setups:
+context, the engine's model call, a new prefill every 128 steps; `ops.bench.serve.hf_decode_probe`), one the
+learner's step (forward, backward and AdamW over 2 × 512 tokens in bf16 autocast over fp32 weights). Setups:
 
 - `default`: torch's default threads in both, libgomp's default wait policy (as `slca up` runs them);
 - `passive`: the same threads, OMP_WAIT_POLICY=PASSIVE in both (an idle thread sleeps at once);
@@ -15,7 +15,7 @@ context, the engine's model call, a new prefill every 128 steps; `hf_decode_prob
 Each window counts decode steps and trained tokens per second of both processes after the same warm-up; the setups
 rotate round by round (ABC, BCA, CAB, …). A probe, not a `slca bench` result.
 
-    .venv/bin/python bench/serve/omp_wait_policy.py [--rounds 3] [--seconds 20]
+    .venv/bin/python -m ops.bench.serve.omp_wait_policy [--rounds 3] [--seconds 20]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import sys
 import time
 
 WARM_UP_S = 5.0
+ROLE_MODULE = "ops.bench.serve.omp_wait_policy"
+"""This module: each side of a window runs it again with `--role` (`python -m`, so its imports resolve alike)."""
 
 
 def _role(role: str, model_dir: str, start_at: float, seconds: float) -> dict:
@@ -96,7 +98,9 @@ def _window(setup: str, model_dir: str, seconds: float) -> dict:
     start_at = time.time() + 25.0  # both loaded and warmed up by then
     argv = ["--model", model_dir, "--start-at", str(start_at), "--seconds", str(seconds)]
     procs = [
-        subprocess.Popen([sys.executable, __file__, "--role", role, *argv], env=env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", ROLE_MODULE, "--role", role, *argv], env=env, stdout=subprocess.PIPE, text=True
+        )
         for role in ("decode", "train")
     ]
     out = {}

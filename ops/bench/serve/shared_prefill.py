@@ -8,7 +8,7 @@ A window is `--groups` groups, each `--group-size` requests of one everyday trai
 as the API renders it) sent together, as an agent run's rollouts reach the engine; both sides get the same prompts
 and seeds in a pair. The figure is generated tokens per second.
 
-    .venv/bin/python bench/serve/shared_prefill.py [--pairs 3] [--groups 3] [--out bench/serve/shared-prefill]
+    .venv/bin/python -m ops.bench.serve.shared_prefill [--pairs 3] [--groups 3] [--out bench/serve/shared-prefill]
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ def main() -> int:
     p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
     args = p.parse_args()
 
-    from hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
-    from hf_ab import header as hf_header
-
     from ops.bench.ab import Measurement, report
+    from ops.bench.serve.hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
+    from ops.bench.serve.hf_ab import header as hf_header
     from serve.engines.base import SamplingParams, generate
     from slca.chat.messages import prompt_ids
 
@@ -66,7 +65,7 @@ def main() -> int:
         result = alternate_setting(window, a, b, args.pairs, args.groups, len(prompts))
     finally:
         loop.run_until_complete(engine.close())
-    header = hf_header("bench/serve/shared_prefill.py", model, settings, args, max_tokens=args.max_tokens)
+    header = hf_header("python -m ops.bench.serve.shared_prefill", model, settings, args, max_tokens=args.max_tokens)
     per_window = per_side(result, lambda d: d["prompt_tokens_per_group"])
     report(
         args.out,
@@ -74,7 +73,7 @@ def main() -> int:
         result,
         "generated tokens/s",
         ("Prompt tokens per group, per window:", per_window),
-        "bench/serve/shared_prefill.py",
+        "python -m ops.bench.serve.shared_prefill",
     )
     return 0
 

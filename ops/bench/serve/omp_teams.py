@@ -7,7 +7,7 @@ embedded 135M model: 1 × 576 by 576 × 1536) per call on a thread whose team is
 while a second team exists (B: another thread has run one parallel region and is still alive); the thread count
 is torch's default. A and B alternate, each in a fresh thread, the first side of each pair alternating.
 
-    .venv/bin/python bench/serve/omp_teams.py [pairs] [out.json]
+    .venv/bin/python -m ops.bench.serve.omp_teams [pairs] [out.json]
 
 Prints one JSON line per window and a summary (µs per call, B ÷ A per pair, load, CPU flags); with `out.json`,
 writes the windows and the summary there too.
@@ -15,6 +15,7 @@ writes the windows and the summary there too.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -63,7 +64,11 @@ def _window(second_team: bool, x: torch.Tensor, w: torch.Tensor) -> float:
 
 
 def main() -> int:
-    pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("pairs", type=int, nargs="?", default=3, help="alternated A/B pairs")
+    p.add_argument("out", nargs="?", help="write the windows and the summary here (JSON)")
+    args = p.parse_args()
+    pairs = args.pairs
     x = torch.randn(1, 576, dtype=torch.bfloat16)
     w = torch.randn(1536, 576, dtype=torch.bfloat16)
     load_start = os.getloadavg()
@@ -79,7 +84,7 @@ def main() -> int:
         {f for f in open("/proc/cpuinfo").read().split() if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")}
     )
     summary = {
-        "command": "bench/serve/omp_teams.py " + " ".join(sys.argv[1:]),
+        "command": "python -m ops.bench.serve.omp_teams " + " ".join(sys.argv[1:]),
         "A": "a thread whose OpenMP team is the process's only one",
         "B": "a thread while a second thread holds a team of its own",
         "per_call": "torch.nn.functional.linear, bf16, 1 × 576 by 576 × 1536",
@@ -91,8 +96,8 @@ def main() -> int:
         "cpu_flags": flags,
     }
     print(json.dumps(summary), flush=True)
-    if len(sys.argv) > 2:
-        with open(sys.argv[2], "w") as f:
+    if args.out:
+        with open(args.out, "w") as f:
             json.dump({**summary, "windows": windows}, f, indent=1)
             f.write("\n")
     return 0

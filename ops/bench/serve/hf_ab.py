@@ -1,7 +1,7 @@
 """What the hf engine's A/B scripts in bench/serve share: one engine on the warm start (or `--model`), the
 everyday pack's train prompts, and sides that differ in one serve setting on that one engine, alternated by
 `ops/bench/ab.py` (pair i of either side takes the prompts from i × groups on; the warm-up, the pack's last ones).
-Imported by the scripts beside it (their folder is first on `sys.path` when they run)."""
+Imported by `prefix_cache` and `shared_prefill` beside it."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def alternate_setting(
 
 
 def header(script: str, model_dir, settings, args, **extra) -> dict[str, Any]:
-    """The results' facts every hf A/B script records: the command as typed, model, dtype, group shape."""
+    """The results' facts every hf A/B script records: the command as typed (`script`: the module that ran, e.g.
+    `python -m ops.bench.serve.prefix_cache`), model, dtype, group shape."""
     import sys
 
     return {

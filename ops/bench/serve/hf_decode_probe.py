@@ -4,7 +4,7 @@ passed — the engine's decode path (one new token per row, a cache holding each
 around it. One model per setting, loaded in turn; the median of 11 steps each; then a torch profile of one bf16
 step of each of SDPA and `grouped_decode` (which operators take the step).
 
-    .venv/bin/python bench/serve/hf_decode_probe.py [--rows 8] [--context 900]
+    .venv/bin/python -m ops.bench.serve.hf_decode_probe [--rows 8] [--context 900]
 
 Measured 2026-12-03 (docs/cpu-facts.md#serving): 8 rows over a 900-token context, the `slca sft` warm start.
 """

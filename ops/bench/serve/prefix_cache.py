@@ -11,7 +11,7 @@ tokens, then the tool's answer rendered by the chat template (a fixed result: th
 what it says), then a second turn; a rollout sends its second turn as soon as its first ends. Both sides get the
 same prompts and seeds in a pair. The figure is generated tokens per second (both turns).
 
-    .venv/bin/python bench/serve/prefix_cache.py [--pairs 3] [--groups 3] [--out bench/serve/prefix-cache]
+    .venv/bin/python -m ops.bench.serve.prefix_cache [--pairs 3] [--groups 3] [--out bench/serve/prefix-cache]
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ def main() -> int:
     p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
     args = p.parse_args()
 
-    from hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
-    from hf_ab import header as hf_header
-
     from ops.bench.ab import Measurement, report
+    from ops.bench.serve.hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
+    from ops.bench.serve.hf_ab import header as hf_header
     from serve.engines.base import SamplingParams, generate
     from serve.prompting import continuation_ids, to_template_messages
     from serve.turns import decode_turn
@@ -94,7 +93,7 @@ def main() -> int:
     finally:
         loop.run_until_complete(engine.close())
     header = hf_header(
-        "bench/serve/prefix_cache.py",
+        "python -m ops.bench.serve.prefix_cache",
         model,
         settings,
         args,
@@ -108,7 +107,7 @@ def main() -> int:
         result,
         "generated tokens/s",
         ("Prompt tokens per window:", computed),
-        "bench/serve/prefix_cache.py",
+        "python -m ops.bench.serve.prefix_cache",
     )
     return 0
 
