@@ -9,13 +9,13 @@ only marks the stop: leaving alone would leave the others waiting in the next co
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 from learner.checkpoint import LearnerState
 from learner.ddp_orders import Orders
+from learner.step_line import FollowerLine, append_line
 from learner.trainer import Trainer
 
 log = logging.getLogger("slca.learner")
@@ -30,13 +30,6 @@ def follow(trainer: Trainer, orders: Orders, run_dir: Path) -> LearnerState:
         if order.kind == "wait":
             continue
         report = trainer.train_step(order.groups)
-        line = {
-            "step": report.step,
-            "rank": orders.ranks.rank,
-            "trained": [g.group_id for g in order.groups],
-            "loss": report.loss,
-            "ts": time.time(),
-        }
-        with open(run_dir / "metrics.jsonl", "a") as fh:
-            fh.write(json.dumps(line) + "\n")
+        trained = [g.group_id for g in order.groups]
+        append_line(run_dir, FollowerLine(report.step, orders.ranks.rank, trained, report.loss, time.time()))
     return LearnerState(step=trainer.step)

@@ -25,7 +25,6 @@ stable consumer name and are applied again exactly once by the restarted group.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -46,6 +45,7 @@ from learner.follower import follow
 from learner.metrics import LearnerMetrics
 from learner.model import load_policy, reference_for
 from learner.settings import LearnerSettings
+from learner.step_line import StepLine, append_line
 from learner.trainer import StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
@@ -353,25 +353,24 @@ def record_step(ctx: LoopContext, state: LearnerState, report: StepReport, entri
         ctx.client.xadd(ctx.streams.stats(stats.STREAM), stats.to_fields(), maxlen=STATS_MAXLEN, approximate=True)
     except redis.ResponseError as exc:  # a full Redis (OOM): the dashboard misses a row, the learner goes on
         log.warning("learner: step %d's stats row not written (%s)", state.step, exc)
-    line = {
-        "step": state.step,
-        "version": state.version,
-        "loss": report.loss,
-        "tokens": report.tokens,
-        "tokens_per_s": report.tokens_per_second,
-        "step_s": report.seconds,
-        "advantage_s": report.advantage_seconds,
-        "skipped_zero": report.skipped_zero,
-        "groups": report.group_ids,
-        "group_versions": [e.group.policy_version_min for e in entries],
-        "exec_mean": sum(r.exec for e in entries for r in e.group.rewards) / sum(e.group.size for e in entries),
-        "published": published[0].version if published else None,
-        "publish_s": published[1] if published else None,
-        "ts": ts,
-        **report.stats.to_log(),
-    }
-    with open(ctx.run_dir / "metrics.jsonl", "a") as fh:
-        fh.write(json.dumps(line) + "\n")
+    line = StepLine(
+        step=state.step,
+        version=state.version,
+        loss=report.loss,
+        tokens=report.tokens,
+        tokens_per_s=report.tokens_per_second,
+        step_s=report.seconds,
+        advantage_s=report.advantage_seconds,
+        skipped_zero=report.skipped_zero,
+        groups=report.group_ids,
+        group_versions=[e.group.policy_version_min for e in entries],
+        exec_mean=sum(r.exec for e in entries for r in e.group.rewards) / sum(e.group.size for e in entries),
+        published=published[0].version if published else None,
+        publish_s=published[1] if published else None,
+        ts=ts,
+        stats=report.stats,
+    )
+    append_line(ctx.run_dir, line)
     log.info(
         "step %d v%d loss %.4f tokens %d %.1f tok/s",
         state.step,

@@ -44,7 +44,7 @@ from serve.replica import ReplicaAnnouncer, ReplicaIdentity
 from serve.settings import ServeSettings
 from serve.redis_client import command_client, subscriber_client
 from serve.requests import longest_token_chars
-from serve.tools import make_tool_provider
+from serve.tools import known_tool_names, make_tool_provider
 from serve.versions import version_middleware
 from slca.config import CommonSettings
 from slca.contracts import Streams
@@ -173,6 +173,7 @@ def _engine_ctx(factory: EngineFactory, sim_settings):
         app[ENGINE] = version_admin.route_versions(app, engine, factory)  # callers: promoted; feed: candidate
         _set_chars_per_token(app, engine)
         app[TOOLS] = make_tool_provider(app[COMMON].redis_or_default(), sim_settings, app[METRICS].registry)
+        app[METRICS].tool_calls.tools.know(known_tool_names(app[TOOLS]))  # labels: registered tools only
         try:
             yield
         finally:
