@@ -130,6 +130,15 @@ def tiny_tokenizer(tiny_model_dir):
 
 
 @pytest.fixture(scope="session")
+def hf_tokenizer(tiny_model_dir):
+    """The tiny model's tokenizer as serve and the learner load it (transformers' `AutoTokenizer`: the chat template,
+    incremental decode)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
 def builder(tiny_tokenizer) -> TrajectoryBuilder:
     """Chat-turn trajectories with the tiny model's real token ids (tests.support.trajectories)."""
     return TrajectoryBuilder(tiny_tokenizer)

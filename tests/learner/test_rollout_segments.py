@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoTokenizer
 
 from learner.rollout_local import Sample, build_trajectory, segment_generated
 from slca.chat.segments import generated_kinds, spans_of
@@ -13,13 +12,8 @@ from slca.contracts import SegmentKind
 S, C, R = SegmentKind.SUMMARY, SegmentKind.TOOL_CALL, SegmentKind.REASONING
 
 
-@pytest.fixture(scope="module")
-def tok(tiny_model_dir):
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
-def _ids(tok, text: str) -> list[int]:
-    return tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+def _ids(hf_tokenizer, text: str) -> list[int]:
+    return hf_tokenizer.encode(text, add_special_tokens=False) + [hf_tokenizer.eos_token_id]
 
 
 @pytest.mark.parametrize(
@@ -31,18 +25,18 @@ def _ids(tok, text: str) -> list[int]:
         ('<think>a</think><tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', [R, C]),
     ],
 )
-def test_rollout_segments_are_serves(tok, text, kinds):
-    ids = _ids(tok, text)
-    spans = segment_generated(tok, ids)
+def test_rollout_segments_are_serves(hf_tokenizer, text, kinds):
+    ids = _ids(hf_tokenizer, text)
+    spans = segment_generated(hf_tokenizer, ids)
     assert [kind for _, _, kind in spans] == kinds
-    assert spans == spans_of(generated_kinds(tok, ids, set(tok.all_special_ids)))
+    assert spans == spans_of(generated_kinds(hf_tokenizer, ids, set(hf_tokenizer.all_special_ids)))
     assert spans[0][0] == 0 and spans[-1][1] == len(ids) and spans[-1][2] == kinds[-1]  # eos closes the last
 
 
-def test_a_rollout_trajectory_carries_its_reasoning_segment(tok):
-    ids = _ids(tok, "<think>hmm</think>Hello.")
-    prompt = tok.encode("Hi", add_special_tokens=False)
-    trajectory = build_trajectory(tok, "t1", prompt, Sample(ids, [-0.5] * len(ids)), [], version=0)
+def test_a_rollout_trajectory_carries_its_reasoning_segment(hf_tokenizer):
+    ids = _ids(hf_tokenizer, "<think>hmm</think>Hello.")
+    prompt = hf_tokenizer.encode("Hi", add_special_tokens=False)
+    trajectory = build_trajectory(hf_tokenizer, "t1", prompt, Sample(ids, [-0.5] * len(ids)), [], version=0)
     assert [s.kind for s in trajectory.segments] == [SegmentKind.SYSTEM, R, S]
 
 

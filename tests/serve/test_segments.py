@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoTokenizer
 
 from serve.prompting import continuation_ids, prompt_chunks, render, to_template_messages
 from serve.trajectory import TrajectoryBuilder
@@ -13,15 +12,10 @@ from slca.contracts import SegmentKind
 S, C, R = SegmentKind.SUMMARY, SegmentKind.TOOL_CALL, SegmentKind.REASONING
 
 
-@pytest.fixture(scope="module")
-def tok(tiny_model_dir):
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
-def kinds_by_text(tok, text: str, eos: bool = True):
-    ids = tok.encode(text, add_special_tokens=False) + ([tok.eos_token_id] if eos else [])
-    kinds = generated_kinds(tok, ids, {tok.eos_token_id})
-    texts = token_texts(tok, ids)
+def kinds_by_text(hf_tokenizer, text: str, eos: bool = True):
+    ids = hf_tokenizer.encode(text, add_special_tokens=False) + ([hf_tokenizer.eos_token_id] if eos else [])
+    kinds = generated_kinds(hf_tokenizer, ids, {hf_tokenizer.eos_token_id})
+    texts = token_texts(hf_tokenizer, ids)
     return ids, kinds, texts
 
 
@@ -36,26 +30,26 @@ def kinds_by_text(tok, text: str, eos: bool = True):
         ('<tool_call>\n{"name": "f", "argu', {C}),  # unterminated: still the call it started
     ],
 )
-def test_kinds_follow_the_text_spans(tok, text, expected):
-    ids, kinds, texts = kinds_by_text(tok, text)
+def test_kinds_follow_the_text_spans(hf_tokenizer, text, expected):
+    ids, kinds, texts = kinds_by_text(hf_tokenizer, text)
     assert len(kinds) == len(ids) and set(kinds) == expected
     joined = "".join(texts)
-    assert joined == text + tok.eos_token
+    assert joined == text + hf_tokenizer.eos_token
     for t, k in zip(texts, kinds):
         if "<tool_call>"[:3] in t and k != C:
             assert k == R  # a call inside reasoning stays reasoning
 
 
-def test_end_of_turn_token_belongs_to_the_segment_it_closes(tok):
-    _, kinds, _ = kinds_by_text(tok, '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>')
+def test_end_of_turn_token_belongs_to_the_segment_it_closes(hf_tokenizer):
+    _, kinds, _ = kinds_by_text(hf_tokenizer, '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>')
     assert kinds[-1] == C
-    _, kinds, _ = kinds_by_text(tok, "Plain answer")
+    _, kinds, _ = kinds_by_text(hf_tokenizer, "Plain answer")
     assert kinds[-1] == S
 
 
-def test_delimiters_are_part_of_the_call(tok):
+def test_delimiters_are_part_of_the_call(hf_tokenizer):
     ids, kinds, texts = kinds_by_text(
-        tok, 'Sure.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', eos=False
+        hf_tokenizer, 'Sure.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', eos=False
     )
     first_call = kinds.index(C)
     assert "".join(texts[first_call:]).lstrip().startswith("<tool_call>")
@@ -63,30 +57,30 @@ def test_delimiters_are_part_of_the_call(tok):
     assert "".join(texts[:first_call]).strip() == "Sure."
 
 
-def test_multibyte_characters_are_attributed_once(tok):
-    ids, kinds, texts = kinds_by_text(tok, "Température: 20 °C ☀️", eos=False)
+def test_multibyte_characters_are_attributed_once(hf_tokenizer):
+    ids, kinds, texts = kinds_by_text(hf_tokenizer, "Température: 20 °C ☀️", eos=False)
     assert "".join(texts) == "Température: 20 °C ☀️"
 
 
-def test_prompt_chunks_reproduce_the_template_exactly(tok):
+def test_prompt_chunks_reproduce_the_template_exactly(hf_tokenizer):
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
     msgs = to_template_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], tools)
-    chunks = prompt_chunks(tok, msgs)
+    chunks = prompt_chunks(hf_tokenizer, msgs)
     assert [k for _, k in chunks] == [SegmentKind.SYSTEM, SegmentKind.USER]
-    assert tok.decode([t for ids, _ in chunks for t in ids]) == render(tok, msgs, True)
+    assert hf_tokenizer.decode([t for ids, _ in chunks for t in ids]) == render(hf_tokenizer, msgs, True)
     assert "<tools>" in msgs[0]["content"] and "Be brief." in msgs[0]["content"]
 
 
-def test_default_system_text_is_system(tok):
-    chunks = prompt_chunks(tok, [{"role": "user", "content": "hi"}])
+def test_default_system_text_is_system(hf_tokenizer):
+    chunks = prompt_chunks(hf_tokenizer, [{"role": "user", "content": "hi"}])
     assert [k for _, k in chunks] == [SegmentKind.SYSTEM, SegmentKind.USER]
 
 
 @pytest.mark.parametrize("closed", [True, False])
-def test_continuation_after_a_sampled_turn(tok, closed):
+def test_continuation_after_a_sampled_turn(hf_tokenizer, closed):
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "calling"}]
     new = [{"role": "tool", "content": "<tool_response>\n{}\n</tool_response>"}]
-    text = tok.decode(continuation_ids(tok, history, new, closed))
+    text = hf_tokenizer.decode(continuation_ids(hf_tokenizer, history, new, closed))
     assert text.startswith("\n<|im_start|>tool" if closed else "<|im_end|>\n<|im_start|>tool")
     assert text.endswith("<|im_start|>assistant\n")
 
@@ -123,10 +117,12 @@ def test_builder_merges_runs_and_flags_mixed_versions():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_windowed_incremental_decode_equals_full_decode(tok, seed):
+def test_windowed_incremental_decode_equals_full_decode(hf_tokenizer, seed):
     import random
 
     rng = random.Random(seed)
-    ids = [rng.randrange(len(tok)) for _ in range(200)] + tok.encode(" end.", add_special_tokens=False)
-    texts = token_texts(tok, ids)
-    assert "".join(texts) == tok.decode(ids, skip_special_tokens=False)
+    ids = [rng.randrange(len(hf_tokenizer)) for _ in range(200)] + hf_tokenizer.encode(
+        " end.", add_special_tokens=False
+    )
+    texts = token_texts(hf_tokenizer, ids)
+    assert "".join(texts) == hf_tokenizer.decode(ids, skip_special_tokens=False)
