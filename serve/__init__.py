@@ -11,6 +11,8 @@ Where things live:
 - `admin.py`      /healthz /readyz /metrics /v1/models /admin/weights
 - `engines/`      one async interface (`base.py`), `hf.py`, `vllm_engine.py` (in-process) and `vllm_async.py`
                   (engine core in its own process), what they share (`vllm_common.py`, `vllm_survival.py`),
-                  forced-call grammars
+                  forced-call grammars (`grammar.py` the schema; `grammar_builder.py` builds, bounded in time,
+                  bytes and per caller, in `grammar_host.py`'s forked processes; `hf_grammars.py` hf's compiled ones)
+- `grammars.py`   the app's grammar builders;  `admission.py` admission bounds and `caller_of`
 - `cli.py`        `slca serve` (`slca bench serve` is ops': ops/bench/serve/)
 """

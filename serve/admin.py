@@ -12,7 +12,7 @@ from serve.auth import require_scope
 from slca.weights import WeightLoadError
 from serve.errors import BadRequest, EngineUnavailable, WeightsRejected
 from serve.http_util import read_json
-from serve.keys import ENGINE, METRICS, REDIS, SWAPPER
+from serve.keys import ENGINE, GRAMMARS, METRICS, REDIS, SWAPPER
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -25,8 +25,15 @@ async def readyz(request: web.Request) -> web.Response:
         redis_ok = bool(await request.app[REDIS].ping())
     except (RedisError, OSError):
         redis_ok = False
-    body = {"engine": engine.loaded, "redis": redis_ok, "policy_version": engine.version, "model": engine.model_name}
-    if not (engine.loaded and redis_ok):
+    grammars = not request.app[GRAMMARS].starting  # a forced call need not wait for the grammar host's start
+    body = {
+        "engine": engine.loaded,
+        "redis": redis_ok,
+        "grammars": grammars,
+        "policy_version": engine.version,
+        "model": engine.model_name,
+    }
+    if not (engine.loaded and redis_ok and grammars):
         raise EngineUnavailable(f"not ready: {body}")
     return web.json_response({"status": "ready", **body})
 

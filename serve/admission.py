@@ -1,16 +1,21 @@
 """Admission: bounds on the requests the server takes on. Before a body is read, a bounded queue in front of the
 request pool (`planning`: reading, parsing, checking, templating, tokenising); after it, a bound on the model work
 in flight (`admit`: requests, and sequences — a request counts its n). Beyond either a request is refused at once
-with 429 + Retry-After instead of queueing without end in front of the request pool or the engine."""
+with 429 + Retry-After instead of queueing without end in front of the request pool or the engine.
+
+Work shared between callers beyond these bounds (the grammar builders) is shared per caller (`caller_of`)."""
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
 from typing import Iterator
 
 from aiohttp import web
 
+from serve.auth import bearer, granted
 from serve.errors import TooManyRequests
+from serve.keys import COMMON
 
 
 class Admission:
@@ -64,3 +69,13 @@ ADMISSION = web.AppKey("admission", Admission)
 
 def admission_of(settings) -> Admission:
     return Admission(settings.max_inflight_requests, settings.max_inflight_sequences, settings.max_queued_requests)
+
+
+def caller_of(request: web.Request) -> str:
+    """Who sent `request`, for a per-caller share: its API key when that is a configured one (a digest: the key
+    itself is kept nowhere), else its client address. An unknown key counts as none, or any client could make
+    itself as many callers as it likes by sending a fresh key each time."""
+    key = bearer(request)
+    if key is not None and granted(request.app[COMMON], key) is not None:
+        return "key:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"addr:{request.remote or 'unknown'}"

@@ -9,13 +9,13 @@ from typing import Any
 
 from aiohttp import web
 
-from serve.admission import ADMISSION
+from serve.admission import ADMISSION, caller_of
 from serve.agent import AgentRunner, EpisodeOutcome, EpisodeSpec
 from serve.auth import record_refusal
 from serve.engines.base import SamplingParams
 from serve.errors import ServeError
 from serve.http_util import check_model, json_response, off_loop, read_json, sse
-from serve.keys import CHARS_PER_TOKEN, ENGINE, METRICS, RECORDER, REPLICA, SETTINGS, TOOLS
+from serve.keys import CHARS_PER_TOKEN, ENGINE, GRAMMARS, METRICS, RECORDER, REPLICA, SETTINGS, TOOLS
 from serve.prompting import request_chunks
 from serve.requests import (
     AgentRunRequest,
@@ -35,7 +35,7 @@ def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec
     req = parse_body(AgentRunRequest, data, settings, app.get(CHARS_PER_TOKEN))
     check_model(app, req.model)
     offered = check_tools(req.tools, settings)
-    _, forced = resolve_tool_choice(req.tool_choice, req.tools)
+    resolve_tool_choice(req.tool_choice, req.tools)  # an invalid choice is refused before templating
     messages = [m.model_dump(exclude_none=True) for m in req.messages]
     # rendered and tokenised once here: the n rollouts start from these chunks
     prompt = request_chunks(engine.tokenizer, messages, req.tools)
@@ -47,13 +47,21 @@ def _spec(app: web.Application, data: Any) -> tuple[AgentRunRequest, EpisodeSpec
         tools=req.tools,
         offered=offered,
         params=SamplingParams(temperature_of(req, settings), req.top_p, max_tokens),
-        first_turn_grammar=forced_call_grammar(req.tools, forced, settings),
+        first_turn_grammar=None,  # built after this (`_force`): in the grammar builders, off the request pool
         max_turns=req.max_turns or settings.max_turns_default,
         max_model_len=settings.max_model_len,
         prompt=prompt,
         ground_truth=req.ground_truth,
     )
     return req, spec
+
+
+async def _force(request: web.Request, req: AgentRunRequest, spec: EpisodeSpec) -> None:
+    """The first turn's grammar when a call is forced (the builders are shared per caller, bounded in time)."""
+    _, forced = resolve_tool_choice(req.tool_choice, req.tools)
+    app = request.app
+    built = await forced_call_grammar(app[GRAMMARS], caller_of(request), req.tools, forced, app[SETTINGS])
+    spec.first_turn_grammar = built.ebnf if built is not None else None
 
 
 def _run_json(outcome: EpisodeOutcome, with_trajectory: bool) -> dict[str, Any]:
@@ -75,6 +83,7 @@ async def agent_runs(request: web.Request) -> web.StreamResponse:
     app = request.app
     with app[ADMISSION].planning():  # a bounded queue in front of the request pool, checked before the body is read
         req, spec = await off_loop(app, _spec, app, await read_json(request))
+        await _force(request, req, spec)
     with app[ADMISSION].admit(req.n):
         return await _run(request, req, spec)
 

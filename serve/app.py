@@ -20,6 +20,7 @@ from serve.chat import chat_completions
 from serve.engines.base import Engine, create_engine
 from serve.errors import ServeError
 from serve.hosts import allowed_hosts, host_middleware
+from serve.grammars import grammar_ctx, with_grammars
 from serve.http_util import request_pool_ctx
 from serve.keys import (
     BACKGROUND,
@@ -142,7 +143,8 @@ def create_app(
     app[HOSTS] = allowed_hosts(settings)
     factory = engine_factory or (lambda: create_engine(settings.engine, str(common.model_path()), settings))
     app.cleanup_ctx.append(request_pool_ctx)  # first in, last out: handlers may use it until the end
-    app.cleanup_ctx.append(_engine_ctx(factory, sim_settings))
+    app.cleanup_ctx.append(grammar_ctx)  # before the engines: they take their compiled grammars from it
+    app.cleanup_ctx.append(_engine_ctx(with_grammars(app, factory), sim_settings))
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(version_admin.promotion_ctx)  # the promoted version, before any swap
     app.cleanup_ctx.append(_weights_ctx)

@@ -6,17 +6,18 @@ import asyncio
 import random
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
-from serve.admission import ADMISSION
+from serve.admission import ADMISSION, caller_of
 from serve.auth import record_refusal
 from serve.engines.base import EngineError, GenerationResult, SamplingParams
 from serve.detok import IncrementalText
 from serve.errors import EngineUnavailable, ServeError
 from serve.http_util import check_model, json_response, off_loop, read_json, sse
-from serve.keys import CHARS_PER_TOKEN, ENGINE, METRICS, RECORDER, REPLICA, SETTINGS
+from serve.keys import CHARS_PER_TOKEN, ENGINE, GRAMMARS, METRICS, RECORDER, REPLICA, SETTINGS
 from serve.prompting import request_chunks
 from serve.requests import (
     ChatRequest,
@@ -36,7 +37,8 @@ from slca.chat.hermes import parse_tool_calls, text_outside_calls
 
 class ChatPlan:
     """Everything derived from one request body: prompt, per-choice sampling params, tool mode. Built off the event
-    loop (`off_loop`): validation, schema checks, templating, tokenisation and grammar building are CPU work."""
+    loop (`off_loop`): validation, schema checks, templating and tokenisation are CPU work. A forced call's grammar
+    is built after it (`force`), in the grammar builders, which the event loop only awaits."""
 
     def __init__(self, app: web.Application, data: Any):
         settings, engine = app[SETTINGS], app[ENGINE]
@@ -50,7 +52,7 @@ class ChatPlan:
         self.prompt_ids = [t for ids, _ in self.chunks for t in ids]
         max_tokens = max_tokens_of(req, settings)
         check_context(len(self.prompt_ids), max_tokens, settings)
-        grammar = forced_call_grammar(req.tools, forced, settings)
+        self.forced = forced
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         top = (req.top_logprobs or 0) if req.logprobs else 0
         self.params = [
@@ -60,13 +62,20 @@ class ChatPlan:
                 max_tokens,
                 (seed + i) % (settings.max_seed + 1),
                 self.stop,
-                grammar,
+                None,
                 top,
             )
             for i in range(req.n)
         ]
         self.req = req
         self.tools = req.tools or []
+
+    async def force(self, request: web.Request) -> None:
+        """Constrain every choice to one call of the forced tools (nothing when no call is forced)."""
+        app = request.app
+        built = await forced_call_grammar(app[GRAMMARS], caller_of(request), self.req.tools, self.forced, app[SETTINGS])
+        if built is not None:
+            self.params = [replace(p, grammar=built.ebnf) for p in self.params]
 
     def message(self, turn: Turn) -> tuple[dict[str, Any], str]:
         text = _cut_at_stop(turn.text, self.stop)
@@ -109,6 +118,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     admission = request.app[ADMISSION]
     with admission.planning():  # a bounded queue in front of the request pool, checked before the body is read
         plan = await off_loop(request.app, ChatPlan, request.app, await read_json(request))
+        await plan.force(request)
     with admission.admit(len(plan.params)):
         return await _answer(request, plan)
 

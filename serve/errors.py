@@ -40,6 +40,13 @@ class InvalidToolSchema(ServeError):
     code = "invalid_tool_schema"
 
 
+class GrammarRefused(ServeError):
+    """A forced call's grammar overran its time, memory or byte bound while it was built (and was stopped)."""
+
+    status = 422
+    code = "grammar_too_costly"
+
+
 class ContextTooLong(ServeError):
     code = "context_length_exceeded"
 
@@ -123,3 +130,9 @@ class EngineUnavailable(ServeError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after)}
+
+
+class GrammarBuilderBusy(EngineUnavailable):
+    """No grammar builder was free for this caller within the bound (its share in use, or all of them busy)."""
+
+    code = "grammar_builder_busy"

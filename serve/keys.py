@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from serve.engines.base import Engine
+from serve.engines.grammar_builder import GrammarBuilder
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder
 from serve.replica import ReplicaIdentity
@@ -37,3 +38,5 @@ CHARS_PER_TOKEN = web.AppKey("chars_per_token", int)
 entry): the cheap context check of a request's messages (`serve.requests.check_prompt_chars`). Absent: no check."""
 HOSTS = web.AppKey("hosts", object)
 """Host names /metrics, /v1/models, /openapi.json, /readyz and /dashboard/ answer under (`serve.hosts`); None: any."""
+GRAMMARS = web.AppKey("grammars", GrammarBuilder)
+"""The builders of forced-call grammars (serve/engines/grammar_builder.py): bounded per caller, in time and bytes."""

@@ -67,6 +67,7 @@ def _post(summary: str, model: type[BaseModel], components: dict[str, Any], ok: 
                 "401": _error_response("an API key is required"),
                 "404": _error_response("unknown model"),
                 "413": _error_response("body too large"),
+                "422": _error_response("a forced call's grammar too costly to build (stopped at its bound)"),
                 "503": _error_response("engine unavailable; retry"),
             },
         }

@@ -3,6 +3,7 @@ applies to them. Every check raises a serve error that names the offending field
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from dataclasses import dataclass, field
@@ -14,8 +15,18 @@ from urllib.parse import unquote
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from serve.engines.grammar import GrammarLimits, GrammarUnavailable, SchemaNotSupported, tool_call_grammar
-from serve.errors import BadRequest, ContextTooLong, InvalidJSON, InvalidToolSchema, NotSupported, UnsafeJSON
+from serve.engines.grammar import GrammarLimits, SchemaNotSupported, tool_call_grammar
+from serve.engines.grammar_builder import Built, GrammarBuilder, GrammarBusy, GrammarTooCostly, GrammarUnavailable
+from serve.errors import (
+    BadRequest,
+    ContextTooLong,
+    GrammarBuilderBusy,
+    GrammarRefused,
+    InvalidJSON,
+    InvalidToolSchema,
+    NotSupported,
+    UnsafeJSON,
+)
 from serve.http_util import JSONLimits, loads_checked
 from slca.chat.hermes import function_of
 from slca.contracts import GroundTruth
@@ -555,20 +566,29 @@ def resolve_tool_choice(choice: str | dict[str, Any] | None, tools: list[Any] | 
     raise BadRequest("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', ...}", param="tool_choice")
 
 
-def forced_call_grammar(tools: list[Any] | None, forced: list[int], settings=None) -> str | None:
-    """The grammar that forces one call to one of `tools[i] for i in forced` (None when nothing is forced).
-    A schema the grammar compiler cannot handle, or one past the grammar limits, is the caller's error: 400
-    naming that tool."""
+async def forced_call_grammar(
+    builder: GrammarBuilder, caller: str, tools: list[Any] | None, forced: list[int], settings=None
+) -> Built | None:
+    """The grammar that forces one call to one of `tools[i] for i in forced` (None when nothing is forced), built
+    by `builder` within its bounds. A schema the grammar compiler cannot handle, or one past the grammar limits, is
+    the caller's error: 400 naming that tool; a build past its time, memory or byte bound is stopped and refused
+    (422); no builder free within the bound for this caller: 503 + Retry-After."""
     if not forced:
         return None
+    if importlib.util.find_spec("xgrammar") is None:
+        raise NotSupported("forced tool_choice needs the xgrammar package (installed with vllm)", param="tool_choice")
     limits = GrammarLimits.of(settings) if settings is not None else GrammarLimits()
     try:
-        return tool_call_grammar([tools[i] for i in forced], limits)
-    except GrammarUnavailable as exc:
-        raise NotSupported(str(exc), param="tool_choice") from None
+        return await tool_call_grammar([tools[i] for i in forced], builder, caller, limits)
     except SchemaNotSupported as exc:
         where = f"tools.{forced[exc.index]}" if exc.index is not None else "tools"
         raise InvalidToolSchema(
             f"{where}: the schema cannot be enforced for tool_choice: {exc.reason}",
             param=f"{where}.function.parameters" if exc.index is not None else where,
         ) from None
+    except GrammarTooCostly as exc:
+        raise GrammarRefused(f"tools: the tool_choice grammar cannot be built: {exc.reason}", param="tools") from None
+    except GrammarBusy as exc:
+        raise GrammarBuilderBusy(exc.reason) from None
+    except GrammarUnavailable as exc:
+        raise NotSupported(exc.reason, param="tool_choice") from None

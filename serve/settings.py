@@ -73,11 +73,23 @@ class ServeSettings(VersionSettings, *engine_settings_classes()):
     """Forced tool_choice: largest minLength/maxLength/minItems/maxItems/minProperties/maxProperties the grammar
     enforces; a larger bound is refused with a 400 (xgrammar unrolls bounded repeats: thousands took minutes and
     hundreds of MB)."""
-    grammar_compile_timeout_s: float = 10.0
-    """Forced tool_choice: a grammar still compiling after this long fails the request (400); the compile goes
-    on in its thread and its result is cached for the next identical schema."""
-    grammar_cache_entries: int = 64
-    """hf engine: compiled grammars kept (least recently used dropped first)."""
+    grammar_compile_timeout_s: float = Field(default=10.0, gt=0)
+    """Forced tool_choice: a grammar build (schema → grammar → token masks, in a process of its own) still running
+    after this long is killed and the request refused (422 grammar_too_costly); a request waits at most as long
+    again for a free builder (then 503 + Retry-After)."""
+    grammar_builders: int = Field(default=2, ge=1)
+    """Forced tool_choice: grammar builds that run at once (each a process forked from one grammar host)."""
+    grammar_builds_per_caller: int = Field(default=1, ge=1)
+    """Forced tool_choice: builds one caller (an API key, else a client address) may have running at once; its
+    further builds wait while other callers' builds take the free builders."""
+    grammar_build_memory_mib: int = Field(default=512, ge=16)
+    """Forced tool_choice: memory (address space) one build may add; a build that needs more is stopped (422)."""
+    max_grammar_bytes: int = Field(default=8 << 20, ge=1024)
+    """Forced tool_choice: largest compiled grammar (serialised, or in memory if larger) kept and handed to the
+    engine; a larger one is stopped while it is sent and refused (422). Large enums under repeats grow it."""
+    grammar_cache_mib: int = Field(default=64, ge=0)
+    """Forced tool_choice: MiB of built grammars kept for schemas seen again (least recently used out first), and
+    as much again of the hf engine's compiled grammars."""
     allowed_origins: list[str] = []
     """Web origins (`https://app.example`) whose pages may call this API. Requests with any other `Origin` get
     403; requests without one (every non-browser client) and same-origin ones to localhost or an IP are let in."""

@@ -4,19 +4,21 @@ Named / required `tool_choice` is NOT taken from vLLM's tool_choice path (docs/c
 returned bare strings as arguments with SmolLM2). Instead the completion is constrained to one Hermes block
 `<tool_call>\n{"name": <fn>, "arguments": {...schema...}}\n</tool_call>` by a grammar that both engines
 apply token by token: vLLM through `StructuredOutputsParams(grammar=...)`, hf through an xgrammar matcher.
+
+Here: the schema of the call, checked against cheap bounds before anything is built (`GrammarLimits`). The grammar
+itself is built, within time, memory, byte and per-caller bounds, by serve/engines/grammar_builder.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slca.chat.hermes import function_of
+
+if TYPE_CHECKING:
+    from serve.engines.grammar_builder import Built, GrammarBuilder
 
 
 @dataclass(frozen=True)
@@ -27,12 +29,10 @@ class GrammarLimits:
     """Schema objects of all forced tools together."""
     max_repeat: int = 256
     """Largest length/count bound (xgrammar unrolls bounded repeats: thousands took minutes and hundreds of MB)."""
-    timeout_s: float = 10.0
-    """Building a grammar that takes longer fails the request."""
 
     @classmethod
     def of(cls, settings) -> "GrammarLimits":
-        return cls(settings.max_grammar_schema_nodes, settings.max_grammar_repeat, settings.grammar_compile_timeout_s)
+        return cls(settings.max_grammar_schema_nodes, settings.max_grammar_repeat)
 
 
 _BOUNDS = (
@@ -132,52 +132,47 @@ def _check_bounds(schema: Any, index: int, limits: GrammarLimits, seen: list[int
             stack.extend(node)
 
 
-def tool_call_grammar(tools: list[dict[str, Any]], limits: GrammarLimits | None = None) -> str:
-    """EBNF for exactly one `<tool_call>` block calling one of `tools` with schema-valid arguments.
-    SchemaNotSupported names the tool whose schema xgrammar cannot compile (a lookbehind `pattern`, a bound
-    beyond int64, a `$ref` that does not resolve...) or that passes `limits`."""
+def forced_schemas(tools: list[dict[str, Any]], limits: GrammarLimits | None = None) -> str:
+    """The JSON schema of one call to one of `tools` (all of them under `anyOf`), after the bounds check:
+    SchemaNotSupported names the tool that passes `limits`."""
     limits = limits or GrammarLimits()
     seen = [0]
     for i, tool in enumerate(tools):
         _check_bounds(function_of(tool).get("parameters"), i, limits, seen)
     if len(tools) == 1:
-        schema, defs = call_schema(tools[0])
-        try:
-            return _bounded_grammar_text(json.dumps({**schema, **({"$defs": defs} if defs else {})}), limits)
-        except SchemaNotSupported as exc:
-            raise SchemaNotSupported(0, exc.reason) from None
+        return single_schema(tools[0])
     parts = [call_schema(t, f"t{i}_") for i, t in enumerate(tools)]
     defs = {k: v for _, d in parts for k, v in d.items()}
+    return json.dumps({"anyOf": [p for p, _ in parts], **({"$defs": defs} if defs else {})})
+
+
+def single_schema(tool: dict[str, Any]) -> str:
+    schema, defs = call_schema(tool)
+    return json.dumps({**schema, **({"$defs": defs} if defs else {})})
+
+
+async def tool_call_grammar(
+    tools: list[dict[str, Any]], builder: "GrammarBuilder", caller: str, limits: GrammarLimits | None = None
+) -> "Built":
+    """The grammar (and its compiled form) of exactly one `<tool_call>` block calling one of `tools` with
+    schema-valid arguments, built by `builder` (bounded in time, bytes and the caller's share). SchemaNotSupported
+    names the tool whose schema xgrammar cannot compile (a lookbehind `pattern`, a bound beyond int64, a `$ref`
+    that does not resolve...) or that passes `limits`; GrammarTooCostly and GrammarBusy pass through."""
+    from serve.engines.grammar_builder import SchemaRefused
+
+    schema = forced_schemas(tools, limits)
     try:
-        return _bounded_grammar_text(
-            json.dumps({"anyOf": [p for p, _ in parts], **({"$defs": defs} if defs else {})}), limits
-        )
-    except SchemaNotSupported as exc:
-        failed = exc
-    for i, tool in enumerate(tools):  # which tool? (the error path only)
-        schema, defs = call_schema(tool)
+        return await builder.schema(caller, schema)
+    except SchemaRefused as exc:
+        if len(tools) == 1:
+            raise SchemaNotSupported(0, exc.reason) from None
+        failed = SchemaNotSupported(None, exc.reason)
+    for i, tool in enumerate(tools):  # which tool? (only after a refusal, which is quick: a parse error)
         try:
-            _bounded_grammar_text(json.dumps({**schema, **({"$defs": defs} if defs else {})}), limits)
-        except SchemaNotSupported as exc:
+            await builder.schema(caller, single_schema(tool))
+        except SchemaRefused as exc:
             raise SchemaNotSupported(i, exc.reason) from None
     raise failed
-
-
-_BUILDER = ThreadPoolExecutor(1, thread_name_prefix="grammar")
-"""One thread builds grammars: a build that overruns its timeout goes on here (it cannot be interrupted), and
-later builds queue behind it rather than piling up threads."""
-
-
-def _bounded_grammar_text(schema_json: str, limits: GrammarLimits) -> str:
-    future = _BUILDER.submit(_grammar_text, schema_json)
-    try:
-        return future.result(timeout=limits.timeout_s)
-    except FutureTimeout:
-        raise SchemaNotSupported(None, f"building the grammar took longer than {limits.timeout_s:g}s") from None
-
-
-class GrammarUnavailable(RuntimeError):
-    """xgrammar (installed with vLLM) is missing, so calls cannot be forced."""
 
 
 class SchemaNotSupported(ValueError):
@@ -186,30 +181,3 @@ class SchemaNotSupported(ValueError):
     def __init__(self, index: int | None, reason: str):
         super().__init__(reason)
         self.index, self.reason = index, reason
-
-
-def _reason(exc: BaseException) -> str:
-    """xgrammar's message without its log prefix (`[12:00:00] /project/cpp/x.cc:83: `), one line, bounded."""
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else type(exc).__name__
-    text = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", text)
-    text = re.sub(r"^Check failed: \(.*?\) is false:\s*", "", text)
-    return text[:300]
-
-
-@lru_cache(maxsize=32)  # keys are whole schemas (up to a request body each): keep few
-def _grammar_text(schema_json: str) -> str:
-    try:
-        import xgrammar as xgr
-    except ModuleNotFoundError:
-        raise GrammarUnavailable("forced tool_choice needs the xgrammar package (installed with vllm)") from None
-
-    try:
-        grammar = xgr.Grammar.concat(
-            xgr.Grammar.from_ebnf('root ::= "<tool_call>\\n"'),
-            xgr.Grammar.from_json_schema(schema_json, any_whitespace=False),
-            xgr.Grammar.from_ebnf('root ::= "\\n</tool_call>"'),
-        )
-    except (RuntimeError, ValueError, TypeError) as exc:  # xgrammar's C++ checks surface as RuntimeError
-        raise SchemaNotSupported(None, _reason(exc)) from None
-    return str(grammar)

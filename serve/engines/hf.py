@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenStep
+from serve.engines.hf_grammars import HFGrammars
 from serve.engines.hf_settings import HFEngineSettings
 from serve.engines.registry import register_engine
 from slca.weights import WeightLoadError, WeightVersion, run_sync
@@ -43,6 +44,8 @@ class _Job:
     queue: asyncio.Queue
     cancelled: bool = False
     generated: list[int] = field(default_factory=list)
+    grammar: Any = None
+    """`params.grammar` compiled (`HFGrammars`), before the job joins a batch."""
 
 
 class _Row:
@@ -55,7 +58,7 @@ class _Row:
         self.done = job.cancelled
         seed = job.params.seed if job.params.seed is not None else random.getrandbits(63)
         self.generator = torch.Generator().manual_seed(seed)
-        self.matcher = engine._matcher(job.params.grammar) if job.params.grammar else None
+        self.matcher = engine._grammars.matcher(job.grammar) if job.grammar is not None else None
         self.budget = min(job.params.max_tokens, engine.settings.max_model_len - len(job.prompt_ids))
 
 
@@ -75,8 +78,9 @@ class HFEngine(ServedModel):
         self._executor = ThreadPoolExecutor(settings.hf_concurrent_batches, thread_name_prefix="hf-engine")
         self._torch = ThreadPoolExecutor(1, thread_name_prefix="hf-torch")
         """The one thread that runs torch work (the module docstring says why); batches take turns on it."""
-        self._compiler: Any = None
-        self._compiled: dict[str, Any] = {}  # an LRU of `grammar_cache_entries` (dicts keep insertion order)
+        self.grammars = None
+        """The app's grammar builders (serve/grammars.py), which compile forced-call grammars; None: its own."""
+        self._grammars = HFGrammars(self, getattr(settings, "grammar_cache_mib", 64) << 20)
         self._last_logits_only = False
         self._running = 0
         self.stop_ids = {self.tokenizer.eos_token_id}
@@ -128,11 +132,14 @@ class HFEngine(ServedModel):
             job.queue.put_nowait(EngineError("engine shut down"))
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._torch.shutdown(wait=True, cancel_futures=True)
+        await self._grammars.close()
 
     async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenStep]:
         if not self.loaded:
             raise EngineError("engine is not running")
-        job = _Job(list(prompt_ids), params, asyncio.Queue())
+        # compiled (or taken from the cache) here, before the batch: never on a batch thread, whose rows would wait
+        grammar = await self._grammars.compiled(params.grammar) if params.grammar else None
+        job = _Job(list(prompt_ids), params, asyncio.Queue(), grammar=grammar)
         self._pending.append(job)
         self._wakeup.set()
         try:
@@ -366,22 +373,6 @@ class HFEngine(ServedModel):
         if len(row.job.generated) >= row.budget:
             return "length"
         return None
-
-    def _matcher(self, grammar: str):
-        import xgrammar as xgr
-
-        if self._compiler is None:
-            info = xgr.TokenizerInfo.from_huggingface(
-                self.tokenizer, vocab_size=self.model.config.vocab_size, stop_token_ids=sorted(self.stop_ids)
-            )
-            self._compiler = xgr.GrammarCompiler(info, cache_enabled=False)  # cached here, bounded (below)
-        compiled = self._compiled.pop(grammar, None)
-        if compiled is None:  # compiling costs far more than a decode step: once per distinct grammar
-            compiled = self._compiler.compile_grammar(grammar)
-        self._compiled[grammar] = compiled  # most recently used last; the least recently used go first
-        while len(self._compiled) > self.settings.grammar_cache_entries:
-            self._compiled.pop(next(iter(self._compiled)), None)
-        return xgr.GrammarMatcher(compiled)
 
     # --- hot swap -----------------------------------------------------------------------------
     async def swap_weights(self, weights: WeightVersion) -> float:

@@ -366,3 +366,113 @@ def test_healthz_answers_within_100ms_while_16_long_outputs_decode(tiny_model_di
         gc.enable()
     assert len(pings) >= 5
     assert max(pings) < 0.1, f"slowest /healthz: {sorted(round(p * 1000) for p in pings)[-3:]} ms"
+
+
+# --- bounded grammar work: a costly forced call is refused in time, other callers are served meanwhile -----------
+def _costly_tool() -> dict:
+    """Nested repeats, each bound within the limits and the schema 2 KB: xgrammar unrolls every distinct one
+    (8 of them took 13 s and 32 MB on a loaded 2-core machine), far past the bound here."""
+    props = {
+        f"a{i}": {"type": "string", "pattern": f"^(([{chr(97 + i)}-z0-9]{{0,250}}){{0,250}}){{0,250}}$"}
+        for i in range(24)
+    }
+    return {"type": "function", "function": {"name": "costly", "parameters": {"type": "object", "properties": props}}}
+
+
+SMALL_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}}},
+    },
+}
+
+
+@pytest.mark.slow
+def test_a_costly_forced_call_is_refused_in_its_bound_while_other_callers_are_served(tiny_model_dir, serve_redis):
+    """Forced tool calls with large enums under nested repeats got no answer within 90 s (issue 36): now the build
+    is killed at `grammar_compile_timeout_s` and the call refused (422, JSON error); meanwhile another caller's
+    plain chat and its own forced call (its share of the builders) are answered."""
+    import asyncio
+
+    from tests.support.serve import run_in_app
+
+    from serve.keys import GRAMMARS
+
+    bound_s = 5.0
+    from serve.settings import ServeSettings
+
+    settings = ServeSettings(  # the costly tool's schema templates to ~1,300 tokens
+        engine="hf", max_model_len=2048, subscribe_weights=False, torch_threads=1, grammar_compile_timeout_s=bound_s
+    )
+    other = {"Authorization": "Bearer other-caller"}
+
+    async def scenario(client, app):
+        await app[GRAMMARS].ready()  # the host imports xgrammar once (a minute on a loaded machine)
+        assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2})).status == 200  # warm
+        costly = {"messages": USER, "tools": [_costly_tool()], "tool_choice": "required", "max_tokens": 8}
+        started = time.monotonic()
+        refused = asyncio.create_task(client.post(CHAT, json=costly))
+        while not app[GRAMMARS]._places.held:  # the costly build holds a builder
+            assert not refused.done(), await (await refused).text()
+            await asyncio.sleep(0.01)
+        chat = await client.post(CHAT, json={"messages": USER, "max_tokens": 4}, headers=other)
+        forced = {"messages": USER, "tools": [SMALL_TOOL], "tool_choice": "required", "max_tokens": 64}
+        small = await client.post(CHAT, json=forced, headers=other)
+        served_before_refusal = not refused.done()
+        answer = await refused
+        elapsed = time.monotonic() - started
+        body = await answer.json()
+        return chat.status, small.status, await small.json(), served_before_refusal, answer.status, body, elapsed
+
+    chat, small, small_body, before, status, body, elapsed = asyncio.run(
+        run_in_app(tiny_model_dir, serve_redis.url, scenario, settings, api_keys={"other-caller": ["serve"]})
+    )
+    assert chat == 200 and small == 200, small_body
+    assert small_body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert before, "the other caller waited for the costly build"
+    assert status == 422 and body["error"]["code"] == "grammar_too_costly", body
+    assert "longer than" in body["error"]["message"]
+    assert elapsed < 2 * bound_s + 10  # at most a wait for a builder and a build, each bounded, and the answer
+
+
+# --- heavy serialisation off the event loop --------------------------------------------------------------------
+@pytest.mark.parametrize("what", ["openapi", "logprobs"])
+def test_heavy_answers_are_built_off_the_event_loop(tiny_model_dir, serve_redis, monkeypatch, what):
+    """/openapi.json and a large logprobs answer are built in the request pool: while one is being built (held
+    here until the probe is answered), /healthz on the same server is answered. On the event loop the build would
+    wait for a probe that the blocked loop could never answer (the wait gives up after 30 s and the test fails)."""
+    import asyncio
+    import threading
+
+    import serve.chat
+    import serve.openapi
+    from tests.support.serve import run_in_app
+
+    building, probe_answered = threading.Event(), threading.Event()
+    held = {}
+
+    def holding(original):
+        def build(*args, **kwargs):
+            building.set()
+            held["answered_meanwhile"] = probe_answered.wait(30)
+            return original(*args, **kwargs)
+
+        return build
+
+    if what == "openapi":
+        monkeypatch.setattr(serve.openapi, "openapi_document", holding(serve.openapi.openapi_document))
+        path, body = "/openapi.json", None
+    else:
+        monkeypatch.setattr(serve.chat, "_logprobs", holding(serve.chat._logprobs))
+        path, body = CHAT, {"messages": USER, "max_tokens": 16, "logprobs": True, "top_logprobs": 5}
+
+    async def scenario(client, app):
+        heavy = asyncio.create_task(client.get(path) if body is None else client.post(path, json=body))
+        assert await asyncio.to_thread(building.wait, 60)
+        if (await client.get("/healthz")).status == 200 and not heavy.done():
+            probe_answered.set()
+        return (await heavy).status
+
+    assert asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, _settings())) == 200
+    assert held["answered_meanwhile"]

@@ -26,10 +26,11 @@ PYDANTIC_STYLE = {
 
 @pytest.mark.parametrize("others", [0, 1])
 def test_forced_tool_with_local_defs_gets_a_grammar_that_resolves_them(others):
-    from serve.engines.grammar import tool_call_grammar
+    from serve.engines.grammar import forced_schemas
+    from serve.engines.grammar_host import grammar_text  # what the grammar host's builds run
 
     tools = [{"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}] * others
-    grammar = tool_call_grammar(tools + [PYDANTIC_STYLE])
+    grammar = grammar_text(forced_schemas(tools + [PYDANTIC_STYLE]))
     assert "kelvinish" in grammar and "celsiusish" in grammar
 
 
@@ -46,7 +47,7 @@ def test_forced_tool_with_local_defs_gets_a_grammar_that_resolves_them(others):
 )
 @pytest.mark.timed
 def test_schemas_past_the_grammar_limits_are_refused_before_compiling(schema, words):
-    from serve.engines.grammar import SchemaNotSupported, tool_call_grammar
+    from serve.engines.grammar import SchemaNotSupported, forced_schemas
 
     tool = {
         "type": "function",
@@ -54,6 +55,6 @@ def test_schemas_past_the_grammar_limits_are_refused_before_compiling(schema, wo
     }
     started = time.perf_counter()
     with pytest.raises(SchemaNotSupported) as info:
-        tool_call_grammar([tool])
+        forced_schemas([tool])
     assert words in info.value.reason and info.value.index == 0
     assert time.perf_counter() - started < 0.5

@@ -12,21 +12,58 @@ def _settings(**overrides):
     return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
 
 
-def test_the_hf_grammar_cache_is_bounded(tiny_model_dir):
-    import asyncio
+def test_the_hf_grammar_cache_is_bounded_by_bytes():
+    """The hf engine keeps compiled grammars by their size in memory (it kept 64 of any size before)."""
+    from serve.engines.hf_grammars import HFGrammars
 
-    from serve.engines.grammar import tool_call_grammar
+    grammars = HFGrammars(engine=None, max_bytes=1000)
+    for i in range(5):
+        grammars._put(f"g{i}", object(), 300)
+    assert [g for g in (f"g{i}" for i in range(5)) if g in grammars] == ["g2", "g3", "g4"]
+    assert grammars.bytes <= 1000
+    grammars._put("huge", object(), 5000)
+    assert "huge" not in grammars
+
+
+@pytest.mark.slow
+def test_the_hf_engine_compiles_no_grammar_on_its_batch_thread(tiny_model_dir):
+    """A forced call's grammar is compiled by a grammar builder (a process killed at its bound) and only
+    deserialised here, before the request joins a batch: it used to compile in the batch thread, unbounded."""
+    import asyncio
+    import threading
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.grammar import forced_schemas
+    from serve.engines.grammar_builder import BuilderLimits, GrammarBuilder, Vocabulary
     from serve.engines.hf import HFEngine
 
-    engine = HFEngine(str(tiny_model_dir), _settings(grammar_cache_entries=2))
-    asyncio.run(engine.start())
-    try:
-        grammars = [tool_call_grammar([{"type": "function", "function": {"name": f"f{i}"}}]) for i in range(4)]
-        for g in grammars + grammars[-1:]:
-            engine._matcher(g)
-        assert list(engine._compiled) == grammars[2:]
-    finally:
-        asyncio.run(engine.close())
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+
+    async def scenario():
+        engine = HFEngine(str(tiny_model_dir), _settings())
+        engine.grammars = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), BuilderLimits(start_timeout_s=600))
+        await engine.start()
+        compiling_threads = []
+        import xgrammar as xgr
+
+        original = xgr.GrammarCompiler.compile_grammar
+
+        def spy(self, *args, **kwargs):  # no compile in this process at all
+            compiling_threads.append(threading.current_thread().name)
+            return original(self, *args, **kwargs)
+
+        xgr.GrammarCompiler.compile_grammar = spy
+        try:
+            built = await engine.grammars.schema("test", forced_schemas([tool]))
+            result = await generate(engine, [1, 2, 3], SamplingParams(max_tokens=32, seed=0, grammar=built.ebnf))
+        finally:
+            xgr.GrammarCompiler.compile_grammar = original
+            await engine.close()
+            await engine.grammars.close()
+        return engine.tokenizer.decode(result.token_ids), compiling_threads
+
+    text, compiling = asyncio.run(scenario())
+    assert text.startswith("<tool_call>") and compiling == []
 
 
 def test_a_cancelled_row_leaves_the_hf_batch_within_one_step_and_the_others_finish_unchanged(tiny_model_dir):
