@@ -1,5 +1,5 @@
 """`slca worker` (a Celery scoring worker), `slca assembler` (stream consumer + group assembly); `slca bench queue` is
-in ops (it composes serve's producer with the worker side, ops/bench/queue_workers.py)."""
+in ops (it composes serve's producer with the worker side, ops/bench/queue/workers.py)."""
 
 from __future__ import annotations
 

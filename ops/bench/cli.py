@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def register(bench) -> None:
-    from ops.bench.rl_trl import GENERATIONS as TRL_GENERATIONS  # light: TRL itself is imported by the side only
+    from ops.bench.rl.trl_side import GENERATIONS as TRL_GENERATIONS  # light: TRL itself is imported by the side only
 
     queue = bench.add_parser("queue", help="stream producer and consumers vs redis-benchmark, scored trajectories/s")
     queue.add_argument("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run")
@@ -259,7 +259,7 @@ def _logging(config) -> None:
 
 
 def _bench_queue(args, config) -> int:
-    from ops.bench.queue import run_queue_bench
+    from ops.bench.queue.main import run_queue_bench
 
     return run_queue_bench(args, config)
 
@@ -280,7 +280,7 @@ def _bench_shape_rss(args, config) -> int:
 
 
 def _bench_swap(args, config) -> int:
-    from ops.bench.swap import run_bench_swap
+    from ops.bench.swap.main import run_bench_swap
 
     _logging(config)
     return run_bench_swap(args, config)
@@ -293,14 +293,14 @@ def _bench_table(args, config) -> int:
 
 
 def _bench_soak(args, config) -> int:
-    from ops.bench.soak import run_soak
+    from ops.bench.soak.main import run_soak
 
     _logging(config)
     return run_soak(args, config)
 
 
 def _bench_rl(args, config) -> int:
-    from ops.bench.rl import run_rl_bench
+    from ops.bench.rl.main import run_rl_bench
 
     _logging(config)
     return run_rl_bench(args, config)

@@ -9,7 +9,7 @@ import msgpack
 import pytest
 import redis.asyncio as aioredis
 
-from ops.bench.queue_producer import ProducerFigures, producer_lines, realistic_trajectory, recorder_rate
+from ops.bench.queue.producer import ProducerFigures, producer_lines, realistic_trajectory, recorder_rate
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder, encode_trajectory_entry
 from slca.contracts import Streams, Trajectory, decode_entry, encode_entry

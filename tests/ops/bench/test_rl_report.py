@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from ops.observe.procs import ProcInfo, TreeSampler, descendants, read_proc
-from ops.bench.rl_report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
-from ops.bench.rl import trl_side_result
-from ops.bench.rl_slca import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
-from ops.bench.rl_trl import TrlCounts, close_step, start_window
+from ops.bench.rl.report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
+from ops.bench.rl.main import trl_side_result
+from ops.bench.rl.slca_side import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
+from ops.bench.rl.trl_side import TrlCounts, close_step, start_window
 from ops.bench.slca_up import role_of
 
 
@@ -169,7 +169,7 @@ def test_trl_side_result_reports_trained_figures_and_the_prompt_truncation():
 
 def test_rl_results_refuse_machine_paths_and_record_the_typed_command(tmp_path):
     from ops.bench.ab import MachinePathError
-    from ops.bench.rl import write_outputs
+    from ops.bench.rl.main import write_outputs
 
     data = {"sides": {"slca": side("slca").to_dict()}}
     with pytest.raises(MachinePathError):
@@ -249,7 +249,7 @@ def test_tree_sampler_keeps_a_childs_role_while_it_is_an_unreaped_zombie():
 
 
 def test_the_pipeline_gets_the_wall_time_trl_actually_had():
-    from ops.bench.rl import same_wall_time
+    from ops.bench.rl.main import same_wall_time
 
     assert same_wall_time(600, side("trl", seconds=661)) == 661  # TRL's last step overran the deadline
     assert same_wall_time(600, side("trl", seconds=600)) == 600
@@ -259,7 +259,7 @@ def test_the_pipeline_gets_the_wall_time_trl_actually_had():
 def test_alternated_windows_resume_after_an_interruption_and_report_per_pair_ratios(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    import ops.bench.rl as rl
+    import ops.bench.rl.main as rl
 
     calls: list[str] = []
 
@@ -303,8 +303,8 @@ def test_alternated_windows_resume_after_an_interruption_and_report_per_pair_rat
 
 
 def test_trl_generates_on_the_pipelines_engine_and_a_different_one_is_refused():
-    from ops.bench.rl import trl_generation_for
-    from ops.bench.rl_trl import TrlSpec, generation_config
+    from ops.bench.rl.main import trl_generation_for
+    from ops.bench.rl.trl_side import TrlSpec, generation_config
     from slca.cli import CliError
 
     assert trl_generation_for("hf", None) == "hf"

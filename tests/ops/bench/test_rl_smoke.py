@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ops.bench.rl import run_trl_side, trl_available
-from ops.bench.rl_slca import SlcaSpec, run_slca_side
-from ops.bench.rl_trl import TrlSpec
+from ops.bench.rl.main import run_trl_side, trl_available
+from ops.bench.rl.slca_side import SlcaSpec, run_slca_side
+from ops.bench.rl.trl_side import TrlSpec
 
 pytestmark = pytest.mark.slow
 

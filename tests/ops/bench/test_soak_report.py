@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ops.bench.soak_report import (
+from ops.bench.soak.report import (
     MIB,
     HostileResult,
     LegalResult,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ops.bench.ab import MachinePathError
-from ops.bench.swap_report import (
+from ops.bench.swap.report import (
     Published,
     Response,
     mixed_per_swap,
@@ -94,7 +94,7 @@ def test_write_refuses_a_machine_path_in_the_header(tmp_path):
 def test_fewer_than_twenty_versions_are_refused():
     import argparse
 
-    from ops.bench.swap import MIN_VERSIONS, run_bench_swap
+    from ops.bench.swap.main import MIN_VERSIONS, run_bench_swap
     from slca.cli import CliError
 
     assert MIN_VERSIONS == 20
@@ -128,7 +128,7 @@ def test_the_publisher_starts_the_publish_clock_after_its_perturbation(monkeypat
     import types
 
     import slca.weights
-    from ops.bench import swap
+    from ops.bench.swap import main as swap
 
     clock = [100.0]
     monkeypatch.setattr(swap, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))

@@ -1,4 +1,4 @@
-"""The worker side of `slca bench queue` (ops/bench/queue.py runs it with the producer side, queue_producer.py):
+"""The worker side of `slca bench queue` (ops/bench/queue/main.py runs it with the producer side, producer.py):
 the queue path measured side by side in one run, on one owned Redis.
 
 1. raw stream: `redis-benchmark` XADD (pipelined ×16, the trajectory's payload size) vs our producer's XADD of

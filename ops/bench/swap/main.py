@@ -1,7 +1,7 @@
 """`slca bench swap`: hot-swap under load. `slca serve` (vLLM engine) follows the weight channel of its own Redis
 while clients keep sending agent runs (and one-token canary chat requests); the learner's publish path
 (`slca.weights.publish`: safetensors + manifest, atomic rename, SET + PUBLISH) announces N perturbed copies of
-the weights (≥ 20: `MIN_VERSIONS`). Reported (ops/bench/swap_report.py): swap latency p50/p99 (announcement →
+the weights (≥ 20: `MIN_VERSIONS`). Reported (ops/bench/swap/report.py): swap latency p50/p99 (announcement →
 first token of the new version) and end to end (publish began → that token; the bench's own weight perturbation
 before each publish is timed apart, with perturbation began → that token beside it), failed swaps (versions never
 served; serve's own swap outcomes from /metrics), failed requests (target 0), mixed-version runs in all and per
@@ -20,7 +20,7 @@ from typing import Callable
 from ops.bench.ab import machine_now
 from ops.bench.common import bench_command, model_name
 from ops.common.machine import cpu_model
-from ops.bench.swap_report import Published, Response, server_swap_outcomes, summarise, table, write
+from ops.bench.swap.report import Published, Response, server_swap_outcomes, summarise, table, write
 from ops.bench.serve.load import PROMPTS
 from ops.bench.servers import BENCH_MODEL, ServerFailed, port, running, slca_serve_cmd
 

@@ -3,8 +3,8 @@
 Plan: (1) the system — by default `slca up` started here on a temporary data directory (its own Redis, no warm
 start, serve on a free port, the configuration given to this command); with `--url`, a running `slca up` on this
 machine (its state file and Redis URL are read from `common.data_dir`, as `slca status` does); (2) the load
-(ops/bench/soak_traffic.py) for a warm-up and then the measured window; (3) the verdict on four criteria
-(ops/bench/soak_report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
+(ops/bench/soak/traffic.py) for a warm-up and then the measured window; (3) the verdict on four criteria
+(ops/bench/soak/report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
 /healthz p99 < 100 ms, every legal request answered — and every hostile case answered with one of its statuses.
 """
 
@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 from ops.bench.hostile import hostile_bodies, worst_bodies
 from ops.common.machine import machine_facts
 from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, sigterm_as_interrupt, stop, up_argv
-from ops.bench.soak_report import summarise, table, verdict, write
-from ops.bench.soak_traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
+from ops.bench.soak.report import summarise, table, verdict, write
+from ops.bench.soak.traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
 from ops.common.up_state import owned_redis_url, read_state, state_path
 from ops.bench.common import bench_command
 from slca.config import Config, split_overrides

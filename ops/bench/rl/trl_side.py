@@ -1,5 +1,5 @@
 """TRL's side of `slca bench rl`: `GRPOTrainer` on the same model, prompts, group size and budget, for a fixed
-wall time. Run as its own process (`python -m ops.bench.rl_trl SPEC.json OUT.json`) so that its memory and CPU
+wall time. Run as its own process (`python -m ops.bench.rl.trl_side SPEC.json OUT.json`) so that its memory and CPU
 are measured apart from the parent's; TRL is the benchmark-only extra (`make install-bench`).
 
 Same task as slca's pipeline: the pack's train-split prompts rendered by slca's one prompt renderer (Hermes
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.bench.rl_report import SideSpec
+from ops.bench.rl.report import SideSpec
 
 
 @dataclass
@@ -278,7 +278,7 @@ def sync_by_reload(generation) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m ops.bench.rl_trl SPEC.json OUT.json", file=sys.stderr)
+        print("usage: python -m ops.bench.rl.trl_side SPEC.json OUT.json", file=sys.stderr)
         return 2
     spec = TrlSpec(**json.loads(Path(argv[0]).read_text()))
     counts = run(spec)

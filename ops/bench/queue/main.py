@@ -1,4 +1,4 @@
-"""`slca bench queue`: the stream producer (serve's recorder) and the worker side (ops.bench.queue_workers), side by
+"""`slca bench queue`: the stream producer (serve's recorder) and the worker side (ops.bench.queue.workers), side by
 side with redis-benchmark on one owned redis-server, in one run. Lives in ops because it composes serve and
 workers."""
 
@@ -14,13 +14,13 @@ from pathlib import Path
 from ops.bench.ab import check_no_paths, machine_now
 from ops.bench.common import bench_command
 from ops.common.machine import machine_facts
-from ops.bench.queue_producer import measure_producer, producer_lines
+from ops.bench.queue.producer import measure_producer, producer_lines
 from slca.redis_server import RedisServer
 
 
 def run_queue_bench(args, config) -> int:
     from slca.cli import CliError
-    from ops.bench import queue_workers as worker_bench
+    from ops.bench.queue import workers as worker_bench
     from workers.scoring.extract import load_tokenizer
     from workers.settings import WorkerSettings
 

@@ -8,8 +8,8 @@ peak); the cold first step is excluded on both sides (each window starts after i
 `ops.bench.ab.write` (no machine paths; the command as typed; load average and CPU flags at start and end).
 
 Plan: (1) resolve the model, precision and learning rate once for both; (2) TRL in its own process
-(`ops/bench/rl_trl.py`), sampled from /proc; (3) `slca up` on its own Redis and data directory
-(`ops/bench/rl_slca.py`); (4) the report (`ops/bench/rl_report.py`).
+(`ops/bench/rl/trl_side.py`), sampled from /proc; (3) `slca up` on its own Redis and data directory
+(`ops/bench/rl/slca_side.py`); (4) the report (`ops/bench/rl/report.py`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ops.bench.ab import write as write_checked
 from ops.bench.common import bench_command, model_name
 from ops.common.machine import machine_facts
 from ops.observe.procs import TreeSampler
-from ops.bench.rl_report import (
+from ops.bench.rl.report import (
     GIB,
     SideResult,
     SideSpec,
@@ -51,8 +51,8 @@ from ops.bench.rl_report import (
     verdict,
     where_time_goes,
 )
-from ops.bench.rl_slca import SlcaSpec, run_slca_side
-from ops.bench.rl_trl import TrlCounts, TrlSpec
+from ops.bench.rl.slca_side import SlcaSpec, run_slca_side
+from ops.bench.rl.trl_side import TrlCounts, TrlSpec
 
 log = logging.getLogger("slca.bench.rl")
 SIDES = ("trl", "slca")
@@ -90,7 +90,7 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
     spec_path.write_text(json.dumps(spec.__dict__))
     with open(log_dir / "trl.log", "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ops.bench.rl_trl", str(spec_path), str(out_path)],
+            [sys.executable, "-m", "ops.bench.rl.trl_side", str(spec_path), str(out_path)],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

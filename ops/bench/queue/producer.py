@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from serve.metrics import ServeMetrics
 from serve.recorder import TrajectoryRecorder, encode_trajectory_entry
 from slca.contracts import GoldCall, GroundTruth, Segment, Streams, Trajectory, encode_entry
-from ops.bench.queue_workers import redis_benchmark_xadd
+from ops.bench.queue.workers import redis_benchmark_xadd
 
 PIPELINE = 16
 """Commands in flight per connection, for redis-benchmark (-P) and for our producer (concurrent callers)."""

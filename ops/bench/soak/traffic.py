@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from ops.bench.hostile import AGENT, CHAT, JSON_HEADERS, HostileCase
 from ops.observe.procs import TreeSampler
 from ops.bench.slca_up import role_of
-from ops.bench.soak_report import HostileResult, LegalResult, MemorySample, hostile_problem, retry_after_s
+from ops.bench.soak.report import HostileResult, LegalResult, MemorySample, hostile_problem, retry_after_s
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ TARGET_PEAK_RSS_GIB = 6.0
 
 @dataclass
 class SideSpec:
-    """What both sides are given alike (each side's spec extends it: `ops.bench.rl_trl.TrlSpec`,
-    `ops.bench.rl_slca.SlcaSpec`): the model, the pack whose train-split prompts they train on, the group size, the
+    """What both sides are given alike (each side's spec extends it: `ops.bench.rl.trl_side.TrlSpec`,
+    `ops.bench.rl.slca_side.SlcaSpec`): the model, the pack whose train-split prompts they train on, the group size, the
     token budget per completion and the wall time of the measured window."""
 
     model: str

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ops.observe.procs import TreeSampler
-from ops.bench.rl_report import SideResult, SideSpec
+from ops.bench.rl.report import SideResult, SideSpec
 from ops.bench.slca_up import bench_sets, copy_logs, ready, role_of, set_args, sigterm_as_interrupt, stop, up_argv
 from ops.observe.scrape import sample_value, scrape
 from slca.redis_server import RedisServer, free_port
@@ -50,7 +50,7 @@ def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> 
         f"ops.feed_max_turns={spec.max_turns}",
         "ops.probe_enabled=false",
         f"workers.group_size={spec.group_size}",
-        # as TRL's side runs (ops/bench/rl_trl.py): neither side recomputes activations the other keeps
+        # as TRL's side runs (ops/bench/rl/trl_side.py): neither side recomputes activations the other keeps
         "learner.gradient_checkpointing=false",
         *spec.extra_sets,
     ]
