@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from slca.weights.fetch_report import FETCH_FAILURES, FetchReport
 
+
 class KnownLabel:
     """Label values that come from callers (tool names are request data): only known values (the registered tools,
     `know`) keep their name, any other is 'other', so that no caller can grow the series without bound — nor take
