@@ -432,7 +432,8 @@ def test_a_costly_forced_call_is_refused_in_its_bound_while_other_callers_are_se
     assert small_body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
     assert before, "the other caller waited for the costly build"
     assert status == 422 and body["error"]["code"] == "grammar_too_costly", body
-    assert "longer than" in body["error"]["message"]
+    # whichever bound the build meets first stops it: the time bound, or on a fast CPU the memory cap
+    assert "longer than" in body["error"]["message"] or "MiB" in body["error"]["message"], body
     assert elapsed < 2 * bound_s + 10  # at most a wait for a builder and a build, each bounded, and the answer
 
 
