@@ -74,8 +74,10 @@ def test_owned_redis_survives_sigint_to_its_owners_process_group(tmp_path):
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from pathlib import Path\nfrom slca.redis_server import RedisServer\n"
         f"r = RedisServer(Path({str(tmp_path / 'redis')!r})).start()\n"
-        "print(r.url, flush=True)\n"
-        "try:\n    time.sleep(300)\nexcept KeyboardInterrupt:\n    time.sleep(3)\n    r.stop()\n"
+        # the URL is printed inside the try: a Ctrl-C that lands right after it (the test sends it as soon as it
+        # reads the URL) must reach the handler, not escape between the print and the try (a CI flake)
+        "try:\n    print(r.url, flush=True)\n    time.sleep(300)\n"
+        "except KeyboardInterrupt:\n    time.sleep(3)\n    r.stop()\n"
     )
     owner = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     try:
