@@ -223,7 +223,10 @@ def run_first_hour(args, config) -> int:
                   common.redis_url)  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    with open(args.out / "up.out", "wb") as log, sigterm_as_interrupt():
+    # slca up's own output stays with the run's data, not in --out: it names this machine's paths, --out is committed
+    up_log = data_dir / "logs" / "first-hour-up.out"
+    up_log.parent.mkdir(parents=True, exist_ok=True)
+    with open(up_log, "wb") as log, sigterm_as_interrupt():
         up = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             measure(watch, result, started, up, 60 * args.timeout_minutes, args.poll_s)
