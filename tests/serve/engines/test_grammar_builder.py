@@ -121,7 +121,9 @@ def test_builds_are_bounded_killed_and_shared(tiny_model_dir):
     """One host for every check (it imports xgrammar, torch and transformers once)."""
     from serve.engines.grammar import forced_schemas
 
-    limits = BuilderLimits(builders=2, per_caller=1, timeout_s=2.0, start_timeout_s=600)
+    # memory cap well above the default: this test is about the time bound, which a fast CPU would otherwise
+    # never reach (the 512 MiB cap stopped the heavy build first in a fresh-clone CI on an EPYC)
+    limits = BuilderLimits(builders=2, per_caller=1, timeout_s=2.0, start_timeout_s=600, memory_mib=4096)
     small, heavy = forced_schemas([SMALL]), forced_schemas([_heavy()])
 
     async def scenario():
