@@ -28,17 +28,20 @@ class AdvantageSettings(SectionSettings):
     omission guard, RLTR's penalties) is the scorer's: see `workers.no_call_penalty`, `workers.rltr_*`."""
     toolpo_lambda: float = 1.0
     """ToolPO: weight λ of the action advantage on tool_call tokens."""
-    decision_token: bool = False
+    decision_token: bool = True
     """slca: on groups whose task's gold has no call (`GroundTruth.tool_needed` False), every member takes part
     in the exec channel and a member without a tool_call segment gets its exec advantage on its first generated
     token (the decision not to call). Plain SLCA never pushes back on a spurious call there: a member that
     answers without calling has no tool_call segment, so it is outside P_exec and a lone caller's call tokens
-    get no negative exec advantage. Off: the paper's estimator. (`slca bench learning` arm `slca_decision`.)"""
-    success_weight: float = 0.0
+    get no negative exec advantage. Off: the paper's estimator (`slca bench learning` arm `slca`; on: `slca_decision`).
+    On by default since the recipe sweep: part of the aimed recipe (see `LearnerSettings.groups_per_step`)."""
+    success_weight: float = 1.0
     """Weight of task success in the exec channel: the exec-channel reward every estimator normalises becomes
     `r + success_weight·success` (slca, grpo: r_exec; toolpo: its action reward; rltr: its plan reward), success the
     scorer's component 'success' (0/1; 0 where a reward lacks it). Turn-level per-call scores (`turn_level`) are
-    not shifted: success is an outcome of the whole trajectory. 0: the exec channel as scored."""
+    not shifted: success is an outcome of the whole trajectory. 0: the exec channel as scored (the paper's; r_exec
+    pays 0.80 with every value wrong, so 0 does not aim at success). 1 by default since the recipe sweep: part of
+    the aimed recipe (see `LearnerSettings.groups_per_step`)."""
     extra: dict = Field(default_factory=dict)
     """Extra knobs passed to estimators registered by plug-ins."""
 
@@ -84,13 +87,11 @@ class LearnerSettings(SectionSettings):
     loss: LossSettings = Field(default_factory=LossSettings)
     """The policy loss and its knobs (`learner.loss.*`)."""
     lr: float = 1e-5
-    """AdamW learning rate, for the 135M default model with groups of 8: 1e-6 and 5e-6 (groups of 4, 114 steps)
-    left the served versions' rewards flat in 30 min of `slca up`; 2e-5 with groups of 4 drifted down within 20
-    steps. Lower it for larger models (1e-6 is usual at 1–7B). The recipe sweep (bench/learning/recipe, block 0,
-    384 trajectories per arm on the training probe) found no winner; what lr changes is churn: greedy test answers
-    changed from the warm start's 23 of 117 at 1e-5 (one group per step), 21 at 1e-5, 11 at 3e-6 and 5 at 1e-6
-    (four groups per step), with success flat (−0.9 to +2.6 points, every interval across 0). Kept until a sweep
-    block shows a winner."""
+    """AdamW learning rate for the 135M default model, with 4 groups of 8 per step and the aimed advantage (see
+    `groups_per_step`). In the recipe sweep (bench/learning/recipe, 2 blocks, 384 trajectories per arm) lr 1e-6,
+    3e-6 and 1e-5 at 4 groups per step all stayed within ±2 points of the warm start on both the training probe and
+    the test split; 1e-5 moved the training probe most (+1.6 [−5.5, +7.8]) and changes the most greedy answers.
+    Lower it for larger models (1e-6 is usual at 1–7B); 2e-5 with groups of 4 drifted down within 20 steps."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -98,19 +99,23 @@ class LearnerSettings(SectionSettings):
     init_model: str | None = None
     """Model to start from ('embedded', 'tiny' or a model directory, as `common.model`); None: `common.model` (the
     served base model)."""
-    groups_per_step: int = 1
-    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch). 4 and 8 (with the
-    advantage aimed at success, lr 3e-6) moved neither the training probe nor the test split beyond noise in the
-    recipe sweep's block 0 (bench/learning/recipe: +1.6 [−3.1, +7.8] and −1.6 [−4.7, 0.0] points on the training
-    probe): no winner, so 1 stays the default."""
+    groups_per_step: int = 4
+    """Rollout groups per optimizer step (each group is one gradient-accumulation micro-batch). The default recipe
+    — 4 groups per step, lr 1e-5, `advantage.success_weight` 1, `advantage.decision_token` on,
+    `screen_success_variance` on — comes from the recipe sweep (bench/learning/recipe, blocks on an AMX Xeon and an
+    AVX-512 EPYC, 384 trajectories per arm): the sweep named no winner over the warm start, but the earlier default
+    (1 group per step, lr 1e-5, exec channel as scored, no screening) lost −6.4 points [−12.0, −0.9] on the test
+    split and −8.6 [−17.2, 0.0] on the tasks it trained on, while this recipe did no harm on either (+0.4
+    [−3.8, +4.7] test) and beat the earlier default on the training tasks by +10.2 points [+3.9, +17.2]."""
     share_prefix: bool = True
     """Pack each group as one row that runs the shared prompt once (False: every member runs it)."""
     skip_zero_advantage_groups: bool = True
     """Skip forward/backward for a group whose advantages are all zero (it contributes nothing)."""
-    screen_success_variance: bool = False
+    screen_success_variance: bool = True
     """Difficulty screening: skip (no advantages, no forward/backward) a group whose members all have the same task
     success (the scorer's component 'success'; a group where a member lacks it is kept): all solved or all failed,
-    it says nothing about what solves the task. Counted per step (`groups_screened` in `StepStats.to_log()`)."""
+    it says nothing about what solves the task. Counted per step (`groups_screened` in `StepStats.to_log()`); 28% of
+    groups in the recipe sweep's EPYC block, 6–19% on the AMX block. On by default: part of the aimed recipe."""
     max_staleness: int = 4
     """Drop groups whose oldest member is more than this many versions behind the learner."""
     publish_every: int = 1
@@ -121,15 +126,6 @@ class LearnerSettings(SectionSettings):
     """Ids of applied (or dropped) groups the learner and its checkpoints keep beyond those not yet acknowledged.
     An acknowledged entry is never delivered again, so only the unacknowledged ones must be recognised after a
     restart; the newest others stay as a margin (a group emitted twice)."""
-    keep_versions: int = 3
-    """Published weight versions kept on disk (older ones are deleted; 0 keeps all)."""
-    weights_bind: str | None = None
-    """`host:port` on which the learner serves its published versions over HTTP, for servers on other hosts (no shared
-    filesystem; slca/weights/http.py); port 0 picks a free one. None: not served, servers read the versions
-    directory (one machine). With `common.weights_key` set, a fetch needs a token derived from it."""
-    weights_url: str | None = None
-    """The base URL servers fetch the versions from, announced (signed) in each manifest, e.g. `http://learner:9200`;
-    None: `http://<weights_bind>` (required when `weights_bind` listens on every interface, 0.0.0.0 or ::)."""
     lora_rank: int = 0
     """LoRA rank (peft); 0: full fine-tuning. LoRA is merged before publishing."""
     lora_alpha: int = 32

@@ -116,3 +116,10 @@ def add_recipe_arguments(p) -> None:
     p.add_argument("--eval-engine", choices=["hf", "vllm"], default="vllm")
     p.add_argument("--out", type=Path, default=Path("bench/learning/recipe"))
     p.add_argument("--report", action="store_true", help="only rewrite results from the finished blocks")
+    p.add_argument(
+        "--target-points",
+        type=float,
+        default=0.0,
+        help="a target fixed before the run (kept in <out>/target.json, judged first in results.md): the training "
+        "probe's paired gain against the warm start, in points, with its 95%% interval above 0",
+    )

@@ -199,6 +199,17 @@ def same_block(recorded: dict | None, identity: dict) -> None:
         )
 
 
+def fix_target(out: Path, points: float) -> None:
+    """Keep a target fixed before the first block (`--target-points`): a later block may not move it."""
+    if not points:
+        return
+    recorded = read_json(out / "target.json")
+    if recorded is not None and recorded["points"] != points:
+        raise CliError(f"{out} was started with --target-points {recorded['points']:g}; a block may not change it")
+    if recorded is None:
+        write_json(out / "target.json", {"points": points, "suite": "train_probe", "fixed_before": "the first block"})
+
+
 def run_block(args, config) -> int:
     from ops.common.machine import machine_facts
     from ops.experiments.learning.recipe_report import write_report
@@ -212,6 +223,7 @@ def run_block(args, config) -> int:
         raise CliError("--block N is required (the block's number sets its order and seed), or --report")
     if args.minutes <= 0 and args.trajectories <= 0:
         raise CliError("--minutes or --trajectories must be > 0 (every arm trains on the same budget)")
+    fix_target(out, args.target_points)
     family = arm_set(args.arm_set)
     arms = rotated(resolve(args.arms, family.arms(args.recipe)), args.block)
     model_dir = resolve_warm_start(args.model, config)

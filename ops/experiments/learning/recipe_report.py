@@ -101,6 +101,24 @@ def verdict(comparisons: dict) -> str:
     )
 
 
+def target_verdict(target: dict, comparisons: dict) -> str:
+    """A target fixed before the run (`--target-points`, kept in `<out>/target.json`): the training probe's
+    paired difference against the warm start at least `points`, its 95% interval above 0 — per arm."""
+    parts = []
+    for arm, c in comparisons.items():
+        probe = c["vs_warm"].get("train_probe")
+        if not probe:
+            continue
+        lo, hi = probe["ci95"]
+        met = probe["diff"] * 100 >= target["points"] and lo > 0
+        parts.append(
+            f"{arm} {'met' if met else 'missed'}: training probe {probe['diff'] * 100:+.1f} points "
+            f"[{lo * 100:+.1f}, {hi * 100:+.1f}]"
+        )
+    head = f"target ≥ {target['points']:+g} points on the training probe, interval above 0"
+    return f"{head}: " + ("; ".join(parts) if parts else "no arm has finished")
+
+
 def write_report(out: Path) -> dict:
     from ops.experiments.learning.recipe_arms import ARM_SETS, BASELINE, ESTIMATORS, RECIPE_ARMS
     from ops.experiments.learning.recipe_estimators import compare_estimators
@@ -122,6 +140,9 @@ def write_report(out: Path) -> dict:
         "blocks": [b["meta"] for b in blocks],
         "arms": comparisons,
     }
+    target = read_json(out / "target.json")
+    if target is not None:
+        results["target"] = target | {"verdict": target_verdict(target, comparisons)}
     estimator_blocks = read_blocks(out, ARM_SETS["estimators"].blocks)
     results["estimators"] = compare_estimators(estimator_blocks)
     write_json(out / "results.json", results)
@@ -131,7 +152,7 @@ def write_report(out: Path) -> dict:
     estimators = [a for a in ESTIMATORS if any(a in b["arms"] for b in estimator_blocks)]
     if estimators:
         plot(estimator_blocks, estimators, out / "estimators.png")
-    print(results["verdict"])
+    print(results["target"]["verdict"] if "target" in results else results["verdict"])
     return results
 
 
@@ -143,7 +164,8 @@ def _fmt(c: dict | None) -> str:
 
 
 def markdown(results: dict) -> str:
-    lines = [
+    lines = [f"**Target: {results['target']['verdict']}**", ""] if "target" in results else []
+    lines += [
         f"**Verdict: {results['verdict']}**",
         "",
         f"Rule (fixed before the first block): {results['rule']}",

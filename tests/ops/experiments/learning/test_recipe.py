@@ -94,6 +94,23 @@ def test_no_winner_when_no_arm_moves(tmp_path):
     assert write_report(tmp_path)["verdict"].startswith("no winner")
 
 
+def test_a_target_fixed_before_the_run_is_judged_first_and_cannot_move(tmp_path):
+    from ops.experiments.learning.recipe import fix_target
+
+    rng = random.Random(2)
+    warm = [rng.random() < 0.5 for _ in range(64)]
+    small = [True if not ok and i % 8 == 0 else ok for i, ok in enumerate(warm)]  # ≈ +6 points
+    _block(tmp_path, 0, {"train_probe": warm, "test": warm}, {"g4-lr1e-5": {"train_probe": small, "test": warm}})
+    fix_target(tmp_path, 10.0)
+    results = write_report(tmp_path)
+    assert results["target"]["verdict"].startswith("target ≥ +10 points")
+    assert "g4-lr1e-5 missed" in results["target"]["verdict"]  # above 0 but below the 10 points fixed
+    assert (tmp_path / "results.md").read_text().startswith("**Target: target ≥ +10 points")
+    with pytest.raises(CliError, match="may not change it"):
+        fix_target(tmp_path, 5.0)
+    fix_target(tmp_path, 10.0)  # the same target again: a later block
+
+
 # --- the estimator arms (issue 35 item 3) ------------------------------------------------------------------------
 
 
