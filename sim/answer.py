@@ -20,6 +20,7 @@ from sim.effects import EFFECTS, created_defaults
 from sim.jsonpath import MISSING, Path, put
 from sim.schemas import ToolSpec, is_valid
 from sim.state import EpisodeState, is_id_key, is_write, own_id, root_properties, status_values, verb_of
+from sim.world import WorldSeed
 
 Change = tuple[Path, Any]
 FILLERS = {"requested"}
@@ -119,7 +120,7 @@ def _changes(spec, arguments, answer, state: EpisodeState, changed: dict[str, An
             for key in _keys_at(answer, path):
                 if key in context and not (own and key == own[0] and path == prefix):
                     changes.append(((*path, key), context[key]))
-    echo = _echo(arguments, answer, roots, write)
+    echo = _echo(arguments, answer, roots, write, state.world)
     changes += echo
     for prefix, root in roots:
         record = _record_for(root, arguments, state, prefix == () and not isinstance(answer, list))
@@ -189,8 +190,9 @@ def _keys_at(answer: Any, path: Path) -> list[str]:
     return list(_node(answer, path))
 
 
-def _echo(arguments, answer, roots, write: bool) -> list[Change]:
-    """The request's values where the answer has fields of the same name."""
+def _echo(arguments, answer, roots, write: bool, world: WorldSeed | None = None) -> list[Change]:
+    """The request's values where the answer has fields of the same name (a listed object the request names by a
+    seeded id, `{flight_number, date}`, also takes the fields of the same name of its seeded record: its origin)."""
     props_scalar = {k: v for k, v in arguments.items() if not isinstance(v, (dict, list))}
     changes: list[Change] = []
     for prefix, root in roots:
@@ -208,8 +210,24 @@ def _echo(arguments, answer, roots, write: bool) -> list[Change]:
                 merged = []
                 for i, item in enumerate(value):
                     base = old[i] if i < len(old) else (old[0] if old else {})
-                    merged.append({**(base if isinstance(base, dict) else {}), **item})
+                    base = base if isinstance(base, dict) else {}
+                    merged.append({**base, **_seeded_fields(item, base, world), **item})
                 changes.append(((*prefix, key), merged))
             elif isinstance(value, (list, dict)):
                 changes.append(((*prefix, key), value))
     return changes
+
+
+def _seeded_fields(item: dict[str, Any], base: dict[str, Any], world: WorldSeed | None) -> dict[str, Any]:
+    """The scalar fields of `base` that the seeded record of an id `item` carries hold (none without a seed)."""
+    if world is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in item.items():
+        kind = world.kind_of(key)
+        record = world.kinds[kind].get(value) if kind is not None and isinstance(value, str) else None
+        if record is not None:
+            out.update(
+                {k: copy.deepcopy(v) for k, v in record.items() if k in base and not isinstance(v, (dict, list))}
+            )
+    return out

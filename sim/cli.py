@@ -32,6 +32,14 @@ def register(commands, bench) -> None:
         help="comma-separated: schema, local, llm (llm needs sim.llm_base_url; default: sim.backend)",
     )
     fid.add_argument("--limit", type=int, default=None, help="replay N episodes per domain, spread over all of them")
+    fid.add_argument(
+        "--world-seed",
+        choices=("off", "on", "both"),
+        default="off",
+        help="measure the simulator without a world seed (off), seeded with each τ² domain's own database (on: it "
+        "knows which ids exist and their records), or both, as separate results (`<backend>-seeded` files); domains "
+        "without a database (everyday) are measured unseeded only",
+    )
     fid.add_argument("--name", default="fidelity", help="results folder under --out (default: fidelity)")
     fid.add_argument("--out", default="bench/sgls", help="parent folder of the results (default: bench/sgls)")
     fid.set_defaults(func=run_fidelity)
@@ -58,6 +66,7 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
     from sim.fidelity import measure, write_run, write_table
+    from sim.fidelity.run import world_of
     from sim.fidelity.episodes import DOMAINS
     from sim.settings import SimSettings
 
@@ -73,24 +82,35 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
             update={"backend": backend, "cache": False, "fault_rate": 0.0, "fault_rates": {}, "tool_fault_rates": {}}
         )
         for domain in domains:
-            command = _command(args, backend, domain)
-            try:
-                records, episodes = asyncio.run(measure(domain, sim_settings, args.limit, _progress))
-            except ValueError as exc:
-                raise CliError(str(exc)) from None
-            path = write_run(folder, backend, domain, records, episodes, args.limit, command)
-            print(f"{backend} × {domain}: {len(records)} calls → {path}", file=sys.stderr)
+            for seeded in {"off": (False,), "on": (True,), "both": (False, True)}[args.world_seed]:
+                world = world_of(domain) if seeded else None
+                if seeded and world is None:
+                    print(
+                        f"{backend} × {domain}: no world seed (its tools keep no objects); not measured seeded",
+                        file=sys.stderr,
+                    )
+                    continue
+                command = _command(args, backend, domain, seeded)
+                try:
+                    records, episodes = asyncio.run(measure(domain, sim_settings, args.limit, _progress, world=world))
+                except ValueError as exc:
+                    raise CliError(str(exc)) from None
+                source = world.source if world is not None else None
+                path = write_run(folder, backend, domain, records, episodes, args.limit, command, source)
+                print(f"{backend} × {domain}: {len(records)} calls → {path}", file=sys.stderr)
     md, _ = write_table(folder)
     print(md.read_text(encoding="utf-8"))
     return 0
 
 
-def _command(args: argparse.Namespace, backend: str, domain: str) -> str:
+def _command(args: argparse.Namespace, backend: str, domain: str, seeded: bool = False) -> str:
     """The command that measures this one (backend, domain) again (with the global options it ran under, such as
     `--set sim.llm_base_url=…`)."""
     argv = sys.argv[1:]
     globals_ = argv[: argv.index("sim")] if "sim" in argv else []
     parts = ["slca", *map(shlex.quote, globals_), "sim fidelity", f"--backend {backend}", f"--domain {domain}"]
+    if seeded:
+        parts.append("--world-seed on")
     parts.append(f"--name {args.name}")
     if args.limit is not None:
         parts.append(f"--limit {args.limit}")

@@ -27,6 +27,7 @@ from sim.settings import SimSettings
 from sim.simulated import SimContext, SimulatedTool
 from sim.state import EpisodeState
 from sim.tasks.catalog import simulated_by_name
+from sim.world import WorldSeed
 from slca.contracts import ToolResult
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class SimEpisode:
         self.episode_id = episode_id
         self.tools = tools
         self.refused = refused
-        self.state = EpisodeState()
+        self.state = EpisodeState(world=provider.world)
         self._provider = provider
         self._pack_states: dict[str, Any] = {}
 
@@ -85,8 +86,11 @@ class SimProvider:
         redis_url: str | None,
         metrics: SimMetrics | None = None,
         registry: RealRegistry | None = None,
+        world: WorldSeed | None = None,
     ):
         self.settings = settings
+        self.world = world
+        """The objects that exist (`sim.world`), shared by every episode's state; None: no world (the default)."""
         self.metrics = metrics or default_metrics()
         self.registry = registry if registry is not None else build_registry(settings)
         self.metrics.tool.know(self.tool_names())  # labels for registered tools only (sim/metrics.py)
@@ -161,9 +165,13 @@ def _name_of(definition: Any) -> str | None:
 
 
 def make_provider(
-    settings: SimSettings | None = None, redis_url: str | None = None, metrics_registry: CollectorRegistry | None = None
+    settings: SimSettings | None = None,
+    redis_url: str | None = None,
+    metrics_registry: CollectorRegistry | None = None,
+    world: WorldSeed | None = None,
 ) -> SimProvider:
-    """The public entry point: a ToolProvider over SGLS and the real packs (see module docstring)."""
+    """The public entry point: a ToolProvider over SGLS and the real packs (see module docstring). `world`: a world
+    seed for the simulated tools (`sim.world`; None: they know no world)."""
     settings = settings or SimSettings()
     metrics = metrics_for(metrics_registry) if metrics_registry is not None else None
-    return SimProvider(settings, redis_url, metrics)
+    return SimProvider(settings, redis_url, metrics, world=world)

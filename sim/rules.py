@@ -12,6 +12,10 @@ A call a documented API would refuse is refused with the status a real one gives
   already made: a second identical booking (the same passengers on the same flights, paid the same way) is a
   duplicate, which booking and ordering APIs refuse (idempotency) and which, where the first spent its payment
   (a certificate, a balance, the last seats), could not succeed anyway.
+
+With a world seed (`sim.world`; none by default), what a database would say: 404 for an id of a kind the seed holds
+that neither the seed nor this episode stated, the seeded status in the name's precondition, and a lookup of an id by
+the object's fields (`find_user_id_by_email`) answered from the seed (or 404).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from slca.contracts import ToolResult
 def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> ToolResult | None:
     """The error result a documented API would give this call, or None."""
     props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, dict) else {}
-    for check in (_documented_values, _formats, _id_shapes):
+    for check in (_documented_values, _formats, _id_shapes, _unknown_to_world):
         if found := check(props, arguments, state):
             if check is _formats and _is_search(spec):
                 return ToolResult(ok=True, content=[])
@@ -41,6 +45,7 @@ def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> T
         _paired_lists(props, arguments)
         or _status_precondition(spec, arguments, state)
         or _duplicate_creation(spec, arguments, state)
+        or _world_lookup(spec, arguments, state)
     )
 
 
@@ -92,6 +97,36 @@ def _id_shapes(props, arguments, state) -> ToolResult | None:
     return None
 
 
+def _unknown_to_world(props, arguments, state: EpisodeState) -> ToolResult | None:
+    """With a world seed: an id of a kind the seed holds that neither the seed nor this episode has stated."""
+    world = state.world
+    if world is None:
+        return None
+    for key, value in arguments.items():
+        kind = world.kind_of(key)
+        if kind is None:
+            continue
+        for ident in value if isinstance(value, list) else [value]:
+            if isinstance(ident, str) and not world.exists(kind, ident) and not state.stated(ident):
+                return _error(NOT_FOUND, f"{kind.removesuffix('_id').replace('_', ' ')} '{ident}' not found")
+    return None
+
+
+def _world_lookup(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
+    """With a world seed: a read answering one id (a string) of a kind its name holds (`find_user_id_by_email`),
+    asked by fields of the object rather than by id, answers the first seeded object whose fields match, or 404."""
+    world = state.world
+    if world is None or is_write(spec.name) or resolve(spec.response_schema).get("type") != "string":
+        return None
+    kind = next((k for k in world.kinds if k in spec.name), None)
+    if kind is None or not arguments or any(world.kind_of(key) for key in arguments):
+        return None
+    found = world.find(kind, arguments)
+    if not found:
+        return _error(NOT_FOUND, f"{kind.removesuffix('_id').replace('_', ' ')} not found")
+    return ToolResult(ok=True, content=found[0], meta={"source": "world"})
+
+
 def _paired_lists(props, arguments) -> ToolResult | None:
     lists = [k for k, v in arguments.items() if isinstance(v, list) and k.endswith("_ids")]
     for key in lists:
@@ -112,7 +147,7 @@ def _status_precondition(spec: ToolSpec, arguments, state: EpisodeState) -> Tool
     for key, value in arguments.items():
         if not (is_id_key(key) and isinstance(value, str)):
             continue
-        current = state.established.get(value, {}).get("status")
+        current = state.established.get(value, {}).get("status") or state.seeded_status(value)
         if current is not None and current not in required:
             return _error(RULE, f"'{value}' is {current!r}; {spec.name} needs it {' or '.join(map(repr, required))}")
     return None

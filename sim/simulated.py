@@ -71,10 +71,11 @@ class SimulatedTool:
         if problem:
             self.ctx.metrics.validation_failures.labels(self.label).inc()
             return bad_request(problem)
+        state.adopt(arguments)  # with a world seed: the seeded objects the call names, as if the episode stated them
         fault = self.ctx.faults.draw(self.name)
         if fault is None and (refused := refusal(self.spec, arguments, state)) is not None:
-            if refused.ok:  # a search no value could match: no results
-                refused.meta["source"] = "rule"
+            if refused.ok:  # a search no value could match (no results), or an id the world seed holds
+                refused.meta.setdefault("source", "rule")
                 state.record(self.name, arguments, refused.content)
             return refused
         content_meta: dict[str, Any] = {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from sim.jsonpath import leaves
 from sim.schemas import canonical_json, digest
+from sim.world import WorldSeed
 
 WRITE_VERBS = (
     "create",
@@ -110,9 +111,33 @@ class EpisodeState:
     """field name → the latest value (canonical JSON) a request carried under it."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """Earlier calls `{name, arguments, content}` (shown to the llm and local backends)."""
+    world: WorldSeed | None = None
+    """The objects that exist (`sim.world`), shared and never written; None: the simulator knows no world."""
 
     def fingerprint(self) -> str:
-        return digest(canonical_json([self.records, self.established]))
+        seeded = [self.world.digest] if self.world is not None else []
+        return digest(canonical_json([self.records, self.established, *seeded]))
+
+    def adopt(self, arguments: Any) -> None:
+        """With a world seed: a copy of each seeded object the call names (`order_id`), as if the episode had stated
+        it, unless the episode already holds what it states of that object (its own changes included)."""
+        if self.world is None or not isinstance(arguments, dict):
+            return
+        for key, value in arguments.items():
+            if self.world.kind_of(key) is None or not isinstance(value, str) or self.holds(value):
+                continue
+            if (seeded := self.world.record(value)) is not None:
+                self.records.setdefault(value, {}).update(copy.deepcopy(seeded))
+                self.mentioned.add(value)
+
+    def holds(self, ident: str) -> bool:
+        """The episode holds a statement of this object (a field other than its markers)."""
+        return any(not k.startswith("__") for k in self.records.get(ident, {}))
+
+    def seeded_status(self, ident: str) -> Any:
+        """The status the world seed gives this object (None without a seed, or without a status)."""
+        record = self.world.record(ident) if self.world is not None else None
+        return record.get("status") if isinstance(record, dict) else None
 
     def stated(self, ident: str) -> bool:
         return ident in self.mentioned

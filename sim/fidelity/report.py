@@ -28,7 +28,24 @@ def load(folder: Path) -> list[dict[str, Any]]:
     out = [json.loads(p.read_text()) for p in sorted(folder.glob("summary-*.json"))]
     order = {b: i for i, b in enumerate(BACKENDS)}
     dorder = {d: i for i, d in enumerate(DOMAINS)}
-    return sorted(out, key=lambda s: (order.get(s["backend"], 9), dorder.get(s["domain"], 9)))
+    return sorted(
+        out, key=lambda s: (order.get(s["backend"], 9), bool(s.get("world_seed")), dorder.get(s["domain"], 9))
+    )
+
+
+def heading(backend: str, runs: list[dict[str, Any]]) -> list[str]:
+    """A section's title: the backend, and whether the simulator was told the world (a seeded one knows the
+    database: which ids exist and their records; its figures are not an unseeded simulator's)."""
+    seeds = sorted({s["world_seed"] for s in runs if s.get("world_seed")})
+    if not seeds:
+        return [f"## backend `{backend}`, no world seed", ""]
+    return [
+        f"## backend `{backend}`, seeded with the domain's database ({', '.join(f'`{w}`' for w in seeds)})",
+        "",
+        "The simulator was given a world seed (`sim/world.py`): it knows which ids exist and their records, as the "
+        "real tools' database does. Compare with the unseeded section, not with the real tools' knowledge.",
+        "",
+    ]
 
 
 def cell(figure: dict[str, Any]) -> str:
@@ -47,9 +64,9 @@ def markdown(summaries: list[dict[str, Any]]) -> str:
         "are those of the `local` backend.",
         "",
     ]
-    for backend in dict.fromkeys(s["backend"] for s in summaries):
-        runs = [s for s in summaries if s["backend"] == backend]
-        lines += [f"## backend `{backend}`", ""]
+    for backend, seeded in dict.fromkeys((s["backend"], bool(s.get("world_seed"))) for s in summaries):
+        runs = [s for s in summaries if s["backend"] == backend and bool(s.get("world_seed")) == seeded]
+        lines += heading(backend, runs)
         lines += ["| measure | target | " + " | ".join(s["domain"] for s in runs) + " |"]
         lines += ["|---|---|" + "---|" * len(runs)]
         for key, label in ROWS:

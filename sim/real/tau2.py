@@ -102,6 +102,16 @@ class EpisodeDatabase:
 
 
 @lru_cache(maxsize=None)
+def world_seed(domain: str):
+    """The domain's database as a world seed for SGLS (`sim.world`): read from the installed package, once."""
+    from sim.world import WorldSeed
+
+    if domain not in DOMAINS:
+        raise KeyError(f"unknown τ² domain {domain!r}; known: {', '.join(DOMAINS)}")
+    return WorldSeed.from_tables(pristine_json(domain), source=f"tau2:{domain}")
+
+
+@lru_cache(maxsize=None)
 def pristine_json(domain: str) -> dict[str, Any]:
     return to_json(pristine_toolkit(domain).db)
 
