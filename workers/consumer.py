@@ -55,7 +55,7 @@ class StreamConsumer:
 
     def downstream_full(self) -> bool:
         full = (
-            backlog(self.client, self.streams.groups) >= self.s.max_groups_len
+            backlog(self.client, self.streams.groups, int(self.s.trim_stale_group_s * 1000)) >= self.s.max_groups_len
             or self.client.llen(self.s.score_queue) >= self.s.max_inflight
         )
         self.metrics.intake_paused.set(int(full))

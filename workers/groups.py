@@ -5,7 +5,8 @@ Every state change is a Lua script, so concurrent workers and a redelivered task
   the bucket to a claim named by the group id (sha1 of the sorted member ids, so re-feeding the same input
   names the same group).
 - `emit`: writes the claimed group to `slca:groups` only if it was not emitted before, and only when the
-  stream has room (back-pressure: a full stream leaves the claim in place; nothing is dropped).
+  stream has room (back-pressure: a full stream leaves the claim in place; nothing is dropped). Room is what the
+  live readers still owe (`workers/backlog.py`: a leftover consumer group does not count).
 - `seal`: a bucket older than the timeout becomes a partial claim (≥ 2 members) or, with one member, a dead
   letter; later members of a partial group are recognised as late and dead-lettered, not silently dropped.
 The group is built in Python, as the `RolloutGroup` contract, between `add`/`seal` and `emit_many`; if that
@@ -30,6 +31,7 @@ import redis
 from slca.contracts import Reward, RolloutGroup, Trajectory, dump_msgpack, load_msgpack
 from slca.contracts.queues import DEAD_MAXLEN
 from slca.contracts.stats import RewardStats
+from workers.backlog import live_groups
 from workers.keys import Keys
 from workers.luascripts import LuaScript, ScriptBatch
 
@@ -117,6 +119,11 @@ return {'partial', gid}
 _EMIT = """
 local claim, claims, groups, emitted, trajectories = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local gid, payload, maxlen, ttl, partial, entry_prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+-- ARGV[7]: JSON list of the live consumer groups (workers/backlog.py); a group not in it is a leftover and does not
+-- count while one in it is there; an empty list counts every group
+local live = {}
+for _, name in ipairs(cjson.decode(ARGV[7])) do live[name] = true end
+local any_live = next(live) ~= nil
 if redis.call('EXISTS', emitted) == 1 then
   redis.call('DEL', claim); redis.call('ZREM', claims, gid)
   return 'duplicate'
@@ -131,9 +138,11 @@ if backlog >= maxlen then
     for _, g in ipairs(infos) do
       local t = {}
       for i = 1, #g, 2 do t[g[i]] = g[i + 1] end
-      local lag = t['lag']
-      if not lag then lag = redis.call('XLEN', groups) end  -- unknown lag (after deletions): assume all
-      backlog = math.max(backlog, t['pending'] + lag)
+      if live[t['name']] or not any_live then
+        local lag = t['lag']
+        if not lag then lag = redis.call('XLEN', groups) end  -- unknown lag (after deletions): assume all
+        backlog = math.max(backlog, t['pending'] + lag)
+      end
     end
   end
 end
@@ -179,6 +188,7 @@ class GroupAssembler:
         max_groups_len: int,
         late_window_s: float,
         dead_maxlen: int = DEAD_MAXLEN,
+        stale_group_s: float = 3600.0,
     ):
         self.client = client
         self.dead_maxlen = dead_maxlen
@@ -188,6 +198,7 @@ class GroupAssembler:
         self.ttl_s = ttl_s
         self.max_groups_len = max_groups_len
         self.late_window_s = late_window_s
+        self.stale_group_ms = int(stale_group_s * 1000)
         self._add, self._seal, self._emit = LuaScript(_ADD), LuaScript(_SEAL), LuaScript(_EMIT)
 
     def bucket_of(self, traj: Trajectory) -> str:
@@ -252,9 +263,14 @@ class GroupAssembler:
         if not group_ids:
             return []
         pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.keys.streams.groups)
         for gid in group_ids:
             pipe.hgetall(self.keys.claim_prefix + gid)
-        claims = pipe.execute()
+        length, *claims = pipe.execute()
+        # which readers count in the back-pressure: looked up only when the length alone may reach the bound (it
+        # counts acknowledged entries too); the script reads the groups' backlog itself, atomically
+        stream = self.keys.streams.groups
+        live = live_groups(self.client, stream, self.stale_group_ms) if length >= self.max_groups_len else []
         batch = ScriptBatch(self.client)
         partials = []
         for gid, fields in zip(group_ids, claims):
@@ -271,7 +287,9 @@ class GroupAssembler:
                 self.keys.streams.trajectories,
             ]
             batch.add(
-                self._emit, keys, [gid, payload, self.max_groups_len, self.ttl_s, int(partial), self.keys.entry_prefix]
+                self._emit,
+                keys,
+                [gid, payload, self.max_groups_len, self.ttl_s, int(partial), self.keys.entry_prefix, json.dumps(live)],
             )
         replies = iter(batch.execute())
         return [("gone", False) if p is None else (next(replies).decode(), p) for p in partials]

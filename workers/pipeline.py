@@ -72,6 +72,7 @@ class ScoringPipeline:
             settings.max_groups_len,
             settings.late_window_s,
             settings.dead_maxlen,
+            settings.trim_stale_group_s,
         )
 
     def process(self, entry_ids: list[str]) -> list[str]:

@@ -125,8 +125,8 @@ class WorkerSettings(SectionSettings):
     otherwise keep every group ever written)."""
     trim_stale_group_s: float = Field(default=3600.0, gt=0)
     """A consumer group none of whose consumers has read for this long (or that has none) is a leftover: trimming
-    passes it over while another group is live. A learner down longer than this, beside another live group, loses
-    the entries that group acknowledged meanwhile."""
+    and back-pressure (`max_groups_len`) pass it over while another group is live. A learner down longer than this,
+    beside another live group, loses the entries that group acknowledged meanwhile, and no longer holds intake."""
     max_inflight: int = Field(default=20000, ge=1)
     """Intake pauses while the Celery scoring queue holds this many tasks (each up to `task_batch` entries)."""
     sweep_interval_s: float = Field(default=1.0, gt=0)

@@ -186,3 +186,18 @@ def test_groups_are_the_contract_with_the_servers_call_records(client, builder, 
     assert [[(c.turn, c.block, c.name) for c in t.tool_calls] for t in group.trajectories] == [
         [(0, 0, "get_weather")]
     ] * 4
+
+
+def test_a_leftover_consumer_group_does_not_hold_groups_back(client, builder, tiny_model_dir):
+    """A consumer group nobody reads any more (an earlier run's learner) owes every group written since; the live
+    learner owes none. The leftover must not make the stream look full: each group is written as it completes."""
+    p = make_pipeline(client, tiny_model_dir, max_groups_len=1)
+    stream = Streams().groups
+    client.xgroup_create(stream, "learner", id="0", mkstream=True)
+    client.xgroup_create(stream, "old-learner", id="0")  # no consumer: nobody reads it
+    tpl = templates(builder)[2]
+    for t in range(3):
+        p.process(fed(client, [trajectory(template=tpl, task_id=f"task-{t}", member=i) for i in range(4)]))
+        assert (client.xlen(stream), client.zcard(p.keys.claims)) == (t + 1, 0)  # written, not waiting as a claim
+        reply = client.xreadgroup("learner", "l1", {stream: ">"}, count=10)
+        client.xack(stream, "learner", *[entry_id for entry_id, _ in reply[0][1]])

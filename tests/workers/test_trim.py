@@ -1,12 +1,13 @@
-"""Trimming `slca:groups` (workers/backlog.py): a consumer group that no process reads any more — a leftover of an
-earlier run or of a renamed learner group — no longer holds back the trimming of what the live readers have
-acknowledged; a reader that is only slow (or the only one there is) still keeps every entry it has not acknowledged."""
+"""Trimming `slca:groups` and its back-pressure (workers/backlog.py): a consumer group that no process reads any
+more — a leftover of an earlier run or of a renamed learner group — no longer holds back the trimming of what the
+live readers have acknowledged, nor counts in the backlog that stops intake; a reader that is only slow (or the
+only one there is) still keeps every entry it has not acknowledged."""
 
 from __future__ import annotations
 
 import time
 
-from workers.backlog import trim_consumed
+from workers.backlog import backlog, trim_consumed
 
 STREAM = "slca:test:groups"
 HOUR_MS = 3_600_000
@@ -57,3 +58,16 @@ def test_a_live_or_lone_reader_keeps_what_it_has_not_acknowledged(client):
     # pending from ids[500] on; the only group, however idle, is never passed over
     assert trim_consumed(client, STREAM, stale_ms=0) > 0
     assert [e for e, _ in client.xrange(STREAM)][-500:] == ids[500:]
+
+
+def test_a_leftover_group_does_not_count_in_the_backlog_but_a_lone_one_does(client):
+    """Back-pressure (`backlog`, what stops intake at `workers.max_groups_len`) passes over a leftover group as the
+    trimming does; a reader that is the only group, however idle, still counts."""
+    _fill(client, N)
+    client.xgroup_create(STREAM, "old-learner", id="0")
+    assert backlog(client, STREAM, stale_ms=HOUR_MS) == N  # no live group: every group counts
+    client.xgroup_create(STREAM, "learner", id="0")
+    _read_and_ack(client, "learner", "l1")
+    assert backlog(client, STREAM, stale_ms=HOUR_MS) == 0  # the leftover owes N, the live learner nothing
+    client.xadd(STREAM, {"n": "new"})
+    assert backlog(client, STREAM, stale_ms=HOUR_MS) == 1
