@@ -3,9 +3,12 @@ splits (test, novel), the training-task probe (`train_probe`: a fixed sample of 
 a fixed seeded BFCL sample, greedy by default, never recorded (the learner must not train on test items).
 
 Three kinds of round:
-- the baseline, at the first readiness: v0, the frozen warm start alone. The feed sends nothing until it is done,
-  so no version is published meanwhile and every item is answered by v0. A warm start evaluated before is read from
-  its cache instead (`ops.run.feed.baseline_cache`: keyed by the model's content, the items and the scorer).
+- the baseline, at the first readiness: v0, the frozen warm start alone. Every item is pinned to that version
+  (`X-SLCA-Pin-Version`: serve answers it from whichever engine holds it — the callers' engine once the learner's
+  versions move the candidate on), so the feed need not wait for it: on a fresh 2-core machine the round of ≈ 350
+  greedy items takes minutes, and holding the feed for it kept the learner's first step that much later. A warm
+  start evaluated before is read from its cache instead (`ops.run.feed.baseline_cache`: keyed by the model's
+  content, the items and the scorer).
 - periodic rounds while training runs: every `ops.probe_every_minutes` (and/or `ops.probe_every_versions`), on
   the suites of `ops.probe_round_suites` (the training-task probe by default), and only while the probe's seconds
   stay within `ops.probe_budget_share` of the run's serving seconds (a round that would pass it waits).
@@ -38,13 +41,14 @@ from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
 from ops.observe.probe_rounds import ProbeRound, RoundFiles, summarise_round
 from ops.run.feed.baseline_cache import BaselineCache
 from slca.contracts.stats import PROBE_MAXLEN, probe_fields
+from slca.contracts.versions import PIN_HEADER
 
 log = logging.getLogger("slca.feed.probe")
 
 
-RunItems = Callable[[list[EvalItem]], Awaitable[list[ItemRecord]]]
-"""async items → records, in item order; a failed request is a record with `error`
-(`ops.experiments.eval.suite.run_items`)."""
+RunItems = Callable[[list[EvalItem], int | None], Awaitable[list[ItemRecord]]]
+"""async (items, the version every item is pinned to or None: the served one) → records, in item order; a failed
+request is a record with `error` (`ops.experiments.eval.suite.run_items`)."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +74,13 @@ class ProbePlan:
     max_failed_share: float = 0.25
     """A round with more failed requests than this share is dropped (a server restart mid-round): its rates would
     be over a different item set than the other rounds'."""
-    baseline_attempts: int = 3
-    """Dropped baseline rounds before the feed is let go without a baseline (the next round then becomes it)."""
     api_key: str | None = field(default=None, repr=False)
     """Sent as `Authorization: Bearer`; the probe needs only the 'serve' scope (it records nothing)."""
     baseline_version: int = 0
     """The version whose round is the warm start's own evaluation (read from and kept in its cache): 0, the model
     serve started with, or the version the warm start was published as in this run (`ops.probe_baseline_version`)."""
     holds_feed: bool = True
-    """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline always holds it).
+    """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline, pinned, never does).
     Beside full training traffic one round of ≈ 290 items took 2,376 s on a 2-core machine and was answered by 29
     different versions (bench/online/run4-fresh-clone); held, the learner drains its short backlog and the round
     runs on an engine that serves it alone, over the few versions that backlog still publishes."""
@@ -88,14 +90,15 @@ def suite_runner(plan: ProbePlan) -> RunItems:
     """The one call into the evaluation: `ops.experiments.eval.suite.run_items` against the served API."""
     from ops.experiments.eval.suite import run_items
 
-    async def run(items: list[EvalItem]) -> list[ItemRecord]:
-        return await run_items(plan.url.rstrip("/"), plan.api_key, items, plan.eval)
+    async def run(items: list[EvalItem], pin: int | None) -> list[ItemRecord]:
+        headers = {PIN_HEADER: str(pin)} if pin is not None else None
+        return await run_items(plan.url.rstrip("/"), plan.api_key, items, plan.eval, headers=headers)
 
     return run
 
 
 class Prober:
-    """The baseline round at the first served version (the feed held until it is done), periodic rounds on
+    """The baseline round at the first served version (pinned to it; the feed goes meanwhile), periodic rounds on
     `round_items` while their cadence and budget allow, and `final_round` at the stop; the baseline is what every
     later round is paired with."""
 
@@ -126,7 +129,6 @@ class Prober:
         self.last_round: ProbeRound | None = None
         self.resumed = False
         self.rounds = 0
-        self.failed_baselines = 0
         self.run_started = 0.0
         self.last_round_at = 0.0
         self.probe_s = 0.0
@@ -137,8 +139,8 @@ class Prober:
         """Periodic rounds put off by the budget (counted once per due round)."""
         self._deferring = False
         self.feed_open = asyncio.Event()
-        """Set while the feed may send: cleared until the baseline exists, and for the length of a periodic round
-        when `plan.holds_feed`."""
+        """Set while the feed may send: cleared only for the length of a periodic round when `plan.holds_feed`."""
+        self.feed_open.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         async with self.session() as session:
@@ -174,23 +176,18 @@ class Prober:
         self.resume(version)
         if self.baseline is None and version == self.plan.baseline_version:
             await self.load_cached()
-        self.release()
-
-    def release(self) -> None:
-        """Open the feed once there is a baseline (or its attempts are spent)."""
-        if self.baseline is not None or self.failed_baselines >= self.plan.baseline_attempts:
-            self.feed_open.set()
 
     async def round(self, version: int, kind: str) -> ProbeRound | None:
-        """Ask this kind's items of the served `version`, summarise, write, publish; None when dropped."""
+        """Ask this kind's items of the served `version` (the baseline's pinned to it), summarise, write, publish;
+        None when dropped."""
         items = self.round_items if kind == "periodic" else self.items
         started, t0 = time.time(), self.clock()
-        if kind == "baseline" or (kind == "periodic" and self.plan.holds_feed):
+        if kind == "periodic" and self.plan.holds_feed:
             self.feed_open.clear()
         try:
-            records = await self.run_items(items)
+            records = await self.run_items(items, version if kind == "baseline" else None)
         finally:
-            self.release()
+            self.feed_open.set()
         seconds = self.clock() - t0
         if kind != "final":
             self.probe_s += seconds
@@ -199,8 +196,6 @@ class Prober:
         failed = sum(r.error is not None for r in records)
         if failed > len(records) * self.plan.max_failed_share:
             log.warning("probe %s round at v%d dropped: %d of %d requests failed", kind, version, failed, len(records))
-            self.failed_baselines += kind == "baseline"
-            self.release()
             return None  # not due-marked: the next poll tries again
         result = self.summarise(records, version, kind, started)
         if kind == "baseline":
@@ -219,7 +214,6 @@ class Prober:
         self.files.write(result, records)
         if result.kind == "baseline":
             self.baseline, self.baseline_version = records, result.version
-            self.release()
         self.last_version = max(result.version_max, self.last_version or 0)
         self.last_round = result
         self.rounds += 1

@@ -39,21 +39,25 @@ def record(item: EvalItem, success: bool, version: int | None, error: str | None
 
 
 class FakeEval:
-    """The evaluation as the probe sees it: items → records; item i succeeds from version `solved_from[i]` on."""
+    """The evaluation as the probe sees it: items → records; item i succeeds from version `solved_from[i]` on. A
+    pinned round is answered by the pinned version, whatever is served (as serve does: `X-SLCA-Pin-Version`)."""
 
     def __init__(self, solved_from: list[int], failing: int = 0):
         self.solved_from = solved_from
         self.failing = failing
         self.version = 0
         self.calls = 0
+        self.pins: list[int | None] = []
 
-    async def __call__(self, items: list[EvalItem]) -> list[ItemRecord]:
+    async def __call__(self, items: list[EvalItem], pin: int | None = None) -> list[ItemRecord]:
         self.calls += 1
+        self.pins.append(pin)
+        version = self.version if pin is None else pin
         return [
             record(
                 item,
-                self.version >= self.solved_from[i],
-                self.version,
+                version >= self.solved_from[i],
+                version,
                 error="HTTP 503: restarting" if i < self.failing else None,
             )
             for i, item in enumerate(items)
@@ -89,32 +93,53 @@ def test_rounds_at_first_readiness_then_every_k_versions(tmp_path):
     assert [r["vs_v0"]["held_out"]["b_only"] for r in published] == [0, 2, 2, 3]
 
 
-def test_the_feed_is_held_for_the_length_of_a_round_and_opened_after(tmp_path):
+def test_the_baseline_is_pinned_to_its_version_and_never_holds_the_feed_a_periodic_round_does(tmp_path):
+    """The learner's first step must not wait for the baseline (minutes of greedy items on 2 cores): the feed goes
+    while it runs, and the pin keeps every item on the baseline's version however far the candidate moves."""
     seen = []
 
     class Watching(FakeEval):
-        async def __call__(self, items):
+        async def __call__(self, items, pin=None):
             seen.append(prober.feed_open.is_set())
-            return await super().__call__(items)
+            self.version += 2  # the learner publishes while the round runs
+            return await super().__call__(items, pin)
 
     fake, published = Watching([0] * 12, failing=12), []  # every request fails: the round is dropped
     prober = _prober(tmp_path, fake, published)
-    assert not prober.feed_open.is_set()  # held from the start: nothing trains before the baseline round
+    assert prober.feed_open.is_set()  # open from the start
     _drive(prober, fake, [0])
-    assert not prober.feed_open.is_set()  # the baseline was dropped: still held, the next poll tries again
+    assert prober.feed_open.is_set() and published == []  # dropped: the next poll asks again, the feed goes on
     fake.failing = 0
     _drive(prober, fake, [0, 10])
-    assert seen == [False, False, False] and prober.feed_open.is_set() and len(published) == 2
-    held = Prober(
+    assert seen == [True, True, False] and prober.feed_open.is_set()  # only the periodic round held it
+    assert fake.pins == [0, 0, None] and [r["version"] for r in published] == [0, 12]  # a periodic one: as served
+    assert published[0]["version_min"] == published[0]["version_max"] == 0  # v0 alone, though v2 was served
+    seen.clear()
+    prober = Prober(
         ProbePlan(url="http://unused", eval=EvalPlan(), data_dir=tmp_path / "b", holds_feed=False, every_versions=1),
         ITEMS,
         lambda e: asyncio.sleep(0),
         run_items=Watching([0] * 12),
     )
-    prober = held
-    asyncio.run(held.step(0))
-    asyncio.run(held.step(1))
-    assert seen[-2:] == [False, True]  # holds_feed off: the baseline holds the feed, a periodic round does not
+    asyncio.run(prober.step(0))
+    asyncio.run(prober.step(1))
+    assert seen == [True, True]  # holds_feed off: no round holds the feed
+
+
+def test_the_probes_requests_carry_the_pin(monkeypatch):
+    from ops.run.feed import probe
+
+    sent = []
+
+    async def run_items(url, api_key, items, plan, headers=None):
+        sent.append(headers)
+        return []
+
+    monkeypatch.setattr("ops.experiments.eval.suite.run_items", run_items)
+    run = probe.suite_runner(ProbePlan(url="http://serve/", eval=EvalPlan(), data_dir=None))
+    asyncio.run(run(ITEMS, 3))
+    asyncio.run(run(ITEMS, None))
+    assert sent == [{"X-SLCA-Pin-Version": "3"}, None]
 
 
 def test_round_file_holds_every_item_and_reads_back(tmp_path):

@@ -1,4 +1,4 @@
-"""The probe's schedule and cost: the feed held until the baseline (v0 alone) is done; the warm start's baseline
+"""The probe's schedule and cost: the baseline (v0 alone, pinned) asked again until it is had; the warm start's baseline
 cached on disk and read back by a later run instead of asked again; periodic rounds by time on the training-task
 probe, put off while they would take the probe past its share of the serving time; a final round on the last served
 version at the stop, bounded in time. The evaluation is faked (tests/ops/run/feed/test_probe.py)."""
@@ -37,11 +37,13 @@ class TimedEval(FakeEval):
         super().__init__([0, 0, 5, 99, 0, 5, 5, 99, 0, 0])
         self.clock, self.item_s, self.asked = clock, item_s, []
 
-    async def __call__(self, items):
+    async def __call__(self, items, pin=None):
         self.asked.append(len(items))
         self.clock.now += self.item_s * len(items)
         return [
-            r for r in await super().__call__(FULL) if (r.suite, r.item_id) in {(i.suite, i.item_id) for i in items}
+            r
+            for r in await super().__call__(FULL, pin)
+            if (r.suite, r.item_id) in {(i.suite, i.item_id) for i in items}
         ]
 
 
@@ -93,15 +95,16 @@ def test_a_round_that_would_pass_the_budget_waits(tmp_path):
     assert published[-1]["probe_s"] / published[-1]["run_s"] <= 0.10
 
 
-def test_baseline_attempts_are_bounded_then_the_feed_goes(tmp_path):
+def test_a_dropped_baseline_is_asked_again_while_the_feed_goes(tmp_path):
     clock, published = Clock(), []
     fake = TimedEval(clock)
     fake.failing = 10
-    pr = prober(tmp_path, fake, published, clock, baseline_attempts=2)
+    pr = prober(tmp_path, fake, published, clock)
+    drive(pr, fake, clock, [(0, 0), (0, 0)])
+    assert pr.feed_open.is_set() and published == [] and fake.asked == [10, 10]
+    fake.failing = 0
     drive(pr, fake, clock, [(0, 0)])
-    assert not pr.feed_open.is_set()
-    drive(pr, fake, clock, [(0, 0)])
-    assert pr.feed_open.is_set() and published == []
+    assert [r["kind"] for r in published] == ["baseline"] and fake.pins == [0, 0, 0]
 
 
 class MemoryCache:
