@@ -164,13 +164,25 @@ def pad_id_of(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
 
-def run_sft(args, config, demos: list[Demonstration], held_out: list[Task], on_step=None) -> int:
+def run_sft(
+    args,
+    config,
+    demos: list[Demonstration],
+    held_out: list[Task],
+    on_step=None,
+    on_phase: Callable[[str], None] | None = None,
+) -> int:
     """`slca sft` once its caller (`ops.experiments.warmstart.cli`) has loaded the train demonstrations and the held-out
-    tasks of the pack: the learner imports no other component. `on_step`: `train_sft`'s."""
+    tasks of the pack: the learner imports no other component. `on_step`: `train_sft`'s. `on_phase(name)` hears
+    each stage outside training as it begins — 'checking' (the before- and after-checks, only with held-out tasks:
+    greedy generation, minutes on 2 cores) and 'saving' — so that a watcher (`slca up`'s warm start) can tell which
+    one the time goes to."""
     from transformers import AutoTokenizer
 
     from slca.cli import CliError
     from slca.models.paths import models_dir
+
+    phase = on_phase or (lambda name: None)
 
     settings = config.get(LearnerSettings)
     common = config.common
@@ -193,6 +205,8 @@ def run_sft(args, config, demos: list[Demonstration], held_out: list[Task], on_s
         f"tasks, lr {settings.sft_lr}, length-grouped batches of ≤ {batch_tokens} padded tokens "
         f"(≈ {settings.sft_batch} conversations)"
     )
+    if held_out:
+        phase("checking")
     before = parseable_call_share(model, tokenizer, held_out) if held_out else None
     history = train_sft(
         model,
@@ -205,7 +219,10 @@ def run_sft(args, config, demos: list[Demonstration], held_out: list[Task], on_s
         batch_tokens,
         on_step,
     )
+    if held_out:
+        phase("checking")
     after = parseable_call_share(model, tokenizer, held_out) if held_out else None
+    phase("saving")
     save_model(model, tokenizer, source, out)
     train_s = history[-1]["elapsed_s"] if history else 0.0
     tokens = sum(h["tokens"] for h in history)

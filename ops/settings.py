@@ -131,9 +131,16 @@ class OpsSettings(GateSettings):
     redis_password: str | None = secret_field(None)
     """`requirepass` of that Redis. None: `slca up` generates one per run. Children get it inside the Redis URL in
     their environment; `slca status` reads it from `<data_dir>/redis-url` (owner-only)."""
-    warm_start_minutes: float = 15.0
+    warm_start_minutes: float = 6.0
     """`slca up` runs `slca sft` for this long when no warm-started model exists (0: never). The raw
-    SmolLM2 never calls a tool, so online RL from it has no signal (docs/cpu-facts.md#embedded-model)."""
+    SmolLM2 never calls a tool, so online RL from it has no signal (docs/cpu-facts.md#embedded-model).
+    Why 6: on a fresh 2-core machine the served version must advance — the warm start swapped in, then the learner's
+    first version — within about 10 minutes of `make run`, and what follows the budget takes about 4 (the save,
+    the publish and the swap, the learner's start, its first groups and step). 6 minutes are ≈ 15 steps with native
+    bf16 (22–27 s a step on the `avx512_bf16` EPYC); 13 steps took parseable calls on held-out tasks from 0.00 to 0.95
+    (docs/cpu-facts.md#warm-start), a start RL learns from; 15 minutes (≈ 36 steps) is a sharper start that made
+    the learner's first step come after 20 minutes. With fp32 only (no `avx512_bf16`/`amx_bf16`) 6 minutes are a
+    few steps: set 60 or more there."""
     warm_start_steps: int = Field(default=0, ge=0)
     """A step budget for that warm start as well (0: none): it ends when either budget is spent."""
     warm_start_beside: bool = True
@@ -144,8 +151,11 @@ class OpsSettings(GateSettings):
     warm_start_swap_timeout_s: float = Field(default=600.0, gt=0)
     """How long the warm start waits for serve — to be ready before its version is promoted, and then to serve that
     version (promoted and candidate) — before it gives up waiting (the feed and the learner start all the same)."""
-    warm_start_eval_tasks: int = 20
-    """Held-out tasks of the warm start's before/after parseable-call check."""
+    warm_start_eval_tasks: int = 0
+    """Held-out tasks of the warm start's before/after parseable-call check (0: none). Why none: the two greedy
+    checks of 20 tasks took 4:45 before training on one core (`plan.split_threads`) and about 12 minutes together in
+    fp32 (docs/cpu-facts.md#warm-start), all of it before the swap; the probe's baseline round evaluates the warm start
+    anyway (every held-out item, through the serving engine), once, and caches it by the model's content."""
     warm_model_name: str = "SmolLM2-135M-Instruct-sft"
     """Model directory under `<cache_dir>/models/` that `slca sft` writes; `slca up` serves it when present
     and no model is configured explicitly."""
@@ -183,8 +193,8 @@ class OpsSettings(GateSettings):
     """Seed of the task order."""
     probe_enabled: bool = True
     """Run the probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.experiments.eval.suite`) against the
-    served API — a baseline round at the first readiness (v0, the feed held until it is done), periodic rounds while
-    training runs, a final round at the stop — never recorded."""
+    served API — a baseline round at the first readiness (v0, every item pinned to it while the feed goes on),
+    periodic rounds while training runs, a final round at the stop — never recorded."""
     probe_every_minutes: float = Field(default=20.0, ge=0)
     """A periodic round is due this many minutes after the last round ended, once a new version is served (0: not
     by time). With `probe_budget_share` this is the cadence; 20 gives two periodic rounds in a 60-minute run."""
@@ -201,8 +211,8 @@ class OpsSettings(GateSettings):
     turn): the baseline and the final round ask every item — test 117 + novel 132 + train_probe 64 + BFCL 5 × 8 =
     353, ≈ 680 s; a periodic round asks the training-task probe, 64 items ≈ 125 s. A 60-minute run with the
     baseline cached: two periodic rounds ≈ 250 s ≈ 7% of its serving time; the first run on a machine spends ≈ 680
-    s (19%) on the baseline, so the budget holds its periodic rounds back. The final round runs after training
-    stopped and is not counted."""
+    s (19%, more beside training: it no longer holds the feed) on the baseline, so the budget holds its periodic
+    rounds back. The final round runs after training stopped and is not counted."""
     probe_item_seconds: float = Field(default=2.0, gt=0)
     """Seconds an item is estimated to take until a round has been timed on this machine (the budget's estimate;
     then the last round's own rate)."""
@@ -212,9 +222,10 @@ class OpsSettings(GateSettings):
     before it stops the rest, so Ctrl-C can take that long. `slca bench online` judges the last served version
     itself when no final round did (pinned, from its published weights)."""
     probe_holds_feed: bool = True
-    """The feed sends no new requests while a periodic round runs (ops/run/feed/probe.py `ProbePlan.holds_feed`; the
-    baseline always holds it): a round then takes minutes, not the 40 it took beside training, and is answered by a
-    few versions, not 29."""
+    """The feed sends no new requests while a periodic round runs (ops/run/feed/probe.py `ProbePlan.holds_feed`): a
+    round then takes minutes, not the 40 it took beside training, and is answered by a few versions, not 29. The
+    baseline never holds it: its items are pinned to its version, and holding the feed for its ≈ 680 s on a fresh
+    machine kept the learner's first step that much later."""
     probe_mode: str = "greedy"
     """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""
     probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel", "train_probe"])

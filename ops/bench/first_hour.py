@@ -7,6 +7,9 @@ or not) and measures, in seconds from the launch:
   with the version that answered (`X-SLCA-Policy-Version`);
 - `warm_start_served_s`: the warm start trained beside serving is served — its version promoted for callers and
   the candidate's (`GET /v1/versions`, and `<data_dir>/warm-start.json`); null when none ran (it was cached);
+  with where its time went, from that record's own times: `warm_start_trained_s` (its budget spent, after
+  `warm_start_steps` steps), `warm_start_saved_s` (the after-check, if any, and the save), `warm_start_published_s`
+  (sealed as a weight version), and the phase it was in at the last poll (`warm_start_phase`);
 - `feed_started_s`, `learner_started_s`: the held processes started (`<data_dir>/up-state.json`);
 - `first_learner_step_s`: the first row of the learner's `stats:learner` stream, with its step and version; and
   `first_learner_version_s`: the first version published after the warm start's.
@@ -30,6 +33,9 @@ from pathlib import Path
 TIMELINE = (
     ("ready_s", "serve ready (/readyz 200)"),
     ("first_answer_s", "first chat answer"),
+    ("warm_start_trained_s", "warm start trained (its budget spent)"),
+    ("warm_start_saved_s", "warm start checked and saved"),
+    ("warm_start_published_s", "warm start published as a weight version"),
     ("warm_start_served_s", "warm start served (promoted + candidate)"),
     ("feed_started_s", "feed started"),
     ("learner_started_s", "learner started"),
@@ -47,6 +53,11 @@ class FirstHour:
     first_answer_version: int | None = None
     warm_start_served_s: float | None = None
     warm_start_version: int | None = None
+    warm_start_steps: int | None = None
+    warm_start_trained_s: float | None = None
+    warm_start_saved_s: float | None = None
+    warm_start_published_s: float | None = None
+    warm_start_phase: str | None = None
     feed_started_s: float | None = None
     learner_started_s: float | None = None
     first_learner_step_s: float | None = None
@@ -169,6 +180,7 @@ def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Pope
                 result.first_answer_s, result.first_answer_version = since(), version
         if result.fresh and result.warm_start_served_s is None:
             record, versions = read_record(watch.data_dir), watch.served_versions()
+            note_warm_start(result, record, started)
             if record is not None and record.version is not None and versions is not None:
                 if versions.get("promoted") == record.version == versions.get("candidate"):
                     result.warm_start_served_s, result.warm_start_version = since(), record.version
@@ -182,6 +194,17 @@ def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Pope
         if (step := watch.first_learner_step()) is not None:
             result.first_learner_step_s, result.first_learner_step = since(), step
         time.sleep(poll_s)
+
+
+def note_warm_start(result: FirstHour, record, started: float) -> None:
+    """The warm start's phase and the times its record gives, as seconds from the launch."""
+    if record is None:
+        return
+    result.warm_start_phase, result.warm_start_steps = record.phase, record.step
+    for attr, at in (("warm_start_trained_s", record.trained_at), ("warm_start_saved_s", record.saved_at),
+                     ("warm_start_published_s", record.published_at)):  # fmt: skip
+        if at is not None:
+            setattr(result, attr, round(at - started, 1))
 
 
 def write_results(out: Path, result: FirstHour, meta: dict) -> None:
@@ -200,6 +223,8 @@ def write_results(out: Path, result: FirstHour, meta: dict) -> None:
     for key, label in TIMELINE:
         value = getattr(result, key)
         lines.append(f"| {label} | {'-' if value is None else f'{value:.0f}'} |")
+    if result.warm_start_phase is not None:
+        lines += ["", f"Warm start: {result.warm_start_steps} steps; last seen {result.warm_start_phase}."]
     if result.timed_out:
         lines += ["", f"Timed out after {meta['timeout_minutes']:g} minutes."]
     lines += ["", *(f"- {n}" for n in result.notes)]

@@ -52,10 +52,10 @@ def _sft(args, config) -> int:
     if args.minutes is None:  # one default for the stage `slca up` runs and the command a person types
         args.minutes = config.get(OpsSettings).warm_start_minutes
 
-    def train(on_step) -> int:
+    def train(on_step, on_phase=None) -> int:
         demos = load_demonstrations(config, args.pack, "train", args.seed)
         held_out = load_pack(args.pack, "test", args.seed)[: max(0, args.eval_tasks)]
-        return run_sft(args, config, demos, held_out, on_step)
+        return run_sft(args, config, demos, held_out, on_step, on_phase)
 
     stop_once(_raise_stopped)
     try:

@@ -3,10 +3,12 @@ its model over (`<data_dir>/warm-start.json`, and the Redis key `<prefix>:warmst
 `slca up` (its live table, the state file `slca status` prints, the processes it holds until the warm start is
 served) and by the dashboard's `api/stats`.
 
-Phases: `loading` (demonstrations, the model, the before-check) → `training` (step, loss, share of the budget spent,
-time left) → `publishing` (the after-check, the model saved, written as a weight version) → `served` (promoted for
-callers and swapped in as the candidate) — or `announced` (published and announced, but serve did not confirm it in
-time), `failed` (with the error) or `stopped`.
+Phases, each with its start visible: `loading` (demonstrations, the model) → `checking` (the before-check, only with
+`--eval-tasks`) → `training` (step, loss, share of the budget spent, time left) → `checking` (the after-check) →
+`saving` (the model written to its directory) → `publishing` (its files made the next weight version) → `swapping`
+(serve promotes it for callers and swaps it in as the candidate) → `served` — or `announced` (published and announced,
+but serve did not confirm it in time), `failed` (with the error) or `stopped`. `trained_at`, `saved_at`,
+`published_at` and `served_at` say where the time after training went.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ RECORD_FILE = "warm-start.json"
 """In `common.data_dir`."""
 ON_VERSION = ("served", "announced")
 """Phases in which the system runs on the warm start's version (the processes held for it start on it)."""
+
+
+AFTER_TRAINING = {
+    "checking": "checking the trained model on held-out tasks",
+    "saving": "saving the model",
+    "publishing": "publishing the model as the next weight version",
+    "swapping": "v{v} published; serve is to promote and swap it in",
+}
+"""The phases between the end of training and the version served, as the live line says them."""
 
 
 def record_key(prefix: str) -> str:
@@ -54,7 +65,11 @@ class WarmStartRecord:
     version: int | None = None
     """The weight version it was published as."""
     trained_at: float | None = None
+    """When training ended (its budget spent)."""
+    saved_at: float | None = None
+    """When the model directory was written (the after-check, if any, and the save done)."""
     published_at: float | None = None
+    """When its weight version was sealed (hashed, signed) under `<data_dir>/weights/`."""
     served_at: float | None = None
     """When serve reported the version as both promoted and candidate."""
     error: str | None = None
@@ -81,10 +96,11 @@ class WarmStartRecord:
             return f"training {100 * self.progress:.0f}%, step {self.step}, loss {loss}, {left} left"
         if self.phase == "loading":
             return f"loading ({clock(now - self.started_at)})"
-        if self.phase == "publishing" and self.version is not None:
-            return f"v{self.version} published; serve is to promote and swap it in"
-        if self.phase == "publishing":
-            return "checking, saving and publishing the model"
+        if self.phase == "checking" and self.trained_at is None:  # the before-check
+            return f"checking the base model on held-out tasks ({clock(now - self.started_at)})"
+        if self.phase in AFTER_TRAINING:
+            since = self.trained_at or self.started_at
+            return f"{AFTER_TRAINING[self.phase].format(v=self.version)} ({clock(now - since)} after training)"
         if self.phase in ON_VERSION:
             took = f" after {clock(self.served_at - self.started_at)}" if self.served_at and self.started_at else ""
             return f"v{self.version} {self.phase}{took}"

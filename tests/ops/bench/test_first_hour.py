@@ -26,6 +26,9 @@ class ScriptedWatch:
         return self.clock.polls >= k
 
     def processes(self):  # the first look of each poll
+        if self.at(3) and self.board.record.phase == "loading":  # trained at 1020, saved 1025, published 1027
+            self.board.update(phase="swapping", version=1, step=9, trained_at=1020.0, saved_at=1025.0,
+                              published_at=1027.0)  # fmt: skip
         if self.at(4) and self.board.record.phase != "served":
             self.board.update(phase="served", version=1)
         return {"learn": {"pid": 11 if self.at(5) else None}, "feed": {"pid": 12 if self.at(5) else None}}
@@ -68,6 +71,8 @@ def test_the_first_hour_is_read_off_the_systems_records_and_written(tmp_path, mo
     fh.measure(watch, result, 1000.0, FakeUp(), 3600, 1.0)
     assert (result.ready_s, result.first_answer_s, result.first_answer_version) == (10, 20, 0)
     assert (result.warm_start_served_s, result.warm_start_version) == (40, 1)
+    assert (result.warm_start_trained_s, result.warm_start_saved_s, result.warm_start_published_s) == (20, 25, 27)
+    assert result.warm_start_steps == 9 and result.warm_start_phase == "served"
     assert result.feed_started_s == result.learner_started_s == 50 and result.first_learner_step_s == 70
     assert result.first_learner_version_s is None  # stopped at the first step, before v2 was published
     meta = {"command": "slca bench first-hour", "machine": {"cpu": "x", "cores": 2, "load_average_1m": 0.1},
@@ -77,6 +82,7 @@ def test_the_first_hour_is_read_off_the_systems_records_and_written(tmp_path, mo
     assert written["result"]["first_answer_s"] == 20 and written["command"] == "slca bench first-hour"
     md = (tmp_path / "out" / "results.md").read_text()
     assert "| first chat answer | 20 |" in md and "| warm start served (promoted + candidate) | 40 |" in md
+    assert "| warm start checked and saved | 25 |" in md and "Warm start: 9 steps; last seen served." in md
 
 
 def test_a_run_without_a_step_times_out(tmp_path, monkeypatch):

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow  # a warm start of a minute beside five real proce
 
 WARM_MINUTES = 0.5
 """Whatever it is, serve answers before the warm start is swapped in: the handover waits for serve's readiness."""
+WARMING = ("loading", "checking", "training", "saving", "publishing", "swapping")
+"""The warm start's phases before its version is served (ops/experiments/warmstart/progress.py)."""
 
 
 def write_config(tmp: Path, redis_url: str) -> Path:
@@ -120,13 +122,13 @@ def test_a_fresh_machine_answers_first_then_swaps_the_warm_start_in(tiny_model_d
         state = read_state(tmp_path)
         # serve answered the base model (v0) before the warm start finished, the feed and the learner held
         assert answer["choices"][0]["message"] is not None and headers["X-SLCA-Policy-Version"] == "0"
-        assert state["warmstart"]["state"] == "running" and record.phase in ("loading", "training", "publishing")
+        assert state["warmstart"]["state"] == "running" and record.phase in WARMING
         assert state["learn"]["state"] == "held" and state["feed"]["state"] == "held" and state["learn"]["pid"] is None
         assert not warm.exists()
         # its progress is visible: the table's line (`slca status`), the dashboard's Redis record, its log
         line = wait_for(lambda: (read_state(tmp_path).get("warmstart") or {}).get("detail"), 60, "progress", **watch)
-        assert line.startswith(("loading", "training", "checking", "v1 published")), line
-        assert json.loads(client.get(record_key("slca")))["phase"] in ("loading", "training", "publishing")
+        assert line.startswith(("loading", "training", "checking", "saving", "publishing", "v1 published")), line
+        assert json.loads(client.get(record_key("slca")))["phase"] in WARMING
 
         wait_for(lambda: read_state(tmp_path)["warmstart"]["state"] != "running", 60 * WARM_MINUTES + 300,
                  "the warm start to finish", **watch)  # fmt: skip
