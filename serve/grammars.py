@@ -10,14 +10,15 @@ from aiohttp import web
 
 from serve.engines.base import Engine
 from serve.engines.grammar_builder import BuilderLimits, GrammarBuilder, Vocabulary
-from serve.keys import COMMON, GRAMMARS, SETTINGS
+from serve.keys import COMMON, GRAMMARS, METRICS, SETTINGS
 
 
 async def grammar_ctx(app: web.Application) -> AsyncIterator[None]:
     """`app[GRAMMARS]`, for the served model's vocabulary (read from its directory: no engine needed yet)."""
     model_dir = str(app[COMMON].model_path())
     vocabulary = await asyncio.to_thread(Vocabulary.of, model_dir)  # None: forced calls answer 501
-    builder = app[GRAMMARS] = GrammarBuilder(vocabulary, BuilderLimits.of(app[SETTINGS]))
+    limits = BuilderLimits.of(app[SETTINGS])
+    builder = app[GRAMMARS] = GrammarBuilder(vocabulary, limits, observe=app[METRICS].observe_grammar)
     builder.start()  # the host imports xgrammar while the engine loads: the first forced call need not wait
     try:
         yield

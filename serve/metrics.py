@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from serve.engines.grammar_builder import KINDS as GRAMMAR_KINDS
+from serve.engines.grammar_builder import OUTCOMES as GRAMMAR_OUTCOMES
 from slca.weights.fetch_report import FETCH_FAILURES, FetchReport
 
 
@@ -102,7 +104,17 @@ class ServeMetrics:
             ["outcome"],
             registry=r,
         )
+        # forced-call grammar builds (serve/engines/grammar_builder.py), fed by `observe_grammar`
+        self.grammar_builds = Counter(
+            "slca_grammar_builds_total",
+            "Forced tool-call grammar builds asked for, by what they start from and how they ended",
+            ["kind", "outcome"],
+            registry=r,
+        )
         # every label value known up front (a fixed set): rate() sees a series from 0, not from its first event
+        for kind in GRAMMAR_KINDS:
+            for outcome in GRAMMAR_OUTCOMES:
+                self.grammar_builds.labels(kind=kind, outcome=outcome)
         for reason in FETCH_FAILURES:
             self.weights_fetch_failures.labels(reason=reason)
         for outcome in ("verified", "refused"):
@@ -119,6 +131,10 @@ class ServeMetrics:
             self.weights_fetch_versions.labels(outcome="verified").inc()
         elif report.refused:
             self.weights_fetch_versions.labels(outcome="refused").inc()
+
+    def observe_grammar(self, kind: str, outcome: str) -> None:
+        """One build the grammar builder was asked for (its `observe`): both values from its fixed sets."""
+        self.grammar_builds.labels(kind=kind, outcome=outcome).inc()
 
     @staticmethod
     def known_tool(name: str | None, offered: set[str]) -> str:

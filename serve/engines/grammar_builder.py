@@ -10,7 +10,9 @@ process killed at its deadline. Here:
 - a build may add at most `memory_mib` MiB and send back at most `max_bytes` (GrammarTooCostly);
 - results are kept by bytes (`cache_bytes`, least recently used out first), so a schema seen before costs
   nothing; both the grammar text (what vLLM compiles, within the same bound: it is the build already timed here)
-  and the compiled grammar (what the hf engine applies without compiling) come back.
+  and the compiled grammar (what the hf engine applies without compiling) come back;
+- every build asked for ends in one of `OUTCOMES`, told to `observe(kind, outcome)` (serve's
+  `slca_grammar_builds_total`, serve/metrics.py): how often the bounds refuse, and whether the cache holds.
 """
 
 from __future__ import annotations
@@ -23,12 +25,21 @@ import os
 import signal
 import sys
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
 ENGINE_CALLER = "engine"
 """The caller of builds an engine asks for itself (a grammar that left the cache between request and batch)."""
+
+KINDS = ("schema", "ebnf")
+"""What a build starts from: a request's forced-call schema (`schema`), or grammar text an engine asks to have
+compiled (`ebnf`, the hf engine: usually found in the cache, the schema's build having put it there)."""
+OUTCOMES = ("built", "cached", "schema_refused", "too_costly", "timed_out", "busy", "unavailable", "cancelled")
+"""How a build asked for ended: built now, found in the cache, or refused — the schema (the caller's error), past
+the memory or byte bound, past the time bound, no builder place within the bound, no vocabulary, or the caller hung
+up first. A fixed set: metric labels never grow with what callers send."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,9 @@ class Built:
 
 
 class GrammarError(Exception):
+    outcome = "too_costly"
+    """Its entry of `OUTCOMES`."""
+
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
@@ -80,17 +94,29 @@ class GrammarError(Exception):
 class SchemaRefused(GrammarError):
     """xgrammar cannot turn the schema into a grammar (the caller's schema is at fault)."""
 
+    outcome = "schema_refused"
+
 
 class GrammarTooCostly(GrammarError):
     """The build overran its time, memory or byte bound and was killed."""
 
 
+class GrammarTimedOut(GrammarTooCostly):
+    """The build overran its time bound (killed; refused as too costly, counted apart)."""
+
+    outcome = "timed_out"
+
+
 class GrammarUnavailable(GrammarError):
     """No grammar can be built here (no vocabulary: the served model's directory has none)."""
+
+    outcome = "unavailable"
 
 
 class GrammarBusy(GrammarError):
     """No place for the build within the bound (the caller's share in use, or every builder busy)."""
+
+    outcome = "busy"
 
 
 @dataclass(frozen=True)
@@ -202,8 +228,15 @@ class GrammarBuilder:
     """Builds grammars through one grammar host process (started on first use, or by `start`; closed by
     `close`). Lives on one event loop: the app's."""
 
-    def __init__(self, vocabulary: Vocabulary | None, limits: BuilderLimits):
+    def __init__(
+        self,
+        vocabulary: Vocabulary | None,
+        limits: BuilderLimits,
+        observe: Callable[[str, str], None] | None = None,
+    ):
         self.vocabulary, self.limits = vocabulary, limits
+        self.observe = observe or (lambda kind, outcome: None)
+        """Told (kind, outcome) of every build asked for: one of `KINDS`, one of `OUTCOMES`."""
         self._places = _Places(limits.builders, limits.per_caller)
         self._cache = _Cache(limits.cache_bytes)
         self._ids = itertools.count(1)
@@ -224,11 +257,23 @@ class GrammarBuilder:
         return self._cache.get("ebnf:" + ebnf)
 
     async def _build(self, caller: str, kind: str, text: str) -> Built:
+        try:
+            built, outcome = await self._build_or_reuse(caller, kind, text)
+        except GrammarError as exc:
+            self.observe(kind, exc.outcome)
+            raise
+        except asyncio.CancelledError:
+            self.observe(kind, "cancelled")
+            raise
+        self.observe(kind, outcome)
+        return built
+
+    async def _build_or_reuse(self, caller: str, kind: str, text: str) -> tuple[Built, str]:
         if self.vocabulary is None:
             raise GrammarUnavailable("forced tool_choice is unavailable: the served model's vocabulary is unknown")
         key = f"{kind}:{text}"
         if (built := self._cache.get(key)) is not None:
-            return built
+            return built, "cached"
         try:
             await self._places.take(caller, self.limits.timeout_s)
         except CallerQueueFull:
@@ -248,7 +293,7 @@ class GrammarBuilder:
         built = self._built(answer)
         self._cache.put(key, built)
         self._cache.put("ebnf:" + built.ebnf, built)  # the engine asks by grammar text
-        return built
+        return built, "built"
 
     def _built(self, answer: dict) -> Built:
         if answer.get("ok"):
@@ -261,8 +306,8 @@ class GrammarBuilder:
         if kind == "schema":
             raise SchemaRefused(reason)
         if kind == "timeout":
-            reason = f"building the grammar took longer than {self.limits.timeout_s:g} s (stopped)"
-        elif kind == "bytes":
+            raise GrammarTimedOut(f"building the grammar took longer than {self.limits.timeout_s:g} s (stopped)")
+        if kind == "bytes":
             reason = f"the compiled grammar exceeds {self.limits.max_bytes} bytes (stopped)"
         elif kind == "memory":
             reason = f"building the grammar needs more than {self.limits.memory_mib} MiB (stopped)"
@@ -284,7 +329,7 @@ class GrammarBuilder:
         except TimeoutError:
             log.warning("grammar host did not answer build %d in time; restarting it", build_id)
             await self._stop_host()
-            raise GrammarTooCostly(f"building the grammar took longer than {self.limits.timeout_s:g} s") from None
+            raise GrammarTimedOut(f"building the grammar took longer than {self.limits.timeout_s:g} s") from None
         finally:
             self._answers.pop(build_id, None)
 

@@ -91,6 +91,43 @@ def test_the_cache_is_bounded_by_bytes():
     assert cache.get("huge") is None
 
 
+# --- every build asked for is told to `observe` with its outcome (serve's slca_grammar_builds_total) ------------
+def test_outcomes_without_a_build_are_observed():
+    """Unavailable (no vocabulary), cached, busy (no place within the bound) and cancelled (the caller hung up while
+    it waited): none needs the host."""
+    from serve.engines.grammar_builder import GrammarUnavailable
+
+    async def scenario():
+        seen: list[tuple[str, str]] = []
+        with pytest.raises(GrammarUnavailable):
+            await GrammarBuilder(None, BuilderLimits(), observe=lambda *o: seen.append(o)).schema("a", "{}")
+        builder = GrammarBuilder(
+            Vocabulary("no-model", 10, ()),
+            BuilderLimits(builders=1, per_caller=1, timeout_s=0.05),
+            observe=lambda *o: seen.append(o),
+        )
+        kept = Built("root ::= x", "{}", 10)
+        builder._cache.put("schema:{}", kept)
+        assert await builder.schema("a", "{}") is kept
+        await builder._places.take("other", 1)  # every builder busy
+        with pytest.raises(GrammarBusy):
+            await builder.schema("a", '{"type": "object"}')
+        builder.limits = BuilderLimits(builders=1, per_caller=1, timeout_s=30)
+        waiting = asyncio.create_task(builder.compiled("root ::= y"))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        ("schema", "unavailable"),
+        ("schema", "cached"),
+        ("schema", "busy"),
+        ("ebnf", "cancelled"),
+    ]
+
+
 # --- the host: real builds ---------------------------------------------------------------------------
 def _host_children(host_pid: int) -> list[int]:
     """Live processes the grammar host forked (its builds)."""
@@ -126,8 +163,10 @@ def test_builds_are_bounded_killed_and_shared(tiny_model_dir):
     limits = BuilderLimits(builders=2, per_caller=1, timeout_s=2.0, start_timeout_s=600, memory_mib=4096)
     small, heavy = forced_schemas([SMALL]), forced_schemas([_heavy()])
 
+    seen: list[tuple[str, str]] = []
+
     async def scenario():
-        builder = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), limits)
+        builder = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), limits, observe=lambda *o: seen.append(o))
         try:
             await builder.ready()
             host = builder._host.pid
@@ -171,6 +210,8 @@ def test_builds_are_bounded_killed_and_shared(tiny_model_dir):
         assert not _host_children(host)
 
     asyncio.run(scenario())
+    assert seen[:3] == [("schema", "built"), ("ebnf", "cached"), ("schema", "timed_out")]
+    assert {"built", "cancelled", "schema_refused"} <= {outcome for _, outcome in seen[3:]}
 
 
 @pytest.mark.slow
