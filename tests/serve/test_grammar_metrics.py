@@ -37,9 +37,6 @@ def test_forced_call_grammar_builds_are_counted_by_outcome(tiny_model_dir, serve
     from tests.support.serve import run_in_app
 
     from serve.keys import GRAMMARS
-    from serve.settings import ServeSettings
-
-    settings = ServeSettings(engine="hf", max_model_len=512, torch_threads=1)
 
     async def scenario(client, app):
         before = _builds(await (await client.get("/metrics")).text())
@@ -50,7 +47,7 @@ def test_forced_call_grammar_builds_are_counted_by_outcome(tiny_model_dir, serve
         statuses.append((await client.post(CHAT, json=bad)).status)
         return before, statuses, _builds(await (await client.get("/metrics")).text())
 
-    before, statuses, after = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, settings))
+    before, statuses, after = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario))
     assert statuses == [200, 200, 400]
     assert set(before) == {(k, o) for k in KINDS for o in OUTCOMES} and not any(before.values())
     assert after[("schema", "built")] == 1  # the first forced call builds ...
