@@ -78,8 +78,16 @@ def run_fidelity(args: argparse.Namespace, config) -> int:
         raise CliError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAINS)}")
     folder = Path(args.out) / args.name
     for backend in backends:
+        # the seed is --world-seed's, never `sim.world_seed`'s: a figure says which world it was measured with
         sim_settings = settings.model_copy(
-            update={"backend": backend, "cache": False, "fault_rate": 0.0, "fault_rates": {}, "tool_fault_rates": {}}
+            update={
+                "backend": backend,
+                "cache": False,
+                "fault_rate": 0.0,
+                "fault_rates": {},
+                "tool_fault_rates": {},
+                "world_seed": None,
+            }
         )
         for domain in domains:
             for seeded in {"off": (False,), "on": (True,), "both": (False, True)}[args.world_seed]:

@@ -27,7 +27,7 @@ from sim.settings import SimSettings
 from sim.simulated import SimContext, SimulatedTool
 from sim.state import EpisodeState
 from sim.tasks.catalog import simulated_by_name
-from sim.world import WorldSeed
+from sim.world import WorldSeed, load_world_seed
 from slca.contracts import ToolResult
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,9 @@ def make_provider(
     world: WorldSeed | None = None,
 ) -> SimProvider:
     """The public entry point: a ToolProvider over SGLS and the real packs (see module docstring). `world`: a world
-    seed for the simulated tools (`sim.world`; None: they know no world)."""
+    seed for the simulated tools (`sim.world`; None: the one `settings.world_seed` names, if any). A seeded simulator
+    knows the database: ids the seed lacks are not found, seeded ids answer their records."""
     settings = settings or SimSettings()
     metrics = metrics_for(metrics_registry) if metrics_registry is not None else None
+    world = world if world is not None else load_world_seed(settings.world_seed)
     return SimProvider(settings, redis_url, metrics, world=world)

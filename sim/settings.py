@@ -1,6 +1,6 @@
 """Settings of SGLS, the schema-guided tool simulator, and of the real tool registry."""
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from slca.config import SectionSettings
 from slca.redaction import secret_field
@@ -9,6 +9,12 @@ from slca.redaction import secret_field
 class SimSettings(SectionSettings):
     backend: str = "schema"
     """'schema' (deterministic synthesiser), 'local' (embedded model, frozen) or 'llm' (OpenAI-compatible endpoint)."""
+    world_seed: str | None = None
+    """A world seed for the simulated tools (`sim.world`): None ('none') for no world, a τ² domain's name ('airline',
+    'retail': its own database, from the installed package) or the path of a JSON file of the `sim.world.WorldSeed`
+    contract (relative: from the working directory). A seeded simulator knows the database: an id the seed lacks is
+    not found and a seeded id answers its record, so its answers (and fidelity figures) are not those of one without.
+    Checked when the settings load (a file is read in full then): a wrong value stops `slca up` and serve at start."""
     fault_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     """Global probability of an injected fault per simulated call, spread evenly over `fault_kinds`."""
     fault_kinds: list[str] = Field(
@@ -82,6 +88,13 @@ class SimSettings(SectionSettings):
     """Most properties of one synthesised object."""
     grammar_cache_bytes: int = Field(default=64 << 20, ge=0)
     """Memory bound of the local backend's compiled grammars (ours and xgrammar's own cache, each)."""
+
+    @field_validator("world_seed")
+    @classmethod
+    def _known_world_seed(cls, value: str | None) -> str | None:
+        from sim.world import check_world_seed
+
+        return check_world_seed(value)
 
     def with_cache_of(self, common) -> "SimSettings":
         """These settings with `cache_dir` defaulting to `common.cache_dir` (what the caller loaded, env included)."""

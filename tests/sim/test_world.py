@@ -192,3 +192,28 @@ def test_fidelity_command_measures_with_and_without_the_seed(tmp_path):
     assert json.loads((folder / "summary-schema-retail.json").read_text())["world_seed"] is None
     table = (folder / "table.md").read_text()
     assert "no world seed" in table and "seeded with the domain's database (`tau2:retail`)" in table
+
+
+def test_setting_names_a_domain_or_a_file_and_a_provider_loads_it(tmp_path):
+    """`sim.world_seed`: none, a τ² domain or a seed file; make_provider loads it when it is given no seed."""
+    assert SimSettings(world_seed="none").world_seed is None and SimSettings().world_seed is None
+    assert SimSettings(world_seed="retail").world_seed == "retail"
+    path = tmp_path / "seed.json"
+    path.write_text(WorldSeed.from_tables(TABLES, "test").model_dump_json())
+    provider = make_provider(SimSettings(cache=False, real_packs=[], world_seed=str(path)), None, CollectorRegistry())
+    assert provider.world == WorldSeed.from_tables(TABLES, "test")
+    asyncio.run(provider.close())
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("nowhere/seed.json", "neither a τ² domain"), ("bad.json", "is not a world seed")],
+)
+def test_a_wrong_setting_stops_the_start_with_a_clear_error(tmp_path, monkeypatch, value, why):
+    from slca.config import ConfigError, load_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text(json.dumps({"kinds": {"user_id": []}}))
+    config = load_config(None, [f"sim.world_seed={value}"])
+    with pytest.raises(ConfigError, match=f"sim.world_seed.*{why}"):
+        config.section("sim")

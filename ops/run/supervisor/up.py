@@ -49,6 +49,7 @@ WEIGHTS_KEY_FILE = "weights-key"
 
 def run_up(args, config: Config) -> int:
     common, ops = config.common, config.get(OpsSettings)
+    check_sim(config)
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
     beside = warm_start_beside(config)
@@ -106,6 +107,15 @@ def run_up(args, config: Config) -> int:
             owned_redis.stop()
     print("slca up: stopped", flush=True)
     return 0
+
+
+def check_sim(config: Config) -> None:
+    """The `[sim]` section, its world seed read in full (`sim.world_seed`), before anything starts: a wrong value is
+    one clear error here rather than a serve child that fails at its start and is restarted again and again."""
+    try:
+        config.section("sim")
+    except ModuleNotFoundError:
+        return  # no sim component: serve answers tool calls with a structured 501 (serve/tools.py)
 
 
 def warm_start_beside(config: Config) -> bool:
