@@ -5,7 +5,10 @@ start, serve on a free port, the configuration given to this command); with `--u
 machine (its state file and Redis URL are read from `common.data_dir`, as `slca status` does); (2) the load
 (ops/bench/soak/traffic.py) for a warm-up and then the measured window; (3) the verdict on four criteria
 (ops/bench/soak/report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
-/healthz p99 < 100 ms, every legal request answered — and every hostile case answered with one of its statuses.
+/healthz p99 < 100 ms, every legal request answered — and every hostile case answered with one of its statuses, and
+the learner training meanwhile (steps on `stats:learner` in the measured window: a system whose learner is idle
+is not the one that runs). It trains when groups teach it something: a warm-started model in the cache, which
+`slca up` serves (the soak's `slca up` runs no warm start of its own).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from ops.bench.soak.traffic import HostileSender, MemorySampler, Pinger, SoakPla
 from ops.common.up_state import owned_redis_url, read_state, state_path
 from ops.bench.common import bench_command
 from slca.config import Config, split_overrides
+from slca.contracts import Streams
+from slca.contracts.queues import STATS_LEARNER
 from slca.redis_server import free_port
 
 READY_TIMEOUT_S = 900.0
@@ -154,11 +159,11 @@ def served_model(system: System) -> str:
         return "?"
 
 
-def drive(plan: SoakPlan, system: System, tasks: list, cases: list):
+def drive(plan: SoakPlan, system: System, tasks: list, cases: list, learner_stream: str | None = None):
     """Warm-up plus the measured window of load; returns the threads (their records) and the legal results."""
     t0 = time.monotonic() + plan.warmup_s
     stop_at = t0 + plan.seconds
-    sampler = MemorySampler(system.roots, system.redis_url, plan, t0, stop_at)
+    sampler = MemorySampler(system.roots, system.redis_url, plan, t0, stop_at, learner_stream)
     pinger = Pinger(system.url, plan, t0, stop_at)
     hostile = HostileSender(system.url, cases, plan, stop_at)
     threads = (sampler, pinger, hostile)
@@ -218,7 +223,8 @@ def run_soak(args, config: Config) -> int:
                 f"{args.clients} legal clients, {len(cases)} hostile cases",
                 flush=True,
             )
-            sampler, pinger, hostile, legal = drive(plan, system, tasks, cases)
+            learner_stream = Streams(config.common.stream_prefix).stats(STATS_LEARNER)
+            sampler, pinger, hostile, legal = drive(plan, system, tasks, cases, learner_stream)
             header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]  # before the system stops
             summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results)
             passed, line = verdict(summary)
@@ -234,6 +240,8 @@ def run_soak(args, config: Config) -> int:
         "and hostile requests count from the start of the warm-up",
         f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
         "retried after its Retry-After",
+        "learner: steps and versions are the newest `stats:learner` entry's at the measured window's end minus "
+        "at its start, read with each memory sample",
     ]
     print(table(summary))
     print(line)

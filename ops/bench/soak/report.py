@@ -35,6 +35,12 @@ class MemorySample:
     redis_bytes: int | None
     """Redis `INFO memory` `used_memory` (None: Redis could not be read)."""
     rss_by_role: dict[str, int] = field(default_factory=dict)
+    learner_step: int | None = None
+    """The learner's newest step on `stats:learner` (0: none yet; None: not read). The soak is of a system that
+    trains: its memory, latency and answers are measured while the learner steps and publishes, not beside an idle
+    one."""
+    learner_version: int | None = None
+    """The policy version after that step."""
 
 
 @dataclass
@@ -98,6 +104,10 @@ class SoakSummary:
     violations: dict[str, str]
     """First few violations: case name → what came back."""
     first_legal_error: str | None = None
+    learner_steps: int | None = None
+    """Learner steps taken in the measured window (None: not read)."""
+    learner_versions: int | None = None
+    """Versions the learner published in the measured window."""
 
 
 def hostile_problem(acceptable: tuple[int, ...], status: int, raw: bytes) -> str | None:
@@ -199,6 +209,7 @@ def summarise(
         by_kind[r.kind][0] += r.answered
         by_kind[r.kind][1] += 1
     bad = [h for h in hostile if not h.acceptable]
+    steps, versions = learner_progress(samples, seconds)
     answered_s = [r.seconds for r in legal if r.answered]
     return SoakSummary(
         seconds=seconds,
@@ -224,7 +235,24 @@ def summarise(
         hostile_slow=sum(h.slow for h in hostile),
         violations={h.name: h.error or f"HTTP {h.status}" for h in bad[:10]},
         first_legal_error=next((r.error for r in legal if not r.answered), None),
+        learner_steps=steps,
+        learner_versions=versions,
     )
+
+
+def learner_progress(samples: list[MemorySample], seconds: float) -> tuple[int | None, int | None]:
+    """(steps, versions) the learner added between the measured window's start (the last sample at or before it,
+    else its first) and its end; (None, None) when no sample read the learner's stream."""
+    read = [s for s in samples if s.learner_step is not None and s.t_s <= seconds]
+    if not read:
+        return None, None
+    before = [s for s in read if s.t_s <= 0]
+    first, last = (before[-1] if before else read[0]), read[-1]
+    return last.learner_step - first.learner_step, (last.learner_version or 0) - (first.learner_version or 0)
+
+
+def _or_dash(value: int | None) -> str:
+    return "—" if value is None else str(value)
 
 
 def _mib(value: float | None, sign: bool = False) -> str:
@@ -239,7 +267,7 @@ def _growth_text(name: str, g: Growth) -> str:
 
 
 def criteria(s: SoakSummary) -> dict[str, bool]:
-    """The four criteria of the soak (and the hostile cases' statuses): name → met."""
+    """The four criteria of the soak (and the hostile cases' statuses, and a learner that trained): name → met."""
     return {
         "memory flat": bool(s.rss.flat) and bool(s.redis.flat),
         "0 × 5xx": s.five_xx == 0,
@@ -248,6 +276,7 @@ def criteria(s: SoakSummary) -> dict[str, bool]:
         and s.ping_failures == 0,
         "every legal request answered": s.legal_sent > 0 and s.legal_answered == s.legal_sent,
         "hostile statuses as expected": s.hostile_violations == 0,
+        "learner trained": bool(s.learner_steps),
     }
 
 
@@ -264,6 +293,7 @@ def verdict(s: SoakSummary) -> tuple[bool, str]:
         f"({s.pings} pings, {s.ping_failures} failed)",
         f"legal answered {s.legal_answered}/{s.legal_sent}",
         f"hostile violations {s.hostile_violations}/{s.hostile_sent}",
+        f"learner steps {_or_dash(s.learner_steps)} (versions {_or_dash(s.learner_versions)})",
     ]
     return not failed, f"{head} — " + ", ".join(numbers)
 
@@ -302,6 +332,12 @@ def table(s: SoakSummary) -> str:
             f"{s.hostile_slow} slower than their max_seconds",
             met["hostile statuses as expected"],
         ),
+        (
+            "learner steps / versions published",
+            f"{_or_dash(s.learner_steps)} / {_or_dash(s.learner_versions)}",
+            "in the measured window, from `stats:learner` (not read: —)",
+            met["learner trained"],
+        ),
     ]
     lines = ["| criterion | value | detail | ok |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {'yes' if ok else 'NO'} |" for a, b, c, ok in rows]
@@ -338,7 +374,12 @@ def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySam
         md += ["", "hostile violations (first 10):", *(f"- {k}: {v}" for k, v in summary.violations.items())]
     (out / "results.md").write_text("\n".join(md) + "\n")
     series = [
-        {"t_s": round(s.t_s, 1), "rss_mib": _round_mib(s.rss_bytes, 1), "redis_mib": _round_mib(s.redis_bytes, 2)}
+        {
+            "t_s": round(s.t_s, 1),
+            "rss_mib": _round_mib(s.rss_bytes, 1),
+            "redis_mib": _round_mib(s.redis_bytes, 2),
+            "learner_step": s.learner_step,
+        }
         for s in samples
     ]
     payload = {"verdict": line, "passed": passed, **header, "notes": notes, **asdict(summary), "samples": series}

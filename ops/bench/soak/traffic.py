@@ -228,10 +228,19 @@ class Pinger(_Paced):
 
 
 class MemorySampler(_Paced):
-    def __init__(self, roots: list[int], redis_url: str | None, plan: SoakPlan, t0: float, stop_at: float):
+    def __init__(
+        self,
+        roots: list[int],
+        redis_url: str | None,
+        plan: SoakPlan,
+        t0: float,
+        stop_at: float,
+        learner_stream: str | None = None,
+    ):
+        """`learner_stream`: the `stats:learner` stream whose newest entry says the learner's step and version."""
         super().__init__("soak-memory", plan.sample_interval_s, stop_at)
         self.tree = TreeSampler(roots, role_of) if roots else None
-        self.t0, self.client = t0, None
+        self.t0, self.client, self.learner_stream = t0, None, learner_stream
         if redis_url:
             import redis
 
@@ -245,13 +254,30 @@ class MemorySampler(_Paced):
         if self.tree is not None:
             self.tree.sample()
             rss, by_role = self.tree.last_rss_bytes, dict(self.tree.last_rss_by_role)
-        used = None
+        used, learner = None, (None, None)
         if self.client is not None:
             try:
                 used = int(self.client.info("memory")["used_memory"])
+                learner = self._learner()
             except redis.RedisError:
                 pass  # recorded as a missing sample (None): a gap, not a zero
-        self.samples.append(MemorySample(time.monotonic() - self.t0, rss, used, by_role))
+        self.samples.append(MemorySample(time.monotonic() - self.t0, rss, used, by_role, *learner))
+
+    def _learner(self) -> tuple[int | None, int | None]:
+        """(step, version) of the newest `stats:learner` entry; (0, 0) before the first step."""
+        from slca.contracts import ContractError
+        from slca.contracts.stats import LearnerStepStats
+
+        if self.learner_stream is None:
+            return None, None
+        newest = self.client.xrevrange(self.learner_stream, count=1)
+        if not newest:
+            return 0, 0
+        try:
+            entry = LearnerStepStats.from_fields(newest[0][1])
+        except ContractError:
+            return None, None
+        return entry.step, entry.version
 
     def close(self) -> None:
         if self.client is not None:

@@ -25,11 +25,14 @@ SECONDS = 600.0
 ERROR = json.dumps({"error": {"message": "m", "type": "t", "param": None, "code": None}}).encode()
 
 
-def _samples(rss_mib, redis_mib, seconds=SECONDS, step=5.0, warmup=60.0) -> list[MemorySample]:
-    """A sample every `step` s from -warmup to `seconds`; `rss_mib(t)` and `redis_mib(t)` give the values."""
+def _samples(rss_mib, redis_mib, seconds=SECONDS, step=5.0, warmup=60.0, learner=None) -> list[MemorySample]:
+    """A sample every `step` s from -warmup to `seconds`; `rss_mib(t)`, `redis_mib(t)` and `learner(t)` (step,
+    version; default: a step every 30 s, a version every 60 s, from step 28 at the start) give the values."""
+    learner = learner or (lambda t: (28 + int((t + warmup) // 30), 28 + int((t + warmup) // 60)))
     ts = [-warmup + i * step for i in range(int((seconds + warmup) / step) + 1)]
     return [
-        MemorySample(t, int(rss_mib(t) * MIB), int(redis_mib(t) * MIB), {"serve": int(rss_mib(t) * MIB)}) for t in ts
+        MemorySample(t, int(rss_mib(t) * MIB), int(redis_mib(t) * MIB), {"serve": int(rss_mib(t) * MIB)}, *learner(t))
+        for t in ts
     ]
 
 
@@ -161,5 +164,44 @@ def test_write_puts_the_verdict_first_and_no_paths(tmp_path):
     assert md[0] == verdict(s)[1] and md[0].startswith("PASS")
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["passed"] is True and data["command"] == "slca bench soak --minutes 10"
-    assert data["samples"][0] == {"t_s": -60.0, "rss_mib": 2000.0, "redis_mib": 40.0}
+    assert data["samples"][0] == {"t_s": -60.0, "rss_mib": 2000.0, "redis_mib": 40.0, "learner_step": 28}
     assert str(tmp_path) not in (tmp_path / "results.json").read_text()
+
+
+def test_learner_steps_in_the_measured_window_are_recorded_and_an_idle_learner_fails():
+    """The soak runs with the learner training: the steps (and versions) it took in the measured window are in the
+    report, and a learner that took none — or could not be read — fails the soak."""
+    s = _clean(_samples(lambda t: 2000, lambda t: 40))
+    assert (s.learner_steps, s.learner_versions) == (20, 10) and verdict(s)[0]  # 600 s: a step / 30 s, a version / 60 s
+    assert "learner steps 20 (versions 10)" in verdict(s)[1]
+    idle = _clean(_samples(lambda t: 2000, lambda t: 40, learner=lambda t: (0, 0)))  # no step ever
+    assert idle.learner_steps == 0 and verdict(idle)[1].startswith("FAIL (learner trained)")
+    warmup_only = _clean(_samples(lambda t: 2000, lambda t: 40, learner=lambda t: (5 if t > -30 else 4, 1)))
+    assert warmup_only.learner_steps == 0  # a step in the warm-up is not one in the measured window
+    unread = _clean(_samples(lambda t: 2000, lambda t: 40, learner=lambda t: (None, None)))
+    assert unread.learner_steps is None and not verdict(unread)[0]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table(s).splitlines()}
+    assert rows["learner steps / versions published"].startswith("| learner steps / versions published | 20 / 10 |")
+
+
+def test_the_sampler_reads_the_learners_newest_step_from_redis(redis_url):
+    """What the report's learner row is made of: each memory sample reads the newest `stats:learner` entry."""
+    import time
+
+    import redis
+
+    from ops.bench.soak.traffic import MemorySampler, SoakPlan
+    from slca.contracts.stats import LearnerStepStats
+
+    stream = "slca:stats:learner"
+    sampler = MemorySampler([], redis_url, SoakPlan("http://127.0.0.1:1", 0, 60), time.monotonic(), 0, stream)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        sampler.step(0)  # before the first step
+        for step in (1, 2):
+            client.xadd(stream, LearnerStepStats(step=step, version=step // 2, ts=time.time()).to_fields())
+        sampler.step(1)
+    finally:
+        sampler.close()
+        client.close()
+    assert [(s.learner_step, s.learner_version) for s in sampler.samples] == [(0, 0), (2, 1)]
