@@ -34,6 +34,13 @@ def register(bench) -> None:
     rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
     rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
     rl.add_argument(
+        "--arms",
+        default=None,
+        metavar="ABLATION,…",
+        help="ablations measured beside TRL and slca in the same blocks (each arm once per block, --pairs blocks): "
+        "slca-share-prefix-off, trl-is-off (vLLM generation only), trl-spg4, or all",
+    )
+    rl.add_argument(
         "--trl-generation",
         choices=TRL_GENERATIONS,
         default=None,

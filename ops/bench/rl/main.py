@@ -109,7 +109,9 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
     return trl_side_result(c, sampler.peak_rss_bytes, sampler.cpu_by_role())
 
 
-def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[str, float]) -> SideResult:
+def trl_side_result(
+    c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[str, float], name: str = "trl"
+) -> SideResult:
     """TRL's counts as a `SideResult`: updates and trained figures exclude zero-advantage steps."""
     truncated = (
         f"TRL's max_prompt_length {c.config.get('max_prompt_length')}: {c.prompts_truncated} of "
@@ -118,7 +120,7 @@ def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[st
         else "TRL's max_prompt_length: none (prompts not truncated)"
     )
     return SideResult(
-        name="trl",
+        name=name,
         seconds=c.seconds,
         completions=c.completions,
         completions_trained=c.completions_trained,
@@ -128,6 +130,9 @@ def trl_side_result(c: TrlCounts, peak_rss_bytes: int, cpu_s_by_process: dict[st
         startup_s=c.startup_s,
         trained_tokens=c.trained_tokens,
         steps=c.steps,
+        prompt_tokens=c.prompt_tokens,
+        prompt_tokens_trained=c.prompt_tokens_trained,
+        model_tokens_trained=c.prompt_tokens_trained + c.trained_tokens,
         cpu_s_by_process=cpu_s_by_process,
         notes=[
             "CPU seconds include TRL's start-up (one process: no split by window)",
@@ -170,6 +175,7 @@ def run_rl_bench(args, config) -> int:
         raise CliError(f"--pairs {args.pairs}: at least {MIN_PAIRS} alternated pairs")
     engine = serve_engine(config, args.pipeline_set)
     args.trl_generation = trl_generation_for(engine, args.trl_generation)
+    arms = chosen_arms(getattr(args, "arms", None), args.trl_generation, both)
     model, warning = resolve_model(args.model, config)
     if warning:
         log.warning(warning)
@@ -219,7 +225,10 @@ def run_rl_bench(args, config) -> int:
         "trl_generation": args.trl_generation,
         "pipeline_sets": list(args.pipeline_set),
     }
-    if both:
+    if both and len(arms) > 2:  # ablations: every arm once per block (ops/bench/rl/blocks.py)
+        lines, data = run_arms(args, arms, trl_spec, slca_spec, log_dir, common)
+        lines = report_header(model, warning, precision.describe("precision")) + lines
+    elif both:
         lines, data = run_alternated(args, trl_spec, slca_spec, log_dir, common)
         lines = report_header(model, warning, precision.describe("precision")) + lines
     else:  # one side alone: a check of that side, no ratio
@@ -243,6 +252,30 @@ def run_rl_bench(args, config) -> int:
 WINDOWS_FILE = "windows.jsonl"
 """Beside results.json: one line per measured window (its `Window` and the side's `SideResult`), written as each
 window ends, so that the same command after an interruption measures only the windows still missing."""
+
+
+def chosen_arms(text: str | None, trl_generation: str, both: bool) -> list[str]:
+    """`--arms`: the parents and the ablations named (`ops.bench.rl.arms`); ablations need both sides."""
+    from ops.bench.rl.arms import parse_arms
+    from slca.cli import CliError
+
+    try:
+        arms = parse_arms(text, trl_generation)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    if len(arms) > 2 and not both:
+        raise CliError("--arms needs both sides (--sides trl,slca): each ablation is measured beside its parent")
+    return arms
+
+
+def run_arms(args, arms: list[str], trl_spec: TrlSpec, slca_spec, log_dir: Path, common: dict):
+    from ops.bench.rl.blocks import run_blocks
+    from slca.cli import CliError
+
+    try:
+        return run_blocks(args, arms, trl_spec, slca_spec, log_dir, common, run_trl_side, run_slca_side)
+    except ResumeError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def measurement(result: SideResult) -> Measurement:

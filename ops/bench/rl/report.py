@@ -47,6 +47,15 @@ class SideResult:
     """Completion tokens of the updates in the window (not tokens served)."""
     steps: int = 0
     """Optimizer steps in the window, zero-advantage ones included."""
+    prompt_tokens: int = 0
+    """Prompt tokens of the completions generated in the window, each completion counting its prompt (TRL; 0 where
+    the side does not see them: slca's serve keeps no such count)."""
+    prompt_tokens_trained: int = 0
+    """Prompt tokens the trainer's forward passes ran in the window's updates (TRL: every completion's row carries
+    its prompt; slca: the packed rows, one prompt per group with `learner.share_prefix`, one per member without)."""
+    model_tokens_trained: int = 0
+    """Every token the trainer's forward passes ran in the window's updates, prompt and completion (the work behind
+    `trained_tokens`)."""
     cpu_s_by_process: dict[str, float] = field(default_factory=dict)
     """CPU seconds (user + system) spent in the window, per process role."""
     peak_rss_by_process: dict[str, int] = field(default_factory=dict)
@@ -80,6 +89,10 @@ class SideResult:
         return self.trained_tokens / self.seconds if self.seconds > 0 else 0.0
 
     @property
+    def model_tokens_trained_per_s(self) -> float:
+        return self.model_tokens_trained / self.seconds if self.seconds > 0 else 0.0
+
+    @property
     def cpu_s(self) -> float:
         return sum(self.cpu_s_by_process.values())
 
@@ -97,6 +110,7 @@ class SideResult:
             "updates_per_hour": self.updates_per_hour,
             "tokens_per_s": self.tokens_per_s,
             "trained_tokens_per_s": self.trained_tokens_per_s,
+            "model_tokens_trained_per_s": self.model_tokens_trained_per_s,
             "peak_rss_gib": self.peak_rss_bytes / GIB,
             "cpu_s": self.cpu_s,
         }
@@ -130,6 +144,8 @@ def table(sides: list[SideResult]) -> list[str]:
         ("optimizer updates/hour", lambda s: s.updates_per_hour, ",.1f"),
         ("generated tokens/s", lambda s: s.tokens_per_s, ",.1f"),
         ("trained tokens/s", lambda s: s.trained_tokens_per_s, ",.1f"),
+        ("prompt tokens trained (window)", lambda s: s.prompt_tokens_trained, ",.0f"),
+        ("all tokens trained/s (forward)", lambda s: s.model_tokens_trained_per_s, ",.1f"),
         ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
         ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
         ("measured wall time, s", lambda s: s.seconds, ",.0f"),

@@ -73,6 +73,10 @@ class StepCounts:
     """Steps with at least one group of non-zero advantage."""
     groups_trained: int = 0
     tokens_trained: int = 0
+    model_tokens: int = 0
+    """Tokens the learner's forward passes ran in the updates (its packed rows: `tokens_per_s × step_s`)."""
+    prompt_tokens: int = 0
+    """Of `model_tokens`, those not in the loss (the prompts: once per group with `learner.share_prefix`)."""
 
 
 def learner_steps(metrics_path: Path, start: float, end: float) -> StepCounts:
@@ -88,6 +92,9 @@ def learner_steps(metrics_path: Path, start: float, end: float) -> StepCounts:
                 out.updates += 1
                 out.groups_trained += trained
                 out.tokens_trained += int(row.get("tokens") or 0)
+                ran = round(float(row.get("tokens_per_s") or 0.0) * float(row.get("step_s") or 0.0))
+                out.model_tokens += ran
+                out.prompt_tokens += max(0, ran - int(row.get("tokens_trained") or 0))
     return out
 
 
@@ -163,6 +170,8 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         startup_s=startup,
         trained_tokens=steps.tokens_trained,
         steps=steps.steps,
+        prompt_tokens_trained=steps.prompt_tokens,
+        model_tokens_trained=steps.model_tokens,
         cpu_s_by_process=cpu,
         peak_rss_by_process=sampler.peak_rss_by_role,
         notes=[

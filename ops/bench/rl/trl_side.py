@@ -10,7 +10,12 @@ learner's learning rate and precision. Everything else is TRL's default (what a 
 
 Counted as slca's side counts (issue 22): the window starts at the end of the first (cold) step, which is
 excluded on both sides; a step is an optimizer *update* only when its group's rewards were not all equal (all
-equal: zero advantage, the weights learn nothing); completions and tokens *trained* are those of updates.
+equal: zero advantage, the weights learn nothing); completions and tokens *trained* are those of updates. With
+`steps_per_generation` > 1 one generation batch feeds that many steps (`StepLedger`).
+
+The ablations of issue 40 are two fields of the spec: `is_correction` (TRL's vLLM importance-sampling correction,
+an extra no-grad forward per step; on by default) and `steps_per_generation` (TRL's default 1: generate 8,
+train, generate again).
 """
 
 from __future__ import annotations
@@ -40,6 +45,11 @@ class TrlSpec(SideSpec):
     """vllm-colocate: vLLM's CPU KV cache (VLLM_CPU_KVCACHE_SPACE), the pipeline's `serve.kv_cache_gib`."""
     max_model_len: int = 2048
     """vllm-colocate: vLLM's context (`vllm_max_model_length`), the pipeline's `serve.max_model_len`."""
+    is_correction: bool = True
+    """GRPOConfig's `vllm_importance_sampling_correction` (TRL's default True; it acts with vLLM generation only)."""
+    steps_per_generation: int = 1
+    """GRPOConfig's `steps_per_generation`: optimizer steps trained on one generation batch of that many groups
+    (TRL's default: `gradient_accumulation_steps`, 1 here)."""
 
 
 GENERATIONS = ("hf", "vllm-colocate")
@@ -79,6 +89,10 @@ class TrlCounts:
     prompts_seen: int = 0
     prompts_truncated: int = 0
     """Prompts longer than TRL's `max_prompt_length` (TRL cuts them from the left)."""
+    prompt_tokens: int = 0
+    """Prompt tokens of the window's completions, each completion counting its own (as TRL's rows carry them)."""
+    prompt_tokens_trained: int = 0
+    """Prompt tokens of the completions of updates (every row runs its prompt in TRL's forward)."""
     step_seconds: list[float] = field(default_factory=list)
     config: dict = field(default_factory=dict)
 
@@ -95,8 +109,8 @@ class HierRReward:
         self.scoring = WorkerSettings()
         self.prompt_ids: dict[int, list[int]] = {}
         self.max_prompt_length: int | None = None
-        self.pending: list[tuple[float, int]] = []
-        """(reward, tokens) of the completions of the step in progress."""
+        self.pending: list[tuple[float, int, int]] = []
+        """(reward, completion tokens, prompt tokens) of the completions generated since the last step end."""
 
     def __call__(self, prompts, completions, completion_ids, task_index, **_) -> list[float]:
         from learner.rollout_local import Sample, build_trajectory
@@ -109,8 +123,10 @@ class HierRReward:
             if i not in self.prompt_ids:
                 self.prompt_ids[i] = prompt_ids(self.tokenizer, task.messages, task.tools)
             self.counts.prompts_seen += 1
-            if self.max_prompt_length and len(self.prompt_ids[i]) > self.max_prompt_length:
+            prompt_tokens = len(self.prompt_ids[i])
+            if self.max_prompt_length and prompt_tokens > self.max_prompt_length:
                 self.counts.prompts_truncated += 1
+                prompt_tokens = self.max_prompt_length
             ids = list(ids) or [self.tokenizer.eos_token_id]  # an empty completion is still one (scored) turn
             # logprobs are not read by scoring; a trajectory requires one per generated token
             traj = build_trajectory(
@@ -128,36 +144,80 @@ class HierRReward:
             self.counts.completions += 1
             self.counts.generated_tokens += len(ids)
             self.counts.reward_sum += r
-            self.pending.append((r, len(ids)))
+            self.counts.prompt_tokens += prompt_tokens
+            self.pending.append((r, len(ids), prompt_tokens))
         return rewards
 
 
-def close_step(counts: TrlCounts, pending: list[tuple[float, int]]) -> None:
-    """Count one finished step of the window: an update only if its rewards differ (else zero advantage)."""
+@dataclass(frozen=True)
+class Share:
+    """One optimizer step's part of a generation batch: what it trains, and whether it changes the weights."""
+
+    completions: int = 0
+    tokens: int = 0
+    prompt_tokens: int = 0
+    update: bool = False
+
+
+def generation_shares(pending: list[tuple[float, int, int]], group_size: int, steps: int) -> list[Share]:
+    """A generation batch (completions in prompt order, `group_size` per prompt: TRL's `RepeatSampler`) split over
+    the `steps` optimizer steps that train on it. A group trains only if its rewards differ. TRL shuffles the batch's
+    rows before it splits them (`shuffle_sequence_dict`), so which rows a step gets is not seen here: with `steps`
+    > 1 each step gets an equal share of the trained figures and is an update when any group trains (with 1 step,
+    exact)."""
+    groups = [pending[i : i + group_size] for i in range(0, len(pending), group_size)]
+    trained = [g for g in groups if len({r for r, _, _ in g}) > 1]
+    totals = (
+        sum(len(g) for g in trained),
+        sum(n for g in trained for _, n, _ in g),
+        sum(p for g in trained for _, _, p in g),
+    )
+
+    def part(total: int, i: int) -> int:
+        return total // steps + (1 if i < total % steps else 0)
+
+    return [Share(*(part(t, i) for t in totals), update=bool(trained)) for i in range(steps)]
+
+
+class StepLedger:
+    """Hands each finished optimizer step its share of the generation batch it trained on: a step that generated
+    (completions pending) starts a new batch of `steps_per_generation` shares; the steps after it take the rest."""
+
+    def __init__(self, group_size: int, steps_per_generation: int = 1):
+        self.group_size, self.steps_per_generation = group_size, steps_per_generation
+        self.shares: list[Share] = []
+
+    def step_end(self, pending: list[tuple[float, int, int]]) -> Share:
+        if pending:
+            self.shares = generation_shares(pending, self.group_size, self.steps_per_generation)
+            pending.clear()
+        return self.shares.pop(0) if self.shares else Share()
+
+
+def close_step(counts: TrlCounts, share: Share) -> None:
+    """Count one finished step of the window: an update only if its share has a group of unequal rewards."""
     counts.steps += 1
-    rewards = [r for r, _ in pending]
-    if rewards and max(rewards) != min(rewards):
+    if share.update:
         counts.updates += 1
-        counts.completions_trained += len(pending)
-        counts.trained_tokens += sum(n for _, n in pending)
+        counts.completions_trained += share.completions
+        counts.trained_tokens += share.tokens
+        counts.prompt_tokens_trained += share.prompt_tokens
     else:
         counts.zero_advantage_steps += 1
-    pending.clear()
 
 
-def start_window(counts: TrlCounts, pending: list[tuple[float, int]]) -> None:
-    """After the cold first step: nothing before this moment counts."""
+def start_window(counts: TrlCounts) -> None:
+    """After the cold first step: nothing generated before this moment counts (the steps after it that train on
+    the cold step's generation batch do: `StepLedger`)."""
     counts.completions = counts.generated_tokens = counts.prompts_seen = counts.prompts_truncated = 0
+    counts.prompt_tokens = 0
     counts.reward_sum = 0.0
-    pending.clear()
 
 
 def make_deadline_callback(
-    counts: TrlCounts, seconds: float, began: float, pending: list[tuple[float, int]] | None = None
+    counts: TrlCounts, seconds: float, began: float, pending: list[tuple[float, int, int]], ledger: StepLedger
 ):
     from transformers import TrainerCallback
-
-    pending = pending if pending is not None else []
 
     class Deadline(TrainerCallback):
         """The window starts at the end of the first (cold) step; stops training at the first step end past
@@ -169,13 +229,14 @@ def make_deadline_callback(
 
         def on_step_end(self, args, state, control, **kw):
             now = time.monotonic()
+            share = ledger.step_end(pending)
             if not self.warm:
                 counts.cold_step_s, counts.startup_s = now - self.start, now - began
-                start_window(counts, pending)
+                start_window(counts)
                 self.start = self.last = now
                 self.warm = True
                 return
-            close_step(counts, pending)
+            close_step(counts, share)
             counts.seconds = now - self.start
             counts.step_seconds.append(round(now - self.last, 2))
             self.last = now
@@ -221,6 +282,8 @@ def run(spec: TrlSpec) -> TrlCounts:
             save_strategy="no",
             max_steps=10**6,
             disable_tqdm=True,
+            steps_per_generation=spec.steps_per_generation,
+            vllm_importance_sampling_correction=spec.is_correction,
             **generation_config(spec),
         )
         counts.config = {
@@ -241,6 +304,11 @@ def run(spec: TrlSpec) -> TrlCounts:
                 "use_vllm",
                 "vllm_mode",
                 "vllm_max_model_length",
+                "steps_per_generation",
+                "generation_batch_size",
+                "gradient_accumulation_steps",
+                "vllm_importance_sampling_correction",
+                "vllm_importance_sampling_mode",
             )
         }
         model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=torch.float32)
@@ -252,7 +320,11 @@ def run(spec: TrlSpec) -> TrlCounts:
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            callbacks=[make_deadline_callback(counts, spec.seconds, began, reward.pending)],
+            callbacks=[
+                make_deadline_callback(
+                    counts, spec.seconds, began, reward.pending, StepLedger(spec.group_size, spec.steps_per_generation)
+                )
+            ],
         )
         if spec.generation == "vllm-colocate":
             sync_by_reload(trainer.vllm_generation)

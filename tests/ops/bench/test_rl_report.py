@@ -16,7 +16,7 @@ from ops.observe.procs import ProcInfo, TreeSampler, descendants, read_proc
 from ops.bench.rl.report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
 from ops.bench.rl.main import trl_side_result
 from ops.bench.rl.slca_side import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
-from ops.bench.rl.trl_side import TrlCounts, close_step, start_window
+from ops.bench.rl.trl_side import Share, StepLedger, TrlCounts, close_step, generation_shares, start_window
 from ops.bench.slca_up import role_of
 
 
@@ -129,18 +129,33 @@ def test_learner_steps_counts_updates_groups_and_tokens_inside_the_window_not_ze
     path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 5, "ts": 2')  # last line cut by the stop
     c = learner_steps(path, 10.0, 30.0)
     assert (c.steps, c.updates, c.groups_trained, c.tokens_trained) == (3, 2, 2, 170)
+    assert (c.model_tokens, c.prompt_tokens) == (0, 0)  # lines without the rate: nothing known of the forward
     assert learner_steps(tmp_path / "missing.jsonl", 0, 1).steps == 0
     assert first_step_logged(path) and not first_step_logged(tmp_path / "missing.jsonl")
 
 
 def test_trl_counts_only_steps_with_unequal_rewards_as_updates_and_starts_after_the_cold_step():
-    counts, pending = TrlCounts(completions=8, generated_tokens=99, reward_sum=3.0), [(1.0, 5)]
-    start_window(counts, pending)  # the cold first step's completions do not count
-    assert (counts.completions, counts.generated_tokens, counts.reward_sum, pending) == (0, 0, 0.0, [])
-    close_step(counts, [(0.0, 10), (1.0, 20)])
-    close_step(counts, [(0.5, 30), (0.5, 40)])  # all equal: zero advantage
+    counts = TrlCounts(completions=8, generated_tokens=99, reward_sum=3.0, prompt_tokens=800)
+    start_window(counts)  # the cold first step's completions do not count
+    assert (counts.completions, counts.generated_tokens, counts.reward_sum, counts.prompt_tokens) == (0, 0, 0.0, 0)
+    ledger = StepLedger(group_size=2)
+    close_step(counts, ledger.step_end([(0.0, 10, 100), (1.0, 20, 100)]))
+    close_step(counts, ledger.step_end([(0.5, 30, 90), (0.5, 40, 90)]))  # all equal: zero advantage
     assert (counts.steps, counts.updates, counts.zero_advantage_steps) == (2, 1, 1)
-    assert (counts.completions_trained, counts.trained_tokens) == (2, 30)
+    assert (counts.completions_trained, counts.trained_tokens, counts.prompt_tokens_trained) == (2, 30, 200)
+
+
+def test_one_generation_batch_feeds_steps_per_generation_steps_in_equal_shares():
+    # TRL's steps_per_generation 4: the first step generates 4 groups of 2, the next three steps generate nothing
+    ledger, pending = StepLedger(group_size=2, steps_per_generation=4), []
+    pending += [(0.0, 10, 50), (1.0, 10, 50), (1.0, 20, 60), (1.0, 20, 60)]  # group 2: equal rewards
+    pending += [(0.0, 30, 70), (0.5, 30, 70), (0.2, 1, 80), (0.3, 1, 80)]
+    shares = [ledger.step_end(pending), ledger.step_end([]), ledger.step_end([]), ledger.step_end([])]
+    assert pending == [] and all(s.update for s in shares)
+    assert sum(s.completions for s in shares) == 6 and sum(s.tokens for s in shares) == 82
+    assert sum(s.prompt_tokens for s in shares) == 400 and [s.completions for s in shares] == [2, 2, 1, 1]
+    assert ledger.step_end([]) == Share()  # a step with no batch left: nothing trained, not an update
+    assert not generation_shares([(1.0, 5, 9), (1.0, 5, 9)], 2, 1)[0].update
 
 
 def test_trl_side_result_reports_trained_figures_and_the_prompt_truncation():
