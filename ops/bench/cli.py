@@ -184,8 +184,18 @@ def register(bench) -> None:
     b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
     b.add_argument("--min-requests", type=int, default=4, help="requests per wave: max(clients, this)")
     b.add_argument("--waves", type=int, default=3, help="waves per window at least")
-    b.add_argument("--window-s", type=float, default=10.0, help="seconds per window at least")
-    _ab_args(b)
+    b.add_argument("--window-s", type=float, default=120.0, help="seconds per window at least (default 2 minutes)")
+    b.add_argument(
+        "--prompts",
+        choices=("tools", "short"),
+        default="tools",
+        help="tools: tool schemas in the system prompt and a multi-turn history (ops/bench/serve/prompts.py); "
+        "short: eight short questions",
+    )
+    b.add_argument(
+        "--agent-turns", type=int, default=3, help="agent comparison: model turns per run at most (tool calls between)"
+    )
+    _ab_args(b, pairs=6)
     b.add_argument("--seed", type=int, default=0, help="seed of --order random (recorded)")
     b.add_argument("--max-tokens", type=int, default=64, help="max tokens per request")
     b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
@@ -238,11 +248,14 @@ def _stopping_on_sigterm(handler):
     return run
 
 
-def _ab_args(p) -> None:
-    """The shared side-by-side method's knobs (ops/bench/ab.py)."""
+def _ab_args(p, pairs: int | None = None) -> None:
+    """The shared side-by-side method's knobs (ops/bench/ab.py); `pairs`: the default number of pairs (at least
+    the method's minimum)."""
     from ops.bench.ab import MIN_PAIRS, ORDERS
 
-    p.add_argument("--pairs", type=int, default=MIN_PAIRS, help=f"alternated A/B pairs of windows (≥ {MIN_PAIRS})")
+    p.add_argument(
+        "--pairs", type=int, default=pairs or MIN_PAIRS, help=f"alternated A/B pairs of windows (≥ {MIN_PAIRS})"
+    )
     p.add_argument(
         "--order",
         choices=ORDERS,

@@ -2,17 +2,19 @@
 
 The baseline (vLLM's own OpenAI server, configured as slca's engine is: `servers.project_engine_kwargs`) runs
 for the whole bench; each slca target is started beside it in turn, and for every comparison and concurrency the
-two servers are measured in alternated windows (A B, B A, …, ≥ 3 pairs), each window ≥ `--waves` waves of
-`clients` requests and ≥ `--window-s` seconds, after the same warm-up on both. Comparisons, like against like:
+two servers are measured in alternated windows (A B, B A, …, 6 pairs by default), each window ≥ `--waves` waves of
+`clients` requests and ≥ `--window-s` seconds (2 minutes by default), after the same warm-up on both. The prompts
+are `--prompts`' (default `tools`: tool schemas in the system prompt and a multi-turn history,
+`ops.bench.serve.prompts`; agent runs get the tools and `--agent-turns` turns). Comparisons, like against like:
 
 - `chat-stream`: streamed chat on both (TTFT = first content chunk);
 - `chat-whole`: non-streamed chat on both;
-- `agent`: slca's agent runs (one turn, recorded to the Redis stream as in production, whole trajectories)
-  against the baseline's non-streamed chat (non-streamed against non-streamed).
+- `agent`: slca's agent runs (recorded to the Redis stream as in production, whole trajectories; with tools, the
+  calls executed between turns) against the baseline's non-streamed chat (non-streamed against non-streamed).
 
 Reported per (target, comparison, clients): the per-pair tokens/s ratios target ÷ baseline, the median with
-min–max and its order-statistic interval, each side's figures over all its windows; table + JSON without
-machine paths."""
+min–max and its order-statistic interval, each side's figures over all its windows, and the claim the lowest pair
+supports (`report.claim`); table + JSON without machine paths."""
 
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def run_serve_bench(settings, common, args) -> int:
     model_dir = common.model_path()
     dtype = choose_precision(settings.dtype).dtype
     rule = ab.WindowRule(min_waves=args.waves, min_seconds=args.window_s)
+    workload = workload_of(args)
     header = {
         "command": bench_command("serve", sys.argv),
         "method": "ops.bench.ab",
@@ -68,6 +71,8 @@ def run_serve_bench(settings, common, args) -> int:
         "dtype": dtype,
         "baseline": baseline,
         "max_tokens": args.max_tokens,
+        "prompts": workload.prompts,
+        "agent_turns": workload.agent_turns,
         "clients": args.clients,
         "hf_clients": args.hf_clients,
         "pairs": args.pairs,
@@ -78,8 +83,9 @@ def run_serve_bench(settings, common, args) -> int:
     }
     notes = [
         "chat-stream: streamed on both sides (TTFT = first content chunk); chat-whole: non-streamed on both; "
-        "agent: POST /v1/agent/runs, one turn, record=true (to the Redis stream, as in production), against "
-        "the baseline's non-streamed chat",
+        f"agent: POST /v1/agent/runs, ≤ {workload.agent_turns} turn(s), record=true (to the Redis stream, as in "
+        "production), against the baseline's non-streamed chat",
+        PROMPT_NOTES[workload.prompts],
         "ratio: target ÷ baseline tokens/s per pair of alternated windows; request i carries prompt i and seed i "
         "on every server; both servers run side by side, measured one at a time",
         "baseline vLLM server: slca's engine arguments as flags (serve/engines/vllm_common.py engine_kwargs)",
@@ -141,19 +147,27 @@ def compare(
 ) -> Comparison:
     """One comparison at one concurrency: alternated windows of the baseline (A) and the target (B)."""
     (api_a, stream_a), (api_b, stream_b) = SIDE_API[comparison]
+    workload = workload_of(args)
     sides, samples = {}, {"A": [], "B": []}
     for label, server_url, api, stream in (("A", base_url, api_a, stream_a), ("B", url, api_b, stream_b)):
 
         def wave(server_url=server_url, api=api, stream=stream, label=label) -> ab.Wave:
             got, seconds = measure(
-                server_url, api, clients, _requests(clients, args), args.max_tokens, BENCH_MODEL, stream
+                server_url,
+                api,
+                clients,
+                _requests(clients, args),
+                args.max_tokens,
+                BENCH_MODEL,
+                stream,
+                workload=workload,
             )
             samples[label].append((got, seconds))
             ok = [s for s in got if s.error is None]
             return ab.Wave(sum(s.tokens for s in ok), seconds, {"requests": len(got), "failed": len(got) - len(ok)})
 
         def warm(server_url=server_url, api=api, stream=stream) -> None:  # first-step work must not count
-            measure(server_url, api, 2, 2, 8, BENCH_MODEL, stream)
+            measure(server_url, api, 2, 2, 8, BENCH_MODEL, stream, workload=workload)
 
         sides[label] = ab.Side(
             f"{args.baseline} {api}" if label == "A" else f"{target} {api}", ab.waves(wave, rule), warm
@@ -174,7 +188,7 @@ def row_log(args, header: dict, rule: ab.WindowRule) -> "ab.ResumeLog | _NoLog":
     """The resume file of a run writing to `--out` (without one, a log that keeps nothing: nothing to resume into)."""
     if not args.out:
         return _NoLog()
-    keys = ("model", "dtype", "baseline", "max_tokens", "pairs", "order", "seed")
+    keys = ("model", "dtype", "baseline", "max_tokens", "prompts", "agent_turns", "pairs", "order", "seed")
     return ab.ResumeLog(
         ab.resume_path(args.out, ROWS_FILE),
         {
@@ -244,6 +258,19 @@ def _server(target: str, settings, model_dir: Path, redis_url: str, tmp: Path):
             yield f"http://127.0.0.1:{p}"
 
     return started()
+
+
+PROMPT_NOTES = {
+    load.SHORT: "prompts: eight short questions (≈ 10 tokens), no tools",
+    load.TOOLS: "prompts: tool-calling conversations (ops/bench/serve/prompts.py): six tool schemas in the system "
+    "prompt and a five-turn history (question, tool call, tool answer, reply, follow-up); chat requests carry the "
+    "schemas as system text, agent runs as tools (rendered by slca, calls answered by the sim)",
+}
+
+
+def workload_of(args) -> load.Workload:
+    """The requests' workload: `--prompts` and `--agent-turns`."""
+    return load.Workload(prompts=args.prompts, agent_turns=args.agent_turns)
 
 
 def _requests(clients: int, args) -> int:

@@ -32,6 +32,8 @@ class Figures:
     latency_p50_s: float | None
     latency_p95_s: float | None
     first_error: str | None = None
+    prompt_tokens_p50: float | None = None
+    """The median (first) prompt's tokens as the server counted them: both sides' prompts are the same size."""
 
 
 def summarise(target: str, api: str, clients: int, samples: list[Sample], seconds: float) -> Figures:
@@ -55,6 +57,7 @@ def summarise(target: str, api: str, clients: int, samples: list[Sample], second
         percentile(latencies, 50),
         percentile(latencies, 95),
         errors[0] if errors else None,
+        percentile([s.prompt_tokens for s in ok if s.prompt_tokens is not None], 50),
     )
 
 
@@ -123,6 +126,23 @@ def table_row(row: Comparison) -> str:
     )
 
 
+def claim(row: Comparison) -> str:
+    """What the row supports, read from its lowest pair, not its median: every pair's ratio is at least that one,
+    so 'faster' is claimed only where the lowest pair is above 1."""
+    s = row.result.summary()
+    where = f"{row.target} {row.comparison}, {row.clients} client(s)"
+    low = s["min_ratio"]
+    if low is None:
+        return f"{where}: no claim (no pair has a ratio)"
+    if low > 1:
+        verdict = f"faster than the baseline in every pair, by ≥ {100 * (low - 1):.1f}%"
+    elif low == 1:
+        verdict = "as fast as the baseline at least, not faster in every pair"
+    else:
+        verdict = f"NOT faster in every pair: the lowest pair is {100 * (1 - low):.1f}% slower"
+    return f"{where}: ≥ {low:.3f}× the baseline's tokens/s in all {len(s['ratio_b_over_a'])} pairs ({verdict})"
+
+
 def write(out: Path, rows: list[Comparison], header: dict, notes: list[str]) -> None:
     """`table.md` and `results.json` (refused, nothing written, if any machine path is in them)."""
     lines = [
@@ -131,6 +151,11 @@ def write(out: Path, rows: list[Comparison], header: dict, notes: list[str]) -> 
         HEADER,
         *(table_row(r) for r in rows),
         "",
+        "What the lowest pair supports (the only claim these rows make):",
+        "",
+        *(f"- {claim(r)}" for r in rows),
+        "",
         *(f"- {n}" for n in notes),
     ]
-    write_checked(out, {**header, "notes": notes, "rows": [r.to_dict() for r in rows]}, lines, "slca bench serve")
+    data = {**header, "notes": notes, "rows": [{**r.to_dict(), "claim": claim(r)} for r in rows]}
+    write_checked(out, data, lines, "slca bench serve")

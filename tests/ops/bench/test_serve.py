@@ -10,7 +10,7 @@ import pytest
 
 from ops.bench.ab import MachinePathError, WindowRule
 from ops.bench.common import percentile
-from ops.bench.serve.load import AGENT, CHAT, Sample, request_body
+from ops.bench.serve.load import AGENT, CHAT, Sample, Workload, request_body
 from ops.bench.serve.main import SIDE_API, compare
 from ops.bench.serve.report import summarise, table_row, write
 from ops.bench.servers import BENCH_MODEL, engine_flags, vllm_server_cmd, vllm_server_env
@@ -99,10 +99,11 @@ class FakeServers:
     """Baseline: 100 tokens per wave in 1 s; target: 150 in 1 s; the warm-up (8 tokens) is logged apart."""
 
     def __init__(self):
-        self.calls = []
+        self.calls, self.workloads = [], []
 
-    def __call__(self, url, api, clients, requests, max_tokens, model, stream):
+    def __call__(self, url, api, clients, requests, max_tokens, model, stream, workload):
         self.calls.append((url, api, stream, max_tokens))
+        self.workloads.append(workload)
         if max_tokens == 8:
             return [Sample(999, 0.01, 0.01)], 0.01
         tokens = 100 if url == "base" else 150
@@ -111,10 +112,20 @@ class FakeServers:
 
 def test_compare_alternates_the_two_servers_and_excludes_warm_up():
     fake = FakeServers()
-    args = SimpleNamespace(min_requests=2, max_tokens=64, baseline="vllm-server", pairs=3, order="alternate", seed=0)
+    args = SimpleNamespace(
+        min_requests=2,
+        max_tokens=64,
+        baseline="vllm-server",
+        pairs=3,
+        order="alternate",
+        seed=0,
+        prompts="tools",
+        agent_turns=3,
+    )
     row = compare("slca-vllm-core", "agent", 2, "base", "target", args, WindowRule(min_waves=2), measure=fake)
     warm = [c for c in fake.calls if c[3] == 8]
     assert warm == [("base", CHAT, False, 8), ("target", AGENT, False, 8)]
+    assert set(fake.workloads) == {Workload("tools", 3)}  # warm-up and windows alike
     measured = [c[0] for c in fake.calls if c[3] == 64]
     # A A B B | B B A A | A A B B: two waves per window, first side alternating
     assert measured == ["base"] * 2 + ["target"] * 4 + ["base"] * 4 + ["target"] * 2
@@ -128,7 +139,16 @@ def test_compare_alternates_the_two_servers_and_excludes_warm_up():
 
 def test_write_refuses_machine_paths_and_writes_the_rows(tmp_path):
     fake = FakeServers()
-    args = SimpleNamespace(min_requests=1, max_tokens=64, baseline="vllm-server", pairs=3, order="alternate", seed=0)
+    args = SimpleNamespace(
+        min_requests=1,
+        max_tokens=64,
+        baseline="vllm-server",
+        pairs=3,
+        order="alternate",
+        seed=0,
+        prompts="short",
+        agent_turns=1,
+    )
     row = compare("slca-hf", "chat-stream", 1, "base", "target", args, WindowRule(), measure=fake)
     with pytest.raises(MachinePathError):
         write(tmp_path / "x", [row], {"command": "slca bench serve", "model": "/home/me/m"}, [])
@@ -166,6 +186,10 @@ def test_bench_serve_smoke_writes_table_and_json(tiny_model_dir, tmp_path, capsy
             "0",
             "--max-tokens",
             "4",
+            "--pairs",
+            "3",
+            "--prompts",
+            "short",
             "--out",
             str(out),
         ]
@@ -238,6 +262,8 @@ def test_an_interrupted_bench_resumes_with_the_rows_it_had_and_starts_no_server_
         seed=0,
         max_tokens=64,
         min_requests=1,
+        prompts="tools",
+        agent_turns=3,
         out=tmp_path / "serve",
     )
     settings, common = SimpleNamespace(dtype="float32"), SimpleNamespace(model_path=lambda: tmp_path / "model")
