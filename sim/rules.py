@@ -14,8 +14,8 @@ A call a documented API would refuse is refused with the status a real one gives
   (a certificate, a balance, the last seats), could not succeed anyway.
 
 With a world seed (`sim.world`; none by default), what a database would say: 404 for an id of a kind the seed holds
-that neither the seed nor this episode stated, the seeded status in the name's precondition, and a lookup of an id by
-the object's fields (`find_user_id_by_email`) answered from the seed (or 404).
+that neither the seed nor this episode stated as an id of that kind, the seeded status in the name's precondition, and
+a lookup of an id by the object's fields (`find_user_id_by_email`) answered from the seed (or 404).
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def _id_shapes(props, arguments, state) -> ToolResult | None:
 
 
 def _unknown_to_world(props, arguments, state: EpisodeState) -> ToolResult | None:
-    """With a world seed: an id of a kind the seed holds that neither the seed nor this episode has stated."""
+    """With a world seed: an id of a kind the seed holds that neither the seed nor this episode has stated as an id of
+    that kind (an item id an order stated is no product id)."""
     world = state.world
     if world is None:
         return None
@@ -107,7 +108,7 @@ def _unknown_to_world(props, arguments, state: EpisodeState) -> ToolResult | Non
         if kind is None:
             continue
         for ident in value if isinstance(value, list) else [value]:
-            if isinstance(ident, str) and not world.exists(kind, ident) and not state.stated(ident):
+            if isinstance(ident, str) and not world.exists(kind, ident) and not state.stated(ident, kind):
                 return _error(NOT_FOUND, f"{kind.removesuffix('_id').replace('_', ' ')} '{ident}' not found")
     return None
 

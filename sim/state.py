@@ -44,6 +44,8 @@ DELETE_VERBS = ("delete", "remove")
 CREATE_VERBS = ("book", "create", "place", "register", "submit", "schedule")
 """Verbs of calls that make a new object (not `add`: adding an item twice to a cart is two items)."""
 DELETED = "__deleted__"
+ANY_KIND = "*"
+"""The kind of an id carried under a bare `id` key (`EpisodeState.id_kind`)."""
 
 
 def is_id_key(key: str) -> bool:
@@ -107,6 +109,9 @@ class EpisodeState:
     """id → the fields this episode's own state changes set (a cancellation's status...)."""
     mentioned: set[str] = field(default_factory=set)
     """Every id a request or an answer of this episode carried."""
+    stated_as: dict[str, set[str]] = field(default_factory=dict)
+    """id → the kinds it was carried as (`id_kind`: `item_id` for an order's item, `product_id`...): an id an order
+    stated as an item is no product id (`stated`)."""
     requested: dict[str, str] = field(default_factory=dict)
     """field name → the latest value (canonical JSON) a request carried under it."""
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -124,11 +129,12 @@ class EpisodeState:
         if self.world is None or not isinstance(arguments, dict):
             return
         for key, value in arguments.items():
-            if self.world.kind_of(key) is None or not isinstance(value, str) or self.holds(value):
+            kind = self.world.kind_of(key)
+            if kind is None or not isinstance(value, str) or self.holds(value):
                 continue
-            if (seeded := self.world.record(value)) is not None:
+            if (seeded := self.world.record(value, kind)) is not None:  # an item id named as a product id is none
                 self.records.setdefault(value, {}).update(copy.deepcopy(seeded))
-                self.mentioned.add(value)
+                self._mention(value, kind)
 
     def holds(self, ident: str) -> bool:
         """The episode holds a statement of this object (a field other than its markers)."""
@@ -139,8 +145,24 @@ class EpisodeState:
         record = self.world.record(ident) if self.world is not None else None
         return record.get("status") if isinstance(record, dict) else None
 
-    def stated(self, ident: str) -> bool:
-        return ident in self.mentioned
+    def stated(self, ident: str, kind: str | None = None) -> bool:
+        """The episode carried this id; as an id of `kind` (`id_kind`) when one is given, or under a bare `id` key,
+        whose kind no key says."""
+        if kind is None:
+            return ident in self.mentioned
+        return bool(self.stated_as.get(ident, set()) & {kind, ANY_KIND})
+
+    def id_kind(self, key: str) -> str:
+        """The kind of id a key carries: the world seed's kind (`new_item_ids` → `item_id`), else the key itself
+        with a list's plural made singular; a bare `id` (a payment method inside a user) is of any kind."""
+        if key.lower() == "id":
+            return ANY_KIND
+        kind = self.world.kind_of(key) if self.world is not None else None
+        return kind or (key[:-1] if key.endswith("_ids") else key)
+
+    def _mention(self, ident: str, kind: str) -> None:
+        self.mentioned.add(ident)
+        self.stated_as.setdefault(ident, set()).add(kind)
 
     def referenced_ids(self, arguments: Any) -> list[str]:
         if not isinstance(arguments, dict):
@@ -178,7 +200,7 @@ class EpisodeState:
             for path, leaf in leaves(source).items():
                 key = next((p for p in reversed(path) if isinstance(p, str)), "")
                 if isinstance(leaf, str) and leaf and (is_id_key(key) or key.endswith("_ids")):
-                    self.mentioned.add(leaf)
+                    self._mention(leaf, self.id_kind(key))
         for path, leaf in leaves(args).items():
             key = next((p for p in reversed(path) if isinstance(p, str)), "")
             if key and not isinstance(leaf, (dict, list)) and leaf is not None:

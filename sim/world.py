@@ -74,10 +74,10 @@ class WorldSeed(BaseModel):
     def exists(self, kind: str, ident: str) -> bool:
         return ident in self.kinds.get(kind, {})
 
-    def record(self, ident: str) -> dict[str, Any] | None:
-        """The record of `ident`, of whichever kind holds it (the caller copies it before changing it)."""
-        for objects in self.kinds.values():
-            if ident in objects:
+    def record(self, ident: str, kind: str | None = None) -> dict[str, Any] | None:
+        """The record of `ident`, of `kind` or of whichever kind holds it (the caller copies it before changing it)."""
+        for name, objects in self.kinds.items():
+            if ident in objects and kind in (None, name):
                 return objects[ident]
         return None
 

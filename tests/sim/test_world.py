@@ -217,3 +217,30 @@ def test_a_wrong_setting_stops_the_start_with_a_clear_error(tmp_path, monkeypatc
     config = load_config(None, [f"sim.world_seed={value}"])
     with pytest.raises(ConfigError, match=f"sim.world_seed.*{why}"):
         config.section("sim")
+
+
+def test_an_id_the_episode_stated_as_another_kind_is_not_found():
+    """Retail: an item id an order stated is no product id (the real tool: 'Product not found'); the order's own
+    product ids and ids of the kind the episode stated stay accepted."""
+    from sim.fidelity.replay import simulated
+    from sim.real.tau2 import tau2_pack, world_seed
+
+    async def run():
+        provider = make_provider(
+            SimSettings(cache=False, real_packs=[]), None, CollectorRegistry(), world=world_seed("retail")
+        )
+        definitions = [simulated(t.definition("real")) for t in tau2_pack("retail").tools.values()]
+        sim = await provider.new_episode(definitions, "kinds")
+        try:
+            order = await sim.call("get_order_details", {"order_id": "#W2611340"})
+            item = order.content["items"][0]
+            as_product = await sim.call("get_product_details", {"product_id": item["item_id"]})
+            product = await sim.call("get_product_details", {"product_id": item["product_id"]})
+            return as_product, product
+        finally:
+            await sim.close()
+            await provider.close()
+
+    as_product, product = asyncio.run(run())
+    assert not as_product.ok and as_product.status == 404
+    assert product.ok
