@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 from sim.describe import name_words, new_status
-from sim.effects import EFFECTS, created_defaults
+from sim.effects import EFFECTS, created_defaults, seeded_parts
 from sim.jsonpath import MISSING, Path, put
 from sim.schemas import ToolSpec, is_valid
 from sim.state import EpisodeState, is_id_key, is_write, own_id, root_properties, status_values, verb_of
@@ -91,19 +91,28 @@ def consistent(spec: ToolSpec, arguments: dict[str, Any], answer: Any, state: Ep
             if is_valid(schema, trial):
                 out = trial
     if is_write(spec.name) and isinstance(out, dict):
-        out = _with_effects(spec, arguments, out, _record_for(out, arguments, state, True) is not None)
+        out = _with_effects(spec, arguments, out, _record_for(out, arguments, state, True) is not None, state.world)
     return out, changed
 
 
-def _with_effects(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], known: bool) -> dict[str, Any]:
+def _with_effects(
+    spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], known: bool, world: WorldSeed | None = None
+) -> dict[str, Any]:
     """`obj` with what the call does inside it (`sim.effects`), rule by rule, each change kept if the answer stays
-    valid."""
+    valid; with a world seed, a part the call put in (a modification's new item) then takes its seeded record's fields
+    (`seeded_parts`: its price, its options)."""
+    before = copy.deepcopy(obj)
     for rule in EFFECTS:
         for path, value in rule(spec, arguments, obj, known):
             trial = copy.deepcopy(obj)
             put(trial, path, value)
             if is_valid(spec.response_schema, trial):
                 obj = trial
+    for path, value in seeded_parts(spec, before, obj, world):
+        trial = copy.deepcopy(obj)
+        put(trial, path, value)
+        if is_valid(spec.response_schema, trial):
+            obj = trial
     return obj
 
 

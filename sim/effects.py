@@ -20,6 +20,8 @@ make the answer invalid is dropped there):
   row whose amount a simulator without prices must invent, at a place it only knows when it knows the ledger; a
   measured try (issue 38) placed nearly every such row wrong, so only effects the request and the object's stated
   state determine are applied;
+- seeded parts (`seeded_parts`, after the rules, with a world seed only): a part the call put in takes its seeded
+  record's fields (a modified order's new item: the new variant's price and options);
 - refunds: a cancellation (the verb, or a description saying the payment is refunded, not 'non-refundable') reverses
   every row of the object's payment ledger (a list of rows with an amount and a payment id): a row of type 'refund'
   where the row's type enum has one (amount kept), else the amount negated.
@@ -196,6 +198,41 @@ def refunds(spec: ToolSpec, arguments: dict[str, Any], obj: dict[str, Any], know
             row[amount] = -row[amount]
         reversed_rows.append(row)
     return [((name,), [*obj[name], *reversed_rows])] if reversed_rows else []
+
+
+def seeded_parts(spec: ToolSpec, before: dict[str, Any], after: dict[str, Any], world: Any) -> list[Change]:
+    """With a world seed (`sim.world`): each part the effects put in the object (`after`'s parts whose id `before`'s
+    list lacked: a modification's new item) takes the fields of its seeded record that the part's schema has (the new
+    variant's price and options: what the real database copies in). Parts already there keep theirs (an order's
+    item keeps the price it was bought at)."""
+    if world is None:
+        return []
+    changes: list[Change] = []
+    for home, fields in _object_lists(spec).items():
+        old, new = before.get(home), after.get(home)
+        if not (isinstance(old, list) and isinstance(new, list)):
+            continue
+        parts = copy.deepcopy(new)
+        for part in parts:
+            found = _seeded_part(part, old, fields, world)
+            if found is not None:
+                part.update(found)
+        if parts != new:
+            changes.append(((home,), parts))
+    return changes
+
+
+def _seeded_part(part: Any, old: list[Any], fields: dict[str, Any], world: Any) -> dict[str, Any] | None:
+    if not isinstance(part, dict):
+        return None
+    for key, ident in part.items():
+        kind = world.kind_of(key) if is_id_key(key) and isinstance(ident, str) else None
+        if kind is None or any(isinstance(p, dict) and p.get(key) == ident for p in old):
+            continue
+        record = world.record(ident, kind)
+        if record is not None:
+            return {k: copy.deepcopy(v) for k, v in record.items() if k in fields and k != key}
+    return None
 
 
 Effect = Callable[[ToolSpec, dict[str, Any], dict[str, Any], bool], list[Change]]

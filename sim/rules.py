@@ -46,6 +46,7 @@ def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> T
         or _status_precondition(spec, arguments, state)
         or _duplicate_creation(spec, arguments, state)
         or _world_lookup(spec, arguments, state)
+        or _world_search(spec, arguments, state)
     )
 
 
@@ -126,6 +127,21 @@ def _world_lookup(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult 
     if not found:
         return _error(NOT_FOUND, f"{kind.removesuffix('_id').replace('_', ' ')} not found")
     return ToolResult(ok=True, content=found[0], meta={"source": "world"})
+
+
+def _world_search(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
+    """With a world seed: a read answering a list of objects, asked by fields rather than ids (`search_direct_flight`),
+    answers the seeded records that match (`WorldSeed.search`), none if none do."""
+    world = state.world
+    if world is None or is_write(spec.name) or not arguments or any(world.kind_of(key) for key in arguments):
+        return None
+    schema = resolve(spec.response_schema)
+    item = resolve(schema.get("items"), spec.response_schema) if schema.get("type") == "array" else {}
+    if item.get("type") != "object":
+        return None
+    item = {**item, "properties": {k: resolve(v, spec.response_schema) for k, v in item.get("properties", {}).items()}}
+    found = world.search(arguments, item)
+    return None if found is None else ToolResult(ok=True, content=found, meta={"source": "world"})
 
 
 def _paired_lists(props, arguments) -> ToolResult | None:

@@ -87,6 +87,24 @@ class WorldSeed(BaseModel):
         wanted = {k: _folded(v) for k, v in fields.items()}
         return [ident for ident, rec in self.kinds.get(kind, {}).items() if _holds(rec, wanted)]
 
+    def search(self, arguments: dict[str, Any], item: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """What a search by `arguments` (`search_direct_flight`: origin, destination, date) that answers a list of
+        `item` (an object schema, its properties resolved) finds, in the seed's order; None when no kind's records
+        carry these arguments. A record matches when each argument is a field it holds with that value or a key of
+        one of its mappings (`dates: {"2024-05-26": {...}}`, whose entry then adds its fields); it is listed with the
+        fields `item` has, and left out where the item's schema cannot state it (a `status` the schema's const or
+        enum excludes: a search for flights to book lists the available ones) or lacks a required field."""
+        props = item.get("properties") or {}
+        kind = _searched_kind(self.kinds, arguments, props)
+        if kind is None:
+            return None
+        found = []
+        for record in self.kinds[kind].values():
+            fields = _matched(record, arguments)
+            if fields is not None and (listed := _as_item(fields, props, item.get("required") or [])) is not None:
+                found.append(listed)
+        return found
+
 
 def check_world_seed(value: str | None) -> str | None:
     """The setting `sim.world_seed` as given, or None for none ('', 'none'); a ValueError that says what is wrong
@@ -184,3 +202,50 @@ def _holds(record: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
     walk(record)
     return len(found) == len(wanted)
+
+
+def _mappings(record: dict[str, Any]) -> list[str]:
+    """The fields of a record that map keys to objects (a flight's `dates`)."""
+    return [k for k, v in record.items() if isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values())]
+
+
+def _searched_kind(kinds: dict[str, dict[str, dict[str, Any]]], arguments: dict[str, Any], props: dict[str, Any]):
+    """The kind whose records a search reads: one whose records hold some argument as a field (the others as keys of
+    a mapping) and share the most fields with the listed item."""
+    best, best_overlap = None, 1
+    for kind, objects in kinds.items():
+        sample = next(iter(objects.values()), {})
+        fields = [a for a in arguments if a in sample]
+        if not fields or (len(fields) < len(arguments) and not _mappings(sample)):
+            continue
+        overlap = len(set(sample) & set(props))
+        if overlap > best_overlap:
+            best, best_overlap = kind, overlap
+    return best
+
+
+def _matched(record: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The record's fields, with those of each mapping entry an argument keys, if every argument matches; else None."""
+    fields = {k: v for k, v in record.items() if k not in _mappings(record)}
+    for key, value in arguments.items():
+        if key in record:
+            if isinstance(record[key], (dict, list)) or _folded(record[key]) != _folded(value):
+                return None
+            continue
+        entry = next(
+            (record[m][value] for m in _mappings(record) if isinstance(value, str) and value in record[m]), None
+        )
+        if entry is None:
+            return None
+        fields.update(entry)
+    return fields
+
+
+def _as_item(fields: dict[str, Any], props: dict[str, Any], required: list[str]) -> dict[str, Any] | None:
+    out = {k: v for k, v in fields.items() if k in props}
+    out |= {k: prop["default"] for k, prop in props.items() if k not in out and "default" in prop}  # as APIs dump it
+    for key, prop in props.items():
+        allowed = [prop["const"]] if "const" in prop else prop.get("enum")
+        if key in out and allowed is not None and out[key] not in allowed:
+            return None
+    return out if all(k in out for k in required) else None

@@ -244,3 +244,68 @@ def test_an_id_the_episode_stated_as_another_kind_is_not_found():
     as_product, product = asyncio.run(run())
     assert not as_product.ok and as_product.status == 404
     assert product.ok
+
+
+def test_a_search_by_fields_answers_the_seeded_records_that_match():
+    """Airline: a direct-flight search answers the seeded flights of that route and date that the answer's schema can
+    state (available ones), as the real tool does; a route the seed lacks finds nothing."""
+    from sim.fidelity.replay import simulated
+    from sim.real.tau2 import tau2_pack, world_seed
+
+    async def run():
+        settings = SimSettings(cache=False, real_packs=["airline"])
+        provider = make_provider(settings, None, CollectorRegistry(), world=world_seed("airline"))
+        definitions = [t.definition("real") for t in tau2_pack("airline").tools.values()]
+        real = await provider.new_episode(definitions, "real")
+        sim = await provider.new_episode([simulated(d) for d in definitions], "sim")
+        try:
+            out = []
+            for route in (("ORD", "PHL"), ("ORD", "XXX")):
+                args = {"origin": route[0], "destination": route[1], "date": "2024-05-26"}
+                out.append(
+                    (await real.call("search_direct_flight", args), await sim.call("search_direct_flight", args))
+                )
+            return out
+        finally:
+            await real.close()
+            await sim.close()
+            await provider.close()
+
+    (real, sim), (real_none, sim_none) = asyncio.run(run())
+    assert real.ok and sim.ok and len(real.content) > 1 and sim.content == real.content
+    assert sim.meta["source"] == "world" and real_none.content == sim_none.content == []
+
+
+def test_a_new_part_takes_its_seeded_record():
+    """Retail: a pending order's item modified into another variant carries that variant's price and options, as the
+    real tool writes them; the items the call left alone keep theirs."""
+    from sim.fidelity.replay import simulated
+    from sim.real.tau2 import tau2_pack, world_seed
+
+    args = {
+        "order_id": "#W4776164",
+        "item_ids": ["8349118980"],
+        "new_item_ids": ["9647292434"],
+        "payment_method_id": "credit_card_9513926",
+    }
+
+    async def run():
+        settings = SimSettings(cache=False, real_packs=["retail"])
+        provider = make_provider(settings, None, CollectorRegistry(), world=world_seed("retail"))
+        definitions = [t.definition("real") for t in tau2_pack("retail").tools.values()]
+        real = await provider.new_episode(definitions, "real")
+        sim = await provider.new_episode([simulated(d) for d in definitions], "sim")
+        try:
+            return await real.call("modify_pending_order_items", args), await sim.call(
+                "modify_pending_order_items", args
+            )
+        finally:
+            await real.close()
+            await sim.close()
+            await provider.close()
+
+    real, sim = asyncio.run(run())
+    assert real.ok and sim.ok
+    assert [(i["item_id"], i["price"], i["options"]) for i in sim.content["items"]] == [
+        (i["item_id"], i["price"], i["options"]) for i in real.content["items"]
+    ]
