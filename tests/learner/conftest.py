@@ -7,13 +7,14 @@ import redis as redis_lib
 import torch
 
 from slca.contracts import Streams
-from tests.support.learner import LearnerProcess
+from tests.support.learner import MECHANICS, LearnerProcess
 
 
 @pytest.fixture
 def loop_context(redis_client, redis_url, tmp_path, tiny_model_dir):
     """`loop_context(**learner_settings)`: a `LoopContext` for `run_learner` on the tiny model, the owned Redis and
-    `tmp_path` (fp32, 100 ms reads, lr 1e-4 unless overridden)."""
+    `tmp_path` (fp32, 100 ms reads, lr 1e-4, the loop's mechanics: one group per step, no screening, unless
+    overridden)."""
     from prometheus_client import CollectorRegistry
 
     from learner.loop import LoopContext
@@ -22,7 +23,7 @@ def loop_context(redis_client, redis_url, tmp_path, tiny_model_dir):
     from slca.config import CommonSettings
 
     def make(**overrides) -> LoopContext:
-        settings = LearnerSettings(precision="fp32", block_ms=100, lr=1e-4, **overrides)
+        settings = LearnerSettings(**{**MECHANICS, "precision": "fp32", "block_ms": 100, "lr": 1e-4, **overrides})
         common = CommonSettings(redis_url=redis_url, data_dir=str(tmp_path))
         (tmp_path / "learner").mkdir(exist_ok=True)
         return LoopContext(
@@ -43,7 +44,9 @@ def learner_process(redis_url, tmp_path, tiny_model_dir):
     procs = []
 
     def make(**settings) -> LearnerProcess:
-        p = LearnerProcess(redis_url, tmp_path, tiny_model_dir, {"precision": "fp32", "block_ms": 100, **settings})
+        p = LearnerProcess(
+            redis_url, tmp_path, tiny_model_dir, {**MECHANICS, "precision": "fp32", "block_ms": 100, **settings}
+        )
         procs.append(p)
         return p
 

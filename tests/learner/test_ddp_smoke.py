@@ -21,6 +21,7 @@ import torch
 from ops.bench.learner_step import synthetic_group
 from slca.contracts import encode_entry
 from slca.redis_server import free_port
+from tests.support.learner import MECHANICS
 from tests.support.processes import run_as_group
 from tests.support.wait import wait_for
 
@@ -207,6 +208,7 @@ def _learn_env(redis_url: str, data_dir: Path, model_dir: Path, **learner: str) 
         "SLCA_LEARNER__PRECISION": "fp32",
         "SLCA_LEARNER__BLOCK_MS": "100",
         "PYTHONPATH": str(REPO),
+        **{f"SLCA_LEARNER__{k.upper()}": json.dumps(v) for k, v in MECHANICS.items()},  # one group per rank a step
     }
     env.update({f"SLCA_LEARNER__{k.upper()}": v for k, v in learner.items()})
     return env

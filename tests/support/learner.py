@@ -15,6 +15,14 @@ from tests.support.processes import REPO
 from tests.support.wait import wait_for
 
 
+MECHANICS = {"groups_per_step": 1, "screen_success_variance": False}
+"""Learner settings of the tests of the loop's mechanics (steps, checkpoints, publishing, staleness, ranks), which
+push one group at a time and count the steps they cause: one group per step, no success screening (the tiny model
+never succeeds, so screening would leave every step without a gradient). The recipe's defaults (4 groups per step,
+screening; learner/settings.py) are what `slca up`, `slca learn` and the recipe bench run; a test that is about them
+overrides these."""
+
+
 class LearnerProcess:
     """`python -m slca learn` as a real process (own session, so a kill takes all of it)."""
 

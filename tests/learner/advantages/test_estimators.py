@@ -16,7 +16,9 @@ from learner.advantages.estimators import exec_scope
 from tests.learner.advantages.groups import K, batch, groups, layout, reward
 from tests.learner.advantages.reference import REFERENCES, route
 
-CFG = AdvantageSettings()
+CFG = AdvantageSettings(decision_token=False, success_weight=0.0)
+"""The estimators as their papers define them (the shipped defaults aim at success: the decision token on, success
+weighted 1, learner/settings.py); a test about either option turns it on."""
 SPEC_CALL = [(K.SYSTEM, 2), (K.USER, 1), (K.TOOL_CALL, 2), (K.TOOL_RESULT, 1), (K.SUMMARY, 2)]
 SPEC_NOCALL = [(K.SYSTEM, 2), (K.USER, 1), (K.SUMMARY, 3)]
 
@@ -199,7 +201,7 @@ def test_decision_token_leaves_the_rest_of_the_answer_to_the_summary_channel():
 
 @pytest.mark.parametrize("tool_needed", [None, True, False])
 def test_without_decision_token_no_tool_groups_are_unchanged(tool_needed):
-    """Off (the default), or on a task that needs a tool, or without ground truth: the paper's SLCA."""
+    """Off (the papers' estimator), or on a task that needs a tool, or without ground truth: the paper's SLCA."""
     plain, _ = get_estimator("slca")(batch(*NO_TOOL), CFG)
     off, _ = get_estimator("slca")(batch(*NO_TOOL, tool_needed=tool_needed), CFG)
     assert [a.tolist() for a in off] == [a.tolist() for a in plain]
