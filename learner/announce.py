@@ -51,8 +51,8 @@ class Announcer:
         if manifest.signature is None and not self._warned_unsigned:
             self._warned_unsigned = True
             log.warning(
-                "learner: announcing unsigned weights (common.weights_key is unset): servers refuse them unless "
-                "common.allow_unsigned_weights is set"
+                "learner: announcing unsigned weights (weights.key is unset): servers refuse them unless "
+                "weights.allow_unsigned is set"
             )
         self.pending, self.failures, self.next_try = manifest, 0, 0.0
         return self.flush()

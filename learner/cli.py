@@ -37,7 +37,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     from slca.heap import fix_mmap_threshold
     from slca.logs import setup_logging
     from slca.models.paths import find_model_dir, how_to_make
-    from slca.weights import for_learner
+    from slca.weights import WeightsSettings
 
     setup_logging(config.common.log_level)
     settings = config.get(LearnerSettings)
@@ -52,16 +52,9 @@ def _learn(args: argparse.Namespace, config) -> int:
     model_dir = find_model_dir(name, common.cache_dir, hint=f"{how_to_make(name)}, or set learner.init_model")
     if settings.metrics_port and is_main_rank():  # rank 0 reports the steps; one port per host is free anyway
         start_http_server(settings.metrics_port)
+    weights = config.get(WeightsSettings)
     weights_dir = Path(common.data_dir) / "weights"
-    # how servers reach the versions: the disk (one machine), or HTTP on learner.weights_bind (rank 0 publishes)
-    bind = settings.weights_bind if is_main_rank() else None
-    transport = for_learner(weights_dir, bind, settings.weights_url, common.weights_key)
-    try:
-        transport.connect()
-    except (OSError, ValueError) as exc:  # the address is taken, or names no host servers could reach
-        from slca.cli import CliError
-
-        raise CliError(f"cannot serve the weights on {bind} (learner.weights_bind): {exc}") from None
+    transport = learner_transport(weights, weights_dir, is_main_rank())
     ctx = LoopContext(
         settings,
         common,
@@ -72,6 +65,7 @@ def _learn(args: argparse.Namespace, config) -> int:
         LearnerMetrics.create(),
         stop,
         transport,
+        weights,
     )
     try:
         state = run_learner(ctx)
@@ -89,6 +83,25 @@ def _learn(args: argparse.Namespace, config) -> int:
         return 0
     print(f"learner stopped at step {state.step}, version {state.version}, {state.dropped_stale} stale groups dropped")
     return 0
+
+
+def learner_transport(weights, weights_dir, main_rank: bool = True):
+    """How servers reach the published versions, connected: the transport registered as `weights.transport` (the
+    disk, or HTTP on `weights.bind`). Only rank 0 publishes: another rank gets the disk's, which serves nothing."""
+    from slca.cli import CliError
+    from slca.weights import LearnerOptions, for_learner
+
+    mode, options = weights.transport, LearnerOptions(weights_dir, weights.bind, weights.url, weights.key)
+    if not main_rank:
+        mode, options = "disk", LearnerOptions(weights_dir)
+    try:
+        transport = for_learner(mode, options)
+        transport.connect()
+    except (OSError, ValueError) as exc:  # the address is taken, names no host servers could reach, or is missing
+        raise CliError(
+            f"cannot publish the weights (weights.transport={mode}, weights.bind={options.bind}): {exc}"
+        ) from None
+    return transport
 
 
 def stop_on_signals():

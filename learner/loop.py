@@ -50,7 +50,7 @@ from learner.trainer import StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.stats import STATS_MAXLEN, LearnerStepStats
-from slca.weights import publish, reannounce_refusal, stored_manifest
+from slca.weights import WeightsSettings, publish, reannounce_refusal, stored_manifest
 
 log = logging.getLogger("slca.learner")
 
@@ -67,6 +67,8 @@ class LoopContext:
     stop: threading.Event = field(default_factory=threading.Event)
     transport: Any = None
     """How servers reach the published versions (`slca.weights.for_learner`, connected); None: the disk, in place."""
+    weights: WeightsSettings = field(default_factory=WeightsSettings)
+    """`[weights]`: the key the versions are signed with, how many are kept."""
 
     @property
     def streams(self) -> Streams:
@@ -296,8 +298,8 @@ def publish_version(ctx: LoopContext, policy, state: LearnerState, announcer: An
         str(ctx.model_dir),
         None,  # announced below, where a refusal is retried instead of raised
         ctx.streams,
-        ctx.settings.keep_versions,
-        weights_key=ctx.common.weights_key,
+        ctx.weights.keep_versions,
+        weights_key=ctx.weights.key,
         transport=ctx.transport,
     )
     state.version = manifest.version
@@ -316,7 +318,7 @@ def resume_announcement(ctx: LoopContext, policy, state: LearnerState, announcer
         return
     url = ctx.transport.url_for(state.version) if ctx.transport is not None else None
     manifest = stored_manifest(ctx.weights_dir, state.version)
-    why = reannounce_refusal(manifest, ctx.weights_dir, ctx.common.weights_key, url)
+    why = reannounce_refusal(manifest, ctx.weights_dir, ctx.weights.key, url)
     if why is None:
         log.info("learner: announcing v%d again (the version it resumes at)", state.version)
         announcer.announce(manifest)

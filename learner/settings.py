@@ -1,6 +1,6 @@
 """Settings of the learner."""
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -183,6 +183,12 @@ class LearnerSettings(SectionSettings):
     """`slca train`: sampling temperature."""
     train_max_tokens: int = 128
     """`slca train`: max generated tokens per model turn."""
+
+    MOVED_OUT: ClassVar[dict[str, str]] = {
+        "keep_versions": "weights.keep_versions",
+        "weights_bind": "weights.bind",
+        "weights_url": "weights.url",
+    }
 
     @model_validator(mode="before")
     @classmethod

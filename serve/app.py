@@ -6,7 +6,6 @@ import asyncio
 import gc
 import logging
 import time
-from pathlib import Path
 from typing import AsyncIterator, Callable, Mapping
 
 from aiohttp import web
@@ -36,6 +35,7 @@ from serve.keys import (
     STREAMS,
     SWAPPER,
     TOOLS,
+    WEIGHTS,
 )
 from serve.metrics import ServeMetrics
 from serve.openapi import openapi_json
@@ -49,7 +49,7 @@ from serve.tools import known_tool_names, make_tool_provider
 from serve.versions import version_middleware
 from slca.config import CommonSettings
 from slca.contracts import Streams
-from slca.weights import ManifestPolicy, WeightSwapper, for_server
+from slca.weights import ManifestPolicy, WeightsSettings, WeightSwapper, for_server
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +121,12 @@ def create_app(
     *,
     engine_factory: EngineFactory | None = None,
     registry: CollectorRegistry | None = None,
+    weights: WeightsSettings | None = None,
     sim_settings=None,
     subapps: Mapping[str, web.Application] | None = None,
 ) -> web.Application:
-    """The API app. `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults).
+    """The API app. `weights`: the `[weights]` section (None: its defaults, which follow the weight channel).
+    `sim_settings`: the `[sim]` section for the tool simulator (None: its defaults).
     `subapps`: prefix → aiohttp app mounted beside the API (what the CLI plugs in, e.g. ops' dashboard at
     `/dashboard/`; see `serve.mounts`): serve itself imports no other component."""
     # errors wrap the origin, host and scope checks. handler_cancellation: a client that hangs up cancels its handler,
@@ -134,7 +136,7 @@ def create_app(
         middlewares=[error_middleware, origin_middleware, host_middleware, serve_scope_middleware, version_middleware],
         handler_args={"handler_cancellation": True},
     )
-    app[SETTINGS], app[COMMON] = settings, common
+    app[SETTINGS], app[COMMON], app[WEIGHTS] = settings, common, weights or WeightsSettings()
     app[STREAMS] = Streams(common.stream_prefix)
     app[METRICS] = ServeMetrics(registry)
     app[REPLICA] = ReplicaIdentity.of(settings)
@@ -207,19 +209,18 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
-    settings, common = app[SETTINGS], app[COMMON]
-    policy = ManifestPolicy.from_settings(common, settings)  # signed announcements only (slca/weights/verify.py)
-    mirror = settings.weights_mirror_dir or Path(common.data_dir) / "serve-weights" / str(settings.port)
+    weights = app[WEIGHTS]
+    policy = ManifestPolicy.from_settings(weights)  # signed announcements only (slca/weights/verify.py)
     transport = for_server(
-        settings.weights_transport,
-        Path(mirror),
-        common.weights_key,
-        settings.weights_fetch_timeout_s,
-        settings.weights_fetch_max_bytes,
+        weights.transport,
+        version_admin.mirror_dir_of(app),
+        weights.key,
+        weights.fetch_timeout_s,
+        weights.fetch_max_bytes,
         observer=app[METRICS].observe_fetch,  # slca_weights_fetch_*
     )
     app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy, transport=transport)
-    if app[SETTINGS].subscribe_weights:
+    if weights.follow:
         # A separate connection: a subscribed connection cannot run other commands.
         client = subscriber_client(app[COMMON].redis_or_default(), app[SETTINGS])
         app[BACKGROUND].append(asyncio.create_task(app[SWAPPER].follow(client, app[STREAMS]), name="weights"))
@@ -229,7 +230,7 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
     # bounded: a cancel redis-py absorbed while the follower waited in listen() is only seen on its next message,
     # so if the tasks have not ended, the subscriber's connection is closed under them (they then see the cancel)
     _, pending = await asyncio.wait(app[BACKGROUND], timeout=BACKGROUND_STOP_S) if app[BACKGROUND] else ((), ())
-    if app[SETTINGS].subscribe_weights:
+    if weights.follow:
         await client.aclose()
     if pending:
         _, pending = await asyncio.wait(pending, timeout=BACKGROUND_STOP_S)

@@ -56,7 +56,15 @@ def run_serve(args, config) -> int:
         ReplicaIdentity.of(settings)  # a host name that makes no usable default id: say which setting to set
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    app = create_app(settings, common, sim_settings=_sim_settings(config), subapps=plugged_subapps(common))
+    from slca.weights import WeightsSettings
+
+    app = create_app(
+        settings,
+        common,
+        weights=config.get(WeightsSettings),
+        sim_settings=_sim_settings(config),
+        subapps=plugged_subapps(common),
+    )
     # first of all start-up work (the engine's load takes seconds): a stop during it is a graceful one too
     app.on_startup.insert(0, _one_stop_signal)
     app.on_startup.append(_exit_when_engine_is_fatal)

@@ -16,10 +16,11 @@ from serve.replica import ReplicaIdentity
 from serve.settings import ServeSettings
 from slca.config import CommonSettings
 from slca.contracts import Streams, ToolProvider
-from slca.weights import WeightSwapper
+from slca.weights import WeightsSettings, WeightSwapper
 
 SETTINGS = web.AppKey("settings", ServeSettings)
 COMMON = web.AppKey("common", CommonSettings)
+WEIGHTS = web.AppKey("weights", WeightsSettings)
 STREAMS = web.AppKey("streams", Streams)
 METRICS = web.AppKey("metrics", ServeMetrics)
 ENGINE = web.AppKey("engine", Engine)

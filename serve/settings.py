@@ -1,5 +1,6 @@
 """Settings of the agent API server."""
 
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -7,7 +8,6 @@ from pydantic import Field, field_validator, model_validator
 from serve.engines.registry import engine_names, engine_settings_classes
 from serve.version_settings import VersionSettings
 from slca.contracts.replicas import check_replica_id
-from slca.weights.transports import check_transport
 
 
 class ServeSettings(VersionSettings, *engine_settings_classes()):
@@ -137,20 +137,6 @@ class ServeSettings(VersionSettings, *engine_settings_classes()):
     """Share of /v1/chat/completions requests recorded as trajectories (0 = none, 1 = all)."""
     record_chat_n: int = 1
     """Completions per recorded chat request (its group size); other chat requests keep their own n."""
-    subscribe_weights: bool = True
-    """Follow `slca:weights` (and `slca:weights:latest` at start) to hot-swap published versions."""
-    weights_transport: str = "auto"
-    """A registered weight transport (slca/weights/transports.py): how an announced version reaches this server.
-    'disk' reads the announced directory in place;
-    'http' fetches its files from the announced `url` (the learner's `weights_bind`) into `weights_mirror_dir`,
-    each hashed against the signed manifest; 'auto' reads the directory when it exists here, else fetches."""
-    weights_mirror_dir: str | None = None
-    """Where fetched versions are kept (only the one served stays); None: `<common.data_dir>/serve-weights/<port>`."""
-    weights_fetch_timeout_s: float = 60.0
-    """A weight fetch over HTTP fails when the learner does not answer (or sends nothing) for this long."""
-    weights_fetch_max_bytes: int = 64 << 30
-    """A version whose files add up to more than this (64 GiB) is refused while it is fetched, before it fills the
-    disk."""
     # --- replicas (README "More than one machine") -------------------------------------------------------------
     replica_id: str | None = None
     """This replica's id: written on every trajectory it records (`Trajectory.replica`) and the key of its status
@@ -170,10 +156,6 @@ class ServeSettings(VersionSettings, *engine_settings_classes()):
     Redis that stopped answering (the weight subscriber has no read timeout: its channel is quiet by design)."""
     redis_connect_timeout_s: float = 2.0
     """Connecting to Redis fails after this long."""
-    max_version_jump: int = 1000
-    """A weight announcement more than this many versions above the last one accepted is refused (a guard against
-    a pinned version such as 2**62, in depth behind the signature; the first announcement after start is exempt:
-    a restarted server may meet a learner far ahead)."""
     engine_timeout_s: float = 300.0
     """A request still waiting on the engine after this long fails with 503."""
     stop_drain_s: float = Field(default=5.0, ge=0)
@@ -182,17 +164,21 @@ class ServeSettings(VersionSettings, *engine_settings_classes()):
     never finishes its body, held `slca serve` past `slca up`'s grace, which then SIGKILLs it). A request cut
     here was never answered, so nothing it produced was recorded; keep it below `ops.shutdown_grace_s`."""
 
+    MOVED_OUT: ClassVar[dict[str, str]] = {
+        "subscribe_weights": "weights.follow",
+        "weights_transport": "weights.transport",
+        "weights_mirror_dir": "weights.mirror_dir",
+        "weights_fetch_timeout_s": "weights.fetch_timeout_s",
+        "weights_fetch_max_bytes": "weights.fetch_max_bytes",
+        "max_version_jump": "weights.max_version_jump",
+    }
+
     @field_validator("engine")
     @classmethod
     def _registered_engine(cls, v: str) -> str:
         if v not in engine_names():
             raise ValueError(f"unknown engine {v!r}; registered: {', '.join(engine_names())}")
         return v
-
-    @field_validator("weights_transport")
-    @classmethod
-    def _registered_transport(cls, v: str) -> str:
-        return check_transport(v)
 
     @field_validator("replica_id")
     @classmethod

@@ -23,7 +23,7 @@ from aiohttp import web
 from serve.auth import require_scope
 from serve.errors import BadRequest
 from serve.http_util import read_json
-from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, REDIS, SETTINGS, STREAMS
+from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, REDIS, SETTINGS, STREAMS, WEIGHTS
 from serve.promotion import PromotionController, PromotionRecord, RECORD_FILE
 from serve.version_store import VersionStore
 from serve.versions import VersionRouter, version_header
@@ -39,9 +39,15 @@ PROMOTION = web.AppKey("promotion", PromotionController)
 
 def store_of(app: web.Application) -> VersionStore:
     """Where this server finds versions by number (the learner's weights, the kept copies, the follower's mirror)."""
-    settings, common = app[SETTINGS], app[COMMON]
-    mirror = settings.weights_mirror_dir or Path(common.data_dir) / "serve-weights" / str(settings.port)
-    return VersionStore(Path(common.data_dir), ManifestPolicy.from_settings(common, settings), Path(mirror))
+    policy = ManifestPolicy.from_settings(app[WEIGHTS])
+    return VersionStore(Path(app[COMMON].data_dir), policy, mirror_dir_of(app))
+
+
+def mirror_dir_of(app: web.Application) -> Path:
+    """Where this server keeps fetched versions (its weight follower's, and where the store finds them):
+    `weights.mirror_dir`, else one per port under the data dir."""
+    mirror = app[WEIGHTS].mirror_dir or Path(app[COMMON].data_dir) / "serve-weights" / str(app[SETTINGS].port)
+    return Path(mirror)
 
 
 def route_versions(app: web.Application, engine, factory) -> VersionRouter:

@@ -24,7 +24,7 @@ class VersionSettings(SectionSettings):
     """Seconds between reads of the promotion record in Redis (another replica, or `slca promote`, may change it)."""
     keep_promoted: int = Field(default=3, ge=1)
     """Promoted versions (the current one and the latest before it) hard-linked under `<data_dir>/promoted-weights/`,
-    so the learner's pruning (`learner.keep_versions`) never removes a version callers get or roll back to."""
+    so the learner's pruning (`weights.keep_versions`) never removes a version callers get or roll back to."""
     rollback_window: int = Field(default=200, ge=1)
     """Live-signal guard: the promoted version's latest requests it judges (auto rollback needs a full window of
     `rollback_min_requests` at least)."""

@@ -2,12 +2,12 @@
 
 A pin, a promotion or a restart names a version by number; this finds its directory — the learner's
 `<data_dir>/weights/vN/`, the kept copies of promoted versions `<data_dir>/promoted-weights/vN/`, or the weight
-follower's mirror (`serve.weights_mirror_dir`) — and checks it as a swap by path is checked (`ManifestPolicy`: the
-directory's manifest signed with `common.weights_key` and of that version; every listed file against its sha256).
+follower's mirror (`weights.mirror_dir`) — and checks it as a swap by path is checked (`ManifestPolicy`: the
+directory's manifest signed with `weights.key` and of that version; every listed file against its sha256).
 v0 is the base model (`common.model`), which has no manifest: engines start with it.
 
 `keep(versions)` hard-links those versions' files under `promoted-weights/` (a copy where links cannot cross
-devices): the learner prunes `weights/` to its last `learner.keep_versions`, and a version callers get, or may roll
+devices): the learner prunes `weights/` to its last `weights.keep_versions`, and a version callers get, or may roll
 back to, must outlive that. Files of a published version never change, so a link is as good as a copy.
 """
 
@@ -76,7 +76,7 @@ class VersionStore:
                 f"weight version v{version} does not exist on this server (never published, or pruned)"
             )
         if not self.policy.key and not self.policy.allow_unsigned:
-            raise VersionUnverified(f"v{version}: no common.weights_key to verify it with")
+            raise VersionUnverified(f"v{version}: no weights.key to verify it with")
         try:
             manifest = self.policy.signed_on_disk(str(path), version)
             weights = WeightVersion(str(path), version, manifest)

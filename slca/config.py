@@ -1,14 +1,17 @@
 """Configuration: one typed settings model per component, from a TOML file, env vars and CLI flags.
 
 Precedence (last wins): defaults < TOML file < environment < `$SLCA_SET` < `--set section.field=value`.
-- TOML: `[common]`, `[serve]`, `[sim]`, `[workers]`, `[learner]`, `[ops]` tables; the file is
+- TOML: `[common]`, `[weights]`, `[serve]`, `[sim]`, `[workers]`, `[learner]`, `[ops]` tables; the file is
   `--config PATH`, else `$SLCA_CONFIG`, else `./slca.toml` when it exists.
 - Environment: `SLCA_<SECTION>__<FIELD>` (e.g. `SLCA_SERVE__PORT=8001`); common fields also as
   `SLCA_<FIELD>` (e.g. `SLCA_REDIS_URL`). A field of a sub-model is one more step: `[learner.loss]` in TOML,
   `SLCA_LEARNER__LOSS__KL_BETA`, `--set learner.loss.kl_beta=0.1`.
 Each component owns its settings class in its own package (`serve/settings.py` …) and plugs it in through a
 `slca.settings` entry point (`pyproject.toml`: section name = "module:Class"), so that this package names no
-component and no component imports another's internals.
+component and no component imports another's internals. The two sections every side shares are this package's:
+`common` (here) and `weights` (slca/weights/settings.py: the publisher and the servers must agree on it).
+A key that moved to another section (`SectionSettings.MOVED_OUT`) is an error naming its new place, wherever it was
+set.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -36,6 +39,12 @@ class SectionSettings(BaseModel):
     """Base of every settings section: unknown keys are errors, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    MOVED_OUT: ClassVar[dict[str, str]] = {}
+    """Keys this section had in earlier versions that moved to another section → their place now (`weights.key`).
+    Set anywhere (file, environment, `--set`), each is an error naming its new place, all of them in one message,
+    so an old file is fixed in one read (a moved key silently dropped would leave its default in force). Each
+    section names its own: the loader names no component."""
 
 
 Scope = Literal["serve", "record", "admin"]
@@ -68,18 +77,15 @@ class CommonSettings(SectionSettings):
     recorded share of chat traffic) needs 'record'; admin endpoints need 'admin'."""
     record_key: str | None = secret_field(None)
     """One more key with the 'record' scope: the key the task feed sends. `slca up` generates one when unset."""
-    weights_key: str | None = secret_field(None)
-    """Key of the weight announcements: the learner signs each manifest with it (HMAC-SHA256), serve loads only
-    versions signed with it, so that whoever can write Redis cannot make a server load their weights. `slca up`
-    generates one when unset. None: the learner publishes unsigned manifests, which serve refuses unless
-    `allow_unsigned_weights`."""
-    allow_unsigned_weights: bool = False
-    """Development and tests only: serve accepts unsigned weight announcements when no `weights_key` is set (with
-    a warning). Anyone who can write Redis can then make the server load any directory it can read."""
     serve_requires_key: bool = False
     """True: every `/v1/*` request needs a key with the 'serve' scope (401 without a valid key, 403 with a key that
     lacks it); health, readiness, metrics and the OpenAPI document stay open. False: serving is open to anyone."""
     log_level: str = "INFO"
+
+    MOVED_OUT: ClassVar[dict[str, str]] = {
+        "weights_key": "weights.key",
+        "allow_unsigned_weights": "weights.allow_unsigned",
+    }
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -107,15 +113,19 @@ class CommonSettings(SectionSettings):
 SETTINGS_GROUP = "slca.settings"
 """Entry-point group through which components register their settings section."""
 
+SHARED_SECTIONS = {"common": "slca.config:CommonSettings", "weights": "slca.weights.settings:WeightsSettings"}
+"""The sections of this package, which every component reads (a string, not an import: `slca.weights` is loaded only
+by whoever reads `[weights]`)."""
+
 
 @cache
 def sections() -> dict[str, str]:
-    """Section name → "module:Class": `common` (here) and every `slca.settings` entry point installed. Read once
-    per process (the installed metadata does not change under a running process)."""
+    """Section name → "module:Class": the shared ones (`SHARED_SECTIONS`) and every `slca.settings` entry point
+    installed. Read once per process (the installed metadata does not change under a running process)."""
     plugged = {ep.name: ep.value for ep in entry_points(group=SETTINGS_GROUP)}
-    if "common" in plugged:
-        raise ConfigError(f"a {SETTINGS_GROUP} entry point may not be named 'common' ({plugged['common']})")
-    return {"common": "slca.config:CommonSettings", **plugged}
+    if clash := sorted(SHARED_SECTIONS.keys() & plugged.keys()):
+        raise ConfigError(f"a {SETTINGS_GROUP} entry point may not be named {clash[0]!r} ({plugged[clash[0]]})")
+    return {**SHARED_SECTIONS, **plugged}
 
 
 S = TypeVar("S", bound=SectionSettings)
@@ -146,6 +156,38 @@ def _config_file(path: str | os.PathLike | None) -> Path | None:
     return local if local.is_file() else None
 
 
+def _env_name(dotted: str) -> str:
+    section, _, fname = dotted.partition(".")
+    return f"SLCA_{section.upper()}__{fname.replace('.', '__').upper()}"
+
+
+@cache
+def moved_out(section: str) -> dict[str, str]:
+    """The keys section `section` had in earlier versions that moved to another section → their place now
+    (`SectionSettings.MOVED_OUT`; {} for an unknown section or one whose package is absent)."""
+    path = sections().get(section)
+    try:
+        return dict(_import(path).MOVED_OUT) if path else {}
+    except ModuleNotFoundError:
+        return {}
+
+
+def moved_keys() -> dict[str, str]:
+    """Every moved key of every installed section, as `section.key` → its place now."""
+    return {f"{name}.{old}": new for name in sections() for old, new in moved_out(name).items()}
+
+
+def moved_key_errors(section: str, table: dict[str, Any], where: str = "") -> list[str]:
+    """One message per key of `table` (section `section`) that moved to another section."""
+    moved = moved_out(section) if table else {}
+    return [f"{where}{section}.{k} is now {moved[k]}" for k in table if k in moved]
+
+
+def _check_moved(errors: list[str]) -> None:
+    if errors:
+        raise ConfigError("settings that moved: " + "; ".join(errors))
+
+
 @dataclass
 class Config:
     """The effective configuration: raw values per section, validated lazily per section class."""
@@ -163,6 +205,7 @@ class Config:
         name = name or next((k for k, v in sections().items() if v.endswith(":" + cls.__name__)), None)
         if name is None:
             raise ConfigError(f"{cls.__name__} is not a registered section")
+        _check_moved(moved_key_errors(name, self.raw.get(name, {})))
         try:
             return cls.model_validate(self.raw.get(name, {}))
         except ValidationError as exc:
@@ -231,6 +274,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
     source = _config_file(path)
     known = sections()
     raw: dict[str, dict[str, Any]] = {}
+    moved: list[str] = []
     if source is not None:
         try:
             data = tomllib.loads(source.read_text())
@@ -240,6 +284,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
             if name not in known or not isinstance(table, dict):
                 raise ConfigError(f"{source}: unknown section [{name}]; known: {', '.join(known)}")
             raw[name] = dict(table)
+            moved += moved_key_errors(name, table, f"{source}: ")
     common_fields = set(CommonSettings.model_fields)
     for key, value in os.environ.items():
         if not key.startswith("SLCA_") or key in ("SLCA_CONFIG", OVERRIDES_ENV):
@@ -247,17 +292,25 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         rest = key[5:].lower()
         if "__" in rest:
             section, _, fname = rest.partition("__")
-            if section in known:
+            if new := moved_out(section).get(fname):
+                moved.append(f"${key} is now ${_env_name(new)} ({new})")
+            elif section in known:
                 _put(raw.setdefault(section, {}), fname.split("__"), _parse_value(value))
         elif rest in common_fields:
             raw.setdefault("common", {})[rest] = _parse_value(value)
+        elif new := CommonSettings.MOVED_OUT.get(rest):  # a common field's short form, `SLCA_WEIGHTS_KEY`
+            moved.append(f"${key} is now ${_env_name(new)} ({new})")
     for item in overrides:
         dotted, eq, value = item.partition("=")
         section, dot, fname = dotted.partition(".")
         if not eq or not dot or section not in known:
             shown = item if not eq else f"{dotted}=..."  # the value may be a secret
             raise ConfigError(f"bad override {shown!r}; expected section.field=value with section in {list(known)}")
+        if new := moved_out(section).get(fname):
+            moved.append(f"override {dotted}=... is now {new}=...")
+            continue
         _put(raw.setdefault(section, {}), fname.split("."), _parse_value(value))
+    _check_moved(moved)
     return Config(raw=raw, source=source)
 
 

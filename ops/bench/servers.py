@@ -116,7 +116,7 @@ def slca_serve_cmd(model_dir: Path, redis_url: str, port: int, overrides: dict[s
         "common.redis_url": redis_url,
         "serve.port": port,
         "serve.host": "127.0.0.1",
-        "serve.subscribe_weights": "false",
+        "weights.follow": "false",
         "serve.served_model_name": BENCH_MODEL,
         **overrides,
     }

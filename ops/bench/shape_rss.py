@@ -35,9 +35,7 @@ async def _child(args) -> dict:
     from serve.engines.base import SamplingParams, create_engine
     from serve.settings import ServeSettings
 
-    settings = ServeSettings(
-        engine=args.engine, max_model_len=2048, subscribe_weights=False, kv_cache_gib=1, onednn_primitive_cache=0
-    )
+    settings = ServeSettings(engine=args.engine, max_model_len=2048, kv_cache_gib=1, onednn_primitive_cache=0)
     engine = create_engine(args.engine, args.model, settings)
     await engine.start()
     rng = random.Random(args.seed)

@@ -20,20 +20,22 @@ class InProcessServer:
         """`follow_weights`: False for a server that must keep the weights it started with (an evaluation).
         `sim_settings`: the tool simulator's settings (None: its defaults)."""
         from serve.settings import ServeSettings
+        from slca.weights import WeightsSettings
 
         self.common = config.common
         if not self.common.admin_token:
             self.common = self.common.model_copy(update={"admin_token": secrets.token_hex(16)})
-        if not self.common.weights_key:
-            # whoever publishes for this server signs with `self.common.weights_key`
+        self.weights = config.get(WeightsSettings).model_copy(update={"follow": follow_weights})
+        if not self.weights.key:
+            # whoever publishes for this server signs with `self.weights.key`
             # (ops/experiments/train/controlled.py)
-            self.common = self.common.model_copy(update={"weights_key": secrets.token_hex(32)})
+            self.weights = self.weights.model_copy(update={"key": secrets.token_hex(32)})
         if stream_prefix:
             self.common = self.common.model_copy(update={"stream_prefix": stream_prefix})
         # its own replica identity (`<hostname>:<free port>`, its own URL), never a configured one: on a Redis shared
         # with a deployment it would overwrite that replica's status, and withdraw it when it stops
         self.settings = config.get(ServeSettings).model_copy(
-            update={"subscribe_weights": follow_weights, "port": free_port(), "replica_id": None, "advertise_url": None}
+            update={"port": free_port(), "replica_id": None, "advertise_url": None}
         )
         self.sim_settings = sim_settings
         self.loop = asyncio.new_event_loop()
@@ -56,7 +58,11 @@ class InProcessServer:
 
         async def go():
             app = create_app(
-                self.settings, self.common, sim_settings=self.sim_settings, subapps=plugged_subapps(self.common)
+                self.settings,
+                self.common,
+                weights=self.weights,
+                sim_settings=self.sim_settings,
+                subapps=plugged_subapps(self.common),
             )
             self.runner = web.AppRunner(app, access_log=None)
             await self.runner.setup()

@@ -2,7 +2,7 @@
 
 Redis carries the announcements, and whoever can write Redis could otherwise announce a self-hashed directory of
 their own or pin a server with a huge version number. So the learner signs each manifest with a key it shares
-with the servers (`common.weights_key`): HMAC-SHA256 over the canonical JSON of every field but `signature`
+with the servers (`weights.key`): HMAC-SHA256 over the canonical JSON of every field but `signature`
 (sorted keys, no spaces: the same bytes on both sides whatever the serialiser's order). A server refuses a
 manifest whose signature is missing or wrong (`ManifestPolicy`, slca/weights/verify.py).
 """
@@ -43,8 +43,8 @@ class WeightManifest(Contract):
     """Where servers without access to `path` fetch the files over HTTP (`<url><name>`, served by the learner:
     slca/weights/http.py); None: only `path`. Signed like every other field."""
     signature: str | None = None
-    """Hex HMAC-SHA256 of `canonical_bytes()` under `common.weights_key`; None: unsigned (refused by servers unless
-    `common.allow_unsigned_weights`)."""
+    """Hex HMAC-SHA256 of `canonical_bytes()` under `weights.key`; None: unsigned (refused by servers unless
+    `weights.allow_unsigned`)."""
 
     @field_validator("sha256")
     @classmethod

@@ -8,12 +8,13 @@ One package owns it, used by the learner, `slca train`, the benches and every en
 - one class per transport, each with the learner's side (`connect`, `url_for`, `close`) and a server's (`fetch`,
   `retain`, `stats`): `DiskTransport` (`disk.py`: in place, one machine; the default) and `HttpTransport`
   (`http.py`: the learner serves its versions, servers on other hosts fetch them into a verified local copy);
-  `transports.py` registers a server's transports by name (`register_transport`, `for_server`) and picks the
-  learner's (`for_learner`); an HTTP fetch reports what it did
+  `transports.py` registers both sides of each transport by name (`register_transport`), and builds a server's
+  (`for_server`) and the learner's (`for_learner`) from `weights.transport`; an HTTP fetch reports what it did
   (`FetchReport`, `fetch_report.py`) to an observer a server passes in (serve's `slca_weights_fetch_*` metrics);
 - a server's side (`swap.py`): `WeightSwapper` follows the announcements, fetches and hands the engine a verified
   version;
-- the one rollback of a failed swap, every engine's (`rollback.py`: `load_or_roll_back`).
+- the one rollback of a failed swap, every engine's (`rollback.py`: `load_or_roll_back`);
+- the `[weights]` settings section, which both sides read (`settings.py`: `WeightsSettings`).
 """
 
 from slca.weights.disk import DiskTransport, TransportStats
@@ -32,9 +33,13 @@ from slca.weights.publish import (
 )
 from slca.weights.rollback import load_or_roll_back, run_sync
 from slca.weights.swap import SwapTarget, WeightSwapper
+from slca.weights.settings import WeightsSettings
 from slca.weights.transports import (
+    LEARNER_TRANSPORTS,
     TRANSPORTS,
     AutoTransport,
+    LearnerOptions,
+    LearnerTransport,
     ServerOptions,
     ServerTransport,
     UnknownTransportError,
@@ -54,7 +59,11 @@ from slca.weights.verify import (
 )
 
 __all__ = [
+    "LEARNER_TRANSPORTS",
+    "LearnerOptions",
+    "LearnerTransport",
     "TRANSPORTS",
+    "WeightsSettings",
     "ServerOptions",
     "ServerTransport",
     "UnknownTransportError",

@@ -15,8 +15,8 @@ FetchFailure = Literal[
     "no_url", "unreachable", "timeout", "http_status", "bad_response", "too_large", "checksum", "invalid_copy", "io"
 ]
 """Why a fetch failed: `no_url` (nothing to fetch from), `unreachable` (no connection), `timeout` (the learner did
-not answer for `serve.weights_fetch_timeout_s`), `http_status` (403: wrong token, 404: not listed or pruned…),
-`bad_response` (a malformed response), `too_large` (past `serve.weights_fetch_max_bytes`), `checksum` (a file's
+not answer for `weights.fetch_timeout_s`), `http_status` (403: wrong token, 404: not listed or pruned…),
+`bad_response` (a malformed response), `too_large` (past `weights.fetch_max_bytes`), `checksum` (a file's
 bytes differ from the signed manifest), `invalid_copy` (the fetched copy fails the structural checks against the
 manifest), `io` (writing the local copy failed)."""
 FETCH_FAILURES: tuple[FetchFailure, ...] = FetchFailure.__args__

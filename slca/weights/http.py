@@ -1,15 +1,15 @@
 """The HTTP transport: weight versions reach servers on other hosts without a shared filesystem.
 
-The learner's side: `connect()` starts a small HTTP server (stdlib, a thread of the learner) on `learner.weights_bind`
+The learner's side: `connect()` starts a small HTTP server (stdlib, a thread of the learner) on `weights.bind`
 that serves `GET /v<N>/<name>`: only `manifest.json` and the files that version's manifest lists, nothing else of
-its directory or of the machine. Each version is announced with `url` (in its signed manifest): `learner.weights_url`,
-or `http://<weights_bind>` when that names a host. With `common.weights_key` set, a request must carry a token
+its directory or of the machine. Each version is announced with `url` (in its signed manifest): `weights.url`,
+or `http://<weights.bind>` when that names a host. With `weights.key` set, a request must carry a token
 derived from it (`fetch_token`: HMAC of a fixed label, so the key itself never crosses the network); without a key
 the files are served to whoever can reach the address.
 
 A server's side: `fetch(manifest)` downloads each listed file of the announced (signature-checked) manifest from its
-`url` into a local copy (`serve.weights_mirror_dir`), hashing while it streams; a file whose digest differs, a
-response larger than it announced or past `serve.weights_fetch_max_bytes` in all refuses the version (nothing is
+`url` into a local copy (`weights.mirror_dir`), hashing while it streams; a file whose digest differs, a
+response larger than it announced or past `weights.fetch_max_bytes` in all refuses the version (nothing is
 kept). The copy is then loaded like any version on disk — its bytes hashed again against the announced manifest as
 they are parsed (`WeightVersion.state_dict`) — and copies of versions no longer served are removed (`retain`).
 """
@@ -56,7 +56,7 @@ SERVE_TIMEOUT_S = 60.0
 
 
 def fetch_token(key: str) -> str:
-    """The bearer token of a weight fetch under `common.weights_key` (both sides derive it; the key stays home)."""
+    """The bearer token of a weight fetch under `weights.key` (both sides derive it; the key stays home)."""
     return hmac.new(key.encode(), b"slca weight fetch", hashlib.sha256).hexdigest()
 
 
@@ -113,7 +113,7 @@ class HttpTransport:
         if host in _WILDCARDS and not self.url:
             raise ValueError(
                 f"weights bind address {self.bind!r} listens on every interface: set the URL servers fetch from "
-                "(the learner's weights_url setting)"
+                "(weights.url)"
             )
         handler = _handler(self.weights_dir, self.key, self.serve_timeout_s)
         self._server = _BoundedServer((host, port), handler, self.serve_threads)
@@ -167,7 +167,7 @@ class HttpTransport:
 
     def _fetch(self, manifest: WeightManifest, progress: "_Progress") -> WeightVersion:
         if self.mirror_dir is None:
-            raise FetchError("no local directory to fetch weights into (serve.weights_mirror_dir)", "io")
+            raise FetchError("no local directory to fetch weights into (weights.mirror_dir)", "io")
         url = manifest.url
         if not url or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise FetchError(f"v{manifest.version}: no http(s) url to fetch it from ({url!r})", "no_url")
@@ -334,7 +334,7 @@ def _handler(weights_dir: Path, key: str | None, timeout_s: float = SERVE_TIMEOU
             if token is not None:
                 sent = self.headers.get("Authorization", "")
                 if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-                    self.send_error(HTTPStatus.FORBIDDEN, "a weight fetch needs the token of common.weights_key")
+                    self.send_error(HTTPStatus.FORBIDDEN, "a weight fetch needs the token of weights.key")
                     return
             path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
             m = _PATH.match(path)

@@ -129,9 +129,9 @@ def reannounce_refusal(
     if manifest is None:
         return "its directory or manifest is gone"
     if weights_key and not manifest.signature_valid(weights_key):
-        return "it is not signed with today's common.weights_key"
+        return "it is not signed with today's weights.key"
     if not weights_key and manifest.signature is not None:
-        return "it is signed, and no common.weights_key is set"
+        return "it is signed, and no weights.key is set"
     if manifest.path != str((weights_dir / f"v{manifest.version}").resolve()):
         return f"it names another directory ({manifest.path})"
     if manifest.url != url:
@@ -164,14 +164,14 @@ def publish(
     weights_key: str | None = None,
     transport=None,
 ) -> tuple[WeightManifest, float]:
-    """Write, announce and prune version N+1; signed with `weights_key` (`common.weights_key`) when given — servers
-    refuse unsigned announcements unless configured for development (`common.allow_unsigned_weights`). `transport`:
+    """Write, announce and prune version N+1; signed with `weights_key` (`weights.key`) when given — servers
+    refuse unsigned announcements unless configured for development (`weights.allow_unsigned`). `transport`:
     how servers reach the files (`slca.weights.transports.for_learner`, connected); None: the disk, in place."""
     t0 = time.perf_counter()
     if not weights_key and redis_client is not None:
         log.warning(
-            "publishing unsigned weights (common.weights_key is unset): servers refuse them unless "
-            "common.allow_unsigned_weights is set"
+            "publishing unsigned weights (weights.key is unset): servers refuse them unless "
+            "weights.allow_unsigned is set"
         )
     version = next_version(weights_dir, last_published)
     url = transport.url_for(version) if transport is not None else None

@@ -3,16 +3,18 @@
 A server's transport is `weights.transport` (`for_server`): each registered name maps to a factory of
 `ServerOptions` (where fetched copies go, the key, the bounds, the fetch observer). The shipped ones: `disk` (read the
 announced directory in place: one machine, or a shared filesystem), `http` (fetch the announced `url` into a verified
-local copy), `auto` (the disk where the announced directory exists here, else HTTP). A new transport is a class with
-a server's side (`fetch`, `retain`, `stats`, `close`) and one `@register_transport("name")` factory; an unknown name
-is refused listing the registered ones. The learner's side follows from configuration, not a name: HTTP when
-`weights.bind` is set, else the disk (`for_learner`)."""
+local copy), `auto` (the disk where the announced directory exists here, else HTTP). The learner's transport is the
+same `weights.transport`, looked up in the learner's registry (`for_learner`, `LearnerOptions`): `disk` publishes
+into the versions directory only, `http` also serves it on `weights.bind`, `auto` serves it when `weights.bind` is
+set. A new transport is a class with a server's side (`fetch`, `retain`, `stats`, `close`) and a learner's
+(`connect`, `url_for`, `close`), and a factory for each: `@register_transport("name")` and
+`@register_transport("name", side="learner")`; an unknown name is refused listing the registered ones."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Literal, Protocol
 
 from slca.contracts import WeightManifest
 from slca.weights.disk import DiskTransport, TransportStats
@@ -53,20 +55,56 @@ class ServerOptions:
     """Handed a `FetchReport` after every HTTP fetch (serve's `slca_weights_fetch_*` metrics)."""
 
 
+class LearnerTransport(Protocol):
+    """The learner's side of a transport: makes its published versions reachable and says where (`url_for`)."""
+
+    name: str
+
+    def connect(self) -> None:
+        """Start whatever serves the versions (may raise OSError: an address taken, ValueError: a bad address)."""
+        ...
+
+    def url_for(self, version: int) -> str | None:
+        """Where servers fetch `version` from, announced in its signed manifest; None: its `path`, in place."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LearnerOptions:
+    """What the learner's side of a transport may need (`weights.*`)."""
+
+    weights_dir: Path
+    """The versions directory the learner publishes into (`<common.data_dir>/weights`)."""
+    bind: str | None = None
+    """`weights.bind`: `host:port` to serve the versions on."""
+    url: str | None = None
+    """`weights.url`: the base URL announced to servers (None: from `bind`)."""
+    key: str | None = None
+    """`weights.key`: a fetch must carry the token derived from it."""
+
+
 class UnknownTransportError(ValueError):
     """A transport name that is not registered; the message lists the registered ones."""
 
 
 TRANSPORTS: dict[str, Callable[[ServerOptions], ServerTransport]] = {}
+"""A server's side of each transport, by name."""
+LEARNER_TRANSPORTS: dict[str, Callable[[LearnerOptions], LearnerTransport]] = {}
+"""The learner's side of each transport, by name."""
+_SIDES: dict[str, dict[str, Callable]] = {"server": TRANSPORTS, "learner": LEARNER_TRANSPORTS}
 
 
-def register_transport(name: str):
-    """Register a server transport factory `(ServerOptions) -> ServerTransport` under `name`."""
+def register_transport(name: str, side: Literal["server", "learner"] = "server"):
+    """Register a transport factory under `name`: a server's side `(ServerOptions) -> ServerTransport`, or with
+    `side="learner"` the learner's `(LearnerOptions) -> LearnerTransport`."""
+    registry = _SIDES[side]
 
-    def deco(factory: Callable[[ServerOptions], ServerTransport]):
-        if name in TRANSPORTS:
-            raise ValueError(f"weight transport {name!r} registered twice")
-        TRANSPORTS[name] = factory
+    def deco(factory: Callable):
+        if name in registry:
+            raise ValueError(f"weight transport {name!r} registered twice ({side} side)")
+        registry[name] = factory
         return factory
 
     return deco
@@ -132,13 +170,36 @@ def _auto(options: ServerOptions) -> AutoTransport:
     return AutoTransport(DiskTransport(), _http(options))
 
 
-def for_learner(
-    weights_dir: Path, bind: str | None = None, url: str | None = None, key: str | None = None
-) -> DiskTransport | HttpTransport:
-    """The learner's transport (not yet connected): HTTP on `bind` (`weights.bind`) when set, else the disk."""
-    if bind:
-        return HttpTransport(weights_dir, bind=bind, url=url, key=key)
+@register_transport("disk", side="learner")
+def _disk_learner(options: LearnerOptions) -> DiskTransport:
+    if options.bind:  # refused rather than ignored: servers on other hosts would wait for versions never served
+        raise ValueError(f"weights.bind is {options.bind!r}, but weights.transport=disk serves nothing over HTTP")
     return DiskTransport()
+
+
+@register_transport("http", side="learner")
+def _http_learner(options: LearnerOptions) -> HttpTransport:
+    if not options.bind:
+        raise ValueError("weights.transport=http needs weights.bind (host:port to serve the versions on)")
+    return HttpTransport(options.weights_dir, bind=options.bind, url=options.url, key=options.key)
+
+
+@register_transport("auto", side="learner")
+def _auto_learner(options: LearnerOptions) -> DiskTransport | HttpTransport:
+    # servers with `auto` read the directory where they see it, so the disk is always published; HTTP besides when
+    # there is an address to serve it on
+    return _http_learner(options) if options.bind else DiskTransport()
+
+
+def for_learner(mode: str, options: LearnerOptions) -> LearnerTransport:
+    """The learner's transport (not yet connected): the one registered as `mode` (`weights.transport`). ValueError
+    when `options` do not fit it (`http` without `bind`, `disk` with one)."""
+    check_transport(mode)
+    if mode not in LEARNER_TRANSPORTS:
+        raise UnknownTransportError(
+            f"weight transport {mode!r} has no learner side; with one: {', '.join(sorted(LEARNER_TRANSPORTS))}"
+        )
+    return LEARNER_TRANSPORTS[mode](options)
 
 
 def for_server(

@@ -1,8 +1,8 @@
 """Verifying a weight version on this machine, and reading its tensors from the very bytes that were hashed.
 
 The manifest is required and is the whole truth:
-- an announcement is accepted only when signed with `common.weights_key` (`ManifestPolicy`; unsigned ones only
-  with `common.allow_unsigned_weights`), never older than the version served and at most `serve.max_version_jump`
+- an announcement is accepted only when signed with `weights.key` (`ManifestPolicy`; unsigned ones only
+  with `weights.allow_unsigned`), never older than the version served and at most `weights.max_version_jump`
   above the last one accepted;
 - a directory without `manifest.json` is refused (unverified weights are never served);
 - every name it lists must stay inside the version's directory: relative, no '..' (the contract checks the
@@ -13,7 +13,7 @@ The manifest is required and is the whole truth:
   or silently skipped;
 - given the announced manifest (the one whose signature was checked), the directory's `manifest.json` must
   match it — same version, same sha256 map, same signature — and the files are hashed against the announced
-  digests: whoever can write the weights directory but not `common.weights_key` cannot swap other files in;
+  digests: whoever can write the weights directory but not `weights.key` cannot swap other files in;
 - every engine loads the very bytes that were hashed (`WeightVersion.state_dict`: each file read once, hashed,
   parsed from those bytes), so nothing can change between the check and the load; vLLM's engine-core worker does
   the same in its own process, handed the version as text (`WeightVersion.to_wire`; `check` before it is only
@@ -43,25 +43,22 @@ class ManifestPolicy:
     """Which announced manifests a server may load. The default refuses everything: no key, no unsigned."""
 
     key: str | None = None
-    """`common.weights_key`: announcements must be signed with it."""
+    """`weights.key`: announcements must be signed with it."""
     allow_unsigned: bool = False
-    """`common.allow_unsigned_weights`: without a key, accept unsigned announcements (development, tests)."""
+    """`weights.allow_unsigned`: without a key, accept unsigned announcements (development, tests)."""
     max_version_jump: int = 1000
-    """`serve.max_version_jump`: refuse a version more than this above the last announcement accepted."""
+    """`weights.max_version_jump`: refuse a version more than this above the last announcement accepted."""
 
     @classmethod
-    def from_settings(cls, common, serve_settings) -> "ManifestPolicy":
-        policy = cls(
-            common.weights_key,
-            common.allow_unsigned_weights,
-            getattr(serve_settings, "max_version_jump", cls.max_version_jump),
-        )
+    def from_settings(cls, weights) -> "ManifestPolicy":
+        """The policy of the `[weights]` section (`WeightsSettings`)."""
+        policy = cls(weights.key, weights.allow_unsigned, weights.max_version_jump)
         if not policy.key:
             log.warning(
-                "common.weights_key is unset: weight announcements are %s",
+                "weights.key is unset: weight announcements are %s",
                 "accepted unsigned (development only: anyone who can write Redis can make this server load weights)"
                 if policy.allow_unsigned
-                else "refused (set common.weights_key, as `slca up` does)",
+                else "refused (set weights.key, as `slca up` does)",
             )
         return policy
 
@@ -74,7 +71,7 @@ class ManifestPolicy:
             if not manifest.signature_valid(self.key):
                 return "bad signature"
         elif not self.allow_unsigned:
-            return "no common.weights_key to verify it with"
+            return "no weights.key to verify it with"
         if last_accepted is not None and manifest.version > last_accepted + self.max_version_jump:
             return f"v{manifest.version} jumps more than {self.max_version_jump} versions past v{last_accepted}"
         return None
@@ -86,7 +83,7 @@ class ManifestPolicy:
             return None
         manifest = open_weight_dir(path).manifest
         if not manifest.signature_valid(self.key):
-            why = "unsigned" if manifest.signature is None else "not signed with common.weights_key"
+            why = "unsigned" if manifest.signature is None else "not signed with weights.key"
             raise WeightLoadError(f"{path}: {MANIFEST_NAME} is {why}; refused")
         if manifest.version != version:
             raise WeightLoadError(f"{path}: {MANIFEST_NAME} is v{manifest.version}, not v{version}; refused")

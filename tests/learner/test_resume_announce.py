@@ -13,6 +13,7 @@ from learner.checkpoint import LearnerState, save_checkpoint
 from learner.loop import run_learner
 from slca.contracts import Streams, WeightManifest, encode_entry
 from slca.contracts.wire import load_json
+from slca.weights import WeightsSettings
 from tests.learner.two_tools import TwoToolTask
 from tests.support.weights import publish_version
 
@@ -61,7 +62,7 @@ def test_a_learner_with_only_stale_groups_announces_its_version_and_acks_and_cou
 
 def test_a_version_signed_with_an_old_key_is_replaced_by_a_new_version(loop_context, redis_client):
     ctx = loop_context()
-    ctx.common = ctx.common.model_copy(update={"weights_key": "the key of this run"})
+    ctx.weights = WeightsSettings(key="the key of this run")
     _resume_at(ctx, 28, key="the key of the last run")  # servers with today's key would refuse it
     state = _run_for(ctx, 1.0)
 

@@ -24,7 +24,7 @@ def hf_server(serve_redis, tiny_model_dir, tmp_path_factory):
         serve_redis.url,
         tiny_model_dir,
         tmp_path_factory.mktemp("serve") / "server.log",
-        "serve.subscribe_weights=false",
+        "weights.follow=false",
     )
     try:
         yield server.wait_ready()

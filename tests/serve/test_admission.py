@@ -18,7 +18,7 @@ from tests.support.serve import run_in_app
 def _settings(**overrides):
     from serve.settings import ServeSettings
 
-    return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
+    return ServeSettings(engine="hf", max_model_len=512, torch_threads=1, **overrides)
 
 
 # --- a bounded queue in front of the request pool ------------------------------------------------

@@ -36,9 +36,7 @@ def test_agent_runs_stream_progress_events(tiny_model_dir, serve_redis):
 
 
 def test_configured_share_of_chat_traffic_becomes_trajectories(tiny_model_dir, serve_redis, rclient):
-    settings = ServeSettings(
-        engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, record_chat_share=1.0, record_chat_n=2
-    )
+    settings = ServeSettings(engine="hf", max_model_len=512, torch_threads=1, record_chat_share=1.0, record_chat_n=2)
 
     async def scenario(client, app):
         r = await client.post(

@@ -15,6 +15,7 @@ from serve.settings import ServeSettings
 from serve.tools import UnavailableToolProvider
 from slca.config import CommonSettings
 from slca.contracts import ToolProvider
+from tests.support.weights import NO_FOLLOW
 
 
 class _Engine:
@@ -44,11 +45,11 @@ class _Provider(UnavailableToolProvider):
 def test_the_tool_provider_is_closed_and_the_request_pool_shut_down_on_app_cleanup(monkeypatch, tmp_path):
     provider, engine = _Provider(), _Engine()
     monkeypatch.setattr(serve_app, "make_tool_provider", lambda *args, **kwargs: provider)
-    settings = ServeSettings(engine="hf", subscribe_weights=False, request_threads=2)
+    settings = ServeSettings(engine="hf", request_threads=2)
     common = CommonSettings(model=str(tmp_path), redis_url="redis://127.0.0.1:1/0", data_dir=str(tmp_path))
 
     async def main():
-        app = serve_app.create_app(settings, common, engine_factory=lambda: engine)
+        app = serve_app.create_app(settings, common, weights=NO_FOLLOW, engine_factory=lambda: engine)
         runner = web.AppRunner(app)
         await runner.setup()
         pool = app[REQUEST_POOL]

@@ -82,9 +82,7 @@ def test_agent_runs_record_only_with_a_record_key(tiny_model_dir, serve_redis, r
 
 
 def test_chat_traffic_is_recorded_only_with_a_record_key(tiny_model_dir, serve_redis, rclient):
-    settings = ServeSettings(
-        engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, record_chat_share=1.0, record_chat_n=1
-    )
+    settings = ServeSettings(engine="hf", max_model_len=512, torch_threads=1, record_chat_share=1.0, record_chat_n=1)
 
     async def scenario(client, app):
         statuses = []

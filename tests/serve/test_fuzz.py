@@ -27,7 +27,7 @@ def fuzz_server(serve_redis, tiny_model_dir, tmp_path_factory):
         serve_redis.url,
         tiny_model_dir,
         tmp_path_factory.mktemp("fuzz") / "server.log",
-        "serve.subscribe_weights=false",
+        "weights.follow=false",
         "serve.max_tokens_limit=8",
         "serve.max_n=2",
         "serve.max_turns_limit=2",

@@ -224,7 +224,7 @@ def test_task_id_is_bounded(task_id, ok):
 def _settings(**overrides):
     from serve.settings import ServeSettings
 
-    return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
+    return ServeSettings(engine="hf", max_model_len=512, torch_threads=1, **overrides)
 
 
 LONG = {
@@ -403,7 +403,7 @@ def test_a_costly_forced_call_is_refused_in_its_bound_while_other_callers_are_se
     from serve.settings import ServeSettings
 
     settings = ServeSettings(  # the costly tool's schema templates to ~1,300 tokens
-        engine="hf", max_model_len=2048, subscribe_weights=False, torch_threads=1, grammar_compile_timeout_s=bound_s
+        engine="hf", max_model_len=2048, torch_threads=1, grammar_compile_timeout_s=bound_s
     )
     other = {"Authorization": "Bearer other-caller"}
 

@@ -23,15 +23,18 @@ from slca.replicas import read_replicas, read_replicas_async
 from slca.weights import HttpTransport, announce
 from tests.support.serve import ADMIN_TOKEN, agent_run_body
 from tests.support.wait import wait_for_async
-from tests.support.weights import WEIGHTS_KEY, publish_version
+from tests.support.weights import WEIGHTS_KEY, publish_version, signed
 
 
 def settings(**extra) -> ServeSettings:
-    return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **extra)
+    return ServeSettings(engine="hf", max_model_len=512, torch_threads=1, **extra)
 
 
-async def start_apps(stack: AsyncExitStack, tiny_model_dir, redis_url: str, prefix: str, *configs: ServeSettings):
-    """One app (its own engine, recorder, announcer) per settings, all on one Redis and prefix, like replicas."""
+async def start_apps(
+    stack: AsyncExitStack, tiny_model_dir, redis_url: str, prefix: str, *configs: ServeSettings, weights=None
+):
+    """One app (its own engine, recorder, announcer) per settings, all on one Redis and prefix, like replicas;
+    `weights`: their `[weights]` (None: verified with `WEIGHTS_KEY`, not following the channel)."""
     out = []
     for s in configs:
         common = CommonSettings(
@@ -39,9 +42,8 @@ async def start_apps(stack: AsyncExitStack, tiny_model_dir, redis_url: str, pref
             redis_url=redis_url,
             stream_prefix=prefix,
             admin_token=ADMIN_TOKEN,
-            weights_key=WEIGHTS_KEY,
         )
-        app = create_app(s, common)
+        app = create_app(s, common, weights=weights or signed())
         out.append((await stack.enter_async_context(TestClient(TestServer(app))), app))
     return out
 
@@ -145,15 +147,13 @@ def test_a_replica_fetching_over_http_counts_the_fetch_and_announces_each_swap(
         engine="hf",
         max_model_len=512,
         torch_threads=1,
-        subscribe_weights=True,
-        weights_transport="http",
-        weights_mirror_dir=str(tmp_path / "mirror"),
         replica_id="replica-http",
     )
+    weights = signed(follow=True, transport="http", mirror_dir=str(tmp_path / "mirror"))
 
     async def main():
         async with AsyncExitStack() as stack:
-            ((client, app),) = await start_apps(stack, tiny_model_dir, serve_redis.url, prefix, s)
+            ((client, app),) = await start_apps(stack, tiny_model_dir, serve_redis.url, prefix, s, weights=weights)
 
             async def status_of(version: int, outcome: str):
                 views = await read_replicas_async(app[REDIS], prefix)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.timed  # stop deadlines and latency bounds: alone, in t
 
 
 def test_sigint_then_sigterm_is_one_clean_stop(serve_redis, tiny_model_dir, tmp_path):
-    server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path / "server.log", "serve.subscribe_weights=false")
+    server = ServerProcess(serve_redis.url, tiny_model_dir, tmp_path / "server.log", "weights.follow=false")
     try:
         server.wait_ready()
         t0 = time.monotonic()
@@ -38,7 +38,7 @@ def test_a_request_still_in_flight_holds_the_stop_for_the_drain_only(serve_redis
         serve_redis.url,
         tiny_model_dir,
         tmp_path / "server.log",
-        "serve.subscribe_weights=false",
+        "weights.follow=false",
         "serve.stop_drain_s=1",
     )
     client = None

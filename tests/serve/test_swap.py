@@ -34,7 +34,7 @@ def swap_server(serve_redis, tiny_model_dir, tmp_path_factory):
         tiny_model_dir,
         tmp_path_factory.mktemp("swap") / "server.log",
         "common.stream_prefix=swaptest",
-        f"common.weights_key={WEIGHTS_KEY}",
+        f"weights.key={WEIGHTS_KEY}",
     )
     try:
         yield server.wait_ready()

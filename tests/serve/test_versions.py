@@ -15,7 +15,7 @@ from serve.settings import ServeSettings
 from serve.keys import SWAPPER
 from slca.contracts.versions import PIN_HEADER, VERSION_HEADER
 from tests.support.serve import run_in_app
-from tests.support.weights import WEIGHTS_KEY, publish_version, rewrite_manifest
+from tests.support.weights import publish_version, rewrite_manifest, signed
 
 ADMIN, RECORD = "versions-admin", "versions-record"
 ADMIN_H = {"Authorization": f"Bearer {ADMIN}"}
@@ -23,9 +23,7 @@ RECORD_H = {"Authorization": f"Bearer {RECORD}"}
 
 
 def settings(**extra) -> ServeSettings:
-    return ServeSettings(
-        engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, promotion_poll_s=0.2, **extra
-    )
+    return ServeSettings(engine="hf", max_model_len=512, torch_threads=1, promotion_poll_s=0.2, **extra)
 
 
 def common(data_dir) -> dict:
@@ -33,7 +31,7 @@ def common(data_dir) -> dict:
     return {
         "admin_token": ADMIN,
         "record_key": RECORD,
-        "weights_key": WEIGHTS_KEY,
+        "weights": signed(),
         "data_dir": str(data_dir),
         "stream_prefix": f"versions-{data_dir.parent.name}",
     }

@@ -253,7 +253,7 @@ def test_the_readme_check_catches_a_stale_default():
     log_bytes = settings["ops.log_max_bytes"].default
     prose = (
         f"taken over after `workers.claim_idle_ms` ({claim_s:g} s), `workers.group_timeout_s` (-1 s) must outlast "
-        f"it;\n`ops.log_max_bytes`\n({log_bytes} = {log_bytes >> 20} MiB; 0: never), `learner.weights_bind` (e.g. "
+        f"it;\n`ops.log_max_bytes`\n({log_bytes} = {log_bytes >> 20} MiB; 0: never), `weights.bind` (e.g. "
         "`0.0.0.0:9200`), `serve.gone_s` (5 s)"
     )
     problems = readme_disagreements(prose, settings)

@@ -53,3 +53,22 @@ def test_a_registered_transport_is_built_by_name_with_the_servers_options(toy_tr
     assert isinstance(toy, _Toy) and toy.options == ServerOptions(Path(tmp_path), "the key", 3.0, 64 << 30, None)
     with pytest.raises(ValueError, match="registered twice"):
         register_transport("toy")(_Toy)
+
+
+def test_the_learner_side_is_looked_up_by_the_same_name(tmp_path):
+    from slca.weights import LEARNER_TRANSPORTS, LearnerOptions, for_learner
+
+    assert {"auto", "disk", "http"} <= set(LEARNER_TRANSPORTS)
+    assert isinstance(for_learner("disk", LearnerOptions(tmp_path)), DiskTransport)
+    http = for_learner("http", LearnerOptions(tmp_path, bind="127.0.0.1:0", url="http://learner:1", key="k"))
+    assert isinstance(http, HttpTransport) and (http.weights_dir, http.bind, http.key) == (tmp_path, "127.0.0.1:0", "k")
+    assert isinstance(for_learner("auto", LearnerOptions(tmp_path)), DiskTransport)
+    with pytest.raises(UnknownTransportError, match="unknown weight transport 'pigeon'"):
+        for_learner("pigeon", LearnerOptions(tmp_path))
+
+
+def test_a_transport_with_no_learner_side_is_refused_naming_those_with_one(toy_transport, tmp_path):
+    from slca.weights import LearnerOptions, for_learner
+
+    with pytest.raises(UnknownTransportError, match="'toy' has no learner side; with one: auto, disk, http"):
+        for_learner("toy", LearnerOptions(tmp_path))

@@ -352,7 +352,7 @@ def test_a_swap_by_path_needs_a_signed_manifest_of_that_version_when_the_server_
         return errors
 
     errors = asyncio.run(main())
-    assert "unsigned" in errors[0] and "not signed with common.weights_key" in errors[1] and "not v2" in errors[2]
+    assert "unsigned" in errors[0] and "not signed with weights.key" in errors[1] and "not v2" in errors[2]
     assert engine.loaded == [1] and engine.manifests == [signed]  # the engine checks the files against it
     # without a key (development), a swap by path keeps trusting the directory's own manifest
     keyless = _FakeEngine({})

@@ -10,7 +10,8 @@ Test modules import from here, never from a conftest (a conftest holds fixtures 
   `WEATHER_TOOL`.
 - `learner`: `LearnerProcess` (a real `slca learn`), `wait_for_version()`, `load_weights()`.
 - `weights`: `publish_version()` (a weight version as the learner publishes it, optionally with the `url` of the HTTP
-  transport), `WEIGHTS_KEY`, `manifest_of()` / `rewrite_manifest()` (read or change a directory's manifest).
+  transport), `WEIGHTS_KEY`, `NO_FOLLOW` / `signed()` (`[weights]` of a test server), `manifest_of()` /
+  `rewrite_manifest()` (read or change a directory's manifest).
 - `metrics`: `metric()` (one sample of a Prometheus registry).
 - `netns`: `Network` (hosts as Linux network namespaces on one private bridge, made and removed by the test;
   skips where namespaces cannot be made), `children()`, `cmdline()`.

@@ -14,6 +14,7 @@ from pathlib import Path
 from ops.bench.hostile import WEATHER
 from slca.redis_server import free_port
 from tests.support.processes import REPO
+from tests.support.weights import NO_FOLLOW
 from tests.support.wait import wait_for
 
 ADMIN_TOKEN = "test-admin-token"
@@ -115,17 +116,17 @@ def raw_post(url: str, data: bytes) -> tuple[int, dict, dict]:
         return exc.code, json.loads(exc.read()), dict(exc.headers)
 
 
-async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps=None, **common):
-    """Run `scenario(client, app)` against an in-process app (hf engine on the tiny model)."""
+async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps=None, weights=None, **common):
+    """Run `scenario(client, app)` against an in-process app (hf engine on the tiny model). `weights`: its
+    `[weights]` section; None: `NO_FOLLOW` (the app loads no announced version)."""
     from aiohttp.test_utils import TestClient, TestServer
 
     from serve.app import create_app
     from serve.settings import ServeSettings
     from slca.config import CommonSettings
 
-    settings = settings or ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1)
-    app = create_app(
-        settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common), subapps=subapps
-    )
+    settings = settings or ServeSettings(engine="hf", max_model_len=512, torch_threads=1)
+    common_settings = CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common)
+    app = create_app(settings, common_settings, weights=weights or NO_FOLLOW, subapps=subapps)
     async with TestClient(TestServer(app)) as client:
         return await scenario(client, app)

@@ -13,10 +13,19 @@ from slca.atomic import temp_dir_next_to
 from slca.contracts import WeightManifest
 from slca.contracts.weights import MANIFEST_NAME
 from slca.weights.publish import seal_version
+from slca.weights.settings import WeightsSettings
 
 
 WEIGHTS_KEY = "test-weights-key"
-"""The announcement key of the test servers that follow the weight channel (`common.weights_key`)."""
+"""The announcement key of the test servers that follow the weight channel (`weights.key`)."""
+
+NO_FOLLOW = WeightsSettings(follow=False)
+"""`[weights]` of a test server that loads no announced version (`run_in_app`'s default)."""
+
+
+def signed(**extra) -> WeightsSettings:
+    """`[weights]` of a test server that verifies versions against `WEIGHTS_KEY` (`extra`: other keys)."""
+    return WeightsSettings(**{"key": WEIGHTS_KEY, "follow": False, **extra})
 
 
 def publish_version(

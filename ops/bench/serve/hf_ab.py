@@ -21,7 +21,7 @@ def load_engine(model: str | None, update: dict[str, Any]):
     warm = warm_model_dir(config)
     name = model or (str(warm) if is_model_dir(warm) else config.common.model)
     model_dir = find_model_dir(name, config.common.cache_dir)
-    settings = config.get(ServeSettings).model_copy(update={"engine": "hf", "subscribe_weights": False, **update})
+    settings = config.get(ServeSettings).model_copy(update={"engine": "hf", **update})
     return HFEngine(str(model_dir), settings), settings, model_dir
 
 

@@ -188,14 +188,14 @@ def run_bench_swap(args, config) -> int:
             overrides = {
                 "serve.engine": "vllm",
                 "serve.vllm_engine_core_process": str(core).lower(),
-                "serve.subscribe_weights": "true",
+                "weights.follow": "true",
                 "serve.max_model_len": settings.max_model_len,
                 "serve.kv_cache_gib": settings.kv_cache_gib,
                 "serve.dtype": settings.dtype,
                 "serve.heap_mmap_threshold_kib": settings.heap_mmap_threshold_kib,
                 "common.stream_prefix": common.stream_prefix,
                 # a private, throwaway Redis that only this bench writes: unsigned announcements are safe
-                "common.allow_unsigned_weights": "true",
+                "weights.allow_unsigned": "true",
             }
             cmd = slca_serve_cmd(model_dir, redis.url, p, overrides)
             with running(cmd, f"http://127.0.0.1:{p}/readyz", Path(tmp) / "serve.log") as started:

@@ -93,7 +93,7 @@ def train_argv(arm: RecipeArm, args, model_dir: Path, work: Path, log: Path, tas
         "learner.init_model": model_dir,
         "common.model": model_dir,
         "learner.run_dir": work,
-        "learner.keep_versions": 2,
+        "weights.keep_versions": 2,
         "learner.train_group_size": args.group_size,
     }
     sets = [a for k, v in pinned.items() for a in ("--set", f"{k}={v}")] + arm.set_args()

@@ -66,7 +66,7 @@ def train_argv(ctx: TrainContext, key: RunKey, steps: int, work: Path, log: Path
         "learner.init_model": model,
         "common.model": model,  # the rollout server serves the same model
         "learner.run_dir": work,
-        "learner.keep_versions": 0,  # the watcher below decides what to keep
+        "weights.keep_versions": 0,  # the watcher below decides what to keep
         "learner.train_group_size": p.group_size,
         "learner.train_temperature": p.temperature,
         "learner.train_max_tokens": p.max_tokens,

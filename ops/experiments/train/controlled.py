@@ -14,7 +14,7 @@ With `learner.loss.kl_beta` > 0 a frozen copy of the starting weights is the KL 
 Which server follows the announcement: the in-process one (no `--api`) subscribes under a stream prefix of
 its own, `<common.stream_prefix>:train:<run id>`, so that a controlled run never hot-swaps the servers of a
 live system sharing the Redis, nor starts from its weights; with `--api`, the server at that URL must follow
-`<common.stream_prefix>:weights` on the configured Redis (`serve.subscribe_weights`)."""
+`<common.stream_prefix>:weights` on the configured Redis (`weights.follow`)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def wait_served(api: str, version: int, timeout_s: float = SWAP_TIMEOUT_S) -> fl
         time.sleep(0.05)
     raise CliError(
         f"{api} still serves v{served} {timeout_s:.0f}s after v{version} was announced: does it follow "
-        "the weights channel on this Redis (serve.subscribe_weights), and did the load fail (its log)?"
+        "the weights channel on this Redis (weights.follow), and did the load fail (its log)?"
     )
 
 
@@ -190,7 +190,7 @@ def run_train_cli(args, config) -> int:
     from learner.trainer import Trainer
     from slca.cli import CliError
     from slca.models.paths import find_model_dir, how_to_make
-    from slca.weights import publish
+    from slca.weights import WeightsSettings, publish
 
     budget = Budget(args.steps, args.minutes or 0.0)
     settings = config.get(LearnerSettings).model_copy(update={"estimator": args.estimator, "seed": args.seed})
@@ -211,7 +211,8 @@ def run_train_cli(args, config) -> int:
             f"common.redis_url): {exc}"
         ) from None
     server, api, streams = open_server(config, args.api)
-    weights_key = server.common.weights_key if server is not None else common.weights_key
+    # its own server signs with a key of its own when none is configured (`InProcessServer`)
+    weights = server.weights if server is not None else config.get(WeightsSettings)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -237,8 +238,8 @@ def run_train_cli(args, config) -> int:
                     str(model_dir),
                     client,
                     streams,
-                    settings.keep_versions,
-                    weights_key=weights_key,
+                    weights.keep_versions,
+                    weights_key=weights.key,
                 )
                 swap_s = wait_served(api, manifest.version)
                 version = manifest.version

@@ -51,8 +51,9 @@ def _train_and_hand_over(args, config: Config, train: Train, board: ProgressBoar
     from ops.experiments.warmstart.handover import HandoverError, ServeAdminClient, hand_over, publish_model_dir
     from ops.settings import OpsSettings
     from slca.contracts import Streams
+    from slca.weights import WeightsSettings
 
-    common, ops = config.common, config.get(OpsSettings)
+    common, ops, weights = config.common, config.get(OpsSettings), config.get(WeightsSettings)
     out = Path(args.out)
     board.update(phase="loading", budget_s=max(0.0, args.minutes) * 60, budget_steps=max(0, args.steps),
                  model_dir=str(out))  # fmt: skip
@@ -68,7 +69,7 @@ def _train_and_hand_over(args, config: Config, train: Train, board: ProgressBoar
         return code
     board.update(phase="publishing", trained_at=board.record.trained_at or time.time())
     try:
-        manifest = publish_model_dir(out, Path(common.data_dir), common.weights_key)
+        manifest = publish_model_dir(out, Path(common.data_dir), weights.key)
         board.update(version=manifest.version, published_at=time.time())
         served = hand_over(
             manifest,

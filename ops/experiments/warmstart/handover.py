@@ -3,7 +3,7 @@ trained, on a machine where `slca up` already serves the base model (`ops.warm_s
 
 1. publish: the model directory's files (weights, config, tokenizer) become `<data_dir>/weights/vN/`, N above every
    version on disk, sealed by `slca.weights.publish.seal_version` as the learner's versions are (a sha256 per file,
-   the manifest signed with `common.weights_key`);
+   the manifest signed with `weights.key`);
 2. promote: serve is asked to give callers vN (`POST /admin/promote` with the admin token: the promotion record,
    reason `operator`, for the warm start is the operator's chosen start) — before the announcement, so that serve
    loads the warm start into the callers' engine once rather than first making a copy of the base model for them;

@@ -44,7 +44,7 @@ from slca.redis_server import RedisServer
 log = logging.getLogger("slca.up")
 
 WEIGHTS_KEY_FILE = "weights-key"
-"""The generated `common.weights_key`, owner-only in the data dir, kept across runs (`lasting_secret`)."""
+"""The generated `weights.key`, owner-only in the data dir, kept across runs (`lasting_secret`)."""
 
 
 def run_up(args, config: Config) -> int:
@@ -178,15 +178,17 @@ def secret_env(args) -> dict[str, str]:
 
 
 def child_env(config: Config, redis_url: str, data_dir: Path) -> tuple[dict[str, str], str]:
-    common = config.common
+    from slca.weights import WeightsSettings
+
+    common, weights = config.common, config.get(WeightsSettings)
     env = {"SLCA_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
     if not common.admin_token:
         # one token for this run: serve accepts it and the learner uses it; kept out of the state file
         env["SLCA_ADMIN_TOKEN"] = generated_secret(data_dir / "admin-token")
-    if not common.weights_key:
+    if not weights.key:
         # the learner signs its weight announcements with it and serve loads only what it signed (slca/weights/);
         # kept across runs: a restart on the same data dir must still load the versions the learner published
-        env["SLCA_WEIGHTS_KEY"] = lasting_secret(data_dir / WEIGHTS_KEY_FILE)
+        env["SLCA_WEIGHTS__KEY"] = lasting_secret(data_dir / WEIGHTS_KEY_FILE)
     if not common.record_key:
         # the feed's key (scope 'record'): serve records only what such a key sends, the feed sends it
         env["SLCA_RECORD_KEY"] = generated_secret(data_dir / "record-key")

@@ -1,9 +1,9 @@
 """The whole system across machines (issue 23 items 4 and 5): every component on a host of its own — a Linux network
 namespace made by the test (tests/support/netns.py), one bridge between them, no shared data dir — configured only by
-addresses: Redis (with a password) at the redis host's IP, the weights at learner0's `learner.weights_bind`.
+addresses: Redis (with a password) at the redis host's IP, the weights at learner0's `weights.bind`.
 
 Hosts: `redis` (redis-server, password, bound to its IP), `serve1`/`serve2` (two `slca serve` replicas, hf engine,
-`serve.weights_transport=http`), `worker` (`slca worker` + `slca assembler`), `learner0`/`learner1` (one torchrun
+`weights.transport=http`), `worker` (`slca worker` + `slca assembler`), `learner0`/`learner1` (one torchrun
 node each, one rank each, gloo over the bridge), `client` (the test itself, on a thread inside that namespace).
 
 What it shows, in order:
@@ -50,7 +50,7 @@ sends two more runs)."""
 REPLICAS = ("serve1", "serve2")
 ADDRESSES = {"redis": 10, "serve1": 11, "serve2": 12, "worker": 13, "worker2": 14, "learner0": 21, "learner1": 22}
 """Last octets. learner0's address must sort before learner1's: torchrun's c10d rendezvous numbers the nodes in the
-order of their addresses, and rank 0 (the one that publishes, on `learner.weights_bind`) must be learner0."""
+order of their addresses, and rank 0 (the one that publishes, on `weights.bind`) must be learner0."""
 CLIENT = 30
 STREAMS = Streams("slca")
 
@@ -81,7 +81,7 @@ SERVE_SETTINGS = {
     "SLCA_SERVE__PORT": str(SERVE_PORT),
     "SLCA_SERVE__TORCH_THREADS": "1",
     "SLCA_SERVE__MAX_MODEL_LEN": "1024",
-    "SLCA_SERVE__WEIGHTS_TRANSPORT": "http",  # never the learner's directory, though this machine could read it
+    "SLCA_WEIGHTS__TRANSPORT": "http",  # never the learner's directory, though this machine could read it
 }
 
 ALARM = {
@@ -154,7 +154,7 @@ class Cluster:
             "SLCA_REDIS_URL": self.redis_url,
             "SLCA_DATA_DIR": str(h.var),
             "SLCA_MODEL": str(self.model),
-            "SLCA_WEIGHTS_KEY": self.weights_key,
+            "SLCA_WEIGHTS__KEY": self.weights_key,
             "SLCA_LOG_LEVEL": "INFO",
             "OMP_NUM_THREADS": "1",
             **extra,
@@ -199,7 +199,7 @@ class Cluster:
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         }
         if rank == 0:
-            extra["SLCA_LEARNER__WEIGHTS_BIND"] = f"{self.net[host].ip}:{WEIGHTS_PORT}"
+            extra["SLCA_WEIGHTS__BIND"] = f"{self.net[host].ip}:{WEIGHTS_PORT}"
         argv = [
             sys.executable,
             "-m",

@@ -9,7 +9,7 @@ import pytest
 def _settings(**overrides):
     from serve.settings import ServeSettings
 
-    return ServeSettings(engine="hf", max_model_len=512, subscribe_weights=False, torch_threads=1, **overrides)
+    return ServeSettings(engine="hf", max_model_len=512, torch_threads=1, **overrides)
 
 
 def test_the_hf_grammar_cache_is_bounded_by_bytes():

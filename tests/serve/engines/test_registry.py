@@ -88,7 +88,7 @@ def test_serves_engine_factory_builds_a_registered_toy_engine_by_name(toy_regist
         )
         return engine, engine.started, r.status, await r.json()
 
-    settings = ServeSettings(engine="toy", max_model_len=512, subscribe_weights=False)
+    settings = ServeSettings(engine="toy", max_model_len=512)
     engine, started, status, body = asyncio.run(
         run_in_app(tiny_model_dir, serve_redis.url, scenario, settings=settings)
     )

@@ -21,7 +21,7 @@ from serve.versions import router_of
 from slca.config import CommonSettings
 from slca.contracts import Trajectory
 from tests.support.long_prompts import check_long_prompt_rounds, long_prompt_rounds
-from tests.support.weights import publish_version
+from tests.support.weights import NO_FOLLOW, publish_version
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +44,11 @@ def _app(tiny_model_dir, redis_url: str, **overrides):
         follow_candidate=True,  # the engine under test swaps for every caller (no promotion gate here)
         vllm_engine_core_process=True,
         max_model_len=2048,  # the long-prompt rounds (tests/support/long_prompts.py: ≥ 1,500 prompt tokens)
-        subscribe_weights=False,
         kv_cache_gib=1,
         **overrides,
     )
     common = CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, admin_token="t")
-    return create_app(settings, common)
+    return create_app(settings, common, weights=NO_FOLLOW)
 
 
 def _sampled(body: dict) -> list[tuple[list[int], list[float], int]]:

@@ -16,7 +16,7 @@ from serve.settings import ServeSettings
 from slca.config import CommonSettings
 from slca.contracts import SegmentKind, Trajectory
 from tests.support.serve import WEATHER_TOOL
-from tests.support.weights import publish_version
+from tests.support.weights import NO_FOLLOW, publish_version
 
 pytestmark = pytest.mark.slow
 
@@ -66,11 +66,11 @@ def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir,
         engine="vllm",
         follow_candidate=True,  # the engine under test swaps for every caller (no promotion gate here)
         max_model_len=1024,
-        subscribe_weights=False,
         kv_cache_gib=1,
         vllm_engine_core_process=core_process,
     )
-    app = create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=serve_redis.url, admin_token="t"))
+    common = CommonSettings(model=str(tiny_model_dir), redis_url=serve_redis.url, admin_token="t")
+    app = create_app(settings, common, weights=NO_FOLLOW)
 
     async def main():
         async with TestClient(TestServer(app)) as client:

@@ -14,15 +14,14 @@ from serve.settings import ServeSettings
 from serve.versions import router_of
 from slca.config import CommonSettings
 from tests.support.long_prompts import check_long_prompt_rounds, long_prompt_rounds
+from tests.support.weights import NO_FOLLOW
 
 pytestmark = pytest.mark.slow
 
 
 def _app(tiny_model_dir, redis_url: str, **overrides):
-    settings = ServeSettings(
-        engine="vllm", follow_candidate=True, max_model_len=2048, subscribe_weights=False, kv_cache_gib=1, **overrides
-    )
-    return create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url))
+    settings = ServeSettings(engine="vllm", follow_candidate=True, max_model_len=2048, kv_cache_gib=1, **overrides)
+    return create_app(settings, CommonSettings(model=str(tiny_model_dir), redis_url=redis_url), weights=NO_FOLLOW)
 
 
 def test_concurrent_seeded_long_prompts_all_succeed_and_reproduce(tiny_model_dir, serve_redis):

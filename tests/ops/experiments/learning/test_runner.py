@@ -147,7 +147,7 @@ def test_every_train_gets_the_pinned_budget(tmp_path):
         "learner.train_temperature=1.0",
         "learner.train_max_tokens=16",
         "learner.lr=1e-06",
-        "learner.keep_versions=0",
+        "weights.keep_versions=0",
         f"learner.init_model={tmp_path / 'model'}",
     ):
         assert f"--set {pinned}" in joined

@@ -69,13 +69,13 @@ def test_slca_up_generates_the_weights_key_for_learner_and_serve(tmp_path):
     from slca.config import load_config
 
     env, _ = child_env(load_config(overrides=[f"common.cache_dir={tmp_path}"]), "redis://h:1/0", tmp_path)
-    key = env["SLCA_WEIGHTS_KEY"]
+    key = env["SLCA_WEIGHTS__KEY"]
     assert len(key) >= 32 and (tmp_path / "weights-key").read_text().strip() == key
     assert stat.S_IMODE((tmp_path / "weights-key").stat().st_mode) == 0o600
     env, _ = child_env(
-        load_config(overrides=[f"common.cache_dir={tmp_path}", "common.weights_key=mine"]), "redis://h:1/0", tmp_path
+        load_config(overrides=[f"common.cache_dir={tmp_path}", "weights.key=mine"]), "redis://h:1/0", tmp_path
     )
-    assert "SLCA_WEIGHTS_KEY" not in env  # a configured key is used as it is (the children read the same config)
+    assert "SLCA_WEIGHTS__KEY" not in env  # a configured key is used as it is (the children read the same config)
 
 
 def test_a_restart_on_the_same_data_dir_keeps_the_weights_key_and_serve_loads_the_stored_version(
@@ -97,10 +97,10 @@ def test_a_restart_on_the_same_data_dir_keeps_the_weights_key_and_serve_loads_th
     config = load_config(overrides=[f"common.cache_dir={tmp_path}"])
     data = tmp_path / "var"
     data.mkdir()
-    first = child_env(config, "redis://h:1/0", data)[0]["SLCA_WEIGHTS_KEY"]
+    first = child_env(config, "redis://h:1/0", data)[0]["SLCA_WEIGHTS__KEY"]
     v3 = publish_version(tiny_model_dir, data / "weights", 3, 1.01, key=first)  # what the learner left, signed
     (data / "weights-key").chmod(0o644)  # someone loosened it in between: made owner-only again
-    again = child_env(config, "redis://h:1/0", data)[0]["SLCA_WEIGHTS_KEY"]  # `slca up` on the same data dir
+    again = child_env(config, "redis://h:1/0", data)[0]["SLCA_WEIGHTS__KEY"]  # `slca up` on the same data dir
     assert again == first and stat.S_IMODE((data / "weights-key").stat().st_mode) == 0o600
 
     class Engine:
