@@ -23,8 +23,11 @@ class WarmStartStopped(BaseException):
     `except Exception` on the way out swallows it)."""
 
 
-Train = Callable[[Callable[[int, float, float, float | None], None]], int]
-"""(on_step) → `slca sft`'s exit status: the training run, reporting each step."""
+OnStep = Callable[[int, float, float, float | None], None]
+OnPhase = Callable[[str], None]
+Train = Callable[[OnStep, OnPhase], int]
+"""(on_step, on_phase) → `slca sft`'s exit status: the training run, reporting each step and each stage outside
+training (`learner.sft.run_sft`: 'checking', 'saving')."""
 
 
 def run_beside(args, config: Config, train: Train, board: ProgressBoard | None = None) -> int:
@@ -60,17 +63,21 @@ def _train_and_hand_over(args, config: Config, train: Train, board: ProgressBoar
 
     def on_step(step: int, loss: float, progress: float, seconds_left: float | None) -> None:
         board.step(step, loss, progress, seconds_left)
-        if progress >= 1.0:  # the last step: the after-check and the save follow
-            board.update(phase="publishing", trained_at=time.time())
+        if progress >= 1.0:  # the last step: every stage after it is timed from here
+            board.update(trained_at=time.time())
 
-    code = train(on_step)
+    def on_phase(name: str) -> None:
+        board.update(phase=name)
+
+    code = train(on_step, on_phase)
     if code != 0:
         board.update(phase="failed", error=f"training exited with status {code}")
         return code
-    board.update(phase="publishing", trained_at=board.record.trained_at or time.time())
+    now = time.time()
+    board.update(phase="publishing", trained_at=board.record.trained_at or now, saved_at=now)
     try:
         manifest = publish_model_dir(out, Path(common.data_dir), weights.key)
-        board.update(version=manifest.version, published_at=time.time())
+        board.update(phase="swapping", version=manifest.version, published_at=time.time())
         served = hand_over(
             manifest,
             ServeAdminClient(args.serve_url or serve_url_of(config), common.admin_token),
@@ -93,7 +100,19 @@ def _train_and_hand_over(args, config: Config, train: Train, board: ProgressBoar
         )
         return 0
     board.update(phase="served", served_at=time.time())
+    log.info("warm start: after training, %s", after_training(board.record))
     return 0
+
+
+def after_training(record) -> str:
+    """Where the time between the end of training and the version served went, for the log."""
+    marks = [("checked and saved", record.saved_at), ("published", record.published_at), ("served", record.served_at)]
+    last, parts = record.trained_at, []
+    for name, at in marks:
+        if last is not None and at is not None:
+            parts.append(f"{name} in {at - last:.1f} s")
+            last = at
+    return ", ".join(parts) or "no timings"
 
 
 def serve_url_of(config: Config) -> str:

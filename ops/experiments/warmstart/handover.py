@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 import urllib.error
@@ -51,8 +52,19 @@ def publish_model_dir(model_dir: Path, data_dir: Path, weights_key: str | None) 
     tmp = temp_dir_next_to(target)
     for name in (*MODEL_FILES, *TOKENIZER_FILES):
         if (Path(model_dir) / name).is_file():
-            shutil.copy2(Path(model_dir) / name, tmp / name)
+            link_or_copy(Path(model_dir) / name, tmp / name)
     return seal_version(tmp, target, version, str(model_dir), 0, weights_key)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """A hard link where both are on one file system, else a copy. Why a link is safe: nothing writes a model
+    directory's files in place (`learner.sft.save_model` writes a new directory and renames it over the old one, so
+    the version keeps the inode it hashed), and the version's pruning unlinks only its own name. Why a link: the
+    weights are written once, by the save; the copy was another 0.5 GiB of writes between training and the swap."""
+    try:
+        os.link(source, target)
+    except OSError:  # another file system (EXDEV), or one without hard links
+        shutil.copy2(source, target)
 
 
 @dataclass
