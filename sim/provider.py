@@ -27,7 +27,8 @@ from sim.settings import SimSettings
 from sim.simulated import SimContext, SimulatedTool
 from sim.state import EpisodeState
 from sim.tasks.catalog import simulated_by_name
-from sim.world import WorldSeed, load_world_seed
+from sim.world import WorldSeed
+from sim.world_seeds import load_world_seed
 from slca.contracts import ToolResult
 
 log = logging.getLogger(__name__)

@@ -92,7 +92,7 @@ class SimSettings(SectionSettings):
     @field_validator("world_seed")
     @classmethod
     def _known_world_seed(cls, value: str | None) -> str | None:
-        from sim.world import check_world_seed
+        from sim.world_seeds import check_world_seed
 
         return check_world_seed(value)
 

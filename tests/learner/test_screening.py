@@ -63,6 +63,8 @@ def test_a_step_of_screened_groups_only_changes_nothing(trainer):
 
 
 def test_without_screening_every_group_with_advantages_is_trained(trainer):
-    report = trainer(screen_success_variance=False).train_step([group([1.0, 0.0]), group([1.0, 1.0]), group([None, None])])
+    report = trainer(screen_success_variance=False).train_step(
+        [group([1.0, 0.0]), group([1.0, 1.0]), group([None, None])]
+    )
     counts = report.stats.groups
     assert (counts.screened, counts.trained, counts.success_members) == (0, 3, 4)

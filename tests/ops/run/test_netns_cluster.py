@@ -75,6 +75,9 @@ LEARNER_SETTINGS = {
     "SLCA_LEARNER__BLOCK_MS": "200",
     "SLCA_LEARNER__LR": "1e-4",
     "SLCA_LEARNER__MAX_STALENESS": "1000",  # no group dropped for its age: every one must be applied
+    # one group per rank a step, none screened out (the random model never succeeds): tests.support.learner.MECHANICS
+    "SLCA_LEARNER__GROUPS_PER_STEP": "1",
+    "SLCA_LEARNER__SCREEN_SUCCESS_VARIANCE": "false",
 }
 SERVE_SETTINGS = {
     "SLCA_SERVE__ENGINE": "hf",
