@@ -6,9 +6,11 @@ Counts come from the components' own records: completions generated and tokens s
 /metrics (`slca_trajectories_recorded_total`, `slca_tokens_generated_total`, read at the window's start and
 end), optimizer updates and the groups they used from the learner's `metrics.jsonl` (steps whose timestamp
 falls in the window). The window starts once the learner has logged its first (cold) step, as TRL's side starts
-after its first step. A step counts as an update only if some group of it had a non-zero advantage
-(`skipped_zero` < groups); completions and tokens trained are those of updates. Memory and CPU from /proc over
-the whole process tree (`TreeSampler`).
+after its first step. A step counts as an update only if it trained some group (`groups_trained` > 0); groups,
+completions and tokens trained are the learner's own counts of what went through the loss (`groups_trained`,
+`trajectories_trained`, `tokens_trained` of `StepStats.to_log()`), so the groups that success-variance screening
+or zero advantages left out are not counted as trained. Memory and CPU from /proc over the whole process tree
+(`TreeSampler`).
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class StepCounts:
     updates: int = 0
     """Steps with at least one group of non-zero advantage."""
     groups_trained: int = 0
+    trajectories_trained: int = 0
+    """Completions in the loss (the members of the trained groups)."""
     tokens_trained: int = 0
     model_tokens: int = 0
     """Tokens the learner's forward passes ran in the updates (its packed rows: `tokens_per_s × step_s`)."""
@@ -80,18 +84,21 @@ class StepCounts:
 
 
 def learner_steps(metrics_path: Path, start: float, end: float) -> StepCounts:
-    """The learner's steps logged between wall-clock `start` and `end`: all of them, and the updates (steps whose
-    groups did not all have zero advantage) with their groups and tokens."""
+    """The learner's steps logged between wall-clock `start` and `end`: all of them, and the updates (steps that
+    trained some group) with the groups, completions and tokens they trained."""
     out = StepCounts()
     for row in _rows(metrics_path):
         if start <= row.get("ts", 0) <= end:
-            groups = len(row.get("groups") or [])
-            trained = groups - int(row.get("skipped_zero") or 0)
+            # the learner's own counts, not `len(groups) - skipped_zero`: `skipped_zero` leaves out only the groups
+            # of zero advantage, so the groups success-variance screening dropped would count as trained
+            trained = int(row.get("groups_trained") or 0)
             out.steps += 1
             if trained > 0:
                 out.updates += 1
                 out.groups_trained += trained
-                out.tokens_trained += int(row.get("tokens") or 0)
+                out.trajectories_trained += int(row.get("trajectories_trained") or 0)
+                # `tokens` also holds the zero-advantage groups' tokens; `tokens_trained` is the loss's own count
+                out.tokens_trained += int(row.get("tokens_trained") or 0)
                 ran = round(float(row.get("tokens_per_s") or 0.0) * float(row.get("step_s") or 0.0))
                 out.model_tokens += ran
                 out.prompt_tokens += max(0, ran - int(row.get("tokens_trained") or 0))
@@ -163,7 +170,7 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         name="slca",
         seconds=seconds,
         completions=int(done1 - done0),
-        completions_trained=steps.groups_trained * spec.group_size,
+        completions_trained=steps.trajectories_trained,
         updates=steps.updates,
         generated_tokens=int(tokens1 - tokens0),
         peak_rss_bytes=sampler.peak_rss_bytes,

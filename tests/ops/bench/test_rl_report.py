@@ -18,6 +18,7 @@ from ops.bench.rl.main import trl_side_result
 from ops.bench.rl.slca_side import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
 from ops.bench.rl.trl_side import Share, StepLedger, TrlCounts, close_step, generation_shares, start_window
 from ops.bench.slca_up import role_of
+from learner.step_stats import GroupCounts
 
 
 def side(
@@ -118,20 +119,42 @@ def test_role_of_names_pipeline_processes(cmdline, role):
     assert role_of(cmdline) == role
 
 
+def learner_line(ts: float, groups: list[str], skipped_zero: int = 0, tokens: int = 0, **counts) -> dict:
+    """A `metrics.jsonl` line as the learner writes it: the step's place and its `GroupCounts` through their writer
+    (`counts`: `GroupCounts` fields); `tokens_trained` is what the loss counted."""
+    trained = counts.pop("tokens_trained", tokens)
+    line = {"ts": ts, "groups": groups, "skipped_zero": skipped_zero, "tokens": tokens, "tokens_trained": trained}
+    return {**line, **GroupCounts(given=len(groups), **counts).to_log()}
+
+
 def test_learner_steps_counts_updates_groups_and_tokens_inside_the_window_not_zero_advantage_steps(tmp_path):
     path = tmp_path / "metrics.jsonl"
     rows = [
-        {"step": 1, "ts": 5.0, "groups": ["a"], "tokens": 50},
-        {"step": 2, "ts": 15.0, "groups": ["b", "c"], "skipped_zero": 1, "tokens": 100},
-        {"step": 3, "ts": 20.0, "groups": ["d", "e"], "skipped_zero": 2, "tokens": 0},  # all zero: no update
-        {"step": 4, "ts": 25.0, "groups": ["f"], "tokens": 70},
+        learner_line(5.0, ["a"], tokens=50, trained=1, trajectories=4),
+        learner_line(15.0, ["b", "c"], skipped_zero=1, tokens=100, tokens_trained=60, trained=1, trajectories=4),
+        learner_line(20.0, ["d", "e"], skipped_zero=2, tokens=90, tokens_trained=0),  # all zero: no update
+        learner_line(25.0, ["f"], tokens=70, trained=1, trajectories=4),
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 5, "ts": 2')  # last line cut by the stop
     c = learner_steps(path, 10.0, 30.0)
-    assert (c.steps, c.updates, c.groups_trained, c.tokens_trained) == (3, 2, 2, 170)
+    assert (c.steps, c.updates, c.groups_trained, c.trajectories_trained, c.tokens_trained) == (3, 2, 2, 8, 130)
     assert (c.model_tokens, c.prompt_tokens) == (0, 0)  # lines without the rate: nothing known of the forward
     assert learner_steps(tmp_path / "missing.jsonl", 0, 1).steps == 0
     assert first_step_logged(path) and not first_step_logged(tmp_path / "missing.jsonl")
+
+
+def test_learner_steps_does_not_count_the_groups_success_variance_screening_dropped_as_trained(tmp_path):
+    # issue 40: three groups given, two screened out (every member the same success), none of zero advantage;
+    # `len(groups) - skipped_zero` would say 3 groups (24 completions) trained where the learner trained one
+    path = tmp_path / "metrics.jsonl"
+    row = learner_line(1.0, ["a", "b", "c"], tokens=40, screened=2, trained=1, trajectories=8)
+    path.write_text(json.dumps(row) + "\n")
+    c = learner_steps(path, 0.0, 2.0)
+    assert (c.updates, c.groups_trained, c.trajectories_trained, c.tokens_trained) == (1, 1, 8, 40)
+    everything_screened = learner_line(1.0, ["a", "b"], screened=2)
+    path.write_text(json.dumps(everything_screened) + "\n")
+    c = learner_steps(path, 0.0, 2.0)
+    assert (c.steps, c.updates, c.groups_trained) == (1, 0, 0)
 
 
 def test_trl_counts_only_steps_with_unequal_rewards_as_updates_and_starts_after_the_cold_step():
