@@ -7,228 +7,16 @@ ops.cli's, beside the code they measure.)"""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-
-def register(bench) -> None:
-    from ops.bench.rl.trl_side import GENERATIONS as TRL_GENERATIONS  # light: TRL itself is imported by the side only
-
-    queue = bench.add_parser("queue", help="stream producer and consumers vs redis-benchmark, scored trajectories/s")
-    queue.add_argument("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run")
-    queue.add_argument("--stream-entries", type=int, default=100000, help="entries for the raw stream run")
-    queue.add_argument("--producer-entries", type=int, default=5000, help="trajectories per producer run (3 rounds)")
-    queue.add_argument("--producer-only", action="store_true", help="measure the producer only")
-    queue.add_argument("--workers", type=int, default=1, help="Celery worker processes in the end-to-end run")
-    queue.add_argument("--out", help="directory for results.json + table.txt (or a .json file)")
-    queue.set_defaults(func=_bench_queue)
-
-    rl = bench.add_parser("rl", help="TRL's GRPOTrainer vs slca's online pipeline: same model, tasks, wall time")
-    rl.add_argument("--minutes", type=float, default=10.0, help="wall time of each window (one side, one pair)")
-    rl.add_argument("--pairs", type=int, default=3, help="alternated TRL/slca pairs of windows (≥ 3; both sides)")
-    rl.add_argument("--order", choices=("alternate", "random"), default="alternate", help="first side of each pair")
-    rl.add_argument("--seed", type=int, default=0, help="draws the order with --order random (recorded)")
-    rl.add_argument("--model", help="warm-started model (default: the sft model, else embedded with a warning)")
-    rl.add_argument("--pack", default="everyday", help="task pack (train split)")
-    rl.add_argument("--group-size", type=int, default=8)
-    rl.add_argument("--max-new-tokens", type=int, default=128)
-    rl.add_argument("--sides", default="trl,slca", help="which sides to run (comma-separated)")
-    rl.add_argument("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)")
-    rl.add_argument(
-        "--arms",
-        default=None,
-        metavar="ABLATION,…",
-        help="ablations measured beside TRL and slca in the same blocks (each arm once per block, --pairs blocks): "
-        "slca-share-prefix-off, trl-is-off (vLLM generation only), trl-spg4, or all",
-    )
-    rl.add_argument(
-        "--trl-generation",
-        choices=TRL_GENERATIONS,
-        default=None,
-        help="TRL's generation: transformers' generate or its vLLM colocate mode (default: the one on the "
-        "pipeline's serve.engine — hf for hf, vllm-colocate for vllm; a different one is refused)",
-    )
-    rl.add_argument(
-        "--pipeline-set",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="extra setting for the slca pipeline only (e.g. serve.engine=hf)",
-    )
-    rl.add_argument(
-        "--out",
-        type=Path,
-        default=Path("bench/rl/latest"),
-        help="results.json + table.md here; the same command with the same --out resumes an interrupted run",
-    )
-    rl.set_defaults(func=_bench_rl)
-
-    swap = bench.add_parser("swap", help="hot-swap under load: swap latency, failed requests, mixed-version share")
-    swap.add_argument(
-        "--versions", type=int, default=20, help="versions published, ≥ 20 (perturbed copies of the weights)"
-    )
-    swap.add_argument("--interval-s", type=float, default=12.0, help="seconds between two publishes")
-    swap.add_argument("--clients", type=int, default=8, help="concurrent agent-run clients (plus one canary)")
-    swap.add_argument("--max-tokens", type=int, default=48, help="max tokens per agent run")
-    swap.add_argument("--warmup-s", type=float, default=5.0, help="load before the first publish")
-    swap.add_argument("--noise", type=float, default=0.002, help="per-version noise, × each tensor's std")
-    swap.add_argument(
-        "--core-process",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)",
-    )
-    swap.add_argument("--out", type=Path, default=Path("bench/swap/latest"))
-    swap.set_defaults(func=_bench_swap)
-
-    from ops.bench.shape_rss import add_arguments as shape_rss_arguments
-
-    shape_rss = bench.add_parser(
-        "shape-rss",
-        help="serve's RSS under new batch shapes: oneDNN's default primitive cache vs serve.onednn_primitive_cache",
-    )
-    shape_rss_arguments(shape_rss)
-    shape_rss.add_argument("--b-capacity", type=int, default=64, help="side B's cache entries (A: oneDNN's 1024)")
-    shape_rss.add_argument("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)")
-    shape_rss.add_argument("--out", type=Path, help="write results.json + table.md here")
-    shape_rss.set_defaults(func=_bench_shape_rss)
-
-    from ops.bench.learner_memory import add_arguments as learner_memory_arguments
-
-    lm = bench.add_parser(
-        "learner-memory",
-        help="a learner step's peak RSS and trained tokens/s under two settings (default: without and with "
-        "gradient checkpointing), alternated fresh processes",
-    )
-    learner_memory_arguments(lm)
-    lm.add_argument(
-        "--a-set",
-        action="append",
-        default=None,
-        metavar="learner.FIELD=VALUE",
-        help="side A's settings (default learner.gradient_checkpointing=false)",
-    )
-    lm.add_argument(
-        "--b-set",
-        action="append",
-        default=None,
-        metavar="learner.FIELD=VALUE",
-        help="side B: A's settings and these (default learner.gradient_checkpointing=true)",
-    )
-    lm.add_argument("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)")
-    lm.add_argument("--out", type=Path, help="write results.json + table.md here")
-    lm.set_defaults(func=_bench_learner_memory)
-
-    soak = bench.add_parser(
-        "soak",
-        help="minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
-        "/healthz p99 < 100 ms, every legal request answered",
-    )
-    soak.add_argument("--minutes", type=float, default=10.0, help="the measured window")
-    soak.add_argument("--warmup-minutes", type=float, default=1.0, help="load before the measured window")
-    soak.add_argument("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)")
-    soak.add_argument("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often")
-    soak.add_argument(
-        "--url",
-        help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
-        "instead of starting one on a temporary data directory",
-    )
-    soak.add_argument("--out", type=Path, help="write results.md (verdict first) and results.json here")
-    soak.set_defaults(func=_bench_soak)
-
-    tbl = bench.add_parser("table", help="the README's performance table from the committed bench/*/ab results")
-    tbl.add_argument("--write", action="store_true", help="rewrite the table's block in README.md (else print it)")
-    tbl.set_defaults(func=_bench_table)
-
-    bs = bench.add_parser(
-        "sft",
-        help="warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s, "
-        "alternated windows on one fixed example list (ops/bench/ab.py)",
-    )
-    bs.add_argument("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)")
-    bs.add_argument(
-        "--steps",
-        type=int,
-        default=10,
-        help="old-loop steps per window (≥ 10): the fixed list holds steps × learner.sft_batch demonstrations",
-    )
-    bs.add_argument(
-        "--seconds", type=float, default=0.0, help="repeat the pass while a window is shorter (0: one pass)"
-    )
-    _ab_args(bs)
-    bs.add_argument("--warmup", type=int, default=1, help="untimed steps per loop before the first pair (default 1)")
-    bs.add_argument("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)")
-    bs.add_argument("--pack", default="everyday", help="task pack for demonstrations")
-    bs.add_argument("--seed", type=int, default=0, help="draws the example list, the new plan and a random order")
-    bs.add_argument("--out", default=None, help="write the results as JSON here (and .md beside it)")
-    bs.set_defaults(func=_bench_sft)
-
-    b = bench.add_parser(
-        "serve",
-        help="tokens/s, TTFT: slca's chat and agent APIs ÷ vLLM's own OpenAI server "
-        "(configured as slca's engine), alternated windows (ops/bench/ab.py)",
-    )
-    b.add_argument(
-        "--targets",
-        type=_csv,
-        default=["slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
-        help="comma-separated slca targets, each compared with the baseline",
-    )
-    b.add_argument("--baseline", default="vllm-server", help="the A side of every comparison (default vLLM's server)")
-    b.add_argument(
-        "--comparisons",
-        type=_csv,
-        default=["chat-stream", "chat-whole", "agent"],
-        help="chat-stream (both streamed), chat-whole (both not), agent (recorded runs vs whole chat)",
-    )
-    b.add_argument("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level")
-    b.add_argument("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine")
-    b.add_argument("--min-requests", type=int, default=4, help="requests per wave: max(clients, this)")
-    b.add_argument("--waves", type=int, default=3, help="waves per window at least")
-    b.add_argument("--window-s", type=float, default=120.0, help="seconds per window at least (default 2 minutes)")
-    b.add_argument(
-        "--prompts",
-        choices=("tools", "short"),
-        default="tools",
-        help="tools: tool schemas in the system prompt and a multi-turn history (ops/bench/serve/prompts.py); "
-        "short: eight short questions",
-    )
-    b.add_argument(
-        "--agent-turns", type=int, default=3, help="agent comparison: model turns per run at most (tool calls between)"
-    )
-    _ab_args(b, pairs=6)
-    b.add_argument("--seed", type=int, default=0, help="seed of --order random (recorded)")
-    b.add_argument("--max-tokens", type=int, default=64, help="max tokens per request")
-    b.add_argument("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)")
-    b.set_defaults(func=_bench_serve)
-
-    fh = bench.add_parser(
-        "first-hour", help="`slca up` from its launch: seconds to a first answer, the warm start's swap, a first step"
-    )
-    fh.add_argument("--out", type=Path, default=Path("bench/first-hour/latest"), help="results.json + results.md")
-    fh.add_argument("--timeout-minutes", type=float, default=60.0, help="give up after this long without a step")
-    fh.add_argument("--poll-s", type=float, default=1.0, help="seconds between looks")
-    fh.set_defaults(func=_bench_first_hour)
-
-    lb = bench.add_parser("learner", help="training tokens/s of one step; slca vs grpo advantage overhead")
-    lb.add_argument("--groups", type=int, default=2, help="groups per step")
-    lb.add_argument("--group-size", type=int, default=8)
-    lb.add_argument("--tokens", type=int, default=128, help="generated tokens per member")
-    lb.add_argument("--model", default=None, help="model (default common.model)")
-    lb.add_argument("--repeats", type=int, default=3)
-    lb.set_defaults(func=_bench_learner)
-
-    gap = bench.add_parser(
-        "logprob-gap",
-        help="|behaviour logprob gap|: vLLM (bf16, as served) vs a transformers fp32 recompute of the same tokens",
-    )
-    gap.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
-    gap.add_argument("--prompts", type=int, default=8)
-    gap.add_argument("--max-tokens", type=int, default=64)
-    gap.set_defaults(func=_bench_logprob_gap)
-    for parser in bench.choices.values():
-        func = parser.get_default("func")
-        if func is not None and func.__module__ == __name__:
-            parser.set_defaults(func=_stopping_on_sigterm(func))
+# light, all of them: TRL itself is imported by its side only, the benches' code by their handlers
+from ops.bench.ab import MIN_PAIRS, ORDERS
+from ops.bench.learner_memory import add_arguments as learner_memory_arguments
+from ops.bench.rl.trl_side import GENERATIONS as TRL_GENERATIONS
+from ops.bench.shape_rss import add_arguments as shape_rss_arguments
+from slca.cli.flags import Adder, Flag, add_flags, flag
 
 
 def _stopping_on_sigterm(handler):
@@ -248,19 +36,17 @@ def _stopping_on_sigterm(handler):
     return run
 
 
-def _ab_args(p, pairs: int | None = None) -> None:
+def _ab_args(pairs: int | None = None) -> tuple[Flag, ...]:
     """The shared side-by-side method's knobs (ops/bench/ab.py); `pairs`: the default number of pairs (at least
     the method's minimum)."""
-    from ops.bench.ab import MIN_PAIRS, ORDERS
-
-    p.add_argument(
-        "--pairs", type=int, default=pairs or MIN_PAIRS, help=f"alternated A/B pairs of windows (≥ {MIN_PAIRS})"
-    )
-    p.add_argument(
-        "--order",
-        choices=ORDERS,
-        default="alternate",
-        help="first side of each pair: alternate (A B, B A, …) or random (seeded by --seed, recorded)",
+    return (
+        flag("--pairs", type=int, default=pairs or MIN_PAIRS, help=f"alternated A/B pairs of windows (≥ {MIN_PAIRS})"),
+        flag(
+            "--order",
+            choices=ORDERS,
+            default="alternate",
+            help="first side of each pair: alternate (A B, B A, …) or random (seeded by --seed, recorded)",
+        ),
     )
 
 
@@ -369,3 +155,259 @@ def _bench_logprob_gap(args, config) -> int:
     from ops.bench.logprob_gap import run_logprob_gap
 
     return run_logprob_gap(args, config)
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One `slca bench <name>` subcommand: its help, its handler `(args, config) -> int` and its flags in `--help`
+    order."""
+
+    name: str
+    help: str
+    handler: Callable[..., int]
+    flags: tuple[Flag | Adder, ...] = ()
+
+
+BENCHES = (
+    Bench(
+        "queue",
+        "stream producer and consumers vs redis-benchmark, scored trajectories/s",
+        _bench_queue,
+        (
+            flag("--trajectories", type=int, default=4000, help="trajectories for the end-to-end run"),
+            flag("--stream-entries", type=int, default=100000, help="entries for the raw stream run"),
+            flag("--producer-entries", type=int, default=5000, help="trajectories per producer run (3 rounds)"),
+            flag("--producer-only", action="store_true", help="measure the producer only"),
+            flag("--workers", type=int, default=1, help="Celery worker processes in the end-to-end run"),
+            flag("--out", help="directory for results.json + table.txt (or a .json file)"),
+        ),
+    ),
+    Bench(
+        "rl",
+        "TRL's GRPOTrainer vs slca's online pipeline: same model, tasks, wall time",
+        _bench_rl,
+        (
+            flag("--minutes", type=float, default=10.0, help="wall time of each window (one side, one pair)"),
+            flag("--pairs", type=int, default=3, help="alternated TRL/slca pairs of windows (≥ 3; both sides)"),
+            flag("--order", choices=("alternate", "random"), default="alternate", help="first side of each pair"),
+            flag("--seed", type=int, default=0, help="draws the order with --order random (recorded)"),
+            flag("--model", help="warm-started model (default: the sft model, else embedded with a warning)"),
+            flag("--pack", default="everyday", help="task pack (train split)"),
+            flag("--group-size", type=int, default=8),
+            flag("--max-new-tokens", type=int, default=128),
+            flag("--sides", default="trl,slca", help="which sides to run (comma-separated)"),
+            flag("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)"),
+            flag(
+                "--arms",
+                default=None,
+                metavar="ABLATION,…",
+                help="ablations measured beside TRL and slca in the same blocks (each arm once per block, --pairs "
+                "blocks): slca-share-prefix-off, trl-is-off (vLLM generation only), trl-spg4, or all",
+            ),
+            flag(
+                "--trl-generation",
+                choices=TRL_GENERATIONS,
+                default=None,
+                help="TRL's generation: transformers' generate or its vLLM colocate mode (default: the one on the "
+                "pipeline's serve.engine — hf for hf, vllm-colocate for vllm; a different one is refused)",
+            ),
+            flag(
+                "--pipeline-set",
+                action="append",
+                default=[],
+                metavar="SECTION.FIELD=VALUE",
+                help="extra setting for the slca pipeline only (e.g. serve.engine=hf)",
+            ),
+            flag(
+                "--out",
+                type=Path,
+                default=Path("bench/rl/latest"),
+                help="results.json + table.md here; the same command with the same --out resumes an interrupted run",
+            ),
+        ),
+    ),
+    Bench(
+        "swap",
+        "hot-swap under load: swap latency, failed requests, mixed-version share",
+        _bench_swap,
+        (
+            flag("--versions", type=int, default=20, help="versions published, ≥ 20 (perturbed copies of the weights)"),
+            flag("--interval-s", type=float, default=12.0, help="seconds between two publishes"),
+            flag("--clients", type=int, default=8, help="concurrent agent-run clients (plus one canary)"),
+            flag("--max-tokens", type=int, default=48, help="max tokens per agent run"),
+            flag("--warmup-s", type=float, default=5.0, help="load before the first publish"),
+            flag("--noise", type=float, default=0.002, help="per-version noise, × each tensor's std"),
+            flag(
+                "--core-process",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)",
+            ),
+            flag("--out", type=Path, default=Path("bench/swap/latest")),
+        ),
+    ),
+    Bench(
+        "shape-rss",
+        "serve's RSS under new batch shapes: oneDNN's default primitive cache vs serve.onednn_primitive_cache",
+        _bench_shape_rss,
+        (
+            shape_rss_arguments,
+            flag("--b-capacity", type=int, default=64, help="side B's cache entries (A: oneDNN's 1024)"),
+            flag("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)"),
+            flag("--out", type=Path, help="write results.json + table.md here"),
+        ),
+    ),
+    Bench(
+        "learner-memory",
+        "a learner step's peak RSS and trained tokens/s under two settings (default: without and with "
+        "gradient checkpointing), alternated fresh processes",
+        _bench_learner_memory,
+        (
+            learner_memory_arguments,
+            flag(
+                "--a-set",
+                action="append",
+                default=None,
+                metavar="learner.FIELD=VALUE",
+                help="side A's settings (default learner.gradient_checkpointing=false)",
+            ),
+            flag(
+                "--b-set",
+                action="append",
+                default=None,
+                metavar="learner.FIELD=VALUE",
+                help="side B: A's settings and these (default learner.gradient_checkpointing=true)",
+            ),
+            flag("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)"),
+            flag("--out", type=Path, help="write results.json + table.md here"),
+        ),
+    ),
+    Bench(
+        "soak",
+        "minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
+        "/healthz p99 < 100 ms, every legal request answered",
+        _bench_soak,
+        (
+            flag("--minutes", type=float, default=10.0, help="the measured window"),
+            flag("--warmup-minutes", type=float, default=1.0, help="load before the measured window"),
+            flag("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)"),
+            flag("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often"),
+            flag(
+                "--url",
+                help="attach to the `slca up` serving here (loopback; state from common.data_dir) "
+                "instead of starting one on a temporary data directory",
+            ),
+            flag("--out", type=Path, help="write results.md (verdict first) and results.json here"),
+        ),
+    ),
+    Bench(
+        "table",
+        "the README's performance table from the committed bench/*/ab results",
+        _bench_table,
+        (flag("--write", action="store_true", help="rewrite the table's block in README.md (else print it)"),),
+    ),
+    Bench(
+        "sft",
+        "warm-start loop: fixed padded batches (old) vs length-grouped (new), tokens/s, "
+        "alternated windows on one fixed example list (ops/bench/ab.py)",
+        _bench_sft,
+        (
+            flag("--model", default="embedded", help="model dir or 'embedded'/'tiny' (default embedded)"),
+            flag(
+                "--steps",
+                type=int,
+                default=10,
+                help="old-loop steps per window (≥ 10): the fixed list holds steps × learner.sft_batch demonstrations",
+            ),
+            flag("--seconds", type=float, default=0.0, help="repeat the pass while a window is shorter (0: one pass)"),
+            *_ab_args(),
+            flag("--warmup", type=int, default=1, help="untimed steps per loop before the first pair (default 1)"),
+            flag("--batch-tokens", type=int, default=0, help="new loop's token budget (0: as `slca sft`)"),
+            flag("--pack", default="everyday", help="task pack for demonstrations"),
+            flag("--seed", type=int, default=0, help="draws the example list, the new plan and a random order"),
+            flag("--out", default=None, help="write the results as JSON here (and .md beside it)"),
+        ),
+    ),
+    Bench(
+        "serve",
+        "tokens/s, TTFT: slca's chat and agent APIs ÷ vLLM's own OpenAI server "
+        "(configured as slca's engine), alternated windows (ops/bench/ab.py)",
+        _bench_serve,
+        (
+            flag(
+                "--targets",
+                type=_csv,
+                default=["slca-vllm-core", "slca-vllm-inproc", "slca-hf"],
+                help="comma-separated slca targets, each compared with the baseline",
+            ),
+            flag("--baseline", default="vllm-server", help="the A side of every comparison (default vLLM's server)"),
+            flag(
+                "--comparisons",
+                type=_csv,
+                default=["chat-stream", "chat-whole", "agent"],
+                help="chat-stream (both streamed), chat-whole (both not), agent (recorded runs vs whole chat)",
+            ),
+            flag("--clients", type=_ints, default=[1, 16, 64], help="concurrent clients per level"),
+            flag("--hf-clients", type=_ints, default=[1, 16], help="levels for the (slow) hf reference engine"),
+            flag("--min-requests", type=int, default=4, help="requests per wave: max(clients, this)"),
+            flag("--waves", type=int, default=3, help="waves per window at least"),
+            flag("--window-s", type=float, default=120.0, help="seconds per window at least (default 2 minutes)"),
+            flag(
+                "--prompts",
+                choices=("tools", "short"),
+                default="tools",
+                help="tools: tool schemas in the system prompt and a multi-turn history (ops/bench/serve/prompts.py); "
+                "short: eight short questions",
+            ),
+            flag(
+                "--agent-turns",
+                type=int,
+                default=3,
+                help="agent comparison: model turns per run at most (tool calls between)",
+            ),
+            *_ab_args(pairs=6),
+            flag("--seed", type=int, default=0, help="seed of --order random (recorded)"),
+            flag("--max-tokens", type=int, default=64, help="max tokens per request"),
+            flag("--out", type=Path, help="write table.md and results.json here (e.g. bench/serve/latest)"),
+        ),
+    ),
+    Bench(
+        "first-hour",
+        "`slca up` from its launch: seconds to a first answer, the warm start's swap, a first step",
+        _bench_first_hour,
+        (
+            flag("--out", type=Path, default=Path("bench/first-hour/latest"), help="results.json + results.md"),
+            flag("--timeout-minutes", type=float, default=60.0, help="give up after this long without a step"),
+            flag("--poll-s", type=float, default=1.0, help="seconds between looks"),
+        ),
+    ),
+    Bench(
+        "learner",
+        "training tokens/s of one step; slca vs grpo advantage overhead",
+        _bench_learner,
+        (
+            flag("--groups", type=int, default=2, help="groups per step"),
+            flag("--group-size", type=int, default=8),
+            flag("--tokens", type=int, default=128, help="generated tokens per member"),
+            flag("--model", default=None, help="model (default common.model)"),
+            flag("--repeats", type=int, default=3),
+        ),
+    ),
+    Bench(
+        "logprob-gap",
+        "|behaviour logprob gap|: vLLM (bf16, as served) vs a transformers fp32 recompute of the same tokens",
+        _bench_logprob_gap,
+        (
+            flag("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)"),
+            flag("--prompts", type=int, default=8),
+            flag("--max-tokens", type=int, default=64),
+        ),
+    ),
+)
+"""The subcommands, in `slca bench --help` order."""
+
+
+def register(bench) -> None:
+    for b in BENCHES:
+        parser = add_flags(bench.add_parser(b.name, help=b.help), b.flags)
+        parser.set_defaults(func=_stopping_on_sigterm(b.handler))
