@@ -90,6 +90,42 @@ def _get(summary: str, op: str, ok: str, content_type: str = "application/json")
     return {"get": {"summary": summary, "operationId": op, "responses": responses}}
 
 
+ADMIN_WEIGHTS = {
+    "post": {
+        "summary": "swap to a published weight version (admin scope)",
+        "operationId": "adminWeights",
+        "security": [{"bearer": []}],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["version", "path"],
+                        "properties": {
+                            "version": {"type": "integer", "minimum": 0},
+                            "path": {"type": "string"},
+                        },
+                    }
+                }
+            },
+        },
+        "responses": {
+            "200": {"description": "swapped", "content": JSON_OBJECT},
+            "400": _error_response("invalid request"),
+            "401": _error_response("no valid token"),
+            "403": _error_response("admin disabled or not permitted"),
+            "422": _error_response("weights rejected; the old version keeps serving"),
+        },
+    }
+}
+"""`POST /admin/weights`: its body is not a request model of serve/requests.py, so it is written here."""
+
+DESCRIPTION = (
+    "OpenAI-compatible chat completions and server-side agent runs that record trajectories for online training."
+)
+
+
 def openapi_document(settings, version: str = "0.1.0") -> dict[str, Any]:
     components: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths = {
@@ -109,45 +145,12 @@ def openapi_document(settings, version: str = "0.1.0") -> dict[str, Any]:
         "/healthz": _get("liveness: the HTTP loop answers", "healthz", "alive"),
         "/readyz": _get("readiness: engine loaded and Redis reachable", "readyz", "ready"),
         "/metrics": _get("Prometheus metrics", "metrics", "text exposition format", "text/plain"),
-        "/admin/weights": {
-            "post": {
-                "summary": "swap to a published weight version (admin scope)",
-                "operationId": "adminWeights",
-                "security": [{"bearer": []}],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["version", "path"],
-                                "properties": {
-                                    "version": {"type": "integer", "minimum": 0},
-                                    "path": {"type": "string"},
-                                },
-                            }
-                        }
-                    },
-                },
-                "responses": {
-                    "200": {"description": "swapped", "content": JSON_OBJECT},
-                    "400": _error_response("invalid request"),
-                    "401": _error_response("no valid token"),
-                    "403": _error_response("admin disabled or not permitted"),
-                    "422": _error_response("weights rejected; the old version keeps serving"),
-                },
-            }
-        },
+        "/admin/weights": ADMIN_WEIGHTS,
     }
     _write_limits(components, settings)
     return {
         "openapi": "3.1.0",
-        "info": {
-            "title": "slca agent API",
-            "version": version,
-            "description": "OpenAI-compatible chat completions and server-side agent runs that record "
-            "trajectories for online training.",
-        },
+        "info": {"title": "slca agent API", "version": version, "description": DESCRIPTION},
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
