@@ -20,20 +20,24 @@ import argparse
 import asyncio
 import time
 
+from slca.cli.flags import add_flags, flag
+
 TOOL_RESULT = '{"result": "ok", "value": 42}'
+
+FLAGS = (
+    flag("--pairs", type=int, default=3),
+    flag("--groups", type=int, default=3, help="groups per window"),
+    flag("--group-size", type=int, default=8),
+    flag("--max-tokens", type=int, default=128, help="most new tokens per turn"),
+    flag("--cache-tokens", type=int, default=16384, help="serve.hf_prefix_cache_tokens on side B"),
+    flag("--dtype", help="serve.hf_dtype (default: the configured one)"),
+    flag("--model", help="model directory or name (default: the warm start, else common.model)"),
+    flag("--out", help="write results.json and table.md here (a path relative to the repo)"),
+)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--groups", type=int, default=3, help="groups per window")
-    p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--max-tokens", type=int, default=128, help="most new tokens per turn")
-    p.add_argument("--cache-tokens", type=int, default=16384, help="serve.hf_prefix_cache_tokens on side B")
-    p.add_argument("--dtype", help="serve.hf_dtype (default: the configured one)")
-    p.add_argument("--model", help="model directory or name (default: the warm start, else common.model)")
-    p.add_argument("--out", help="write results.json and table.md here (a path relative to the repo)")
-    args = p.parse_args()
+    args = add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), FLAGS).parse_args()
 
     from ops.bench.ab import Measurement, report
     from ops.bench.serve.hf_ab import alternate_setting, everyday_tasks, load_engine, per_side
