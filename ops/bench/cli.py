@@ -285,13 +285,20 @@ BENCHES = (
     Bench(
         "soak",
         "minutes of legal + hostile traffic against `slca up`: memory flat, 0 × 5xx, "
-        "/healthz p99 < 100 ms, every legal request answered",
+        "/healthz p99 < 100 ms, every legal request answered, every hostile case held",
         _bench_soak,
         (
             flag("--minutes", type=float, default=10.0, help="the measured window"),
             flag("--warmup-minutes", type=float, default=1.0, help="load before the measured window"),
             flag("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)"),
             flag("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often"),
+            flag(
+                "--cases-every-minutes",
+                type=float,
+                default=5.0,
+                help="a round of the hostile cases (ops/bench/soak/cases.py), each judged held, this often from the "
+                "measured window's start (0: none)",
+            ),
             flag(
                 "--url",
                 help="attach to the `slca up` serving here (loopback; state from common.data_dir) "

@@ -3,7 +3,10 @@ test_hostile.py) and by `slca bench soak`.
 
 `hostile_bodies()` yields `HostileCase`s: what to send and which statuses are acceptable. Every case must be
 answered fast (the tests use `max_seconds`) and must leave the server serving. `worst_bodies()` are the costliest
-bodies near the size limit that /healthz must stay fast under; some are legal (200, or 429 under load).
+bodies near the size limit that /healthz must stay fast under; some are legal (200, or 429 under load). The
+builders at the end are the requests of the soak's cases (ops/bench/soak/cases.py: impossible prompts, costly
+grammars, a million empty arrays, unknown fields, a trickled body, a foreign Host, a huge weight version), which
+tests/serve/test_admission.py and test_hardening.py send too.
 """
 
 from __future__ import annotations
@@ -171,3 +174,66 @@ def worst_bodies(forced_tool: dict = WEATHER) -> list[HostileCase]:
     ]
     # legal or not depending on the model's context: any answer but a 5xx (429: admission, under load)
     return [HostileCase(name, path, body, (200, 400, 413, 429), max_seconds=60.0) for name, path, body in bodies]
+
+
+# --- the requests of the soak's cases (ops/bench/soak/cases.py), also sent by tests/serve -------------------------
+FOREIGN_HOST = "attacker.example:8000"
+"""A Host header no server allows: what a page on a name DNS rebinding points at the API would send."""
+READ_ONLY_PATHS = ("/metrics", "/readyz")
+"""Read-only endpoints that must refuse a foreign Host (421)."""
+
+
+def impossible_prompt(chars: int = 900_000) -> dict:
+    """A chat whose one message can never fit a context: `chars` characters, refused by their count before
+    templating (a token is never longer than the vocabulary's longest)."""
+    return {"messages": [{"role": "user", "content": "x" * chars}], "max_tokens": 2}
+
+
+def nested_repeats_tool() -> dict:
+    """Nested repeats, each bound within the limits and the schema 2 KB: xgrammar unrolls every distinct one
+    (8 of them took 13 s and 32 MB on a loaded 2-core machine), far past any time bound."""
+    props = {
+        f"a{i}": {"type": "string", "pattern": f"^(([{chr(97 + i)}-z0-9]{{0,250}}){{0,250}}){{0,250}}$"}
+        for i in range(24)
+    }
+    return _tool({"type": "object", "properties": props}, "costly")
+
+
+def large_enum_tool(properties: int = 3, values: int = 60) -> dict:
+    """Large enums under repeats (arrays of up to 256 of them): they grow the compiled grammar. The defaults keep
+    the templated tool (≈ 1,400 tokens) within a 2,048-token context, or it is refused for its length, unbuilt."""
+    enum = {"type": "array", "maxItems": 256, "items": {"type": "string", "enum": [f"v{k:04d}" for k in range(values)]}}
+    return _tool({"type": "object", "properties": {f"p{j}": enum for j in range(properties)}}, "enums")
+
+
+def forced_call(tool: dict, max_tokens: int = 8) -> dict:
+    """A chat that must call `tool` (tool_choice required): its grammar is built before any token."""
+    return {"messages": USER, "tools": [tool], "tool_choice": "required", "max_tokens": max_tokens}
+
+
+def empty_arrays_body(size: int = 1_000_000) -> bytes:
+    """A legal chat of about `size` bytes whose ignored field (`response_format`, checked only for its type) holds
+    a third of `size` empty arrays: each one an object once parsed (≈ 25 MB for 1 MB)."""
+    head = b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "response_format": {"type": "text", '
+    count = (size - len(head) - 10) // 3
+    return head + b'"x": [' + b",".join([b"[]"] * count) + b"]}}"
+
+
+def unknown_field_body(path: str = AGENT, size: int = 900_000) -> bytes:
+    """An agent run (or a chat) carrying an unknown top-level field of `size` characters (OpenAI refuses an
+    unrecognised argument: so must this server, before any work on the rest)."""
+    run = {"task_id": "t", "record": False} if path == AGENT else {}
+    return _json({**run, "messages": USER, "max_tokens": 2, "notes": "n" * size})
+
+
+def post_head(path: str, length: int, host: str = "127.0.0.1") -> bytes:
+    """The request line and headers of a JSON POST of `length` bytes: a raw client sends its body after them, as
+    slowly as it likes."""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def huge_version_path(digits: int = 5000) -> str:
+    """A weight-server path whose version has `digits` digits (`int()` refuses past 4,300: a traceback once)."""
+    return "/v" + "9" * digits + "/manifest.json"

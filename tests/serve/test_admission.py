@@ -11,7 +11,7 @@ import time
 import pytest
 from aiohttp import web
 
-from ops.bench.hostile import AGENT, CHAT, USER
+from ops.bench.hostile import AGENT, CHAT, USER, impossible_prompt, post_head
 from tests.support.serve import run_in_app
 
 
@@ -52,11 +52,7 @@ async def _half_a_body(client, path: str = CHAT) -> tuple[bytes, float]:
     """Headers and 10 bytes of a longer body, then nothing: (what the server answers, seconds until it did)."""
     reader, writer = await asyncio.open_connection(client.host, client.port)
     body = json.dumps({"messages": USER, "max_tokens": 2}).encode()
-    writer.write(
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n".encode()
-        + body[:10]
-    )
+    writer.write(post_head(path, len(body)) + body[:10])
     await writer.drain()
     started = time.monotonic()
     try:
@@ -110,7 +106,7 @@ def test_impossible_prompts_are_refused_before_templating_and_a_small_chat_goes_
         return real(tokenizer, messages, tools)
 
     monkeypatch.setattr(serve.chat, "request_chunks", counting)
-    huge = {"messages": [{"role": "user", "content": "x" * 900_000}], "max_tokens": 2}
+    huge = impossible_prompt(900_000)  # also a case of the soak (ops/bench/soak/cases.py)
 
     async def scenario(client, app):
         async def post(body):

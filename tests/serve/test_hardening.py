@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ops.bench.hostile import AGENT, CHAT, USER, escaped_quote_run, hostile_bodies
+from ops.bench.hostile import AGENT, CHAT, USER, escaped_quote_run, forced_call, hostile_bodies, nested_repeats_tool
 
 
 # --- 1. the JSON depth pre-scan is linear --------------------------------------------------------
@@ -369,16 +369,6 @@ def test_healthz_answers_within_100ms_while_16_long_outputs_decode(tiny_model_di
 
 
 # --- bounded grammar work: a costly forced call is refused in time, other callers are served meanwhile -----------
-def _costly_tool() -> dict:
-    """Nested repeats, each bound within the limits and the schema 2 KB: xgrammar unrolls every distinct one
-    (8 of them took 13 s and 32 MB on a loaded 2-core machine), far past the bound here."""
-    props = {
-        f"a{i}": {"type": "string", "pattern": f"^(([{chr(97 + i)}-z0-9]{{0,250}}){{0,250}}){{0,250}}$"}
-        for i in range(24)
-    }
-    return {"type": "function", "function": {"name": "costly", "parameters": {"type": "object", "properties": props}}}
-
-
 SMALL_TOOL = {
     "type": "function",
     "function": {
@@ -410,7 +400,7 @@ def test_a_costly_forced_call_is_refused_in_its_bound_while_other_callers_are_se
     async def scenario(client, app):
         await app[GRAMMARS].ready()  # the host imports xgrammar once (a minute on a loaded machine)
         assert (await client.post(CHAT, json={"messages": USER, "max_tokens": 2})).status == 200  # warm
-        costly = {"messages": USER, "tools": [_costly_tool()], "tool_choice": "required", "max_tokens": 8}
+        costly = forced_call(nested_repeats_tool())  # also a case of the soak (ops/bench/soak/cases.py)
         started = time.monotonic()
         refused = asyncio.create_task(client.post(CHAT, json=costly))
         while not app[GRAMMARS]._places.held:  # the costly build holds a builder

@@ -5,10 +5,12 @@ start, serve on a free port, the configuration given to this command); with `--u
 machine (its state file and Redis URL are read from `common.data_dir`, as `slca status` does); (2) the load
 (ops/bench/soak/traffic.py) for a warm-up and then the measured window; (3) the verdict on four criteria
 (ops/bench/soak/report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
-/healthz p99 < 100 ms, every legal request answered — and every hostile case answered with one of its statuses, and
-the learner training meanwhile (steps on `stats:learner` in the measured window: a system whose learner is idle
-is not the one that runs). It trains when groups teach it something: a warm-started model in the cache, which
-`slca up` serves (the soak's `slca up` runs no warm start of its own).
+/healthz p99 < 100 ms, every legal request answered — and every hostile body answered with one of its statuses,
+every hostile case held (ops/bench/soak/cases.py: a round every `--cases-every-minutes`, a small chat timed beside
+each), and the learner training meanwhile (steps on `stats:learner` in the measured window: a system whose learner
+is idle is not the one that runs). It trains when groups teach it something: a warm-started model in the cache,
+which `slca up` serves (the soak's `slca up` runs no warm start of its own). The soak's own `slca up` serves the
+learner's versions over HTTP on loopback (`weights.bind`), so that the weight server is there to be attacked.
 """
 
 from __future__ import annotations
@@ -31,14 +33,17 @@ from urllib.parse import urlsplit
 from ops.bench.hostile import hostile_bodies, worst_bodies
 from ops.common.machine import machine_facts
 from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, sigterm_as_interrupt, stop, up_argv
+from ops.bench.soak.case_report import case_table
+from ops.bench.soak.cases import Target
 from ops.bench.soak.report import summarise, table, verdict, write
-from ops.bench.soak.traffic import HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
+from ops.bench.soak.traffic import CaseRunner, HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
 from ops.common.up_state import owned_redis_url, read_state, state_path
 from ops.bench.common import bench_command
 from slca.config import Config, split_overrides
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_LEARNER
 from slca.redis_server import free_port
+from slca.weights import WeightsSettings, fetch_token
 
 READY_TIMEOUT_S = 900.0
 """How long a started `slca up` may take to answer /readyz (model load, engine start)."""
@@ -60,6 +65,10 @@ class System:
     keep_logs: bool = False
     """Set before leaving `started_system`: keep the started system's logs (a failed soak)."""
     notes: list[str] = field(default_factory=list)
+    data_dir: Path | None = None
+    """The system's `common.data_dir` (its logs, its weights key)."""
+    weights_bind: str | None = None
+    """`host:port` of the learner's weight server (None: it serves none)."""
 
 
 def client_key(config: Config, data_dir: Path) -> str | None:
@@ -90,8 +99,9 @@ def _started_system(args, config: Config, bound_s: float) -> Iterator[System]:
     from ops.run.supervisor.up import global_argv, secret_env
 
     tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
-    data_dir, port = tmp / "var", free_port()
-    argv = up_argv([*global_argv(args), *set_args(bench_sets(data_dir, port))], READY_TIMEOUT_S + bound_s)
+    data_dir, port, bind = tmp / "var", free_port(), f"127.0.0.1:{free_port()}"
+    sets = [*bench_sets(data_dir, port), f"weights.bind={bind}"]  # a weight server for the weight case to attack
+    argv = up_argv([*global_argv(args), *set_args(sets)], READY_TIMEOUT_S + bound_s)
     log_path, keep = tmp / "slca-up.log", True
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
@@ -103,6 +113,7 @@ def _started_system(args, config: Config, bound_s: float) -> Iterator[System]:
         )
         try:
             system = System(f"http://127.0.0.1:{port}", [proc.pid], None, "started `slca up`")
+            system.data_dir, system.weights_bind = data_dir, bind
             began = time.monotonic()
             while not ready(system.url):
                 if proc.poll() is not None or time.monotonic() - began > READY_TIMEOUT_S:
@@ -135,9 +146,34 @@ def attached_system(url: str, config: Config) -> System:
     roots = [int(state["supervisor_pid"])] if state and state["alive"] else []
     redis_url = config.common.redis_url or owned_redis_url(data_dir) or (state or {}).get("redis_url")
     system = System(url, roots, redis_url, "attached to a running `slca up`", client_key(config, data_dir))
+    system.data_dir, system.weights_bind = data_dir, config.get(WeightsSettings).bind
     if not roots:
         system.notes.append("no live `slca up` state file in common.data_dir: RSS not measured")
     return system
+
+
+def case_target(system: System, config: Config) -> Target:
+    """What the hostile cases attack: serve (with its bounds), and the learner's weight server when it has one
+    (its URL from `weights.url` or the bind, its fetch token from `weights.key` or the key `slca up` kept)."""
+    from ops.run.supervisor.up import WEIGHTS_KEY_FILE
+    from serve.settings import ServeSettings
+
+    serve, weights = config.get(ServeSettings), config.get(WeightsSettings)
+    key, log = weights.key, None
+    if system.data_dir is not None:
+        log = system.data_dir / "logs" / "learn.log"
+        if key is None:
+            with contextlib.suppress(OSError):
+                key = (system.data_dir / WEIGHTS_KEY_FILE).read_text().strip() or None
+    return Target(
+        system.url,
+        system.api_key,
+        serve.body_read_timeout_s,
+        serve.grammar_compile_timeout_s,
+        weights.url or (f"http://{system.weights_bind}" if system.weights_bind else None),
+        fetch_token(key) if key else None,
+        log,
+    )
 
 
 def public_sets(args) -> list[str]:
@@ -159,14 +195,15 @@ def served_model(system: System) -> str:
         return "?"
 
 
-def drive(plan: SoakPlan, system: System, tasks: list, cases: list, learner_stream: str | None = None):
+def drive(plan: SoakPlan, system: System, tasks: list, cases: list, target: Target, learner_stream: str | None = None):
     """Warm-up plus the measured window of load; returns the threads (their records) and the legal results."""
     t0 = time.monotonic() + plan.warmup_s
     stop_at = t0 + plan.seconds
     sampler = MemorySampler(system.roots, system.redis_url, plan, t0, stop_at, learner_stream)
     pinger = Pinger(system.url, plan, t0, stop_at)
     hostile = HostileSender(system.url, cases, plan, stop_at)
-    threads = (sampler, pinger, hostile)
+    runner = CaseRunner(target, plan, t0, stop_at)
+    threads = (sampler, pinger, hostile, runner)
     for thread in threads:
         thread.start()
     try:
@@ -176,15 +213,22 @@ def drive(plan: SoakPlan, system: System, tasks: list, cases: list, learner_stre
     finally:
         for thread in threads:
             thread.stop(timeout_s=plan.hostile_timeout_s + 10)
-    return sampler, pinger, hostile, legal
+    return sampler, pinger, hostile, runner, legal
 
 
 def run_soak(args, config: Config) -> int:
     from sim.tasks import load_tasks
 
-    if args.minutes <= 0 or args.warmup_minutes < 0 or args.clients < 1 or args.hostile_interval_s <= 0:
+    if (
+        args.minutes <= 0
+        or args.warmup_minutes < 0
+        or args.clients < 1
+        or args.hostile_interval_s <= 0
+        or args.cases_every_minutes < 0
+    ):
         print(
-            "error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes ≥ 0",
+            "error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes and "
+            "--cases-every-minutes ≥ 0",
             file=sys.stderr,
         )
         return 2
@@ -199,6 +243,7 @@ def run_soak(args, config: Config) -> int:
         "clients": args.clients,
         "hostile_interval_s": args.hostile_interval_s,
         "hostile_cases": len(cases),
+        "cases_every_minutes": args.cases_every_minutes,
         **machine_facts(),
         "load_average_start": load_start,
         "sets": public_sets(args),
@@ -216,6 +261,7 @@ def run_soak(args, config: Config) -> int:
                 clients=args.clients,
                 hostile_interval_s=args.hostile_interval_s,
                 api_key=system.api_key,
+                cases_every_s=args.cases_every_minutes * 60,
             )
             header.update(system=system.mode, model=served_model(system))
             print(
@@ -224,9 +270,11 @@ def run_soak(args, config: Config) -> int:
                 flush=True,
             )
             learner_stream = Streams(config.common.stream_prefix).stats(STATS_LEARNER)
-            sampler, pinger, hostile, legal = drive(plan, system, tasks, cases, learner_stream)
+            target = case_target(system, config)
+            sampler, pinger, hostile, runner, legal = drive(plan, system, tasks, cases, target, learner_stream)
             header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]  # before the system stops
-            summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results)
+            tried = list(runner.results) if plan.cases_every_s > 0 else None
+            summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results, tried)
             passed, line = verdict(summary)
             system.keep_logs = not passed
             notes = system.notes
@@ -242,8 +290,13 @@ def run_soak(args, config: Config) -> int:
         "retried after its Retry-After",
         "learner: steps and versions are the newest `stats:learner` entry's at the measured window's end minus "
         "at its start, read with each memory sample",
+        "hostile cases: a round every --cases-every-minutes from the measured window's start; each case held when "
+        "its requests got their answers within their bounds and every small chat sent meanwhile was answered within "
+        "max(3 × its time alone, its time alone + 5 s) (ops/bench/soak/cases.py)",
     ]
     print(table(summary))
+    if summary.cases:
+        print(case_table(summary.cases))
     print(line)
     if args.out:
         write(args.out, summary, header, sampler.samples, notes)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ops.bench.common import percentile
+from ops.bench.soak.case_report import CaseResult, CaseRow, case_rows, case_table, cases_held, cases_line
 
 MIB = 1024 * 1024
 WINDOW_S = 60.0
@@ -108,6 +109,8 @@ class SoakSummary:
     """Learner steps taken in the measured window (None: not read)."""
     learner_versions: int | None = None
     """Versions the learner published in the measured window."""
+    cases: list[CaseRow] | None = None
+    """The hostile cases of ops/bench/soak/cases.py, a row each (None: not run, `--cases-every-minutes 0`)."""
 
 
 def hostile_problem(acceptable: tuple[int, ...], status: int, raw: bytes) -> str | None:
@@ -189,9 +192,11 @@ def summarise(
     ping_failures: dict[str, int],
     legal: list[LegalResult],
     hostile: list[HostileResult],
+    cases: list[CaseResult] | None = None,
 ) -> SoakSummary:
     """`pings`: (t_s, latency_s) of the answered /healthz pings; only those in the measured window [0, seconds]
-    count for the percentiles. Failures, statuses, legal and hostile requests count over the whole run."""
+    count for the percentiles. Failures, statuses, legal and hostile requests count over the whole run. `cases`:
+    the hostile cases' tries (None: none planned; an empty list: planned, none ran — which fails)."""
     rss_points = [(s.t_s, s.rss_bytes) for s in samples if s.rss_bytes is not None]
     redis_points = [(s.t_s, s.redis_bytes) for s in samples if s.redis_bytes is not None]
     rss = growth(rss_points, seconds, RSS_FLAT_MIB, RSS_FLAT_SHARE)
@@ -237,6 +242,7 @@ def summarise(
         first_legal_error=next((r.error for r in legal if not r.answered), None),
         learner_steps=steps,
         learner_versions=versions,
+        cases=None if cases is None else case_rows(cases),
     )
 
 
@@ -267,8 +273,9 @@ def _growth_text(name: str, g: Growth) -> str:
 
 
 def criteria(s: SoakSummary) -> dict[str, bool]:
-    """The four criteria of the soak (and the hostile cases' statuses, and a learner that trained): name → met."""
-    return {
+    """The four criteria of the soak (and the hostile bodies' statuses, a learner that trained, and every hostile
+    case held when they ran): name → met."""
+    met = {
         "memory flat": bool(s.rss.flat) and bool(s.redis.flat),
         "0 × 5xx": s.five_xx == 0,
         "/healthz p99 < 100 ms": s.healthz_p99_ms is not None
@@ -278,6 +285,9 @@ def criteria(s: SoakSummary) -> dict[str, bool]:
         "hostile statuses as expected": s.hostile_violations == 0,
         "learner trained": bool(s.learner_steps),
     }
+    if s.cases is not None:
+        met["hostile cases held"] = cases_held(s.cases)
+    return met
 
 
 def verdict(s: SoakSummary) -> tuple[bool, str]:
@@ -295,6 +305,8 @@ def verdict(s: SoakSummary) -> tuple[bool, str]:
         f"hostile violations {s.hostile_violations}/{s.hostile_sent}",
         f"learner steps {_or_dash(s.learner_steps)} (versions {_or_dash(s.learner_versions)})",
     ]
+    if s.cases is not None:
+        numbers.append(cases_line(s.cases))
     return not failed, f"{head} — " + ", ".join(numbers)
 
 
@@ -339,6 +351,8 @@ def table(s: SoakSummary) -> str:
             met["learner trained"],
         ),
     ]
+    if s.cases is not None:
+        rows.append(("hostile cases held", cases_line(s.cases), "a row each below", met["hostile cases held"]))
     lines = ["| criterion | value | detail | ok |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {'yes' if ok else 'NO'} |" for a, b, c, ok in rows]
     return "\n".join(lines)
@@ -370,6 +384,13 @@ def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySam
         "",
         *(f"- {n}" for n in notes),
     ]
+    if summary.cases is not None:
+        md += [
+            "",
+            "hostile cases (ops/bench/soak/cases.py), each try judged held or not:",
+            "",
+            case_table(summary.cases),
+        ]
     if summary.violations:
         md += ["", "hostile violations (first 10):", *(f"- {k}: {v}" for k, v in summary.violations.items())]
     (out / "results.md").write_text("\n".join(md) + "\n")

@@ -5,7 +5,9 @@
 - a hostile sender (a thread, http.client: raw headers as the hardening tests send them): one case at a time, at
   most one every `interval_s`;
 - a /healthz pinger (a thread, one kept-alive connection: only the server's answer time is measured);
-- a memory sampler (a thread): RSS of the system's process tree and Redis `used_memory`.
+- a memory sampler (a thread): RSS of the system's process tree and Redis `used_memory`;
+- a case runner (a thread): every hostile case of ops/bench/soak/cases.py once a round, a round every
+  `cases_every_s` from the measured window's start.
 
 The threads keep the pings and samples on time while the event loop is busy with 1 MiB bodies and responses.
 Times are `time.monotonic()` − `t0`, the start of the measured window (negative during the warm-up).
@@ -24,6 +26,8 @@ from urllib.parse import urlsplit
 from ops.bench.hostile import AGENT, CHAT, JSON_HEADERS, HostileCase
 from ops.observe.procs import TreeSampler
 from ops.bench.slca_up import role_of
+from ops.bench.soak.case_report import CaseResult
+from ops.bench.soak.cases import Target, run_round
 from ops.bench.soak.report import HostileResult, LegalResult, MemorySample, hostile_problem, retry_after_s
 
 
@@ -45,6 +49,8 @@ class SoakPlan:
     hostile_timeout_s: float = 120.0
     api_key: str | None = None
     """Sent by the legal clients only (when serving needs a key)."""
+    cases_every_s: float = 300.0
+    """A round of the hostile cases (ops/bench/soak/cases.py) this often from the measured window's start; 0: none."""
 
 
 LEGAL_MIN_INTERVAL_S = 0.1
@@ -282,3 +288,30 @@ class MemorySampler(_Paced):
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
+
+
+class CaseRunner(threading.Thread):
+    """A round of the hostile cases every `plan.cases_every_s` from `t0` (the measured window's start); no round
+    or case starts at or after `stop_at`. A round takes about a minute (the trickled body alone waits for
+    serve.body_read_timeout_s)."""
+
+    def __init__(self, target: Target, plan: SoakPlan, t0: float, stop_at: float):
+        super().__init__(name="soak-cases", daemon=True)
+        self.target, self.interval_s, self.t0, self.stop_at = target, plan.cases_every_s, t0, stop_at
+        self.halt = threading.Event()
+        self.results: list[CaseResult] = []
+
+    def run(self) -> None:
+        rounds = int(max(0.0, self.stop_at - self.t0) / self.interval_s) + 1 if self.interval_s > 0 else 0
+        for k in range(rounds):
+            at = self.t0 + k * self.interval_s
+            if at >= self.stop_at or self.halt.wait(max(0.0, at - time.monotonic())):
+                return
+            for result in run_round(self.target, self.t0, until=self.stop_at):
+                self.results.append(result)
+                if self.halt.is_set():
+                    return
+
+    def stop(self, timeout_s: float) -> None:
+        self.halt.set()
+        self.join(timeout=timeout_s)
