@@ -216,16 +216,36 @@ def drive(plan: SoakPlan, system: System, tasks: list, cases: list, target: Targ
     return sampler, pinger, hostile, runner, legal
 
 
+NOTES = [
+    "memory: median of the samples (every 5 s) in the measured window's first vs last minute; RSS sums "
+    "the supervisor's process tree (serve, workers, assembler, learner, feed, the owned Redis)",
+    "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
+    "and hostile requests count from the start of the warm-up",
+    f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
+    "retried after its Retry-After",
+    "learner: steps and versions are the newest `stats:learner` entry's at the measured window's end minus "
+    "at its start, read with each memory sample",
+    "hostile cases: a round every --cases-every-minutes from the measured window's start; each case held when "
+    "its requests got their answers within their bounds and every small chat sent meanwhile was answered within "
+    "max(3 × its time alone, its time alone + 5 s) (ops/bench/soak/cases.py)",
+]
+"""What every soak report says of how it measured (its `notes`, beside the system's own)."""
+
+
+def valid_args(args) -> bool:
+    return (
+        args.minutes > 0
+        and args.warmup_minutes >= 0
+        and args.clients >= 1
+        and args.hostile_interval_s > 0
+        and args.cases_every_minutes >= 0
+    )
+
+
 def run_soak(args, config: Config) -> int:
     from sim.tasks import load_tasks
 
-    if (
-        args.minutes <= 0
-        or args.warmup_minutes < 0
-        or args.clients < 1
-        or args.hostile_interval_s <= 0
-        or args.cases_every_minutes < 0
-    ):
+    if not valid_args(args):
         print(
             "error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes and "
             "--cases-every-minutes ≥ 0",
@@ -281,19 +301,7 @@ def run_soak(args, config: Config) -> int:
     except SystemNotReady as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    notes += [
-        "memory: median of the samples (every 5 s) in the measured window's first vs last minute; RSS sums "
-        "the supervisor's process tree (serve, workers, assembler, learner, feed, the owned Redis)",
-        "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
-        "and hostile requests count from the start of the warm-up",
-        f"a legal request is answered when it gets a 200 within {SoakPlan.legal_deadline_s:g} s, each 429 "
-        "retried after its Retry-After",
-        "learner: steps and versions are the newest `stats:learner` entry's at the measured window's end minus "
-        "at its start, read with each memory sample",
-        "hostile cases: a round every --cases-every-minutes from the measured window's start; each case held when "
-        "its requests got their answers within their bounds and every small chat sent meanwhile was answered within "
-        "max(3 × its time alone, its time alone + 5 s) (ops/bench/soak/cases.py)",
-    ]
+    notes += NOTES
     print(table(summary))
     if summary.cases:
         print(case_table(summary.cases))
