@@ -11,7 +11,8 @@ from slca.config import sections
 
 
 def test_every_component_registers_its_settings_section():
-    assert set(sections()) == {"common", "serve", "sim", "workers", "learner", "ops"}
+    # `weights` is shared like `common` (the publisher and every server read it): registered beside it, not by a plug-in
+    assert set(sections()) == {"common", "weights", "serve", "sim", "workers", "learner", "ops"}
     assert sections()["common"] == "slca.config:CommonSettings"
 
 

@@ -151,8 +151,10 @@ def test_both_sides_record_prompt_tokens_and_all_tokens_their_forward_passes_ran
     assert r.to_dict()["model_tokens_trained_per_s"] == pytest.approx(15.0)
     path = tmp_path / "metrics.jsonl"
     rows = [
-        {"ts": 15.0, "groups": ["a"], "tokens": 100, "tokens_trained": 100, "tokens_per_s": 90.0, "step_s": 2.0},
-        {"ts": 16.0, "groups": ["b"], "skipped_zero": 1, "tokens": 80, "tokens_per_s": 0.0, "step_s": 1.0},
+        # the learner's own counts (learner/step_stats.py): a step that trained one group, then one that trained none
+        {"ts": 15.0, "groups_trained": 1, "trajectories_trained": 8, "tokens": 100, "tokens_trained": 100}
+        | {"tokens_per_s": 90.0, "step_s": 2.0},
+        {"ts": 16.0, "groups_trained": 0, "skipped_zero": 1, "tokens": 80, "tokens_per_s": 0.0, "step_s": 1.0},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     steps = learner_steps(path, 10.0, 20.0)
