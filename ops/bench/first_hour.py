@@ -12,9 +12,11 @@ or not) and measures, in seconds from the launch:
   (sealed as a weight version), and the phase it was in at the last poll (`warm_start_phase`);
 - `feed_started_s`, `learner_started_s`: the held processes started (`<data_dir>/up-state.json`);
 - `first_learner_step_s`: the first row of the learner's `stats:learner` stream, with its step and version; and
-  `first_learner_version_s`: the first version published after the warm start's.
+  `first_learner_version_s`: the first version published after the warm start's (on a fresh machine, only once the
+  warm start's own version is known: it is published before it is served); `first_learner_version_served_s`: that
+  version served as the candidate (`GET /v1/versions`) — the served policy moved by learning.
 
-It stops once the first learner step is seen (or after `--timeout-minutes`), stops `slca up` (SIGTERM; the probe's
+It stops once a learner's version is served (or after `--timeout-minutes`), stops `slca up` (SIGTERM; the probe's
 final round is skipped: `ops.probe_final_timeout_s=0`, which changes nothing measured) and writes `results.json` and
 `results.md` into `--out`, every figure from the records above. Nothing here changes how the system runs.
 """
@@ -41,6 +43,7 @@ TIMELINE = (
     ("learner_started_s", "learner started"),
     ("first_learner_step_s", "first learner step"),
     ("first_learner_version_s", "first version the learner published"),
+    ("first_learner_version_served_s", "first learner version served (candidate)"),
 )
 
 
@@ -64,12 +67,13 @@ class FirstHour:
     first_learner_step: dict | None = None
     first_learner_version_s: float | None = None
     first_learner_version: int | None = None
+    first_learner_version_served_s: float | None = None
     timed_out: bool = False
     stop_exit: int | None = None
     notes: list[str] = field(default_factory=list)
 
     def done(self) -> bool:
-        return self.first_learner_step_s is not None
+        return self.first_learner_step_s is not None and self.first_learner_version_served_s is not None
 
 
 def http_json(url: str, body: dict | None = None, timeout: float = 120.0) -> tuple[int, dict, dict]:
@@ -158,7 +162,8 @@ class Watch:
 
 
 def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Popen, timeout_s: float, poll_s: float):
-    """Poll until the first learner step (or the timeout, or `slca up` exiting); fill `result` in place."""
+    """Poll until the first learner step and a learner's version served (or the timeout, or `slca up` exiting); fill
+    `result` in place."""
     from ops.experiments.warmstart.progress import read_record
 
     def since() -> float:
@@ -166,7 +171,7 @@ def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Pope
 
     while not result.done():
         if up.poll() is not None:
-            result.notes.append(f"slca up exited with status {up.returncode} before the first learner step")
+            result.notes.append(f"slca up exited with status {up.returncode} before a learner's version was served")
             return
         if time.time() - started > timeout_s:
             result.timed_out = True
@@ -187,11 +192,17 @@ def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Pope
         for name, attr in (("feed", "feed_started_s"), ("learn", "learner_started_s")):
             if getattr(result, attr) is None and (procs.get(name) or {}).get("pid"):
                 setattr(result, attr, since())
-        if result.first_learner_version_s is None:
+        # on a fresh machine the warm start's version is published before it is served: until its number is known, a
+        # newer version is not the learner's
+        if result.first_learner_version_s is None and (not result.fresh or result.warm_start_version is not None):
             latest = watch.latest_version()
             if latest is not None and latest > (result.warm_start_version or 0):
                 result.first_learner_version_s, result.first_learner_version = since(), latest
-        if (step := watch.first_learner_step()) is not None:
+        if result.first_learner_version is not None and result.first_learner_version_served_s is None:
+            served = (watch.served_versions() or {}).get("candidate")
+            if served is not None and served >= result.first_learner_version:
+                result.first_learner_version_served_s = since()
+        if result.first_learner_step_s is None and (step := watch.first_learner_step()) is not None:
             result.first_learner_step_s, result.first_learner_step = since(), step
         time.sleep(poll_s)
 

@@ -37,6 +37,8 @@ class ScriptedWatch:
         return self.at(1)
 
     def served_versions(self):
+        if self.at(9):
+            return {"promoted": 1, "candidate": 2}
         if self.at(4):
             return {"promoted": 1, "candidate": 1}
         return {"promoted": 0, "candidate": 0}
@@ -44,8 +46,8 @@ class ScriptedWatch:
     def first_learner_step(self):
         return {"step": "1", "version": "1", "ts": "0", "groups": "1"} if self.at(7) else None
 
-    def latest_version(self):
-        return 2 if self.at(8) else (1 if self.at(4) else None)
+    def latest_version(self):  # the warm start's v1 is published (poll 3) before it is served (poll 4)
+        return 2 if self.at(8) else (1 if self.at(3) else None)
 
 
 class Clock:
@@ -74,7 +76,9 @@ def test_the_first_hour_is_read_off_the_systems_records_and_written(tmp_path, mo
     assert (result.warm_start_trained_s, result.warm_start_saved_s, result.warm_start_published_s) == (20, 25, 27)
     assert result.warm_start_steps == 9 and result.warm_start_phase == "served"
     assert result.feed_started_s == result.learner_started_s == 50 and result.first_learner_step_s == 70
-    assert result.first_learner_version_s is None  # stopped at the first step, before v2 was published
+    # the warm start's v1, published before it was served, is not the learner's; the learner's v2 is, then served
+    assert (result.first_learner_version_s, result.first_learner_version) == (80, 2)
+    assert result.first_learner_version_served_s == 90
     meta = {"command": "slca bench first-hour", "machine": {"cpu": "x", "cores": 2, "load_average_1m": 0.1},
             "timeout_minutes": 60}  # fmt: skip
     fh.write_results(tmp_path / "out", result, meta)
