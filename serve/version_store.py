@@ -47,6 +47,14 @@ class VersionBusy(EngineUnavailable):
     code = "pin_engines_busy"
 
 
+class OneEngineOnly(ServeError):
+    """The engine holds one model per process (`Engine.one_per_process`): no second engine for another version."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "one_engine_per_process"
+
+
 class VersionStore:
     def __init__(self, data_dir: Path, policy: ManifestPolicy, mirror: Path | None = None) -> None:
         self.policy = policy

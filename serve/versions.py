@@ -37,7 +37,7 @@ from aiohttp import web
 
 from serve.engines.base import Engine, EngineError, SamplingParams, TokenStep
 from serve.errors import BadRequest, Forbidden
-from serve.version_store import VersionBusy, VersionNotFound, VersionStore
+from serve.version_store import OneEngineOnly, VersionBusy, VersionNotFound, VersionStore
 from slca.contracts.versions import PIN, PIN_HEADER, ROLE_HEADER, VERSION_HEADER
 from slca.weights import WeightVersion
 
@@ -114,6 +114,16 @@ class VersionRouter:
         on_finish: Callable[[Route], None] | None = None,
     ) -> None:
         self.primary = Slot(primary, "candidate")
+        self.one_engine = bool(getattr(primary, "one_per_process", False))
+        """The engine cannot have a sibling in this process (vLLM on CPU: a second in-process engine aborted and then
+        segfaulted serve at every restart — `make soak` on a fresh clone, 2026-12-05): one engine holds every
+        role, callers follow the candidate, and a version it does not hold cannot be pinned or promoted here."""
+        if self.one_engine and not settings.follow_candidate:
+            log.warning(
+                "the %s engine holds one model per process: callers follow the candidate (no promotion gate in this "
+                "process; serve.engine=hf, or one replica per role, keeps the roles apart)",
+                primary.name,
+            )
         self.factory = factory
         self.settings = settings
         self.store = store
@@ -204,7 +214,7 @@ class VersionRouter:
 
     async def swap_weights(self, weights: WeightVersion) -> float:
         """The candidate's swap (the weight follower's): callers never see it unless it is promoted."""
-        if self.settings.follow_candidate:
+        if self.settings.follow_candidate or self.one_engine:
             seconds = await self.primary.engine.swap_weights(weights)
             self.promoted = self.primary.version
             return seconds
@@ -322,6 +332,11 @@ class VersionRouter:
         return await asyncio.get_running_loop().run_in_executor(None, self.store.resolve, version)
 
     async def _new_slot(self, version: int, role: str, weights: WeightVersion | None = ...) -> Slot:
+        if self.one_engine:
+            raise OneEngineOnly(
+                f"v{version} needs an engine of its own and the {self.primary.engine.name} engine holds one model per "
+                f"process (this one holds v{self.primary.version}); serve.engine=hf keeps several"
+            )
         if weights is ...:
             weights = await self._resolve(version)
         engine = await asyncio.get_running_loop().run_in_executor(None, self.factory)

