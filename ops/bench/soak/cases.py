@@ -359,7 +359,11 @@ def _with_chats(action: Callable[[Target], Seen], t: Target) -> tuple[Seen, floa
 
     def timed() -> tuple[Seen, float]:
         began = time.monotonic()
-        return action(t), time.monotonic() - began
+        try:
+            seen = action(t)
+        except OSError as exc:  # serve down (refused, reset): the case is not held, and the rounds go on
+            seen = Seen(False, f"no answer ({type(exc).__name__}: {exc})")
+        return seen, time.monotonic() - began
 
     with ThreadPoolExecutor(1, thread_name_prefix="soak-case") as pool:
         future = pool.submit(timed)

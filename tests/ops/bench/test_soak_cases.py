@@ -189,3 +189,19 @@ def test_each_case_holds_against_a_real_server(live, name):
     result = run_case(next(c for c in cases.CASES if c.name == name), live)
     assert result.skipped is None and result.chat_worst_s is not None
     assert result.held, result.detail
+
+
+def test_a_case_whose_server_refuses_the_connection_is_not_held_and_raises_nothing():
+    """The fresh-clone soak's case runner died on a refused connection while serve restarted."""
+    import socket
+
+    from ops.bench.soak import cases
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = cases.Target(f"http://127.0.0.1:{port}")
+    result = cases.run_case(
+        cases.Case("refused", lambda t: cases.trickle(t.url, "/v1/chat/completions", b"{}", 1)[0]), target
+    )
+    assert not result.held and "ConnectionRefusedError" in result.detail
