@@ -5,7 +5,8 @@ from __future__ import annotations
 from slca.contracts import GoldCall, GroundTruth, Task
 
 
-def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+def function_tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    """An OpenAI-style function tool (no response schema: not for the simulator's catalog)."""
     return {
         "type": "function",
         "function": {
@@ -16,19 +17,19 @@ def _tool(name: str, description: str, properties: dict, required: list[str]) ->
     }
 
 
-WEATHER = _tool(
+WEATHER = function_tool(
     "get_weather",
     "Current weather for a city.",
     {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
     ["city"],
 )
-CONVERT = _tool(
+CONVERT = function_tool(
     "convert_currency",
     "Convert an amount between currencies.",
     {"amount": {"type": "number"}, "from_currency": {"type": "string"}, "to_currency": {"type": "string"}},
     ["amount", "from_currency", "to_currency"],
 )
-TIMEZONE = _tool("get_time", "Current local time in a city.", {"city": {"type": "string"}}, ["city"])
+TIMEZONE = function_tool("get_time", "Current local time in a city.", {"city": {"type": "string"}}, ["city"])
 
 _CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Nairobi", "Toronto", "Hanoi", "Madrid"]
 _PAIRS = [(20, "USD", "EUR"), (150, "GBP", "JPY"), (75.5, "EUR", "CHF"), (1000, "JPY", "USD")]

@@ -12,18 +12,9 @@ from __future__ import annotations
 
 import json
 
+from ops.common.builtin_tasks import function_tool
+
 SYSTEM = "You are a helpful assistant for a small company. Use the tools when they help; answer briefly."
-
-
-def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required},
-        },
-    }
 
 
 def _s(description: str, **kw) -> dict:
@@ -31,13 +22,13 @@ def _s(description: str, **kw) -> dict:
 
 
 TOOLS = [
-    _tool(
+    function_tool(
         "get_weather",
         "Current weather and a three-day forecast for a city: temperature, precipitation, wind and warnings.",
         {"city": _s("City name, optionally with the country"), "units": _s("Units", enum=["metric", "imperial"])},
         ["city"],
     ),
-    _tool(
+    function_tool(
         "search_calendar",
         "Find events in the user's calendar between two dates, optionally matching words in the title or notes.",
         {
@@ -47,7 +38,7 @@ TOOLS = [
         },
         ["start", "end"],
     ),
-    _tool(
+    function_tool(
         "create_event",
         "Add an event to the user's calendar. Fails if it overlaps an event marked busy, unless force is true.",
         {
@@ -59,7 +50,7 @@ TOOLS = [
         },
         ["title", "start", "minutes"],
     ),
-    _tool(
+    function_tool(
         "send_email",
         "Send an e-mail from the user's account. The body is plain text; attachments are ids from search_files.",
         {
@@ -70,7 +61,7 @@ TOOLS = [
         },
         ["to", "subject", "body"],
     ),
-    _tool(
+    function_tool(
         "search_files",
         "Search the company's shared drive by words in the name or the content; returns ids, names and owners.",
         {
@@ -80,7 +71,7 @@ TOOLS = [
         },
         ["query"],
     ),
-    _tool(
+    function_tool(
         "convert_currency",
         "Convert an amount between two currencies at today's reference rate.",
         {
