@@ -117,7 +117,8 @@ class VersionRouter:
         self.one_engine = bool(getattr(primary, "one_per_process", False))
         """The engine cannot have a sibling in this process (vLLM on CPU: a second in-process engine aborted and then
         segfaulted serve at every restart — `make soak` on a fresh clone, 2026-12-05): one engine holds every
-        role, callers follow the candidate, and a version it does not hold cannot be pinned or promoted here."""
+        role, callers follow the candidate, a promotion moves that engine, and a version it does not hold cannot be
+        pinned."""
         if self.one_engine and not settings.follow_candidate:
             log.warning(
                 "the %s engine holds one model per process: callers follow the candidate (no promotion gate in this "
@@ -243,6 +244,13 @@ class VersionRouter:
                 self.promoted = version
                 return
             weights = await self._resolve(version)
+            if self.one_engine:  # the one engine moves, the feed with it (the warm start's handover promotes first)
+                if weights is None:
+                    raise OneEngineOnly(f"v{version} has no manifest to load into the one {self.name} engine")
+                await self.primary.engine.swap_weights(weights)
+                self.promoted = version
+                log.info("callers and the candidate's traffic now get v%s (one engine)", version)
+                return
             if self.promoted_slot is None:
                 self.promoted_slot = await self._new_slot(version, "promoted", weights)
             else:

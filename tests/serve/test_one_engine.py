@@ -1,6 +1,6 @@
 """An engine that holds one model per process (`one_per_process`, vLLM on CPU: a second in-process engine crashed
-serve) keeps every role: callers follow the candidate's swaps, and a version it does not hold is refused (409), never
-built beside it. No model: the router's decisions alone."""
+serve) keeps every role: callers follow the candidate's swaps, a promotion moves that engine, and a pin of a version
+it does not hold is refused (409), never built beside it. No model: the router's decisions alone."""
 
 import asyncio
 
@@ -49,10 +49,10 @@ def test_one_engine_per_process_keeps_every_role_and_refuses_other_versions():
         await router.swap_weights(Weights(1))  # the gate's default would build a promoted engine here
         assert engine.swaps == [1] and router.promoted == 1 and router.promoted_slot is None
         await router.promote(1)  # the version it holds: nothing to build
+        await router.promote(2)  # another version (the warm start's handover promotes before announcing): it moves
+        assert engine.swaps == [1, 2] and router.promoted == 2 and router.promoted_slot is None
         with pytest.raises(OneEngineOnly, match="one model per process"):
-            await router.promote(0)  # a rollback to a version it does not hold
-        with pytest.raises(OneEngineOnly):
-            await router._pinned(0)
-        assert OneEngineOnly.status == 409 and router.promoted == 1
+            await router._pinned(0)  # a pin of a version it does not hold
+        assert OneEngineOnly.status == 409 and router.promoted == 2
 
     asyncio.run(run())
