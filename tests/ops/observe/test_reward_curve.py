@@ -125,18 +125,21 @@ def test_bench_online_copies_v0_and_latest_files_and_writes_the_paired_summary(t
         "**Verdict** (paired held-out probe, rule in `ops/observe/probe_report.py`): "
         "held-out success rose v0 → v60: +0.310 [+0.138, +0.483]"
     ), md
+    # the 90-minute target needs the training-task probe, which these rounds did not ask
     assert (
-        "target (≥ +0.05 with the interval above 0, BFCL not worse) met; judged v60 (periodic round)"
-        in result["verdict"]
-    )
+        "target (train-probe ≥ +0.10 and test ≥ +0.08, each with the interval above 0; novel and BFCL not worse "
+        "than -0.05) not met (train-probe not asked); judged v60 (periodic round)" in result["verdict"]
+    ), result["verdict"]
 
 
 def _row(diff, lo, hi):
     return {"diff": diff, "ci_low": lo, "ci_high": hi, "n": 100, "mcnemar_p": 0.5, "a_only": 1, "b_only": 1}
 
 
-def _paired(diff, lo, hi, bfcl=(0.0, -0.1, 0.1)):
-    paired = {"held_out": _row(diff, lo, hi), "bfcl": _row(*bfcl)}
+def _paired(diff, lo, hi, bfcl=(0.0, -0.04, 0.04), train=None, test=None, novel=(0.0, -0.04, 0.04)):
+    paired = {"held_out": _row(diff, lo, hi), "bfcl": _row(*bfcl), "novel": _row(*novel)}
+    paired |= {"train_probe": _row(*train)} if train else {}
+    paired |= {"test": _row(*test)} if test else {}
     return {"rounds": 2, "baseline_version": 0, "latest_version": 40, "paired": paired}
 
 
@@ -154,15 +157,26 @@ def test_verdict_follows_the_stated_rule(summary, expected):
     from ops.observe.probe_report import verdict
 
     text = verdict(summary)
-    assert expected in text and (text.startswith("not judged") or " not met; judged v40" in text), text
+    assert expected in text and (text.startswith("not judged") or (" not met (" in text and "; judged v40" in text))
 
 
-def test_verdict_target_needs_five_points_and_bfcl_not_worse():
+def test_verdict_target_needs_train_probe_and_test_gains_and_novel_and_bfcl_not_worse():
     from ops.observe.probe_report import verdict
 
-    assert " met; judged" in verdict(_paired(0.08, 0.03, 0.13)) and "not met" not in verdict(_paired(0.08, 0.03, 0.13))
-    worse = verdict(_paired(0.08, 0.03, 0.13, bfcl=(-0.2, -0.3, -0.1)))
-    assert "(fell)" in worse and "not met; judged" in worse
+    good = dict(train=(0.12, 0.04, 0.2), test=(0.09, 0.01, 0.17))
+    assert verdict(_paired(0.06, 0.01, 0.11, **good)).split("; judged")[0].endswith(" met")
+    # each condition alone turns it: a gain below its size, an interval touching 0, a suite not asked, novel or
+    # BFCL worse than -0.05 at the low end of the interval
+    for change, miss in [
+        (dict(train=(0.08, 0.02, 0.14)), "train-probe +0.080 (needs ≥ +0.10"),
+        (dict(test=(0.09, -0.01, 0.19)), "test +0.090 (needs ≥ +0.08"),
+        (dict(test=None), "test not asked"),
+        (dict(novel=(0.0, -0.07, 0.07)), "novel interval reaches -0.070"),
+        (dict(bfcl=(-0.2, -0.3, -0.1)), "BFCL interval reaches -0.300"),
+    ]:
+        text = verdict(_paired(0.06, 0.01, 0.11, **(good | change)))
+        assert " not met (" in text and miss in text, (change, text)
+    assert "(fell)" in verdict(_paired(0.06, 0.01, 0.11, **good, bfcl=(-0.2, -0.3, -0.1)))
 
 
 def test_bench_online_without_the_round_files_reports_the_streams_comparison(tmp_path):
