@@ -48,11 +48,14 @@ def test_status_lines_give_the_whole_system_against_the_target():
     memory = SystemMemory()
     memory.now = {"serve": 2 * GIB, "learn": 3 * GIB}
     memory.peak, memory.peak_total, memory.at_peak = (
-        dict(memory.now),
+        {"serve": int(3.5 * GIB), "learn": 4 * GIB},
         int(7 * GIB),
         {"serve": 3 * GIB, "learn": 4 * GIB},
     )
     text = memory_lines(memory.to_dict())
     assert "5.00 GiB now, peak 7.00 GiB for the whole system (OVER the 6 GiB target)" in text
-    assert "serve 2.00 (peak 3.00)  learn 3.00 (peak 4.00)" in text
+    # each process: now (its own peak; its share of the system's peak) — never a "peak" below "now"
+    assert "serve 2.00 (3.50; 3.00)  learn 3.00 (4.00; 4.00)" in text
+    memory.now["serve"] = int(3.6 * GIB)  # sampled above the peak the state file last held: its own peak is now
+    assert "serve 3.60 (3.60; 3.00)" in memory_lines(memory.to_dict())
     assert memory_lines(None) == "memory: not sampled yet"
