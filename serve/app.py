@@ -220,7 +220,10 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
         observer=app[METRICS].observe_fetch,  # slca_weights_fetch_*
     )
     app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy, transport=transport)
-    if weights.follow:
+    follow = weights.follow and app[SETTINGS].role != "promoted"  # a promoted replica moves on promotions only
+    if weights.follow and not follow:
+        log.info("serve.role=promoted: weight announcements are not followed (this replica moves on promotions)")
+    if follow:
         # A separate connection: a subscribed connection cannot run other commands.
         client = subscriber_client(app[COMMON].redis_or_default(), app[SETTINGS])
         app[BACKGROUND].append(asyncio.create_task(app[SWAPPER].follow(client, app[STREAMS]), name="weights"))
@@ -230,7 +233,7 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
     # bounded: a cancel redis-py absorbed while the follower waited in listen() is only seen on its next message,
     # so if the tasks have not ended, the subscriber's connection is closed under them (they then see the cancel)
     _, pending = await asyncio.wait(app[BACKGROUND], timeout=BACKGROUND_STOP_S) if app[BACKGROUND] else ((), ())
-    if weights.follow:
+    if follow:
         await client.aclose()
     if pending:
         _, pending = await asyncio.wait(pending, timeout=BACKGROUND_STOP_S)

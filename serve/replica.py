@@ -36,6 +36,8 @@ class ReplicaIdentity:
     """`serve.replica_id`, or `<hostname>:<port>`."""
     url: str
     """`serve.advertise_url`, or `http://<host>:<port>`."""
+    role: str = "both"
+    """`serve.role`: which version roles it serves (in its status, so `slca status` shows each replica's)."""
 
     @classmethod
     def of(cls, settings, hostname: str | None = None) -> "ReplicaIdentity":
@@ -49,7 +51,8 @@ class ReplicaIdentity:
             raise ValueError(f"{exc}; set serve.replica_id") from None
         host = hostname if settings.host in _WILDCARDS else settings.host
         host = f"[{host}]" if ":" in host and not host.startswith("[") else host  # an IPv6 literal
-        return cls(replica, settings.advertise_url or f"http://{host}:{settings.port}")
+        url = settings.advertise_url or f"http://{host}:{settings.port}"
+        return cls(replica, url, getattr(settings, "role", "both"))
 
 
 class ReplicaAnnouncer:
@@ -73,6 +76,7 @@ class ReplicaAnnouncer:
             replica=self.identity.replica,
             url=self.identity.url,
             policy_version=self.engine.version,
+            role=self.identity.role,
             last_swap=s.last_outcome,
             last_swap_version=s.last_outcome_version,
             last_swap_at=s.last_outcome_at,

@@ -7,8 +7,9 @@
   scored-success guard: an automatic rollback (`auto-rollback`) of the version it judged, refused (409
   `promoted_changed`) when another one was promoted since. A version that does not exist, was pruned or fails
   verification: 404/422 and nothing changes. Answers the promotion record.
-- `GET /v1/versions`: the promoted and candidate versions, the record (history, rolled back), what each engine
-  holds and the live signals of the promoted version.
+- `GET /v1/versions`: the promoted and candidate versions, this replica's role (`serve.role`: a "promoted" replica
+  reports as candidate the version it serves the system's keys, its promoted one), the record (history, rolled back),
+  what each engine holds and the live signals of the promoted version.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ async def promotion_ctx(app: web.Application) -> AsyncIterator[None]:
     app[PROMOTION] = controller
     app[METRICS].promoted_version.set_function(lambda: router.promoted)
     app[METRICS].candidate_version.set_function(lambda: router.candidate)
+    if router.role == "promoted":  # its engine moves on promotions, which the weight swapper never sees
+        app[METRICS].policy_version.set_function(lambda: router.primary.version)
     task = asyncio.create_task(controller.follow(), name="promotion-follower")
     app[BACKGROUND].append(task)
     try:
@@ -128,6 +131,7 @@ async def versions(request: web.Request) -> web.Response:
         "engines": router.loaded_versions(),
         "canary_share": request.app[SETTINGS].canary_share,
         "follow_candidate": request.app[SETTINGS].follow_candidate,
+        "role": router.role,
     }
     if controller is not None:
         body["record"] = controller.state.model_dump(mode="json")

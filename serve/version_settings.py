@@ -1,6 +1,8 @@
 """Settings of the two version roles (docs/design.md#versions): `ServeSettings` inherits them (`[serve]` section)."""
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from slca.config import SectionSettings
 
@@ -14,6 +16,13 @@ class VersionSettings(SectionSettings):
     follow_candidate: bool = False
     """Promote every candidate as it arrives (the behaviour before the gate: every caller gets the newest version).
     Off: callers get the promoted version, which only the gate, `slca promote` or a rollback moves."""
+    role: Literal["both", "promoted", "candidate"] = "both"
+    """Which roles this replica serves. "both": callers the promoted version, the system's own traffic the candidate
+    (two engines with hf; one with an engine that holds one model per process, vLLM, whose callers then follow the
+    candidate). "promoted": one engine holding the promoted version for every request — it ignores weight
+    announcements and moves only on a promotion, `slca promote` or a rollback. "candidate": one engine following
+    the announcements, answering every request with the candidate (the feed, the probe, the gate's candidate). One
+    replica of each keeps the roles apart with any engine (`ops.candidate_replica` starts both in `slca up`)."""
     pin_engines: int = Field(default=1, ge=0)
     """Engines kept for pinned versions that neither role holds (each one model copy and its caches); a pin of
     another version while they are all busy gets 503 + Retry-After. 0: only the two roles' versions can be pinned."""
@@ -36,3 +45,13 @@ class VersionSettings(SectionSettings):
     rollback_max_engine_errors: float = Field(default=0.2, ge=0.0, le=1.0)
     """Live-signal guard: roll the promoted version back when more than this share of its requests failed in the
     engine (over its window). 1.0 with `rollback_max_malformed` 1.0: never roll back automatically."""
+
+    @model_validator(mode="after")
+    def _one_role_follows(self):
+        # follow_candidate promotes every candidate on arrival: with one role per replica there is nothing to follow
+        if self.role != "both" and self.follow_candidate:
+            raise ValueError(
+                f"role {self.role!r} serves one role and follow_candidate makes the two one: set one of them "
+                "(role 'both' with follow_candidate, or follow_candidate false)"
+            )
+        return self

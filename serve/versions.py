@@ -17,6 +17,13 @@ Who gets which (`Route`, decided once per request and kept for all its turns and
 - `serve.canary_share` of the other requests get the candidate, the rest the promoted version.
 Every answer names its version: the `policy_version` field (as before) and the `X-SLCA-Policy-Version` header.
 
+One role per replica (`serve.role`, "both" by default): a "promoted" replica's one engine holds the promoted version
+for every request — it is not swapped on the learner's announcements (serve's weight follower is not started) but on
+a promotion, `slca promote` or a rollback, and at start to the recorded promoted version; a "candidate" replica's one
+engine follows the announcements and answers every request (a promotion only updates the version it reports). With
+an engine that holds one model per process (vLLM) this is how callers keep the promoted version: two replicas, two
+processes (`ops.candidate_replica` in `slca up`).
+
 `VersionRouter` is the `Engine` the handlers hold (`app[ENGINE]`): `stream` answers from the request's engine,
 `swap_weights` (the follower's) is the candidate's swap, `version` is the request's engine's version inside a
 request and the candidate's elsewhere (the follower's checks, /readyz, the replica status).
@@ -39,7 +46,7 @@ from serve.engines.base import Engine, EngineError, SamplingParams, TokenStep
 from serve.errors import BadRequest, Forbidden
 from serve.version_store import OneEngineOnly, VersionBusy, VersionNotFound, VersionStore
 from slca.contracts.versions import PIN, PIN_HEADER, ROLE_HEADER, VERSION_HEADER
-from slca.weights import WeightVersion
+from slca.weights import WeightLoadError, WeightVersion
 
 log = logging.getLogger(__name__)
 
@@ -113,13 +120,18 @@ class VersionRouter:
         store: VersionStore,
         on_finish: Callable[[Route], None] | None = None,
     ) -> None:
-        self.primary = Slot(primary, "candidate")
+        self.role = getattr(settings, "role", "both")
+        """`serve.role`: "both", or the one role every request of this replica gets ("promoted", "candidate")."""
+        self.primary = Slot(primary, "promoted" if self.role == "promoted" else "candidate")
+        self._first = primary  # the app's engine context closes it; one that replaced it is closed here
         self.one_engine = bool(getattr(primary, "one_per_process", False))
         """The engine cannot have a sibling in this process (vLLM on CPU: a second in-process engine aborted and then
         segfaulted serve at every restart — `make soak` on a fresh clone, 2026-12-05): one engine holds every
         role, callers follow the candidate, a promotion moves that engine, and a version it does not hold cannot be
         pinned."""
-        if self.one_engine and not settings.follow_candidate:
+        if self.role != "both":
+            log.info("serve.role=%s: every request of this replica gets the %s version", self.role, self.role)
+        elif self.one_engine and not settings.follow_candidate:
             log.warning(
                 "the %s engine holds one model per process: callers follow the candidate (no promotion gate in this "
                 "process; serve.engine=hf, or one replica per role, keeps the roles apart)",
@@ -182,7 +194,7 @@ class VersionRouter:
 
     async def close(self) -> None:
         await self.close_others()
-        await self.primary.engine.close()
+        await self._first.close()
 
     async def close_others(self) -> None:
         """Close every engine but the primary (the app's engine context closes that one)."""
@@ -192,6 +204,8 @@ class VersionRouter:
         self.promoted_slot, self.pins = None, []
         for slot in others:
             await slot.engine.close()
+        if self.primary.engine is not self._first:  # a promoted replica's engine replaced for v0 (`_promote_one`)
+            await self.primary.engine.close()
 
     async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenStep]:
         route = ROUTE.get()
@@ -215,6 +229,13 @@ class VersionRouter:
 
     async def swap_weights(self, weights: WeightVersion) -> float:
         """The candidate's swap (the weight follower's): callers never see it unless it is promoted."""
+        if self.role == "promoted":  # its follower is not started: this is an admin's swap (`POST /admin/weights`)
+            raise WeightLoadError(
+                f"this replica serves the promoted v{self.promoted} (serve.role=promoted): it moves on a promotion "
+                "(`slca promote --to vN`), not on a weight swap"
+            )
+        if self.role == "candidate":  # the one engine follows; the promoted version stays the record's
+            return await self.primary.engine.swap_weights(weights)
         if self.settings.follow_candidate or self.one_engine:
             seconds = await self.primary.engine.swap_weights(weights)
             self.promoted = self.primary.version
@@ -238,6 +259,9 @@ class VersionRouter:
     async def promote(self, version: int) -> None:
         """Make `version` the one callers get; raises VersionNotFound / VersionUnverified (nothing changed)."""
         async with self._roles:
+            if self.role != "both":
+                await self._promote_one(version)
+                return
             if version == self.promoted and (self.promoted_slot is None or self.promoted_slot.version == version):
                 return
             if self.promoted_slot is None and version == self.primary.version:
@@ -258,7 +282,24 @@ class VersionRouter:
             self.promoted = version
             log.info("callers now get v%s (candidate v%s)", version, self.primary.version)
 
+    async def _promote_one(self, version: int) -> None:
+        """A one-role replica's promotion. "candidate": checked (404/422) and reported, its engine stays on the
+        candidate. "promoted": its one engine loads `version` between two steps; v0 (no manifest): a fresh engine on
+        the base model replaces it, where the engine allows a second one (else 409 `one_engine_per_process`)."""
+        weights = None if version == self.primary.version else await self._resolve(version)
+        if self.role == "promoted" and version != self.primary.version:
+            if weights is None and self.one_engine:
+                raise OneEngineOnly(
+                    f"v{version} has no manifest to load into the one {self.name} engine of this promoted replica"
+                )
+            await self._retarget(self.primary, version, weights)
+        self.promoted = version
+        log.info("the promoted version is v%s (this replica, serve.role=%s, serves v%s)", version, self.role,
+                 self.primary.version)  # fmt: skip
+
     def loaded_versions(self) -> dict[str, int]:
+        if self.role == "promoted":
+            return {"promoted": self.primary.version, **{f"pin{i}": s.version for i, s in enumerate(self.pins)}}
         out = {"candidate": self.primary.version}
         if self.promoted_slot is not None:
             out["promoted"] = self.promoted_slot.version
@@ -290,6 +331,10 @@ class VersionRouter:
         if route.pin is not None:
             return await self._pinned(route.pin)
         if route.kind == "candidate":
+            return self.primary
+        if self.role != "both":  # one engine, one role: every request gets it
+            if self.role == "candidate":
+                route.kind = "candidate"  # not a caller of the promoted version: the live-signal guard skips it
             return self.primary
         if self.settings.canary_share > 0 and random.random() < self.settings.canary_share:
             route.kind = "candidate"

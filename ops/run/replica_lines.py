@@ -20,17 +20,23 @@ def _swap(view: ReplicaView) -> str:
     return text
 
 
+def _name(view: ReplicaView) -> str:
+    role = view.status.role
+    return view.status.replica if role == "both" else f"{view.status.replica} [{role}]"
+
+
 def replica_lines(views: list[ReplicaView]) -> str:
-    """A heading and one line per replica: id, served version, age of its last heartbeat, STALE when it missed
-    three, its last swap and its address."""
+    """A heading and one line per replica: id (with its role when it serves one: `serve.role`), served version, age
+    of its last heartbeat, STALE when it missed three, its last swap and its address."""
     if not views:
         return "serve replicas: none announced"
-    width = max(len(v.status.replica) for v in views)
+    names = [_name(v) for v in views]
+    width = max(len(n) for n in names)
     lines = [f"serve replicas ({len(views)}):"]
-    for v in views:
+    for v, name in zip(views, names):
         stale = "  STALE" if v.stale else ""
         lines.append(
-            f"  {v.status.replica:<{width}}  v{v.status.policy_version:<5} heartbeat {v.age_s:6.1f}s ago{stale}  "
+            f"  {name:<{width}}  v{v.status.policy_version:<5} heartbeat {v.age_s:6.1f}s ago{stale}  "
             f"{_swap(v)}  {v.status.url or '-'}"
         )
     return "\n".join(lines)

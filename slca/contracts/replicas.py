@@ -23,6 +23,10 @@ REPLICA_ID = re.compile(r"^[A-Za-z0-9\[][A-Za-z0-9._:@/+=\[\]-]{0,199}$")
 fit), starting with a letter, a digit or `[`. It is part of a Redis key and of every trajectory: no spaces, no
 control characters."""
 
+ReplicaRole = Literal["both", "promoted", "candidate"]
+"""Which version roles a replica serves (`serve.role`): both, or every request gets the promoted version, or the
+candidate (docs/design.md#versions)."""
+
 SwapOutcome = Literal["none", "ok", "failed", "refused"]
 """How the last swap attempt ended: `none` (none since start), `ok`, `failed` (fetch, verification or load failed;
 the old version keeps serving), `refused` (the announcement itself was refused: signature, version guard)."""
@@ -53,6 +57,8 @@ class ReplicaStatus(Contract):
     """The address it advertises for clients and load balancers (`serve.advertise_url`)."""
     policy_version: int = Field(ge=0)
     """The weight version it serves now."""
+    role: ReplicaRole = "both"
+    """`serve.role`: "promoted" and "candidate" replicas each hold one role (statuses without it: "both")."""
     last_swap: SwapOutcome = "none"
     last_swap_version: int | None = Field(default=None, ge=0)
     """The version the last swap attempt was about."""

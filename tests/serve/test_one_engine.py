@@ -34,7 +34,7 @@ class Store:
         return True
 
     def resolve(self, version: int):
-        return Weights(version)
+        return None if version == 0 else Weights(version)  # v0, the base model, has no manifest
 
 
 def never_built():
@@ -54,5 +54,46 @@ def test_one_engine_per_process_keeps_every_role_and_refuses_other_versions():
         with pytest.raises(OneEngineOnly, match="one model per process"):
             await router._pinned(0)  # a pin of a version it does not hold
         assert OneEngineOnly.status == 409 and router.promoted == 2
+
+    asyncio.run(run())
+
+
+def test_a_promoted_replica_of_a_one_per_process_engine_moves_only_on_promotions():
+    from serve.versions import ROUTE, Route
+    from slca.weights import WeightLoadError
+
+    async def run():
+        engine = OneModelEngine()
+        router = VersionRouter(engine, never_built, ServeSettings(role="promoted"), Store())
+        with pytest.raises(WeightLoadError, match="serve.role=promoted"):
+            await router.swap_weights(Weights(1))  # an announced version (or an admin's swap) never moves it
+        assert engine.swaps == [] and router.promoted == 0
+        await router.promote(3)
+        assert engine.swaps == [3] and router.promoted == 3 and router.loaded_versions() == {"promoted": 3}
+        for kind in ("caller", "candidate"):  # callers and the system's own keys alike
+            route = Route(kind=kind)
+            ROUTE.set(route)
+            assert (await router._slot_of(route)).engine is engine and router.version == 3
+        with pytest.raises(OneEngineOnly):
+            await router._pinned(2)  # the same 409 as with both roles
+        with pytest.raises(OneEngineOnly, match="no manifest"):
+            await router.promote(0)  # the base model cannot be loaded into the one engine
+        assert router.promoted == 3
+
+    asyncio.run(run())
+
+
+def test_a_candidate_replica_of_a_one_per_process_engine_follows_and_keeps_the_record_apart():
+    from serve.versions import Route
+
+    async def run():
+        engine = OneModelEngine()
+        router = VersionRouter(engine, never_built, ServeSettings(role="candidate"), Store())
+        await router.swap_weights(Weights(1))
+        await router.swap_weights(Weights(2))
+        await router.promote(1)  # the record moved (the promoted replica loads it): this engine stays
+        assert engine.swaps == [1, 2] and (router.promoted, router.candidate) == (1, 2)
+        route = Route(kind="caller")
+        assert (await router._slot_of(route)).engine is engine and route.kind == "candidate"  # not a guarded caller
 
     asyncio.run(run())

@@ -40,3 +40,20 @@ def test_status_without_replicas_says_so(redis_url, tmp_path, capsys):
     config = load_config(None, [f"common.redis_url={redis_url}", f"common.data_dir={tmp_path}"])
     assert run_status(SimpleNamespace(window=50), config) == 0
     assert "serve replicas: none announced" in capsys.readouterr().out
+
+
+def test_each_replica_of_one_role_is_named_with_its_role():
+    from ops.run.replica_lines import replica_lines
+    from slca.contracts.replicas import ReplicaView
+
+    views = [
+        ReplicaView(status("host:8000", 3, role="promoted"), 1.0),
+        ReplicaView(status("host:8001", 5, role="candidate"), 1.0),
+        ReplicaView(status("other:8000", 5), 1.0),
+    ]
+    lines = replica_lines(views).splitlines()[1:]
+    assert [line.split()[:3] for line in lines] == [
+        ["host:8000", "[promoted]", "v3"],
+        ["host:8001", "[candidate]", "v5"],
+        ["other:8000", "v5", "heartbeat"],  # both roles: the line as before
+    ]

@@ -194,7 +194,8 @@ function renderReplicas(replicas) {
     if (r.stale) tr.className = "stale";
     const swap = r.last_swap === "none" ? "none yet"
       : `${r.last_swap} (v${r.last_swap_version})` + (r.last_error && r.last_swap !== "ok" ? ": " + r.last_error : "");
-    const cells = [r.replica, "v" + r.policy_version, `${num(r.age_s, 1)} s ago` + (r.stale ? " — STALE" : ""),
+    const id = r.role && r.role !== "both" ? `${r.replica} [${r.role}]` : r.replica;  // serve.role
+    const cells = [id, "v" + r.policy_version, `${num(r.age_s, 1)} s ago` + (r.stale ? " — STALE" : ""),
                    swap, r.url || "-"];
     for (const text of cells) {
       const td = document.createElement("td");
