@@ -131,6 +131,7 @@ async def versions(request: web.Request) -> web.Response:
         "engines": router.loaded_versions(),
         "canary_share": request.app[SETTINGS].canary_share,
         "follow_candidate": request.app[SETTINGS].follow_candidate,
+        "one_engine": router.one_engine,  # pins of a version the engine moved past are refused (the probe holds)
         "role": router.role,
     }
     if controller is not None:

@@ -6,7 +6,10 @@ Three kinds of round:
 - the baseline, at the first readiness: v0, the frozen warm start alone. Every item is pinned to that version
   (`X-SLCA-Pin-Version`: serve answers it from whichever engine holds it — the callers' engine once the learner's
   versions move the candidate on), so the feed need not wait for it: on a fresh 2-core machine the round of ≈ 350
-  greedy items takes minutes, and holding the feed for it kept the learner's first step that much later. A warm
+  greedy items takes minutes, and holding the feed for it kept the learner's first step that much later. A serve
+  with one engine per process (vLLM; `/v1/versions` says `one_engine`) cannot answer a pin of a version its engine
+  has moved past (409): there the feed is held until the baseline is had (at most `MAX_HELD_BASELINES` tries), so
+  that no version moves under it — on a fresh clone every unheld try was dropped, each at the next version. A warm
   start evaluated before is read from its cache instead (`ops.run.feed.baseline_cache`: keyed by the model's
   content, the items and the scorer).
 - periodic rounds while training runs: every `ops.probe_every_minutes` (and/or `ops.probe_every_versions`), on
@@ -45,6 +48,10 @@ from slca.contracts.versions import PIN_HEADER
 
 log = logging.getLogger("slca.feed.probe")
 
+MAX_HELD_BASELINES = 3
+"""Baseline tries that hold the feed on a one-engine serve; after that many dropped ones the feed goes on (a serve
+that keeps failing must not stop training), and the baseline is asked again unheld."""
+
 
 RunItems = Callable[[list[EvalItem], int | None], Awaitable[list[ItemRecord]]]
 """async (items, the version every item is pinned to or None: the served one) → records, in item order; a failed
@@ -80,7 +87,8 @@ class ProbePlan:
     """The version whose round is the warm start's own evaluation (read from and kept in its cache): 0, the model
     serve started with, or the version the warm start was published as in this run (`ops.probe_baseline_version`)."""
     holds_feed: bool = True
-    """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline, pinned, never does).
+    """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline, pinned, holds it
+    only on a one-engine serve).
     Beside full training traffic one round of ≈ 290 items took 2,376 s on a 2-core machine and was answered by 29
     different versions (bench/online/run4-fresh-clone); held, the learner drains its short backlog and the round
     runs on an engine that serves it alone, over the few versions that backlog still publishes."""
@@ -139,19 +147,30 @@ class Prober:
         """Periodic rounds put off by the budget (counted once per due round)."""
         self._deferring = False
         self.feed_open = asyncio.Event()
-        """Set while the feed may send: cleared only for the length of a periodic round when `plan.holds_feed`."""
+        """Set while the feed may send: cleared for the length of a periodic round when `plan.holds_feed`, and
+        until the baseline is had on a serve with one engine (`one_engine`)."""
         self.feed_open.set()
+        self.one_engine: bool | None = None
+        """The served API holds one engine per process: pins of a version it moved past are refused (read from
+        `/v1/versions` at the first readiness; None: not known, pins assumed to hold)."""
+        self.held_baselines = 0
+        """Baseline tries that held the feed (`MAX_HELD_BASELINES`)."""
 
     async def run(self, stop: asyncio.Event) -> None:
-        async with self.session() as session:
-            while not stop.is_set():
-                version = await self.served_version(session)
-                if version is not None:
-                    await self.step(version)
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=self.plan.poll_s)
-                except asyncio.TimeoutError:
-                    pass
+        try:
+            async with self.session() as session:
+                while not stop.is_set():
+                    version = await self.served_version(session)
+                    if version is not None:
+                        if self.one_engine is None:
+                            self.one_engine = await self.reads_one_engine(session)
+                        await self.step(version)
+                    try:
+                        await asyncio.wait_for(stop.wait(), timeout=self.plan.poll_s)
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            self.feed_open.set()  # a probe that stops (or fails) never leaves the feed held
 
     def session(self) -> aiohttp.ClientSession:
         headers = {"Authorization": f"Bearer {self.plan.api_key}"} if self.plan.api_key else {}
@@ -162,7 +181,7 @@ class Prober:
         if not self.resumed:
             await self.start(version)
         if self.baseline is None:
-            return await self.round(version, "baseline")
+            return await self.baseline_round(version)
         if not self.due(version) or not self.affordable(len(self.round_items)):
             return None
         return await self.round(version, "periodic")
@@ -177,17 +196,35 @@ class Prober:
         if self.baseline is None and version == self.plan.baseline_version:
             await self.load_cached()
 
+    async def baseline_round(self, version: int) -> ProbeRound | None:
+        """The baseline, holding the feed on a one-engine serve until it is had or `MAX_HELD_BASELINES` tries were
+        dropped: with no new groups the learner publishes nothing, and the one engine stays on the version pinned."""
+        hold = bool(self.one_engine) and self.held_baselines < MAX_HELD_BASELINES
+        if hold:
+            self.held_baselines += 1
+            self.feed_open.clear()
+            log.info("probe: baseline at v%d holds the feed (one engine per process: a pin cannot outlive it)", version)
+        result = None
+        try:
+            result = await self.round(version, "baseline")
+            return result
+        finally:
+            if result is not None or not hold or self.held_baselines >= MAX_HELD_BASELINES:
+                self.feed_open.set()  # had, or given up on holding: the feed goes (a dropped held try keeps it)
+
     async def round(self, version: int, kind: str) -> ProbeRound | None:
         """Ask this kind's items of the served `version` (the baseline's pinned to it), summarise, write, publish;
         None when dropped."""
         items = self.round_items if kind == "periodic" else self.items
         started, t0 = time.time(), self.clock()
-        if kind == "periodic" and self.plan.holds_feed:
+        holds = kind == "periodic" and self.plan.holds_feed
+        if holds:
             self.feed_open.clear()
         try:
             records = await self.run_items(items, version if kind == "baseline" else None)
         finally:
-            self.feed_open.set()
+            if holds:  # a held baseline is released by `baseline_round`
+                self.feed_open.set()
         seconds = self.clock() - t0
         if kind != "final":
             self.probe_s += seconds
@@ -333,6 +370,16 @@ class Prober:
                 return
         moved = self.files.archive()
         log.info("probe: an earlier run's round files moved to %s", moved)
+
+    async def reads_one_engine(self, session: aiohttp.ClientSession) -> bool | None:
+        """`/v1/versions`' `one_engine` (False when it does not say; None when it cannot be read: asked again)."""
+        try:
+            async with session.get(self.plan.url.rstrip("/") + "/v1/versions") as resp:
+                if resp.status != 200:
+                    return False
+                return bool((await resp.json(content_type=None)).get("one_engine", False))
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, ConnectionError):
+            return None
 
     async def served_version(self, session: aiohttp.ClientSession) -> int | None:
         try:

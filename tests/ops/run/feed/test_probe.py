@@ -126,6 +126,72 @@ def test_the_baseline_is_pinned_to_its_version_and_never_holds_the_feed_a_period
     assert seen == [True, True]  # holds_feed off: no round holds the feed
 
 
+def test_on_a_one_engine_serve_the_baseline_holds_the_feed_until_it_is_had(tmp_path):
+    """vLLM holds one engine per process: a pin of a version it moved past is a 409, so on a fresh clone every unheld
+    baseline was dropped (the learner published during each). There the feed is held until the baseline is had, a
+    dropped try keeps it held, and after `MAX_HELD_BASELINES` dropped tries the feed goes on."""
+    from ops.run.feed.probe import MAX_HELD_BASELINES
+
+    seen, published = [], []
+
+    class Watching(FakeEval):
+        async def __call__(self, items, pin=None):
+            seen.append(prober.feed_open.is_set())
+            return await super().__call__(items, pin)
+
+    fake = Watching([0] * 12, failing=12)
+    prober = _prober(tmp_path, fake, published)
+    prober.one_engine = True
+    _drive(prober, fake, [1])
+    assert seen == [False] and not prober.feed_open.is_set() and published == []  # dropped: still held
+    fake.failing = 0
+    _drive(prober, fake, [1])
+    assert seen == [False, False] and prober.feed_open.is_set() and [r["kind"] for r in published] == ["baseline"]
+    # a serve that keeps failing: held for MAX_HELD_BASELINES tries, then the feed goes and the baseline is asked
+    # again without holding it
+    seen.clear()
+    fake, published = Watching([0] * 12, failing=12), []
+    prober = _prober(tmp_path / "b", fake, published)
+    prober.one_engine = True
+    _drive(prober, fake, [1] * (MAX_HELD_BASELINES + 1))
+    assert seen == [False] * MAX_HELD_BASELINES + [True] and prober.feed_open.is_set()
+
+
+def test_the_probe_reads_one_engine_from_v1_versions_and_never_leaves_the_feed_held(tmp_path):
+    async def versions(request: web.Request) -> web.Response:
+        return web.json_response({"promoted": 1, "candidate": 1, "one_engine": True})
+
+    async def readyz(request: web.Request) -> web.Response:
+        return web.json_response({"engine": True, "policy_version": 1})
+
+    async def main():
+        app = web.Application()
+        app.router.add_get("/v1/versions", versions)
+        app.router.add_get("/readyz", readyz)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        stop, held = asyncio.Event(), []
+
+        class Stopping(FakeEval):
+            async def __call__(self, items, pin=None):
+                held.append(not prober.feed_open.is_set())
+                raise RuntimeError("the evaluation broke")  # the probe dies: the feed must not stay held
+
+        plan = ProbePlan(url=f"http://127.0.0.1:{port}/", eval=EvalPlan(), data_dir=tmp_path, poll_s=0.01)
+        prober = Prober(plan, ITEMS, lambda e: asyncio.sleep(0), run_items=Stopping([0] * 12))
+        try:
+            with pytest.raises(RuntimeError):
+                await asyncio.wait_for(prober.run(stop), timeout=30)
+        finally:
+            await runner.cleanup()
+        return prober, held
+
+    prober, held = asyncio.run(main())
+    assert prober.one_engine is True and held == [True] and prober.feed_open.is_set()
+
+
 def test_the_probes_requests_carry_the_pin(monkeypatch):
     from ops.run.feed import probe
 
