@@ -14,6 +14,13 @@ the cache): nothing is computed for it after that step, whatever the other rows 
 Prefill: a prompt that several requests of a batch share is computed once (`serve.hf_shared_prefill`), and with
 `serve.hf_prefix_cache_tokens` a prompt that starts like one prefilled earlier reuses that prompt's KV rows for the
 common prefix (`_PrefixCache`) and computes only the rest.
+
+Device (`serve.hf_device`, `serve.hf_dtype`; `placement`): the model lives on the CPU or on CUDA, and every tensor a
+batch builds (ids, masks, positions, KV buffers, sampling generators, grammar masks) and a swap's new weights are
+made on the model's device, so nothing crosses between devices inside a step except the sampled ids and logprobs
+read back. 'auto' is CUDA when torch sees a GPU; the dtype there is what slca/models/precision.py picks for CUDA
+(bfloat16), while the CPU stays in float32, the logprob reference. Sampling is seeded per request on a generator of
+the model's device: the same seed draws the same tokens again on that device (not across devices).
 """
 
 from __future__ import annotations
@@ -32,9 +39,37 @@ from serve.engines.base import EngineError, SamplingParams, ServedModel, TokenSt
 from serve.engines.hf_grammars import HFGrammars
 from serve.engines.hf_settings import HFEngineSettings
 from serve.engines.registry import register_engine
+from slca.models.precision import Precision, choose_precision, cuda_available
 from slca.weights import WeightLoadError, WeightVersion, run_sync
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the hf engine runs (`device`: 'cpu' or 'cuda') and in which precision."""
+
+    device: str
+    precision: Precision
+
+
+def placement(settings, cuda: bool | None = None) -> Placement:
+    """`serve.hf_device` and `serve.hf_dtype` resolved (`cuda`: whether torch sees a GPU; None: ask it). A 'cuda' the
+    machine lacks is an EngineError here, at start, rather than a failure deep in the first forward step."""
+    cuda = cuda_available() if cuda is None else cuda
+    device = settings.hf_device
+    if device == "auto":
+        device = "cuda" if cuda else "cpu"
+    elif device == "cuda" and not cuda:
+        raise EngineError(
+            "serve.hf_device=cuda, but torch sees no CUDA device (torch.cuda.is_available() is False: a CPU build of "
+            "torch, no driver, or no visible GPU); set serve.hf_device=auto or cpu"
+        )
+    if device == "cpu" and settings.hf_dtype == "auto":
+        # not choose_precision's CPU rule (bf16 where the CPU has bf16 units): on the CPU the engine is the
+        # logprob reference, and float32 is what it always ran in there
+        return Placement(device, Precision("float32", "cpu: the logprob reference"))
+    return Placement(device, choose_precision(settings.hf_dtype, cuda=device == "cuda"))
 
 
 @dataclass
@@ -57,7 +92,7 @@ class _Row:
         self.job = job
         self.done = job.cancelled
         seed = job.params.seed if job.params.seed is not None else random.getrandbits(63)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator(device=engine.device).manual_seed(seed)
         self.matcher = engine._grammars.matcher(job.grammar) if job.grammar is not None else None
         self.budget = min(job.params.max_tokens, engine.settings.max_model_len - len(job.prompt_ids))
 
@@ -71,6 +106,9 @@ class HFEngine(ServedModel):
     def __init__(self, model_dir: str, settings):
         super().__init__(model_dir, settings)
         self.model: Any = None
+        self.placement: Placement | None = None
+        self.device = "cpu"
+        """The model's device ('cpu' or 'cuda'), resolved at `start` (`placement`)."""
         self._pending: list[_Job] = []
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -94,6 +132,9 @@ class HFEngine(ServedModel):
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.placement = placement(self.settings)  # before loading: a missing GPU is refused here
+        self.device = self.placement.device
+        log.info("%s", self.placement.precision.describe(f"hf engine on {self.device}"))
         self.model = await loop.run_in_executor(self._torch, self._load_model)
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._batch_loop(), name="hf-batch-loop")
@@ -110,8 +151,10 @@ class HFEngine(ServedModel):
 
             attention = register()
         model = AutoModelForCausalLM.from_pretrained(
-            self.model_dir, dtype=getattr(torch, self.settings.hf_dtype), attn_implementation=attention
+            self.model_dir, dtype=getattr(torch, self.placement.precision.dtype), attn_implementation=attention
         )
+        if self.device != "cpu":
+            model.to(self.device)
         model.eval()
         # Only the last position's logits are sampled from: asking for those alone spares the prefill a
         # (batch, prompt length, vocab) projection (3x faster batches on the tiny model). Models whose forward
@@ -274,9 +317,10 @@ class HFEngine(ServedModel):
         rest = [p[n:] for p, n in zip(prompts, reused)]
         width = max(len(r) for r in rest)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rest])
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rest], device=self.device)
         mask = torch.tensor(
-            [[0] * (cached - n) + [1] * n + [0] * (width - len(r)) + [1] * len(r) for n, r in zip(reused, rest)]
+            [[0] * (cached - n) + [1] * n + [0] * (width - len(r)) + [1] * len(r) for n, r in zip(reused, rest)],
+            device=self.device,
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
         room = self.settings.hf_kv_room_tokens
@@ -294,9 +338,10 @@ class HFEngine(ServedModel):
         """One decode step of every row still in `batch`: their sampled ids in, the next logits out."""
         import torch
 
-        batch.mask = torch.cat([batch.mask, torch.ones(len(next_ids), 1, dtype=batch.mask.dtype)], dim=1)
+        new = torch.ones(len(next_ids), 1, dtype=batch.mask.dtype, device=batch.mask.device)
+        batch.mask = torch.cat([batch.mask, new], dim=1)
         batch.positions = batch.positions[:, -1:] + 1
-        ids = torch.tensor(next_ids).unsqueeze(1)
+        ids = torch.tensor(next_ids, device=batch.mask.device).unsqueeze(1)
         batch.logits, batch.version = self._forward(ids, batch.mask, batch.positions, batch.cache)
 
     def _forward(self, input_ids, mask, positions, cache):
@@ -346,9 +391,12 @@ class HFEngine(ServedModel):
 
             bitmask = xgr.allocate_token_bitmask(1, scores.shape[-1])
             row.matcher.fill_next_token_bitmask(bitmask)
-            scores = scores.unsqueeze(0)
-            xgr.apply_token_bitmask_inplace(scores, bitmask)
-            scores = scores[0]
+            if scores.device.type == "cpu":
+                scores = scores.unsqueeze(0)
+                xgr.apply_token_bitmask_inplace(scores, bitmask)
+                scores = scores[0]
+            else:
+                scores = _masked(scores, bitmask)
         if params.temperature <= 0:
             token = int(torch.argmax(scores))
         else:
@@ -548,9 +596,21 @@ class _Batch:
         prompt's row is repeated for each job that sent it)."""
         import torch
 
-        index = torch.tensor(keep)
+        index = torch.tensor(keep, device=self.mask.device)
         self.cache.batch_select_indices(index)
         self.mask, self.positions, self.logits = self.mask[index], self.positions[index], self.logits[index]
+
+
+def _masked(scores, bitmask):
+    """`scores` (vocab,) with -inf where xgrammar's `bitmask` (1, words) forbids a token (bit j of word i: token
+    32·i + j), on the scores' device. Off the CPU, instead of xgrammar's kernel for CUDA, which Triton compiles at
+    its first call (a C compiler on the serving machine); one row's unpacking is a few small ops on the GPU."""
+    import torch
+
+    bits = torch.arange(32, dtype=torch.int32, device=scores.device)
+    words = bitmask[0].to(scores.device)
+    allowed = ((words[:, None] >> bits) & 1).flatten()[: scores.shape[-1]]
+    return scores.masked_fill(allowed == 0, float("-inf"))
 
 
 def _top(logprobs, k: int) -> list[list[tuple[int, float]]] | None:

@@ -8,11 +8,16 @@ from serve.engines.settings import EngineSettings
 
 
 class HFEngineSettings(EngineSettings):
-    """`serve.engine=hf`: dtype, threads, batching, prefill sharing, prefix cache and KV room of the transformers
-    engine."""
+    """`serve.engine=hf`: device, dtype, threads, batching, prefill sharing, prefix cache and KV room of the
+    transformers engine."""
 
-    hf_dtype: str = "float32"
-    """Engine dtype of the hf engine (float32: it is the logprob reference)."""
+    hf_device: Literal["auto", "cpu", "cuda"] = "auto"
+    """hf engine: where the model and every tensor of its batches live. 'auto': CUDA when torch sees a GPU
+    (`torch.cuda.is_available()`), else the CPU; 'cuda' on a machine without one refuses to start."""
+    hf_dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Engine dtype of the hf engine. 'auto': float32 on the CPU (there it is the logprob reference, whatever bf16
+    units the CPU has), on CUDA what slca/models/precision.py chooses there (bfloat16); or 'bfloat16', 'float16',
+    'float32' on either device. The choice is logged."""
     torch_threads: int = 0
     """Intra-op threads of the hf engine (0: torch's default). On a shared, oversubscribed CPU 1 is far faster."""
     hf_concurrent_batches: int = 4

@@ -52,13 +52,15 @@ def alternate_setting(
 
 def header(script: str, model_dir, settings, args, **extra) -> dict[str, Any]:
     """The results' facts every hf A/B script records: the command as typed (`script`: the module that ran, e.g.
-    `python -m ops.bench.serve.prefix_cache`), model, dtype, group shape."""
+    `python -m ops.bench.serve.prefix_cache`), model, dtype (as the engine resolves `serve.hf_dtype`), group shape."""
     import sys
+
+    from serve.engines.hf import placement
 
     return {
         "command": f"{script} " + " ".join(sys.argv[1:]),
         "model": model_dir.name,
-        "dtype": settings.hf_dtype,
+        "dtype": placement(settings).precision.dtype,
         "group_size": args.group_size,
         "groups_per_window": args.groups,
         **extra,

@@ -374,3 +374,101 @@ def test_the_roomy_kv_cache_generates_what_transformers_cache_does(tiny_model_di
     for r, o in zip(reference, roomy):
         assert o.token_ids == r.token_ids and o.finish_reason == r.finish_reason
         assert o.logprobs == pytest.approx(r.logprobs, abs=1e-5)
+
+
+def test_the_hf_device_and_dtype_resolve_from_what_torch_sees():
+    """`serve.hf_device` / `serve.hf_dtype` 'auto': CUDA in bfloat16 (slca/models/precision.py's choice there) when
+    torch sees a GPU, else the CPU in float32 as before (the logprob reference, whatever bf16 units the CPU has); an
+    explicit dtype wins on either device."""
+    from pydantic import ValidationError
+
+    from serve.engines.hf import placement
+    from slca.models.precision import cuda_available
+
+    def resolved(cuda, **overrides):
+        p = placement(_settings(**overrides), cuda=cuda)
+        return p.device, p.precision.dtype
+
+    assert resolved(False) == ("cpu", "float32")
+    assert resolved(True) == ("cuda", "bfloat16")
+    assert resolved(True, hf_dtype="float32") == ("cuda", "float32")
+    assert resolved(True, hf_device="cpu") == ("cpu", "float32")
+    assert resolved(False, hf_dtype="bfloat16") == ("cpu", "bfloat16")
+    assert placement(_settings()).device == ("cuda" if cuda_available() else "cpu")  # this machine
+    with pytest.raises(ValidationError):
+        _settings(hf_device="tpu")
+
+
+def test_hf_device_cuda_without_a_gpu_is_refused_at_start_before_loading(tiny_model_dir, monkeypatch):
+    """`serve.hf_device=cuda` where torch sees no GPU: a clear EngineError from `start`, before the model loads — not
+    a traceback from inside the first forward step."""
+    import asyncio
+
+    from serve.engines.base import EngineError
+    from serve.engines.hf import HFEngine
+
+    monkeypatch.setattr("serve.engines.hf.cuda_available", lambda: False)
+    engine = HFEngine(str(tiny_model_dir), _settings(hf_device="cuda"))
+    try:
+        with pytest.raises(EngineError, match=r"hf_device=cuda.*no CUDA device"):
+            asyncio.run(engine.start())
+        assert engine.model is None
+    finally:
+        asyncio.run(engine.close())
+
+
+def test_the_model_and_every_tensor_of_a_batch_live_on_the_resolved_device(tiny_model_dir):
+    """Every parameter on the engine's device in its dtype; each forward step's ids, mask and positions and the KV
+    cache there too; a seeded sample draws the same tokens again (here: the CPU, float32)."""
+    import asyncio
+
+    from serve.engines.base import SamplingParams, generate
+    from serve.engines.hf import HFEngine
+
+    engine = HFEngine(str(tiny_model_dir), _settings(batch_wait_ms=1))
+    devices: set[str] = set()
+
+    async def main():
+        await engine.start()
+        forward = engine._forward
+
+        def recorded_forward(input_ids, mask, positions, cache):
+            out = forward(input_ids, mask, positions, cache)
+            devices.update(t.device.type for t in (input_ids, mask, positions, cache.layers[0].keys, out[0]))
+            return out
+
+        engine._forward = recorded_forward
+        try:
+            params = SamplingParams(temperature=1.0, max_tokens=12, seed=7, top_logprobs=2)
+            return [await generate(engine, [1, 2, 3, 4, 5], params) for _ in range(2)]
+        finally:
+            engine._forward = forward
+            await engine.close()
+
+    first, again = asyncio.run(main())
+    expected = "cuda" if engine.placement.device == "cuda" else "cpu"
+    params = list(engine.model.parameters())
+    assert {p.device.type for p in params} == {expected} == devices
+    assert {str(p.dtype) for p in params} == {f"torch.{engine.placement.precision.dtype}"}
+    assert engine.device == expected and (expected != "cpu" or engine.placement.precision.dtype == "float32")
+    assert first.token_ids == again.token_ids and first.logprobs == again.logprobs
+
+
+def test_the_grammar_mask_off_the_cpu_forbids_what_xgrammars_cpu_kernel_does():
+    """`_masked`, the grammar bitmask applied on the logits' own device (CUDA, where xgrammar's kernel would need
+    Triton to compile): the same -inf as xgrammar's CPU kernel, for a vocabulary that is not a multiple of 32."""
+    xgr = pytest.importorskip("xgrammar")
+    import torch
+
+    from serve.engines.hf import _masked
+
+    vocab = 100
+    bitmask = xgr.allocate_token_bitmask(1, vocab)
+    bitmask.copy_(
+        torch.randint(-(2**31), 2**31 - 1, bitmask.shape, dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+    )
+    scores = torch.randn(vocab)
+    expected = scores.clone().unsqueeze(0)
+    xgr.apply_token_bitmask_inplace(expected, bitmask)
+    assert torch.equal(_masked(scores, bitmask), expected[0])
+    assert 0 < int(torch.isinf(expected).sum()) < vocab
