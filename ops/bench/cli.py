@@ -1,5 +1,6 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | learner-memory | sft | queue | rl | swap | soak | shape-rss | logprob-gap | first-hour`, and
+`serve | learner | learner-memory | sft | queue | rl | swap | soak | shape-rss | logprob-gap | first-hour |
+gpu-check`, and
 `table` (the README's performance table from their results). `ops.cli` registers them; heavy
 imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
 ops.cli's, beside the code they measure.)"""
@@ -13,6 +14,7 @@ from pathlib import Path
 
 # light, all of them: TRL itself is imported by its side only, the benches' code by their handlers
 from ops.bench.ab import MIN_PAIRS, ORDERS
+from ops.bench.gpu_check import add_arguments as gpu_check_arguments
 from ops.bench.learner_memory import add_arguments as learner_memory_arguments
 from ops.bench.rl.trl_side import GENERATIONS as TRL_GENERATIONS
 from ops.bench.shape_rss import add_arguments as shape_rss_arguments
@@ -155,6 +157,12 @@ def _bench_logprob_gap(args, config) -> int:
     from ops.bench.logprob_gap import run_logprob_gap
 
     return run_logprob_gap(args, config)
+
+
+def _bench_gpu_check(args, config) -> int:
+    from ops.bench.gpu_check import run
+
+    return run(args, config.common.cache_dir)
 
 
 @dataclass(frozen=True)
@@ -409,6 +417,13 @@ BENCHES = (
             flag("--prompts", type=int, default=8),
             flag("--max-tokens", type=int, default=64),
         ),
+    ),
+    Bench(
+        "gpu-check",
+        "the hf engine (bf16 vs the CPU's fp32, tokens/s, a hot swap) and the learner's step on CUDA, no Redis or "
+        "vLLM; without CUDA a CPU smoke run (also `python -m ops.bench.gpu_check`)",
+        _bench_gpu_check,
+        (gpu_check_arguments,),
     ),
 )
 """The subcommands, in `slca bench --help` order."""
