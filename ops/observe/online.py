@@ -4,7 +4,11 @@ served version is always judged: by the feed's final round, else here, pinned (`
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import tempfile
+from typing import Iterator
+
 from pathlib import Path
 
 import redis
@@ -19,6 +23,36 @@ from slca.config import Config
 from slca.redaction import redact_url
 
 
+@contextlib.contextmanager
+def run_redis(redis_url: str, data_dir: Path) -> Iterator[str]:
+    """The URL to read the run's streams from: the running `slca up`'s Redis, or — when its owned Redis stopped
+    with it (`make run`, Ctrl-C, then this command) — a redis-server of its own on a copy of that Redis's
+    append-only file in a temporary directory, for as long as the block runs: the run's files are read, never
+    written."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    aof = data_dir / "redis" / "appendonlydir"
+    try:
+        client.ping()
+        alive = True
+    except redis.ConnectionError:
+        alive = not aof.is_dir()  # nothing to read instead: the caller reports the connection error
+    finally:
+        client.close()
+    if alive:
+        yield redis_url
+        return
+    from slca.redis_server import RedisServer
+
+    with tempfile.TemporaryDirectory(prefix="slca-online-") as tmp:
+        shutil.copytree(aof, Path(tmp) / "appendonlydir")
+        print(f"the run's Redis is stopped: reading a copy of its append-only file ({aof})")
+        server = RedisServer(Path(tmp), appendonly=True).start(timeout=60.0)
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
 def run_online_export(args, config: Config) -> int:
     """`slca bench online`: the reward-per-served-version curve of the running (or last) `slca up`, written
     under `--out` (results.json, results.md, curve.png), with the held-out probe's rounds, the per-item files of
@@ -28,14 +62,16 @@ def run_online_export(args, config: Config) -> int:
     common = config.common
     state = read_state(state_path(Path(common.data_dir)))
     redis_url = common.redis_url or up_redis_url(common.data_dir, state) or common.redis_or_default()
-    client = redis.Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
-    try:
-        snapshot = read_snapshot(client, common.stream_prefix, n_rewards=REWARD_HISTORY, n_learner=REWARD_HISTORY)
-    except redis.RedisError as exc:
-        print(f"redis {redact_url(redis_url)}: {exc}")
-        return 1
-    finally:
-        client.close()
+    with run_redis(redis_url, Path(common.data_dir)) as url:
+        client = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=2.0)
+        try:
+            snapshot = read_snapshot(client, common.stream_prefix, n_rewards=REWARD_HISTORY, n_learner=REWARD_HISTORY)
+        except redis.RedisError as exc:
+            print(f"redis {redact_url(redis_url)}: {exc}")
+            return 1
+        finally:
+            client.close()
+        rounds = read_probe_rounds(url, common.stream_prefix)
     stats = by_version(snapshot.rewards)
     if not stats:
         print("no scored trajectory in the rewards stats stream yet")
@@ -60,7 +96,6 @@ def run_online_export(args, config: Config) -> int:
         "note": args.note or "",
         "exported_at": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
-    rounds = read_probe_rounds(redis_url, common.stream_prefix)
     last_served = last_served_version(snapshot.rewards, rounds_of(rounds))
     final = judge_last_version(config, rounds_of(rounds), last_served)
     if final is not None:

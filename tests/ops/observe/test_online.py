@@ -48,3 +48,31 @@ def test_bench_online_copies_the_learner_metrics_and_judges_the_last_served_vers
     assert results["learner_metrics"] == "learner_metrics.jsonl" and results["probe"][-1]["pinned"] is True
     assert results["verdict"].endswith("; judged v61 (final round, pinned, the last served version)")
     assert sorted(p.name for p in (out / "probe").iterdir()) == ["v0.jsonl", "v61-final.jsonl"]
+
+
+def test_after_the_run_stopped_its_streams_are_read_from_a_copy_of_the_owned_redis_aof(tmp_path, capsys):
+    """`make run`, Ctrl-C, `slca bench online`: the owned Redis stopped with the run (a connection refused, before),
+    so the export reads a copy of its append-only file, and leaves the run's own files as they were."""
+    import redis
+
+    from ops.observe.online import run_redis
+    from slca.redis_server import RedisServer, free_port
+
+    owned = RedisServer(tmp_path / "redis", appendonly=True, appendfsync="always", password="pw").start()
+    client = redis.Redis.from_url(owned.url)
+    client.xadd("slca:stats:probe", {"round": "1"})
+    client.close()
+    url = owned.url
+    with run_redis(url, tmp_path) as same:  # running: read where it is
+        assert same == url
+    owned.stop()
+    before = sorted((p.name, p.stat().st_size) for p in (tmp_path / "redis" / "appendonlydir").iterdir())
+    with run_redis(url, tmp_path) as copy:
+        assert copy != url
+        reader = redis.Redis.from_url(copy)
+        assert [fields for _, fields in reader.xrange("slca:stats:probe")] == [{b"round": b"1"}]
+        reader.close()
+    assert "reading a copy of its append-only file" in capsys.readouterr().out
+    assert sorted((p.name, p.stat().st_size) for p in (tmp_path / "redis" / "appendonlydir").iterdir()) == before
+    with run_redis(f"redis://127.0.0.1:{free_port()}/0", tmp_path / "nothing") as none:  # no file: as before
+        assert none.startswith("redis://127.0.0.1:")
