@@ -32,7 +32,11 @@ def register(commands, bench) -> None:
     score.set_defaults(func=_score)
 
     feed = commands.add_parser("feed", help="drive training traffic through the agent API from a task pack")
-    feed.add_argument("--url", help="agent API base URL (default: ops.feed_url, else serve's host:port)")
+    feed.add_argument(
+        "--url",
+        help="agent API base URL (default: ops.feed_url, else serve-candidate's with ops.candidate_replica, else "
+        "serve's host:port)",
+    )
     feed.add_argument("--pack", help="task pack (default: ops.feed_pack)")
     feed.add_argument(
         "--requests", type=int, help="stop after this many requests (default: ops.feed_requests; 0: forever)"
@@ -43,6 +47,11 @@ def register(commands, bench) -> None:
 
     gate = commands.add_parser("gate", help="the promotion gate: judge each due candidate, tell serve to promote")
     gate.add_argument("--url", help="serve's base URL (default: ops.feed_url, else serve's host:port)")
+    gate.add_argument(
+        "--candidate-url",
+        help="the candidate replica's base URL, where the candidate is judged (default: serve-candidate's with "
+        "ops.candidate_replica, else --url)",
+    )
     gate.set_defaults(func=_gate, service=True)
 
     promote = commands.add_parser("promote", help="the version callers get: --to vN, or --rollback (admin token)")

@@ -21,6 +21,15 @@ class GateSettings(SectionSettings):
     gate_enabled: bool = True
     """Run the gate in `slca up` (process `gate`). Off: callers keep the promoted version until `slca promote`,
     unless `serve.follow_candidate` is on."""
+    candidate_replica: bool = False
+    """`slca up` runs one serve process per version role (`serve.role`): `serve` holds the promoted version for
+    callers (the address they use) and `serve-candidate` (port `candidate_replica_port`) follows the learner's
+    versions; the feed, the probe and the gate's candidate evaluation go to `serve-candidate`, the gate's promoted
+    evaluation and every promotion to `serve`. So the gate holds a bad candidate back from callers with any engine
+    — with vLLM, which holds one model per process, the only way on one machine. Cost: one more engine process (its
+    model copy, caches and start). Ignored with `serve.follow_candidate` (callers follow the candidate anyway)."""
+    candidate_replica_port: int = Field(default=0, ge=0, le=65535)
+    """Port of `serve-candidate` (0: `serve.port` + 1); it listens on `serve.host` like `serve`."""
     gate_every_versions: int = Field(default=40, ge=1)
     """Judge the candidate once it is this many versions past the last one judged ..."""
     gate_every_minutes: float = Field(default=30.0, gt=0)

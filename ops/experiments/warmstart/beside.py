@@ -85,6 +85,7 @@ def _train_and_hand_over(args, config: Config, train: Train, board: ProgressBoar
             Streams(common.stream_prefix),
             ops.warm_start_swap_timeout_s,
             follow_candidate=_follows_candidate(config),
+            candidate=_candidate_client(args, config),
         )
     except (HandoverError, redis.RedisError, OSError) as exc:
         board.update(phase="failed", error=f"{type(exc).__name__}: {exc}")
@@ -127,6 +128,17 @@ def serve_url_of(config: Config) -> str:
         return "http://127.0.0.1:8000"
     host = "127.0.0.1" if serve.host in ("0.0.0.0", "::") else serve.host
     return f"http://{host}:{serve.port}"
+
+
+def _candidate_client(args, config: Config):
+    """The candidate replica the handover also waits for (`--candidate-url`, else `serve-candidate` with
+    `ops.candidate_replica`), or None: one serve answers both roles."""
+    from ops.common.serve_urls import candidate_url
+    from ops.experiments.warmstart.handover import ServeAdminClient
+    from ops.settings import OpsSettings
+
+    url = getattr(args, "candidate_url", None) or candidate_url(config, config.get(OpsSettings))
+    return ServeAdminClient(url, config.common.admin_token) if url else None
 
 
 def _follows_candidate(config: Config) -> bool:

@@ -33,6 +33,11 @@ def register(commands, bench) -> None:
         "callers; progress in <data_dir>/warm-start.json and Redis (what `slca up` runs beside serving)",
     )
     sft.add_argument("--serve-url", help="with --publish: serve's base URL (default: ops.feed_url, else serve's port)")
+    sft.add_argument(
+        "--candidate-url",
+        help="with --publish: the candidate replica's base URL, which must serve the version too (default: "
+        "serve-candidate's with ops.candidate_replica; none without)",
+    )
     # a service: `slca up` stops it like the others (status 0, nothing written), also while it imports torch
     sft.set_defaults(func=_sft, service=True)
 

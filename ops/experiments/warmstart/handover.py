@@ -10,7 +10,9 @@ trained, on a machine where `slca up` already serves the base model (`ops.warm_s
    with `serve.follow_candidate` callers follow the candidate and nothing is asked;
 3. announce: `SET slca:weights:latest` and `PUBLISH slca:weights` (`slca.weights.publish.announce`): the candidate
    engine swaps to vN like to any learner version, so the feed and the learner start on it;
-4. wait until serve reports vN as both promoted and candidate (`GET /v1/versions`).
+4. wait until serve reports vN as both promoted and candidate (`GET /v1/versions`); with a candidate replica
+   (`ops.candidate_replica`: `serve` holds the promoted version, `serve-candidate` follows the announcements) until
+   both do: the promoted one promoted, the candidate one as its candidate.
 Every wait is bounded by `ops.warm_start_swap_timeout_s`.
 """
 
@@ -131,10 +133,12 @@ def hand_over(
     timeout_s: float,
     follow_candidate: bool = False,
     poll_s: float = 1.0,
+    candidate: ServeAdminClient | None = None,
 ) -> bool:
     """Promote (unless `follow_candidate`), announce, and wait until serve serves `manifest.version` to callers and
-    as the candidate. True once it does; False when serve did not confirm it within `timeout_s` (announced all the
-    same). Raises HandoverError when serve refuses the promotion, RedisError when Redis refuses the announcement."""
+    as the candidate — `candidate`: the candidate replica, which must serve it too. True once it does; False when
+    serve did not confirm it within `timeout_s` (announced all the same). Raises HandoverError when serve refuses the
+    promotion, RedisError when Redis refuses the announcement."""
     version = manifest.version
     if not follow_candidate:
         if not wait_until(serve.ready, timeout_s, poll_s):
@@ -147,6 +151,9 @@ def hand_over(
 
     def served() -> bool:
         v = serve.versions()
-        return v is not None and v.get("candidate") == version and v.get("promoted") == version
+        if v is None or v.get("candidate") != version or v.get("promoted") != version:
+            return False
+        c = candidate.versions() if candidate is not None else v
+        return c is not None and c.get("candidate") == version
 
     return wait_until(served, timeout_s, poll_s)

@@ -16,7 +16,7 @@ from ops.run.feed.probe import ProbePlan
 from ops.common.tasks import load_pack
 from ops.experiments.eval.probe_plan import probe_eval_plan
 from ops.settings import OpsSettings
-from ops.run.supervisor.plan import serve_url
+from ops.common.serve_urls import candidate_url, serve_url
 from slca.config import Config
 from slca.contracts import Streams
 from slca.early_stop import stop_once
@@ -36,7 +36,8 @@ def group_size(config: Config, ops: OpsSettings) -> int:
 def make_plan(args, config: Config) -> FeedPlan:
     ops = config.get(OpsSettings)
     return FeedPlan(
-        url=args.url or ops.feed_url or serve_url(config),
+        # the feed and its probe get the candidate: from `serve-candidate` when `slca up` runs one
+        url=args.url or ops.feed_url or candidate_url(config, ops) or serve_url(config),
         group_size=group_size(config, ops),
         concurrency=args.concurrency or ops.feed_concurrency,
         max_tokens=ops.feed_max_tokens,

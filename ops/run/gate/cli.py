@@ -24,6 +24,16 @@ def _url(args, config) -> str:
     return (getattr(args, "url", None) or config.get(OpsSettings).feed_url or serve_url(config)).rstrip("/")
 
 
+def _candidate_url(args, config) -> str | None:
+    """The candidate replica (`--candidate-url`, else `serve-candidate` with `ops.candidate_replica`), or None: the
+    one serve at `_url` answers both roles."""
+    from ops.common.serve_urls import candidate_url
+    from ops.settings import OpsSettings
+
+    url = getattr(args, "candidate_url", None) or candidate_url(config, config.get(OpsSettings))
+    return url.rstrip("/") if url else None
+
+
 def run_promote(args, config) -> int:
     """Ask serve (admin token) to promote or roll back; print the promotion record or the error."""
     from ops.run.gate.runner import ServeAdmin
@@ -60,6 +70,7 @@ def run_gate(args, config) -> int:
 
     ops = config.get(OpsSettings)
     url = _url(args, config)
+    candidate = _candidate_url(args, config)
     plan = EvalPlan(splits=(), pack=ops.feed_pack, bfcl_categories=(), concurrency=ops.gate_concurrency)
     items = gate_items(ops.feed_pack, ops.gate_items)
 
@@ -77,10 +88,11 @@ def run_gate(args, config) -> int:
                 ops,
                 items,
                 pinned_evaluator(url, config.common.admin_token, plan),
-                ServeAdmin(url, config.common.admin_token),
+                ServeAdmin(url, config.common.admin_token, candidate),
                 Path(config.common.data_dir),
                 client,
                 config.common.stream_prefix,
+                evaluate_candidate=pinned_evaluator(candidate, config.common.admin_token, plan) if candidate else None,
             )
             await gate.run(stop)
         finally:

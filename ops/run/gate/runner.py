@@ -3,9 +3,9 @@
 - Due: the candidate is newer than the promoted version and than the last candidate judged, never rolled back,
   and `ops.gate_every_versions` past the last one judged or `ops.gate_every_minutes` after the last decision.
 - Judging: the gate set (`sim.tasks.gate`, `ops.gate_items` tasks) through serve's agent API, greedy, pinned to the
-  candidate (`X-SLCA-Pin-Version`); the promoted version's outcomes on the same items come from the cache
-  `<data_dir>/gate/items/v<N>.jsonl` (judged once per version: after a promotion the candidate's own records are
-  the new promoted version's). The rule: `ops.run.gate.rule.decide`.
+  candidate (`X-SLCA-Pin-Version`; on the candidate replica with `ops.candidate_replica`); the promoted version's
+  outcomes on the same items come from the cache `<data_dir>/gate/items/v<N>.jsonl` (judged once per version: after
+  a promotion the candidate's own records are the new promoted version's). The rule: `ops.run.gate.rule.decide`.
 - Recording: every decision is a `GateDecision`, appended to `<data_dir>/gate/decisions.jsonl` and to the Redis
   list `<prefix>:gate:decisions` (bounded; `slca status` reads it) and sent to serve (`POST /admin/promote`), which
   counts it in /metrics and promotes the candidate when the outcome is `promote`.
@@ -45,17 +45,27 @@ def gate_items(pack: str, n: int) -> list[EvalItem]:
 
 
 class ServeAdmin:
-    """The two calls the gate makes to serve: its versions, and a decision."""
+    """The two calls the gate makes to serve: its versions, and a decision. `candidate_url`: a replica of role
+    "candidate" (`ops.candidate_replica`), whose candidate is the one to judge; the promoted version, the record
+    and every decision are the main replica's (`url`)."""
 
-    def __init__(self, url: str, admin_token: str | None) -> None:
+    def __init__(self, url: str, admin_token: str | None, candidate_url: str | None = None) -> None:
         self.url = url.rstrip("/")
+        self.candidate_url = candidate_url.rstrip("/") if candidate_url else None
         self.headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
 
     async def versions(self) -> dict:
         async with aiohttp.ClientSession(headers=self.headers) as http:
-            async with http.get(f"{self.url}/v1/versions", timeout=aiohttp.ClientTimeout(total=30)) as r:
-                r.raise_for_status()
-                return await r.json()
+            body = await self._versions(http, self.url)
+            if self.candidate_url is not None:
+                body["candidate"] = (await self._versions(http, self.candidate_url))["candidate"]
+            return body
+
+    @staticmethod
+    async def _versions(http: aiohttp.ClientSession, url: str) -> dict:
+        async with http.get(f"{url}/v1/versions", timeout=aiohttp.ClientTimeout(total=30)) as r:
+            r.raise_for_status()
+            return await r.json()
 
     async def send(self, body: dict) -> tuple[int, dict]:
         async with aiohttp.ClientSession(headers=self.headers) as http:
@@ -75,8 +85,11 @@ def pinned_evaluator(url: str, api_key: str | None, plan: EvalPlan) -> Evaluate:
 
 class Gate:
     def __init__(self, ops, items: list[EvalItem], evaluate: Evaluate, admin: ServeAdmin, data_dir: Path, redis=None,
-                 prefix: str = "slca", clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 prefix: str = "slca", clock: Callable[[], float] = time.time,
+                 evaluate_candidate: Evaluate | None = None) -> None:  # fmt: skip
         self.ops, self.items, self.evaluate, self.admin = ops, items, evaluate, admin
+        self.evaluate_candidate = evaluate_candidate or evaluate
+        """Where the candidate is judged: the candidate replica with `ops.candidate_replica`, else `evaluate`."""
         self.dir = data_dir / "gate"
         self.redis, self.key = redis, gate_decisions_key_of(prefix)
         self.clock = clock
@@ -97,15 +110,16 @@ class Gate:
         minutes = (self.clock() - self.last_at) / 60
         return since >= self.ops.gate_every_versions or minutes >= self.ops.gate_every_minutes
 
-    async def outcomes(self, version: int) -> tuple[list[ItemRecord], float]:
-        """The version's records on the gate items (cached per version) and the seconds spent judging them now."""
+    async def outcomes(self, version: int, evaluate: Evaluate | None = None) -> tuple[list[ItemRecord], float]:
+        """The version's records on the gate items (cached per version) and the seconds spent judging them now
+        (through `evaluate`, else the promoted version's `self.evaluate`)."""
         cache = self.dir / "items" / f"v{version}.jsonl"
         if cache.is_file():
             records = read_jsonl(cache)
             if {r.item_id for r in records} >= {i.item_id for i in self.items}:
                 return records, 0.0
         started = time.perf_counter()
-        records = await self.evaluate(version, self.items)
+        records = await (evaluate or self.evaluate)(version, self.items)
         seconds = time.perf_counter() - started
         if any(r.error for r in records):
             return records, seconds  # not cached: a failed request is not the version's outcome
@@ -115,7 +129,7 @@ class Gate:
 
     async def judge(self, candidate: int, promoted: int) -> GateDecision:
         base, base_s = await self.outcomes(promoted)
-        new, new_s = await self.outcomes(candidate)
+        new, new_s = await self.outcomes(candidate, self.evaluate_candidate)
         errors = sum(1 for r in [*base, *new] if r.error)
         common = {"candidate": candidate, "promoted": promoted, "margin": self.ops.gate_margin,
                   "require_better": self.ops.gate_require_better, "seconds": base_s + new_s, "at": self.clock(),

@@ -6,9 +6,11 @@ import argparse
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from ops.common.serve_urls import candidate_port, candidate_url, serve_url
 from ops.settings import OpsSettings
 from ops.run.supervisor.process import ProcessSpec
 from slca.config import Config, ConfigError, sections
@@ -46,15 +48,6 @@ def registered_commands() -> set[str]:
         if isinstance(action, argparse._SubParsersAction):
             return set(action.choices)
     return set()
-
-
-def serve_url(config: Config) -> str:
-    try:
-        serve = config.section("serve")
-    except (ModuleNotFoundError, ConfigError):
-        return "http://127.0.0.1:8000"
-    host = "127.0.0.1" if getattr(serve, "host", "0.0.0.0") in ("0.0.0.0", "::") else serve.host
-    return f"http://{host}:{getattr(serve, 'port', 8000)}"
 
 
 def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dict[str, str]:
@@ -152,7 +145,50 @@ def build_specs(
                 stop_first_s=stop_first_s,
             )
         )
-    return specs, skipped
+    return with_candidate_replica(config, specs), skipped
+
+
+CANDIDATE = "serve-candidate"
+"""The second serve process with `ops.candidate_replica` (role "candidate")."""
+
+
+def with_candidate_replica(config: Config, specs: list[ProcessSpec]) -> list[ProcessSpec]:
+    """With `ops.candidate_replica` (and `serve.follow_candidate` off): `serve` as the promoted replica and, right
+    after it, `serve-candidate` — the same command, environment and supervision (readiness, restarts, stop, memory),
+    role "candidate" on its own port; its own id and advertised address where the configuration names serve's.
+    Otherwise the plan unchanged."""
+    ops = config.get(OpsSettings)
+    url = candidate_url(config, ops)
+    at = next((i for i, s in enumerate(specs) if s.name == "serve"), None)
+    if url is None or at is None:
+        return specs
+    serve = specs[at]
+    command, head = serve.argv[-1], serve.argv[:-1]  # `slca [--config …] [--set …] serve`: later --set wins
+    promoted = replace(serve, argv=[*head, "--set", "serve.role=promoted", command])
+    port = candidate_port(config, ops)
+    sets = ["serve.role=candidate", f"serve.port={port}", *_identity_sets(config, port)]
+    candidate = replace(
+        serve,
+        name=CANDIDATE,
+        argv=[*head, *(a for s in sets for a in ("--set", s)), command],
+        log_path=serve.log_path.with_name(f"{CANDIDATE}.log"),
+        url=url,
+        ready_url=url + "/readyz",
+    )
+    return [*specs[:at], promoted, candidate, *specs[at + 1 :]]
+
+
+def _identity_sets(config: Config, port: int) -> list[str]:
+    """serve's explicit `replica_id` and `advertise_url`, made the candidate replica's own (its default id and address
+    differ by the port already)."""
+    serve, out = config.section("serve"), []
+    if serve.replica_id:
+        out.append(f"serve.replica_id={serve.replica_id}-candidate")
+    if serve.advertise_url:
+        parts = urlsplit(serve.advertise_url)
+        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        out.append(f"serve.advertise_url={parts._replace(netloc=f'{host}:{port}').geturl()}")
+    return out
 
 
 FINAL_ROUND_FIRST = ("feed", "learn")

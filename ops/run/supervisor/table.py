@@ -15,11 +15,12 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def process_table(processes: list[dict[str, Any]]) -> str:
-    header = f"{'PROCESS':<10} {'PID':>7}  {'STATE':<9} {'RESTARTS':>8}  {'UPTIME':>8}  WHERE"
+    width = max([10, *(len(p["name"]) for p in processes)])  # `serve-candidate` (ops.candidate_replica) is longer
+    header = f"{'PROCESS':<{width}} {'PID':>7}  {'STATE':<9} {'RESTARTS':>8}  {'UPTIME':>8}  WHERE"
     lines = [header]
     for p in processes:
         lines.append(
-            f"{p['name']:<10} {p.get('pid') or '-':>7}  {p['state']:<9} {p['restarts']:>8}  "
+            f"{p['name']:<{width}} {p.get('pid') or '-':>7}  {p['state']:<9} {p['restarts']:>8}  "
             f"{fmt_duration(p.get('uptime_s')):>8}  {where(p)}"
         )
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from typing import Callable
 
 from ops.experiments.warmstart.model import warm_model_dir
 from ops.experiments.warmstart.progress import read_record, record_path
+from ops.common.serve_urls import candidate_url
 from ops.run.supervisor.plan import serve_url, split_threads
 from ops.run.supervisor.process import ProcessSpec
 from ops.settings import OpsSettings
@@ -61,6 +62,8 @@ def warm_start_spec(
         "--serve-url",
         ops.feed_url or serve_url(config),
     ]
+    if url := candidate_url(config, ops):  # `serve-candidate` (ops.candidate_replica): the handover waits for it too
+        argv += ["--candidate-url", url]
     own = {"TQDM_DISABLE": "1", **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     return ProcessSpec(
         NAME,

@@ -126,3 +126,52 @@ def test_a_stop_leaves_a_judging_in_flight_at_once_and_records_nothing(tmp_path)
 
     asyncio.run(main())
     assert not (tmp_path / "gate").exists()
+
+
+def test_with_a_candidate_replica_the_candidate_is_judged_there_and_the_decision_goes_to_serve(tmp_path):
+    """`ops.candidate_replica`: the candidate comes from `serve-candidate`'s /v1/versions and is judged there; the
+    promoted version, the record and the decision are serve's (the promoted replica)."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from ops.run.gate.runner import ServeAdmin
+
+    sent, judged = [], []
+
+    def replica(versions: dict) -> web.Application:
+        async def read(request):
+            return web.json_response(versions)
+
+        async def promote(request):
+            sent.append((versions["role"], await request.json()))
+            return web.json_response({})
+
+        app = web.Application()
+        app.router.add_get("/v1/versions", read)
+        app.router.add_post("/admin/promote", promote)
+        return app
+
+    def evaluator(where: str):
+        async def evaluate(version, its):
+            judged.append((where, version))
+            return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+        return evaluate
+
+    async def main():
+        promoted = {"role": "promoted", "promoted": 1, "candidate": 1, "record": {"rolled_back": []}}
+        follower = {"role": "candidate", "promoted": 1, "candidate": 3}
+        async with TestServer(replica(promoted)) as serve, TestServer(replica(follower)) as candidate:
+            admin = ServeAdmin(str(serve.make_url("/")), "token", str(candidate.make_url("/")))
+            merged = await admin.versions()
+            ops, items = GateSettings(gate_every_versions=1, gate_items=8), gate_items("everyday", 8)
+            gate = Gate(
+                ops, items, evaluator("serve"), admin, tmp_path, evaluate_candidate=evaluator("serve-candidate")
+            )
+            return merged, await gate.step()
+
+    merged, decision = asyncio.run(main())
+    assert (merged["promoted"], merged["candidate"], merged["role"]) == (1, 3, "promoted")
+    assert judged == [("serve", 1), ("serve-candidate", 3)]
+    assert (decision.outcome, decision.candidate, decision.promoted) == ("promote", 3, 1)
+    assert [(role, body["decision"]["candidate"]) for role, body in sent] == [("promoted", 3)]

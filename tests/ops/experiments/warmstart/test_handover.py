@@ -95,6 +95,37 @@ def test_hand_over_asks_no_promotion_when_callers_follow_the_candidate(redis_cli
     assert serve.calls == []
 
 
+class PromotedReplica(FakeServe):
+    """`serve` with `ops.candidate_replica` (role "promoted"): moves on the promotion, never on the announcement; the
+    version it gives the system's keys (its `candidate`) is its promoted one."""
+
+    def versions(self) -> dict:
+        return {"promoted": self.state["promoted"], "candidate": self.state["promoted"]}
+
+
+class CandidateReplica(FakeServe):
+    """`serve-candidate` (role "candidate"): swaps to the announced version after `lag` reads."""
+
+    def __init__(self, redis_client, streams: Streams, lag: int) -> None:
+        super().__init__(redis_client, streams)
+        self.lag, self.reads = lag, 0
+
+    def versions(self) -> dict:
+        self.reads += 1
+        return super().versions() if self.reads > self.lag else dict(self.state)
+
+
+def test_hand_over_waits_for_both_replicas_with_a_candidate_replica(redis_client):
+    streams = Streams("hand4")
+    serve, candidate = PromotedReplica(redis_client, streams), CandidateReplica(redis_client, streams, lag=3)
+    assert hand_over(_manifest(1), serve, redis_client, streams, 5, poll_s=0.01, candidate=candidate)
+    assert serve.calls == ["promote v1 (before the announcement)"] and candidate.calls == []  # promoted on serve only
+    assert candidate.reads == 4 and candidate.state["candidate"] == 1  # it waited until the candidate served v1 too
+    stuck = CandidateReplica(redis_client, Streams("hand5"), lag=10**6)
+    serve = PromotedReplica(redis_client, Streams("hand5"))
+    assert not hand_over(_manifest(1), serve, redis_client, Streams("hand5"), 0.2, poll_s=0.01, candidate=stuck)
+
+
 def test_the_progress_record_is_in_the_data_dir_and_in_redis(tmp_path, redis_client):
     now = [1000.0]
     board = ProgressBoard(tmp_path, redis_client, "prog", every_s=2.0, clock=lambda: now[0])
