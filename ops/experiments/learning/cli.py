@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ops.experiments.learning.recipe_arms import ARM_SETS, RECIPE_FOR_ESTIMATORS
+from ops.experiments.learning.recipe_arms import ARM_SETS, RECIPE_FOR_ESTIMATORS, RECIPE_FOR_TOOLS
 from slca.cli.flags import add_flags, flag
 
 
@@ -107,13 +107,16 @@ RECIPE_FLAGS = (
         default="recipe",
         choices=tuple(ARM_SETS),
         help="recipe: the recipe arms (blocks under <out>/blocks); estimators: slca, slca_decision, grpo, toolpo and "
-        "rltr at --recipe (blocks under <out>/estimator-blocks)",
+        "rltr at --recipe (blocks under <out>/estimator-blocks); tools: real and sgls, --recipe trained with the "
+        "rollouts' tool calls answered by the real tools or by SGLS, evaluated on the real tools (blocks under "
+        "<out>/tools-blocks)",
     ),
     flag("--arms", default=None, help="comma-separated arms of the arm set (default: every arm)"),
     flag(
         "--recipe",
-        default=RECIPE_FOR_ESTIMATORS,
-        help="--arm-set estimators: the recipe arm whose settings (groups per step, lr, advantage) they train with",
+        default=None,
+        help="--arm-set estimators or tools: the recipe arm whose settings (groups per step, lr, advantage) they "
+        f"train with (default: {RECIPE_FOR_ESTIMATORS} for estimators, {RECIPE_FOR_TOOLS} for tools)",
     ),
     flag("--model", help="warm start (default: ops.warm_model_name, the model `slca sft` writes)"),
     flag("--pack", default="everyday"),

@@ -1,21 +1,25 @@
 """`slca bench recipe`: the recipe sweep, run in blocks.
 
-A block = every arm of an arm set (`recipe_arms.ARM_SETS`: the recipe arms, or the estimator arms at one recipe)
-once, in an order rotated by the block's number, on one machine, each arm `slca train` for the same budget from
-the same warm start on the same fixed training tasks (the training probe, `sim.tasks.probe`), then its last
-version evaluated greedily on the training probe and the test split — in a child process (`recipe_eval`), so that
+A block = every arm of an arm set (`recipe_arms.ARM_SETS`: the recipe arms; the estimator arms or the tool sources at
+one recipe) once, in an order rotated by the block's number, on one machine, each arm `slca train` for the same
+budget from the same warm start on the same fixed training tasks (the training probe, `sim.tasks.probe`), then its
+last version evaluated greedily on the training probe and the test split — in a child process (`recipe_eval`), so that
 no engine thread of an evaluation is left in this process to slow the arms trained after it.
 The block's warm start is evaluated on the same items in the same block (its outcomes cached under the model's
 checksum, so a second block on the same machine reuses them): every arm is paired with it item by item, and
-with its set's reference arm (`today`; the estimator arms: `slca`). Blocks from other machines and days add up:
-the block is the unit of pairing, each keeps its machine facts and its own warm start.
+with its set's reference arm (`today`; the estimator arms: `slca`; the tool-source arms: `real`). Blocks from
+other machines and days add up: the block is the unit of pairing, each keeps its machine facts and its own warm start.
 
-`<out>/blocks/b<N>/` (the estimator arms: `<out>/estimator-blocks/b<N>/`) holds `block.json` (arm set, recipe,
-machine, load, order, times, warm-start checksum), the warm start's `warm_start.items.jsonl`, and per arm
-`arms/<arm>/` with `train.jsonl` (per-step learner lines), `train.log`, `eval.log`, `items.jsonl` (per-item records
-of its last version) and `done.json` (written last). A rerun of the same block skips finished arms and redoes an
-interrupted one. `slca bench recipe --report` (or the end of a block) writes
-`results.json`, `results.md` and `recipe.png` from every finished block (`recipe_report`).
+The evaluation answers tool calls as the pack's tasks define them — the pack's real tools for real — whatever the
+arm trained with: an arm's tool source (`RecipeArm.tools`) and settings reach its `slca train` alone, never the
+evaluation (the items and the block's own `--config`/`--set`), so SGLS is never judged by itself.
+
+`<out>/blocks/b<N>/` (the estimator arms: `<out>/estimator-blocks/b<N>/`; the tool sources: `<out>/tools-blocks/b<N>/`)
+holds `block.json` (arm set, recipe, machine, load, order, times, warm-start checksum, world seed), the warm
+start's `warm_start.items.jsonl`, and per arm `arms/<arm>/` with `train.jsonl` (per-step learner lines),
+`train.log`, `eval.log`, `items.jsonl` (per-item records of its last version) and `done.json` (written last). A rerun
+of the same block skips finished arms and redoes an interrupted one. `slca bench recipe --report` (or the end of a
+block) writes `results.json`, `results.md` and `recipe.png` from every finished block (`recipe_report`).
 """
 
 from __future__ import annotations
@@ -106,6 +110,8 @@ def train_argv(arm: RecipeArm, args, model_dir: Path, work: Path, log: Path, tas
         "train",
         "--estimator",
         arm.estimator,
+        "--tools",
+        arm.tools,
         "--seed",
         str(seed),
         *budget_args(arm, args),
@@ -172,6 +178,7 @@ def run_arm(arm: RecipeArm, args, model_dir: Path, block_dir: Path, items: list,
     record = {
         "arm": arm.name,
         "estimator": arm.estimator,
+        "tools": arm.tools,
         "settings": {k: v for k, v in arm.settings.items()},
         "seed": seed,
         "version": int(final.name[1:]),
@@ -210,6 +217,35 @@ def fix_target(out: Path, points: float) -> None:
         write_json(out / "target.json", {"points": points, "suite": "train_probe", "fixed_before": "the first block"})
 
 
+def block_record(args, identity: dict, facts: dict, arms: list[RecipeArm], model_dir: Path, warm: dict, config):
+    """block.json: what the block ran and on what (machine, warm start, budget, evaluation, settings)."""
+    return {
+        "block": args.block,
+        **identity,
+        "machine": facts,
+        "warm_start": {"model": model_dir.name, "checksum": warm["checksum"], "eval_seconds": warm["eval_seconds"]},
+        "scorer_version": warm["scorer"],
+        "order": [a.name for a in arms],
+        "minutes": args.minutes if not args.trajectories else None,
+        "trajectories": args.trajectories or None,
+        "group_size": args.group_size,
+        "pack": args.pack,
+        "probe_size": args.probe_size,
+        "eval_max_tokens": args.eval_max_tokens,
+        "eval_engine": args.eval_engine,
+        "extra_settings": list(args.set),
+        "world_seed": _world_seed(config),
+    }
+
+
+def _world_seed(config) -> str | None:
+    """The configured `sim.world_seed` (SGLS's, in training and in the evaluation's simulated tools)."""
+    try:
+        return config.section("sim").world_seed
+    except ModuleNotFoundError:
+        return None
+
+
 def run_block(args, config) -> int:
     from ops.common.machine import machine_facts
     from ops.experiments.learning.recipe_report import write_report
@@ -225,10 +261,11 @@ def run_block(args, config) -> int:
         raise CliError("--minutes or --trajectories must be > 0 (every arm trains on the same budget)")
     fix_target(out, args.target_points)
     family = arm_set(args.arm_set)
-    arms = rotated(resolve(args.arms, family.arms(args.recipe)), args.block)
+    recipe = (args.recipe or family.recipe) if family.at_recipe else None
+    arms = rotated(resolve(args.arms, family.arms(recipe)), args.block)
     model_dir = resolve_warm_start(args.model, config)
     block_dir = out / family.blocks / f"b{args.block}"
-    identity = {"arm_set": family.name, "recipe": args.recipe if family.at_recipe else None}
+    identity = {"arm_set": family.name, "recipe": recipe}
     same_block(read_json(block_dir / "block.json"), identity)
     block_dir.mkdir(parents=True, exist_ok=True)
     items = eval_items(args.pack, args.probe_size)
@@ -238,23 +275,8 @@ def run_block(args, config) -> int:
     print(f"{family.name} block {args.block}: {' → '.join(a.name for a in arms)}; {each} each", flush=True)
     # on this machine's cache, not in the results: another machine's warm start is another model
     warm = warm_start_records(model_dir, items, args, block_dir, Path(config.common.cache_dir) / "recipe-warm")
-    block = {
-        "block": args.block,
-        **identity,
-        "machine": facts,
-        "warm_start": {"model": model_dir.name, "checksum": warm["checksum"], "eval_seconds": warm["eval_seconds"]},
-        "scorer_version": warm["scorer"],
-        "order": [a.name for a in arms],
-        "minutes": args.minutes if not args.trajectories else None,
-        "trajectories": args.trajectories or None,
-        "group_size": args.group_size,
-        "pack": args.pack,
-        "probe_size": args.probe_size,
-        "eval_max_tokens": args.eval_max_tokens,
-        "eval_engine": args.eval_engine,
-        "extra_settings": list(args.set),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-    }
+    block = block_record(args, identity, facts, arms, model_dir, warm, config)
+    block["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     write_json(block_dir / "block.json", block)
     for arm in arms:
         run_arm(arm, args, model_dir, block_dir, items, seed=args.block)

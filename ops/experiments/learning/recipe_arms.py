@@ -12,8 +12,10 @@ minutes on the same fixed training tasks from the same warm start; what differs 
 A second arm set, `estimators` (`--arm-set estimators`), runs the five estimator arms of issue 35 at one recipe
 (`--recipe`, a row above; default `RECIPE_FOR_ESTIMATORS`): the recipe's settings with the estimator and its
 advantage knobs of `ops.experiments.learning.arms` (`slca_decision`: slca with the decision token; the others
-with it off, as the estimators are defined). Each arm set has blocks of its own (`ArmSet.blocks`), the same
-block structure, and its own baseline.
+with it off, as the estimators are defined). A third, `tools` (`--arm-set tools`, issue 38), trains one recipe
+(`--recipe`, default `RECIPE_FOR_TOOLS`) twice: its rollouts' tool calls answered by the pack's real tools (`real`)
+or by SGLS (`sgls`: `slca train --tools sgls`), every setting identical. Each arm set has blocks of its own
+(`ArmSet.blocks`), the same block structure, and its own baseline.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ops.experiments.learning.arms import VARIANTS
+from ops.experiments.train.cli import TOOL_SOURCES
 from slca.cli import CliError
 
 AIMED = {
@@ -37,6 +40,9 @@ class RecipeArm:
     name: str
     settings: dict[str, object] = field(default_factory=dict)
     estimator: str = "slca"
+    tools: str = "real"
+    """Who answers the training rollouts' tool calls (`slca train --tools`: `TOOL_SOURCES`), never the evaluation's:
+    it always uses the tools as the pack's tasks offer them (the real ones for real)."""
 
     def set_args(self) -> list[str]:
         return [a for k, v in sorted(self.settings.items()) for a in ("--set", f"{k}={_literal(v)}")]
@@ -80,11 +86,16 @@ RECIPE_FOR_ESTIMATORS = "g4-lr3e-6"
 (bench/learning/recipe): 4 groups per step, lr 3e-6, the aimed advantage."""
 
 
+def _recipe(recipe: str, arm_set: str) -> RecipeArm:
+    if recipe not in RECIPE_ARMS:
+        raise CliError(f"unknown recipe {recipe!r} for the {arm_set} arms; known: {', '.join(RECIPE_ARMS)}")
+    return RECIPE_ARMS[recipe]
+
+
 def estimator_arms(recipe: str) -> dict[str, RecipeArm]:
     """The five estimator arms at the recipe arm `recipe`: its settings, the decision token off unless the
     estimator arm sets it (`arms.VARIANTS`: `slca_decision`), the arm's registered estimator."""
-    if recipe not in RECIPE_ARMS:
-        raise CliError(f"unknown recipe {recipe!r} for the estimator arms; known: {', '.join(RECIPE_ARMS)}")
+    _recipe(recipe, "estimator")
     base = {**RECIPE_ARMS[recipe].settings, "learner.advantage.decision_token": False}
     arms = {}
     for name in ESTIMATORS:
@@ -93,6 +104,21 @@ def estimator_arms(recipe: str) -> dict[str, RecipeArm]:
         knobs = {f"learner.advantage.{k}": v for k, v in (variant.advantage if variant else {}).items()}
         arms[name] = RecipeArm(name, {**base, **knobs}, estimator)
     return arms
+
+
+RECIPE_FOR_TOOLS = "g4-lr1e-5"
+"""The recipe the tool-source arms train with unless `--recipe` says otherwise: the learner's default recipe."""
+SGLS_SETTINGS = {"sim.backend": "schema"}
+"""SGLS as shipped (`make run`'s serve): the schema backend; the world seed is the configured `sim.world_seed`, as
+`slca up` hands it to serve (default: none). Both arms carry these: in `real` they answer only the pack's own
+simulated tools (the catalog's, `x-mode: simulated`), which both arms share — the tool source is the one difference."""
+
+
+def tool_arms(recipe: str) -> dict[str, RecipeArm]:
+    """`real` and `sgls` at the recipe arm `recipe`: the same settings and estimator, the rollouts' tool calls
+    answered by the pack's real tools or by SGLS (`TOOL_SOURCES`)."""
+    settings = {**_recipe(recipe, "tools").settings, **SGLS_SETTINGS}
+    return {source: RecipeArm(source, dict(settings), tools=source) for source in TOOL_SOURCES}
 
 
 @dataclass(frozen=True)
@@ -105,18 +131,24 @@ class ArmSet:
     """The folder under `--out` that holds this set's blocks (`<out>/<blocks>/b<N>`)."""
     arms: Callable[[str], dict[str, RecipeArm]]
     """The recipe (a `RECIPE_ARMS` name, for the sets that train at one) → the arms."""
-    at_recipe: bool = False
-    """The arms train at one recipe (`--recipe`): its name is part of the block (block.json `recipe`)."""
+    recipe: str | None = None
+    """The arms train at this recipe unless `--recipe` names another (None: not at one recipe); its name is part of
+    the block (block.json `recipe`)."""
+
+    @property
+    def at_recipe(self) -> bool:
+        return self.recipe is not None
 
 
 ARM_SETS: dict[str, ArmSet] = {
     s.name: s
     for s in (
         ArmSet("recipe", "blocks", lambda recipe: RECIPE_ARMS),
-        ArmSet("estimators", "estimator-blocks", estimator_arms, at_recipe=True),
+        ArmSet("estimators", "estimator-blocks", estimator_arms, RECIPE_FOR_ESTIMATORS),
+        ArmSet("tools", "tools-blocks", tool_arms, RECIPE_FOR_TOOLS),
     )
 }
-"""`--arm-set`: `recipe` (the default: the sweep of `RECIPE_ARMS`) or `estimators`."""
+"""`--arm-set`: `recipe` (the default: the sweep of `RECIPE_ARMS`), `estimators` or `tools`."""
 
 
 def arm_set(name: str) -> ArmSet:

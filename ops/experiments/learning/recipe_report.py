@@ -1,6 +1,8 @@
 """The recipe sweep's results from every finished block: `results.json`, `results.md` (the rule and the verdict
 first), `recipe.png` (success against minutes per arm); then the estimator comparison from the estimator arm set's
-blocks (`recipe_estimators`: its own rule, its section of both files, `estimators.png`).
+blocks (`recipe_estimators`: its own rule, its section of both files, `estimators.png`), and training on SGLS
+against the real tools from the tool-source arm set's blocks (`recipe_tools`: sgls − real, its own rule and verdict,
+its section of both files, `tools.png`).
 
 The rule, fixed before the first block (`RULE`): per arm and suite, the paired difference of greedy success
 against the same block's warm start, item by item, averaged over items and blocks; its 95% interval by a
@@ -120,8 +122,9 @@ def target_verdict(target: dict, comparisons: dict) -> str:
 
 
 def write_report(out: Path) -> dict:
-    from ops.experiments.learning.recipe_arms import ARM_SETS, BASELINE, ESTIMATORS, RECIPE_ARMS
+    from ops.experiments.learning.recipe_arms import ARM_SETS, BASELINE, ESTIMATORS, RECIPE_ARMS, TOOL_SOURCES
     from ops.experiments.learning.recipe_estimators import compare_estimators
+    from ops.experiments.learning.recipe_tools import compare_tools
 
     blocks = read_blocks(out)
     names = [a for a in RECIPE_ARMS if any(a in b["arms"] for b in blocks)]
@@ -145,6 +148,8 @@ def write_report(out: Path) -> dict:
         results["target"] = target | {"verdict": target_verdict(target, comparisons)}
     estimator_blocks = read_blocks(out, ARM_SETS["estimators"].blocks)
     results["estimators"] = compare_estimators(estimator_blocks)
+    tool_blocks = read_blocks(out, ARM_SETS["tools"].blocks)
+    results["tools"] = compare_tools(tool_blocks)
     write_json(out / "results.json", results)
     write_atomic(out / "results.md", markdown(results))
     if names:
@@ -152,7 +157,12 @@ def write_report(out: Path) -> dict:
     estimators = [a for a in ESTIMATORS if any(a in b["arms"] for b in estimator_blocks)]
     if estimators:
         plot(estimator_blocks, estimators, out / "estimators.png")
+    tool_arms = [a for a in TOOL_SOURCES if any(a in b["arms"] for b in tool_blocks)]
+    if tool_arms:
+        plot(tool_blocks, tool_arms, out / "tools.png")
     print(results["target"]["verdict"] if "target" in results else results["verdict"])
+    if tool_blocks:
+        print(results["tools"]["verdict"])
     return results
 
 
@@ -201,6 +211,12 @@ def markdown(results: dict) -> str:
         from ops.experiments.learning.recipe_estimators import markdown as estimators_markdown
 
         lines += ["", *estimators_markdown(results["estimators"])]
+    if "tools" in results:
+        from ops.experiments.learning.recipe_tools import markdown as tools_markdown
+
+        tools = tools_markdown(results["tools"])
+        # a folder of tool-source blocks alone: their verdict first, not the empty sweep's
+        lines = [*tools, "", *lines] if results["tools"]["blocks"] and not results["blocks"] else [*lines, "", *tools]
     return "\n".join(lines) + "\n"
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+TOOL_SOURCES = ("real", "sgls")
+"""`slca train --tools`: `real` (each tool as the task offers it) or `sgls` (every tool simulated)."""
+
 
 def register(commands, bench) -> None:
     train = commands.add_parser("train", help="controlled synchronous run: generate, score, update, publish")
@@ -24,6 +27,13 @@ def register(commands, bench) -> None:
     )
     train.add_argument(
         "--task-ids", default=None, help="comma-separated task ids: train on these of the training tasks only"
+    )
+    train.add_argument(
+        "--tools",
+        choices=TOOL_SOURCES,
+        default="real",
+        help="who answers the rollouts' tool calls: real (each tool as the task offers it: the pack's real tools run "
+        "for real) or sgls (every tool offered as simulated: SGLS, with the configured [sim] settings, answers all)",
     )
     train.add_argument("--api", default=None, help="base URL of a running `slca serve` (default: start one in-process)")
     train.add_argument("--pack", default="everyday", help="task pack")

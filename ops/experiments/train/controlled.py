@@ -11,6 +11,13 @@ minutes alone; the clock starts at the first step). It trains on the pack's trai
 `--tasks-file` (JSON lines of `Task`, as `sim.tasks.write_jsonl` writes them), narrowed to `--task-ids` if given.
 With `learner.loss.kl_beta` > 0 a frozen copy of the starting weights is the KL reference.
 
+Who answers the rollouts' tool calls: the server's agent loop, through the sim's provider (`serve/tools.py`), as each
+offered definition says — a pack's real tool (`x-mode: real`) runs for real, a simulated one (the catalog's) is SGLS.
+`--tools sgls` offers every definition as `x-mode: simulated` instead (the same parameter and response schemas, as
+the fidelity replay does: `sim.fidelity.replay.simulated`), so SGLS answers every call: training on the simulator
+instead of the real tools. The in-process server's simulator takes the configured `[sim]` section (`sim.backend`,
+`sim.world_seed`, ...), as `slca up` gives it to serve.
+
 Which server follows the announcement: the in-process one (no `--api`) subscribes under a stream prefix of
 its own, `<common.stream_prefix>:train:<run id>`, so that a controlled run never hot-swaps the servers of a
 live system sharing the Redis, nor starts from its weights; with `--api`, the server at that URL must follow
@@ -77,15 +84,27 @@ def wait_served(api: str, version: int, timeout_s: float = SWAP_TIMEOUT_S) -> fl
     )
 
 
-def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring):
-    """G episodes of one task through the agent API, as a `RolloutGroup` scored with `scoring` settings."""
+def offered_tools(tools: list[dict], source: str = "real") -> list[dict]:
+    """The definitions the rollouts are offered: as given (`real`), or each as `x-mode: simulated` (`sgls`)."""
+    if source == "real":
+        return tools
+    if source != "sgls":
+        raise ValueError(f"unknown tool source {source!r}; known: real, sgls (`--tools`)")
+    from sim.fidelity.replay import simulated
+
+    return [simulated(t) if isinstance(t.get("function"), dict) else t for t in tools]
+
+
+def generate_group(api: str, task, settings: LearnerSettings, seed: int, scoring, tools: str = "real"):
+    """G episodes of one task through the agent API, as a `RolloutGroup` scored with `scoring` settings; the tool
+    calls answered by `tools` (`offered_tools`)."""
     from slca.contracts import RolloutGroup, Trajectory
     from slca.contracts.wire import validate
     from workers.scoring import score_trajectory
 
     body = {
         "messages": task.messages,
-        "tools": task.tools,
+        "tools": offered_tools(task.tools, tools),
         "task_id": task.task_id,
         "ground_truth": task.ground_truth.model_dump(mode="json"),
         "n": settings.train_group_size,
@@ -226,7 +245,9 @@ def run_train_cli(args, config) -> int:
                 step += 1
                 picked = pick_tasks(rng, tasks, settings.groups_per_step)
                 t0 = time.perf_counter()
-                groups = [generate_group(api, task, settings, rng.randrange(2**31), scoring) for task in picked]
+                groups = [
+                    generate_group(api, task, settings, rng.randrange(2**31), scoring, args.tools) for task in picked
+                ]
                 gen_s = time.perf_counter() - t0
                 report = trainer.train_step(groups)
                 manifest, publish_s = publish(
@@ -285,8 +306,16 @@ def open_server(config, api: str | None) -> tuple[object | None, str, Streams]:
     from ops.experiments.inprocess_server import InProcessServer
 
     streams = Streams(f"{common.stream_prefix}:train:{uuid.uuid4().hex[:12]}")
-    server = InProcessServer(following_candidate(config), streams.prefix).start()
+    server = InProcessServer(following_candidate(config), streams.prefix, sim_settings=sim_settings(config)).start()
     return server, server.url, streams
+
+
+def sim_settings(config):
+    """The configured `[sim]` section for the server's tools (as `slca up`'s serve gets it); None without the sim."""
+    try:
+        return config.section("sim").with_cache_of(config.common)
+    except ModuleNotFoundError:
+        return None
 
 
 def following_candidate(config):

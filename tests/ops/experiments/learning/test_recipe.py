@@ -9,7 +9,7 @@ import pytest
 
 from ops.experiments.eval.suite import ItemRecord, write_jsonl
 from ops.experiments.learning.files import write_json
-from ops.experiments.learning.recipe_arms import RECIPE_ARMS, resolve, rotated
+from ops.experiments.learning.recipe_arms import ARM_SETS, RECIPE_ARMS, resolve, rotated
 from ops.experiments.learning.recipe_report import paired, read_blocks, write_report
 from slca.cli import CliError
 
@@ -136,7 +136,8 @@ def test_the_arm_set_is_a_flag_and_the_recipe_sweep_stays_the_default():
 
     parser = build_parser()
     default = parser.parse_args(["bench", "recipe", "--block", "0"])
-    assert (default.arm_set, default.recipe) == ("recipe", "g4-lr3e-6")
+    assert (default.arm_set, default.recipe) == ("recipe", None)  # each arm set at its own recipe unless named
+    assert ARM_SETS["estimators"].recipe == "g4-lr3e-6" and not ARM_SETS["recipe"].at_recipe
     chosen = parser.parse_args(["bench", "recipe", "--block", "2", "--arm-set", "estimators", "--recipe", "g4-lr1e-5"])
     assert (chosen.arm_set, chosen.recipe) == ("estimators", "g4-lr1e-5")
     with pytest.raises(SystemExit):
