@@ -297,7 +297,20 @@ BENCHES = (
         _bench_soak,
         (
             flag("--minutes", type=float, default=10.0, help="the measured window"),
-            flag("--warmup-minutes", type=float, default=1.0, help="load before the measured window"),
+            flag(
+                "--warmup-minutes",
+                type=float,
+                default=1.0,
+                help="load before the measured window, at least (it goes on until the system is steady)",
+            ),
+            flag(
+                "--learner-warmup-max-minutes",
+                type=float,
+                default=20.0,
+                help="the warm-up goes on until serve serves a version the learner published meanwhile (its model "
+                "and optimizer state allocated), at most this long; then the window begins anyway and the soak "
+                "fails (never steady)",
+            ),
             flag("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)"),
             flag("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often"),
             flag(

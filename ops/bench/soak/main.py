@@ -3,7 +3,9 @@
 Plan: (1) the system — by default `slca up` started here on a temporary data directory (its own Redis, no warm
 start, serve on a free port, the configuration given to this command); with `--url`, a running `slca up` on this
 machine (its state file and Redis URL are read from `common.data_dir`, as `slca status` does); (2) the load
-(ops/bench/soak/traffic.py) for a warm-up and then the measured window; (3) the verdict on four criteria
+(ops/bench/soak/traffic.py) for a warm-up and then the measured window — the warm-up lasts `--warmup-minutes` and
+then until the system is steady (serve serves a version the learner published meanwhile), at most
+`--learner-warmup-max-minutes`; (3) the verdict on four criteria
 (ops/bench/soak/report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
 /healthz p99 < 100 ms, every legal request answered — and every hostile body answered with one of its statuses,
 every hostile case held (ops/bench/soak/cases.py: a round every `--cases-every-minutes`, a small chat timed beside
@@ -36,7 +38,16 @@ from ops.bench.slca_up import bench_sets, copy_logs, ready, set_args, sigterm_as
 from ops.bench.soak.case_report import case_table
 from ops.bench.soak.cases import Target
 from ops.bench.soak.report import summarise, table, verdict, write
-from ops.bench.soak.traffic import CaseRunner, HostileSender, MemorySampler, Pinger, SoakPlan, legal_traffic
+from ops.bench.soak.traffic import (
+    CaseRunner,
+    HostileSender,
+    MemorySampler,
+    Pinger,
+    SoakPlan,
+    Window,
+    legal_traffic,
+    rebase,
+)
 from ops.common.up_state import owned_redis_url, read_state, state_path
 from ops.bench.common import bench_command
 from slca.config import Config, split_overrides
@@ -196,27 +207,31 @@ def served_model(system: System) -> str:
 
 
 def drive(plan: SoakPlan, system: System, tasks: list, cases: list, target: Target, learner_stream: str | None = None):
-    """Warm-up plus the measured window of load; returns the threads (their records) and the legal results."""
-    t0 = time.monotonic() + plan.warmup_s
-    stop_at = t0 + plan.seconds
-    sampler = MemorySampler(system.roots, system.redis_url, plan, t0, stop_at, learner_stream)
-    pinger = Pinger(system.url, plan, t0, stop_at)
-    hostile = HostileSender(system.url, cases, plan, stop_at)
-    runner = CaseRunner(target, plan, t0, stop_at)
+    """Warm-up plus the measured window of load; returns the threads (their records, the samples and pings timed
+    from the window's start), the legal results and the window."""
+    window = Window(plan, time.monotonic())
+    sampler = MemorySampler(system.roots, system.redis_url, plan, window, learner_stream)
+    pinger = Pinger(system.url, plan, window)
+    hostile = HostileSender(system.url, cases, plan, window)
+    runner = CaseRunner(target, plan, window)
     threads = (sampler, pinger, hostile, runner)
     for thread in threads:
         thread.start()
     try:
-        legal = asyncio.run(legal_traffic(plan, tasks, stop_at))
-        for thread in threads:  # each ends by itself at stop_at (the hostile sender after its request in flight)
-            thread.join(timeout=max(0.0, stop_at - time.monotonic()) + plan.hostile_timeout_s + 10)
+        legal = asyncio.run(legal_traffic(plan, tasks, window))
+        for thread in threads:  # each ends by itself at the window's end (the hostile sender after its request)
+            thread.join(timeout=max(0.0, window.stop_at - time.monotonic()) + plan.hostile_timeout_s + 10)
     finally:
         for thread in threads:
             thread.stop(timeout_s=plan.hostile_timeout_s + 10)
-    return sampler, pinger, hostile, runner, legal
+    pinger.pings = rebase(window, sampler.samples, pinger.pings)
+    return sampler, pinger, hostile, runner, legal, window
 
 
 NOTES = [
+    "measured window: begins at the first sample (every 5 s) after --warmup-minutes that finds serve serving a "
+    "version the learner published since the soak began (its model and optimizer state allocated, serve swapped "
+    "once), at the latest after --learner-warmup-max-minutes (then the soak fails: never steady)",
     "memory: median of the samples (every 5 s) in the measured window's first vs last minute; RSS sums "
     "the supervisor's process tree (serve, workers, assembler, learner, feed, the owned Redis)",
     "/healthz: one kept-alive connection, every 50 ms, percentiles over the measured window; 5xx, legal "
@@ -236,10 +251,43 @@ def valid_args(args) -> bool:
     return (
         args.minutes > 0
         and args.warmup_minutes >= 0
+        and args.learner_warmup_max_minutes >= 0
         and args.clients >= 1
         and args.hostile_interval_s > 0
         and args.cases_every_minutes >= 0
     )
+
+
+def soak_plan(args, system: System) -> SoakPlan:
+    """The load's plan from the command's flags, for `system`."""
+    warmup_s = args.warmup_minutes * 60
+    return SoakPlan(
+        system.url,
+        warmup_s,
+        args.minutes * 60,
+        clients=args.clients,
+        hostile_interval_s=args.hostile_interval_s,
+        api_key=system.api_key,
+        cases_every_s=args.cases_every_minutes * 60,
+        warmup_max_s=max(warmup_s, args.learner_warmup_max_minutes * 60),
+    )
+
+
+def soak_header(args, cases: list) -> dict:
+    """What the report says of the run before it starts (the command, its flags, the machine)."""
+    return {
+        "command": bench_command("soak", sys.argv),
+        "minutes": args.minutes,
+        "warmup_minutes": args.warmup_minutes,
+        "learner_warmup_max_minutes": args.learner_warmup_max_minutes,
+        "clients": args.clients,
+        "hostile_interval_s": args.hostile_interval_s,
+        "hostile_cases": len(cases),
+        "cases_every_minutes": args.cases_every_minutes,
+        **machine_facts(),
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        "sets": public_sets(args),
+    }
 
 
 def run_soak(args, config: Config) -> int:
@@ -247,54 +295,36 @@ def run_soak(args, config: Config) -> int:
 
     if not valid_args(args):
         print(
-            "error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes and "
-            "--cases-every-minutes ≥ 0",
+            "error: --minutes, --clients and --hostile-interval-s must be positive, --warmup-minutes, "
+            "--learner-warmup-max-minutes and --cases-every-minutes ≥ 0",
             file=sys.stderr,
         )
         return 2
     tasks, cases = load_tasks("everyday", "test"), [*hostile_bodies(), *worst_bodies()]
-    load_start = [round(x, 2) for x in os.getloadavg()]
-    seconds, warmup_s = args.minutes * 60, args.warmup_minutes * 60
-    bound_s = warmup_s + seconds + SoakPlan.legal_deadline_s + 120  # + the last requests' deadline, + stopping
-    header = {
-        "command": bench_command("soak", sys.argv),
-        "minutes": args.minutes,
-        "warmup_minutes": args.warmup_minutes,
-        "clients": args.clients,
-        "hostile_interval_s": args.hostile_interval_s,
-        "hostile_cases": len(cases),
-        "cases_every_minutes": args.cases_every_minutes,
-        **machine_facts(),
-        "load_average_start": load_start,
-        "sets": public_sets(args),
-    }
+    seconds, header = args.minutes * 60, soak_header(args, cases)
+    longest = max(args.warmup_minutes, args.learner_warmup_max_minutes) * 60 + seconds
+    bound_s = longest + SoakPlan.legal_deadline_s + 180  # + the last requests' deadline, + stopping
     try:
         with (
             contextlib.nullcontext(attached_system(args.url, config))
             if args.url
             else started_system(args, config, bound_s)
         ) as system:
-            plan = SoakPlan(
-                system.url,
-                warmup_s,
-                seconds,
-                clients=args.clients,
-                hostile_interval_s=args.hostile_interval_s,
-                api_key=system.api_key,
-                cases_every_s=args.cases_every_minutes * 60,
-            )
+            plan = soak_plan(args, system)
             header.update(system=system.mode, model=served_model(system))
             print(
-                f"soak: {system.mode} at {system.url}; {args.warmup_minutes:g} min warm-up + {args.minutes:g} min, "
-                f"{args.clients} legal clients, {len(cases)} hostile cases",
+                f"soak: {system.mode} at {system.url}; {plan.warmup_s / 60:g}–{plan.warmup_max_s / 60:g} min "
+                f"warm-up (until steady) + {args.minutes:g} min, {args.clients} legal clients, "
+                f"{len(cases)} hostile cases",
                 flush=True,
             )
             learner_stream = Streams(config.common.stream_prefix).stats(STATS_LEARNER)
             target = case_target(system, config)
-            sampler, pinger, hostile, runner, legal = drive(plan, system, tasks, cases, target, learner_stream)
+            sampler, pinger, hostile, runner, legal, window = drive(plan, system, tasks, cases, target, learner_stream)
             header["load_average_end"] = [round(x, 2) for x in os.getloadavg()]  # before the system stops
             tried = list(runner.results) if plan.cases_every_s > 0 else None
-            summary = summarise(seconds, sampler.samples, pinger.pings, pinger.failures, legal, hostile.results, tried)
+            records = (sampler.samples, pinger.pings, pinger.failures, legal, hostile.results, tried)
+            summary = summarise(seconds, *records, window=window.started())
             passed, line = verdict(summary)
             system.keep_logs = not passed
             notes = system.notes

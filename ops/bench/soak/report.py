@@ -4,6 +4,13 @@ results.json and results.md (verdict line first, no machine paths).
 Growth of a memory series = median of its samples in the measured window's last minute − median in its first
 minute (medians: one learner step or one cache fill is not a trend). "Flat" = growth within the larger of an
 absolute and a relative allowance (below). Times are seconds since the measured window began (warm-up < 0).
+
+The measured window begins once the system is in its steady state (`steady_state`): the learner has published a
+version since the soak began and serve serves it. Before that the system is still starting — the learner loads its
+model, and its optimizer state appears at its first step that changes a weight (the fresh-clone soak's learner grew
+by 0.5 GB at its first step and by 1.1 GB more at its third; its four steps published two versions) — which is not a
+leak. Growth after it still fails the memory criterion, and a system that does not get there within the cap fails
+on that (`WindowStart.steady`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,35 @@ class MemorySample:
     one."""
     learner_version: int | None = None
     """The policy version after that step."""
+    served_version: int | None = None
+    """The version serve serves (its /readyz `policy_version`; None: not read)."""
+
+
+@dataclass(frozen=True)
+class WindowStart:
+    """When the measured window began, and why."""
+
+    warmup_s: float
+    """Seconds of load before it."""
+    steady: bool
+    """The system had reached its steady state (`steady_state`); False: the warm-up's cap was reached first."""
+    cap_s: float
+    """The longest the warm-up could last."""
+    learner_step: int | None = None
+    learner_version: int | None = None
+    served_version: int | None = None
+    """What the sample that began the window read."""
+    baseline_version: int | None = None
+    """The learner's version when the soak first read it (None: never read)."""
+
+
+def steady_state(sample: MemorySample, baseline_version: int | None) -> bool:
+    """Whether `sample` finds the system steady: serve serves a version the learner published since the soak first
+    read it at `baseline_version`. Such a version comes from a step that changed weights, so the learner has its
+    model and its optimizer state, and serve has swapped to the learner's weights at least once."""
+    if baseline_version is None or sample.learner_version is None or sample.served_version is None:
+        return False
+    return sample.served_version > baseline_version and sample.learner_version > baseline_version
 
 
 @dataclass
@@ -111,6 +147,8 @@ class SoakSummary:
     """Versions the learner published in the measured window."""
     cases: list[CaseRow] | None = None
     """The hostile cases of ops/bench/soak/cases.py, a row each (None: not run, `--cases-every-minutes 0`)."""
+    window: WindowStart | None = None
+    """When and why the measured window began (None: not told; a fixed warm-up)."""
 
 
 def hostile_problem(acceptable: tuple[int, ...], status: int, raw: bytes) -> str | None:
@@ -193,26 +231,21 @@ def summarise(
     legal: list[LegalResult],
     hostile: list[HostileResult],
     cases: list[CaseResult] | None = None,
+    window: WindowStart | None = None,
 ) -> SoakSummary:
     """`pings`: (t_s, latency_s) of the answered /healthz pings; only those in the measured window [0, seconds]
     count for the percentiles. Failures, statuses, legal and hostile requests count over the whole run. `cases`:
-    the hostile cases' tries (None: none planned; an empty list: planned, none ran — which fails)."""
+    the hostile cases' tries (None: none planned; an empty list: planned, none ran — which fails). `window`: when
+    and why the measured window began (a window begun at the cap, the system never steady, fails)."""
     rss_points = [(s.t_s, s.rss_bytes) for s in samples if s.rss_bytes is not None]
     redis_points = [(s.t_s, s.redis_bytes) for s in samples if s.redis_bytes is not None]
     rss = growth(rss_points, seconds, RSS_FLAT_MIB, RSS_FLAT_SHARE)
     redis = growth(redis_points, seconds, REDIS_FLAT_MIB, REDIS_FLAT_SHARE)
     measured = [latency for t, latency in pings if 0 <= t <= seconds]
-    counts: dict[str, int] = {}
-    for status in [s for r in legal for s in r.statuses] + [h.status for h in hostile if h.status is not None]:
-        counts[str(status)] = counts.get(str(status), 0) + 1
+    counts = status_counts(legal, hostile)
     five_xx = sum(n for s, n in counts.items() if int(s) >= 500) + sum(
         n for k, n in ping_failures.items() if k.isdigit() and int(k) >= 500
     )
-    by_kind: dict[str, list[int]] = {}
-    for r in legal:
-        by_kind.setdefault(r.kind, [0, 0])
-        by_kind[r.kind][0] += r.answered
-        by_kind[r.kind][1] += 1
     bad = [h for h in hostile if not h.acceptable]
     steps, versions = learner_progress(samples, seconds)
     answered_s = [r.seconds for r in legal if r.answered]
@@ -231,7 +264,7 @@ def summarise(
         healthz_p99_ms_by_minute=per_minute_p99(pings, seconds),
         legal_sent=len(legal),
         legal_answered=sum(r.answered for r in legal),
-        legal_by_kind=by_kind,
+        legal_by_kind=_by_kind(legal),
         retries_429=sum(r.statuses.count(429) - (r.statuses[-1:] == [429]) for r in legal),  # a last 429: no retry
         legal_p50_s=percentile(answered_s, 50),
         legal_p99_s=percentile(answered_s, 99),
@@ -243,7 +276,26 @@ def summarise(
         learner_steps=steps,
         learner_versions=versions,
         cases=None if cases is None else case_rows(cases),
+        window=window,
     )
+
+
+def _by_kind(legal: list[LegalResult]) -> dict[str, list[int]]:
+    """Kind of legal request → [answered, sent]."""
+    by_kind: dict[str, list[int]] = {}
+    for r in legal:
+        by_kind.setdefault(r.kind, [0, 0])
+        by_kind[r.kind][0] += r.answered
+        by_kind[r.kind][1] += 1
+    return by_kind
+
+
+def status_counts(legal: list[LegalResult], hostile: list[HostileResult]) -> dict[str, int]:
+    """Status → how many answers had it, of the legal requests (each try) and the hostile bodies."""
+    counts: dict[str, int] = {}
+    for status in [s for r in legal for s in r.statuses] + [h.status for h in hostile if h.status is not None]:
+        counts[str(status)] = counts.get(str(status), 0) + 1
+    return counts
 
 
 def learner_progress(samples: list[MemorySample], seconds: float) -> tuple[int | None, int | None]:
@@ -259,6 +311,23 @@ def learner_progress(samples: list[MemorySample], seconds: float) -> tuple[int |
 
 def _or_dash(value: int | None) -> str:
     return "—" if value is None else str(value)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def window_text(w: WindowStart) -> str:
+    """When the measured window began and why, in words."""
+    read = f"learner step {_or_dash(w.learner_step)} at v{_or_dash(w.learner_version)}"
+    read += f", serving v{_or_dash(w.served_version)}"
+    since = f"a version published since v{_or_dash(w.baseline_version)}"
+    if w.steady:
+        return f"window from {_minutes(w.warmup_s)} ({read}: {since} served)"
+    return (
+        f"window from {_minutes(w.warmup_s)}: the learner never reached steady state within the "
+        f"{_minutes(w.cap_s)} cap ({read}; no {since[2:]} served)"
+    )
 
 
 def _mib(value: float | None, sign: bool = False) -> str:
@@ -287,6 +356,8 @@ def criteria(s: SoakSummary) -> dict[str, bool]:
     }
     if s.cases is not None:
         met["hostile cases held"] = cases_held(s.cases)
+    if s.window is not None:
+        met["steady state before the window"] = s.window.steady
     return met
 
 
@@ -307,6 +378,8 @@ def verdict(s: SoakSummary) -> tuple[bool, str]:
     ]
     if s.cases is not None:
         numbers.append(cases_line(s.cases))
+    if s.window is not None:
+        numbers.append(window_text(s.window))
     return not failed, f"{head} — " + ", ".join(numbers)
 
 
@@ -351,11 +424,21 @@ def table(s: SoakSummary) -> str:
             met["learner trained"],
         ),
     ]
-    if s.cases is not None:
-        rows.append(("hostile cases held", cases_line(s.cases), "a row each below", met["hostile cases held"]))
+    rows += _optional_rows(s, met)
     lines = ["| criterion | value | detail | ok |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {'yes' if ok else 'NO'} |" for a, b, c, ok in rows]
     return "\n".join(lines)
+
+
+def _optional_rows(s: SoakSummary, met: dict[str, bool]) -> list[tuple[str, str, str, bool]]:
+    """The table's rows of what a run may leave out: the hostile cases, when the window began."""
+    rows = []
+    if s.cases is not None:
+        rows.append(("hostile cases held", cases_line(s.cases), "a row each below", met["hostile cases held"]))
+    if s.window is not None:
+        began = _minutes(s.window.warmup_s)
+        rows.append(("measured window began", began, window_text(s.window), met["steady state before the window"]))
+    return rows
 
 
 def _round_mib(value: int | None, digits: int) -> float | None:
@@ -400,6 +483,8 @@ def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySam
             "rss_mib": _round_mib(s.rss_bytes, 1),
             "redis_mib": _round_mib(s.redis_bytes, 2),
             "learner_step": s.learner_step,
+            "learner_version": s.learner_version,
+            "served_version": s.served_version,
         }
         for s in samples
     ]

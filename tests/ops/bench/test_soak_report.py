@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -164,7 +165,14 @@ def test_write_puts_the_verdict_first_and_no_paths(tmp_path):
     assert md[0] == verdict(s)[1] and md[0].startswith("PASS")
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["passed"] is True and data["command"] == "slca bench soak --minutes 10"
-    assert data["samples"][0] == {"t_s": -60.0, "rss_mib": 2000.0, "redis_mib": 40.0, "learner_step": 28}
+    assert data["samples"][0] == {
+        "t_s": -60.0,
+        "rss_mib": 2000.0,
+        "redis_mib": 40.0,
+        "learner_step": 28,
+        "learner_version": 28,
+        "served_version": None,
+    }
     assert str(tmp_path) not in (tmp_path / "results.json").read_text()
 
 
@@ -190,11 +198,11 @@ def test_the_sampler_reads_the_learners_newest_step_from_redis(redis_url):
 
     import redis
 
-    from ops.bench.soak.traffic import MemorySampler, SoakPlan
+    from ops.bench.soak.traffic import MemorySampler, SoakPlan, Window
     from slca.contracts.stats import LearnerStepStats
 
-    stream = "slca:stats:learner"
-    sampler = MemorySampler([], redis_url, SoakPlan("http://127.0.0.1:1", 0, 60), time.monotonic(), 0, stream)
+    stream, plan = "slca:stats:learner", SoakPlan("http://127.0.0.1:1", 0, 60)
+    sampler = MemorySampler([], redis_url, plan, Window(plan, time.monotonic()), stream)
     client = redis.Redis.from_url(redis_url)
     try:
         sampler.step(0)  # before the first step
@@ -205,3 +213,149 @@ def test_the_sampler_reads_the_learners_newest_step_from_redis(redis_url):
         sampler.close()
         client.close()
     assert [(s.learner_step, s.learner_version) for s in sampler.samples] == [(0, 0), (2, 1)]
+
+
+# --- the measured window begins at the steady state ------------------------------------------------------------
+def _timeline(learner_mib, served, versions, steps, until_s: float = 2400.0) -> list[MemorySample]:
+    """A sample every 5 s from the load's start (t = seconds since it) to `until_s`: serve 2650 MiB, the learner
+    `learner_mib(t)`, `served(t)` the version serve serves, `versions(t)` and `steps(t)` the learner's."""
+    out = []
+    for i in range(int(until_s / 5) + 1):
+        t = i * 5.0
+        roles = {"serve": 2650 * MIB, "learn": int(learner_mib(t) * MIB)}
+        out.append(MemorySample(t, sum(roles.values()), 40 * MIB, roles, steps(t), versions(t), served(t)))
+    return out
+
+
+def _fresh_clone(extra_mib=lambda t: 0.0, publishes: bool = True) -> list[MemorySample]:
+    """The fresh-clone soak's shape (bench/soak/fresh-clone-learning-one-engine): the learner loads its model by
+    its first step (115 s); its first two steps change no weight; the third (400 s) allocates the optimizer state
+    (+1.1 GB) and publishes v1, which serve serves from 430 s; then a step and a version every 120 s."""
+
+    def version(t):
+        return 0 if not publishes or t < 400 else 1 + int((t - 400) // 120)
+
+    def steps(t):
+        return 0 if t < 115 else 1 if t < 205 else 2 if t < 400 else 3 + int((t - 400) // 120)
+
+    def learner(t):
+        return (490 if t < 115 else 1000 if t < 400 or not publishes else 2150) + extra_mib(t)
+
+    return _timeline(learner, lambda t: version(t - 30) if t >= 30 else 0, version, steps)
+
+
+def _windowed(samples, warmup_s=60.0, cap_s=1200.0, seconds=SECONDS):
+    """`samples` (timed from the load's start) through the live decision, one at a time as the sampler takes
+    them (`Window.consider`), up to the window's end, then timed from the window's start (`rebase`)."""
+    from ops.bench.soak.traffic import SoakPlan, Window, rebase
+
+    window = Window(SoakPlan("http://127.0.0.1:1", warmup_s, seconds, warmup_max_s=cap_s), began=0.0)
+    taken = []
+    for sample in samples:
+        if sample.t_s >= window.stop_at:
+            break
+        window.consider(sample.t_s, sample)
+        taken.append(sample)
+    pings = rebase(window, taken, [(t / 20, 0.004) for t in range(int(taken[-1].t_s * 20))])
+    return _clean(taken, pings=pings, window=window.started())
+
+
+def test_the_steady_state_is_a_version_published_since_the_soak_began_and_served():
+    from ops.bench.soak.report import steady_state
+
+    def at(step, version, served):
+        return MemorySample(0.0, None, None, {}, step, version, served)
+
+    assert steady_state(at(3, 1, 1), baseline_version=0)
+    assert not steady_state(at(2, 0, 0), 0)  # stepping, but no weight changed yet: no optimizer state
+    assert not steady_state(at(3, 1, 0), 0)  # published, serve not swapped yet
+    assert not steady_state(at(30, 5, 5), 5)  # attached: a version newer than the one it began at
+    assert steady_state(at(31, 6, 6), 5)
+    assert not steady_state(at(3, 1, None), 0) and not steady_state(at(3, 1, 1), None)  # not read
+
+
+def test_start_up_before_the_first_published_version_served_is_warm_up_not_a_leak():
+    """The fresh-clone soak failed on memory (+1.7 GB): the learner loaded its model and allocated its optimizer
+    state inside a window that began after a fixed minute. Begun once serve serves the learner's first version,
+    the same system is flat, and the report says when the window began and why."""
+    fixed = _clean([replace(s, t_s=s.t_s - 60) for s in _fresh_clone()[: 660 // 5]])  # as before: a fixed minute
+    assert fixed.rss.flat is False and fixed.rss.growth_bytes > 1000 * MIB
+
+    s = _windowed(_fresh_clone())
+    assert s.window.steady and s.window.warmup_s == 430.0
+    assert (s.window.learner_step, s.window.learner_version, s.window.served_version) == (3, 1, 1)
+    assert s.rss.flat is True and s.rss.growth_bytes == 0
+    assert s.rss_by_role_mib["learn"] == [2150.0, 2150.0]
+    assert s.learner_steps == 5 and s.learner_versions == 5  # steps in the measured window [430 s, 1030 s]
+    passed, line = verdict(s)
+    assert passed, line
+    assert line.endswith("window from 7m10s (learner step 3 at v1, serving v1: a version published since v0 served)")
+    rows = {r.split(" | ")[0].strip("| "): r for r in table(s).splitlines()}
+    assert rows["measured window began"].startswith("| measured window began | 7m10s |")
+
+
+def test_growth_after_the_steady_state_still_fails_memory():
+    s = _windowed(_fresh_clone(extra_mib=lambda t: max(0.0, t - 430) / 2))  # +0.5 MiB/s once steady: a leak
+    assert s.window.steady and s.window.warmup_s == 430.0
+    passed, line = verdict(s)
+    assert not passed and line.startswith("FAIL (memory flat)") and s.rss.growth_bytes > 200 * MIB
+
+
+def test_the_warm_up_lasts_at_least_its_minutes():
+    steady_at_once = _timeline(lambda t: 2000, lambda t: 4, lambda t: 4 if t < 20 else 5, lambda t: 9, 900)
+    served_later = [replace(x, served_version=5 if x.t_s >= 25 else 4) for x in steady_at_once]
+    s = _windowed(served_later, warmup_s=60.0)
+    assert s.window.steady and s.window.warmup_s == 60.0 and s.window.baseline_version == 4
+
+
+def test_a_learner_that_never_publishes_within_the_cap_fails_and_says_so():
+    """No version published (every step changed nothing, or no step at all) within the cap: the window begins at
+    the cap anyway, and the soak fails, saying the learner never reached steady state."""
+    s = _windowed(_fresh_clone(publishes=False), cap_s=600.0)
+    assert not s.window.steady and s.window.warmup_s == 600.0 and s.window.cap_s == 600.0
+    passed, line = verdict(s)
+    assert not passed and "steady state before the window" in line.split(" — ")[0]
+    assert "window from 10m00s: the learner never reached steady state within the 10m00s cap" in line
+    assert "(learner step 4 at v0, serving v0; no version published since v0 served)" in line
+    idle = _windowed(_timeline(lambda t: 500, lambda t: 0, lambda t: 0, lambda t: 0), cap_s=600.0)
+    failed = verdict(idle)[1].split(" — ")[0]
+    assert "learner trained" in failed and "steady state before the window" in failed
+
+
+def test_a_window_no_sample_began_is_at_the_cap_and_not_steady():
+    from ops.bench.soak.traffic import SoakPlan, Window
+
+    window = Window(SoakPlan("http://127.0.0.1:1", 60.0, 600.0, warmup_max_s=300.0), began=100.0)
+    assert window.t0 == 400.0 and window.stop_at == 1000.0  # the latest it can be, until a sample begins it
+    start = window.started()
+    assert (start.warmup_s, start.steady, start.cap_s) == (300.0, False, 300.0)
+    window.consider(130.0, MemorySample(30.0, None, None, {}, 1, 1, 1))  # before the warm-up's minimum: not yet
+    assert not window.begun.is_set() and window.baseline_version == 1
+
+
+def test_served_version_reads_readyz():
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from ops.bench.soak.traffic import served_version
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"status": "ready", "policy_version": 3}).encode()
+            self.send_response(200 if self.path == "/readyz" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Ready)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert served_version(f"http://127.0.0.1:{server.server_port}") == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert served_version(f"http://127.0.0.1:{server.server_port}", timeout_s=0.5) is None  # nothing answers
