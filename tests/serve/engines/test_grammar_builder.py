@@ -1,6 +1,7 @@
 """Grammar builds are bounded (serve/engines/grammar_builder.py, serve/engines/grammar_host.py): one caller's builds
 take at most its share of the builders while other callers' builds go through, a build past its time or byte bound
-is killed (nothing left running) and refused, a build whose caller hung up is killed, results are kept by bytes."""
+is killed (nothing left running) and refused, a build whose caller hung up is killed, results are kept by bytes, a
+build runs below serve's CPU priority."""
 
 from __future__ import annotations
 
@@ -212,6 +213,46 @@ def test_builds_are_bounded_killed_and_shared(tiny_model_dir):
     asyncio.run(scenario())
     assert seen[:3] == [("schema", "built"), ("ebnf", "cached"), ("schema", "timed_out")]
     assert {"built", "cancelled", "schema_refused"} <= {outcome for _, outcome in seen[3:]}
+
+
+def _ranks_below(pid: int, own_nice: int) -> bool:
+    """Process `pid` runs below a process of niceness `own_nice`: at niceness 19, or in the idle class when
+    `own_nice` leaves no room for ten steps of niceness below it (serve under `nice -n 10` or more)."""
+    try:
+        if own_nice <= 9:
+            return os.getpriority(os.PRIO_PROCESS, pid) == 19
+        return os.sched_getscheduler(pid) == os.SCHED_IDLE
+    except ProcessLookupError:  # the build ended
+        return False
+
+
+@pytest.mark.slow
+def test_a_build_runs_below_serves_cpu_priority(tiny_model_dir):
+    """A build takes only the CPU that serve (its engine, its event loop) leaves: a costly grammar built beside the
+    engine at serve's own priority halved the engine's speed on a shared core, and in the soak (issue 36,
+    costly_grammars) held a small chat sent meanwhile 3× as long as alone."""
+    from serve.engines.grammar import forced_schemas
+
+    limits = BuilderLimits(builders=1, per_caller=1, timeout_s=60, start_timeout_s=600, memory_mib=4096)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+
+    async def scenario():
+        builder = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), limits)
+        try:
+            await builder.ready()
+            host = builder._host.pid
+            assert os.getpriority(os.PRIO_PROCESS, host) == own  # the host answers at serve's priority
+            task = asyncio.create_task(builder.schema("a", forced_schemas([_heavy()])))
+            assert await _until(lambda: _host_children(host), 10), "no build started"
+            child = _host_children(host)[0]
+            below = await _until(lambda: _ranks_below(child, own), 5)  # set by the child as it starts
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return below
+        finally:
+            await builder.close()
+
+    assert asyncio.run(scenario()), f"the build ran at serve's CPU priority (niceness {own})"
 
 
 @pytest.mark.slow
