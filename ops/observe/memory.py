@@ -58,7 +58,8 @@ def memory_lines(memory: dict | None) -> str:
             # alone once read "serve 3.16 (peak 2.91)", a process above its peak.
             "  "
             + "  ".join(
-                f"{name} {rss / GIB:.2f} ({max(rss, own_peak.get(name, 0)) / GIB:.2f}; {at_peak.get(name, 0) / GIB:.2f})"
+                f"{name} {rss / GIB:.2f} ({max(rss, own_peak.get(name, rss)) / GIB:.2f}; "
+                f"{at_peak.get(name, 0) / GIB:.2f})"
                 for name, rss in now.items()
             ),
         ]
