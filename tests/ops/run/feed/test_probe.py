@@ -64,6 +64,18 @@ class FakeEval:
         ]
 
 
+async def serve_routes(routes: dict) -> tuple[web.AppRunner, int]:
+    """A real HTTP server on a free local port answering GET `routes` (path → handler); the caller cleans it up."""
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, port
+
+
 def _prober(tmp_path, fake: FakeEval, published: list, every: int = 10) -> Prober:
     async def publish(entry: dict) -> None:
         published.append(entry)
@@ -165,13 +177,7 @@ def test_the_probe_reads_one_engine_from_v1_versions_and_never_leaves_the_feed_h
         return web.json_response({"engine": True, "policy_version": 1})
 
     async def main():
-        app = web.Application()
-        app.router.add_get("/v1/versions", versions)
-        app.router.add_get("/readyz", readyz)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, port = await serve_routes({"/v1/versions": versions, "/readyz": readyz})
         stop, held = asyncio.Event(), []
 
         class Stopping(FakeEval):
@@ -288,12 +294,7 @@ def test_run_polls_readiness_and_publishes_a_round(tmp_path):
         return web.json_response({"engine": True, "policy_version": 4})
 
     async def main():
-        app = web.Application()
-        app.router.add_get("/readyz", readyz)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, port = await serve_routes({"/readyz": readyz})
         stop, published = asyncio.Event(), []
 
         async def publish(entry):
