@@ -76,8 +76,9 @@ class OpsSettings(GateSettings):
     cores, and each team's waiting threads then take cores the other process computes on
     (ops/bench/serve/omp_wait_policy.py). None (the default): with the hf engine, serve and the learner split the
     cores this process may use (`ops.run.supervisor.plan.split_threads`; 1 and 1 on 2 cores, the rl comparison
-    bench/rl/ab-hf-threads); with vLLM, which sizes and binds its own team, nothing is set. {}: torch's default
-    everywhere. `serve.torch_threads`, when set, wins for the hf engine."""
+    bench/rl/ab-hf-threads; with `candidate_replica`, serve and serve-candidate split serve's share, each at least 1);
+    with vLLM, which sizes and binds its own team, nothing is set. {}: torch's default everywhere. `serve-candidate`
+    may be named; not named, it gets serve's count. `serve.torch_threads`, when set, wins for the hf engine."""
     restart_backoff_initial_s: float = 1.0
     """Delay before the first restart of a crashed process; doubles after each further crash."""
     restart_backoff_max_s: float = 60.0

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ops.common.serve_urls import candidate_port, candidate_url, serve_url
+from ops.common.serve_urls import candidate_port, candidate_replica_on, candidate_url, serve_url
 from ops.settings import OpsSettings
 from ops.run.supervisor.process import ProcessSpec
 from slca.config import Config, ConfigError, sections
@@ -76,7 +76,10 @@ def split_threads(
     learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM it takes every core (serve is
     idle but for a caller's few requests: on a fresh 2-core clone, sft held to one core left the machine at load 1.2
     and spent 4:45 on its 20-task pre-check before its first step).
-    `exported`: the user exported OMP_NUM_THREADS, which then applies to every child unless counts are set."""
+    With a candidate replica (`ops.candidate_replica`) `serve-candidate` is a third torch process: the two serve
+    processes split serve's share (see below), each at least 1 thread.
+    `exported`: the user exported OMP_NUM_THREADS, which then applies to every child unless counts are set
+    (`serve-candidate` not named in `ops.process_threads` gets serve's count)."""
     ops = config.get(OpsSettings)
     if ops.process_threads is not None:
         return {name: n for name, n in ops.process_threads.items() if n > 0}
@@ -94,6 +97,12 @@ def split_threads(
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
     serve = max(1, cores // 2)
     threads = {"serve": serve, "learn": max(1, cores - serve)} if shared else {}
+    if shared and "serve" in ops.processes and candidate_replica_on(config, ops):
+        # serve-candidate splits serve's share with serve rather than taking from the learner, whose steps pace the
+        # loop: in `slca up` the promoted replica answers only callers (often none) while serve-candidate answers
+        # the feed, the probe and the gate's candidate runs, so it takes the larger half. Three teams of one thread
+        # on 2 cores still hold one more thread than there are cores: no process can run on none.
+        threads["serve"], threads[CANDIDATE] = max(1, serve // 2), max(1, serve - serve // 2)
     if beside:
         threads["warmstart"] = max(1, cores - serve) if shared else cores
     return threads
@@ -145,18 +154,20 @@ def build_specs(
                 stop_first_s=stop_first_s,
             )
         )
-    return with_candidate_replica(config, specs), skipped
+    return with_candidate_replica(config, specs, threads), skipped
 
 
 CANDIDATE = "serve-candidate"
 """The second serve process with `ops.candidate_replica` (role "candidate")."""
 
 
-def with_candidate_replica(config: Config, specs: list[ProcessSpec]) -> list[ProcessSpec]:
+def with_candidate_replica(
+    config: Config, specs: list[ProcessSpec], threads: dict[str, int] | None = None
+) -> list[ProcessSpec]:
     """With `ops.candidate_replica` (and `serve.follow_candidate` off): `serve` as the promoted replica and, right
     after it, `serve-candidate` — the same command, environment and supervision (readiness, restarts, stop, memory),
-    role "candidate" on its own port; its own id and advertised address where the configuration names serve's.
-    Otherwise the plan unchanged."""
+    role "candidate" on its own port; its own id and advertised address where the configuration names serve's; its
+    own OMP_NUM_THREADS where `threads` (`split_threads`) names it, else serve's. Otherwise the plan unchanged."""
     ops = config.get(OpsSettings)
     url = candidate_url(config, ops)
     at = next((i for i, s in enumerate(specs) if s.name == "serve"), None)
@@ -167,10 +178,14 @@ def with_candidate_replica(config: Config, specs: list[ProcessSpec]) -> list[Pro
     promoted = replace(serve, argv=[*head, "--set", "serve.role=promoted", command])
     port = candidate_port(config, ops)
     sets = ["serve.role=candidate", f"serve.port={port}", *_identity_sets(config, port)]
+    env = dict(serve.env)
+    if threads and CANDIDATE in threads:
+        env["OMP_NUM_THREADS"] = str(threads[CANDIDATE])
     candidate = replace(
         serve,
         name=CANDIDATE,
         argv=[*head, *(a for s in sets for a in ("--set", s)), command],
+        env=env,
         log_path=serve.log_path.with_name(f"{CANDIDATE}.log"),
         url=url,
         ready_url=url + "/readyz",

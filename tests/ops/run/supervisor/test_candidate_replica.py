@@ -100,3 +100,25 @@ def test_the_process_table_keeps_its_columns_with_the_longer_name():
     assert len({line.index("running") for line in lines[1:]}) == 1 and lines[0].index("STATE") == lines[1].index(
         "running"
     )
+
+
+def test_with_the_hf_engine_the_two_serve_processes_split_serves_thread_share():
+    from ops.run.supervisor.plan import split_threads
+
+    hf = ["serve.engine=hf", "ops.candidate_replica=true"]
+    # serve-candidate (the feed's, the probe's) takes the larger half of serve's share; the learner keeps its own
+    assert split_threads(load_config(None, hf), cores=8) == {"serve": 2, "serve-candidate": 2, "learn": 4}
+    assert split_threads(load_config(None, hf), cores=6) == {"serve": 1, "serve-candidate": 2, "learn": 3}
+    assert split_threads(load_config(None, hf), cores=2) == {"serve": 1, "serve-candidate": 1, "learn": 1}
+    assert split_threads(load_config(None, [*hf, "serve.follow_candidate=true"]), cores=8) == {"serve": 4, "learn": 4}
+    assert split_threads(load_config(None, hf), cores=2, warm_start=True)["warmstart"] == 1
+    config, plan = _plan(*hf)
+    threads = split_threads(config)
+    assert plan["serve"].env["OMP_NUM_THREADS"] == str(threads["serve"])
+    assert plan["serve-candidate"].env["OMP_NUM_THREADS"] == str(threads["serve-candidate"])
+    assert plan["learn"].env["OMP_NUM_THREADS"] == str(threads["learn"])
+    # counts the user set: serve-candidate's own where named, else serve's
+    _, plan = _plan(*hf, 'ops.process_threads={"serve": 2, "serve-candidate": 3}')
+    assert (plan["serve"].env["OMP_NUM_THREADS"], plan["serve-candidate"].env["OMP_NUM_THREADS"]) == ("2", "3")
+    _, plan = _plan(*hf, 'ops.process_threads={"serve": 2}')
+    assert plan["serve-candidate"].env["OMP_NUM_THREADS"] == "2"
