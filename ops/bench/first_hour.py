@@ -14,7 +14,8 @@ or not) and measures, in seconds from the launch:
 - `first_learner_step_s`: the first row of the learner's `stats:learner` stream, with its step and version; and
   `first_learner_version_s`: the first version published after the warm start's (on a fresh machine, only once the
   warm start's own version is known: it is published before it is served); `first_learner_version_served_s`: that
-  version served as the candidate (`GET /v1/versions`) — the served policy moved by learning.
+  version served as the candidate (`GET /v1/versions`; with `ops.candidate_replica`, serve-candidate's: serve then
+  holds the promoted version) — the served policy moved by learning.
 
 It stops once a learner's version is served (or after `--timeout-minutes`), stops `slca up` (SIGTERM; the probe's
 final round is skipped: `ops.probe_final_timeout_s=0`, which changes nothing measured) and writes `results.json` and
@@ -102,10 +103,15 @@ def first_answer(api: str) -> tuple[bool, int | None]:
 
 
 class Watch:
-    """Reads what `slca up` in `data_dir` shows: its state file, serve, the warm start's record, Redis."""
+    """Reads what `slca up` in `data_dir` shows: its state file, serve (and serve-candidate), the warm start's record,
+    Redis. `candidate_api`: serve-candidate's base URL when `slca up` runs one (`ops.candidate_replica`), else None:
+    `api` answers both roles."""
 
-    def __init__(self, data_dir: Path, api: str, prefix: str, redis_url: str | None) -> None:
+    def __init__(
+        self, data_dir: Path, api: str, prefix: str, redis_url: str | None, candidate_api: str | None = None
+    ) -> None:
         self.data_dir, self.api, self.prefix, self.redis_url = data_dir, api.rstrip("/"), prefix, redis_url
+        self.candidate_api = candidate_api.rstrip("/") if candidate_api else None
         self.client = None
 
     def processes(self) -> dict[str, dict]:
@@ -120,11 +126,13 @@ class Watch:
         return ready(self.api)
 
     def served_versions(self) -> dict | None:
-        try:
-            status, body, _ = http_json(self.api + "/v1/versions", timeout=10)
-        except OSError:
-            return None
-        return body if status == 200 else None
+        """serve's `/v1/versions` (the promoted version callers get)."""
+        return _versions(self.api)
+
+    def candidate_versions(self) -> dict | None:
+        """The `/v1/versions` of the replica that serves the candidate: serve-candidate's, else serve's. A promoted
+        replica reports its promoted version as the candidate: the learner's versions show only on serve-candidate."""
+        return _versions(self.candidate_api) if self.candidate_api else self.served_versions()
 
     def redis(self):
         if self.client is None:
@@ -161,6 +169,27 @@ class Watch:
             return None
 
 
+def _versions(api: str) -> dict | None:
+    try:
+        status, body, _ = http_json(api + "/v1/versions", timeout=10)
+    except OSError:
+        return None
+    return body if status == 200 else None
+
+
+def make_watch(config, data_dir: Path) -> Watch:
+    """The watch of `slca up` run with `config`: callers' address (`ops.feed_url`, else serve's) and serve-candidate's
+    where it runs one (`ops/common/serve_urls.py`, the addresses `slca up` gives its processes)."""
+    from ops.common.serve_urls import candidate_url, serve_url
+    from ops.settings import OpsSettings
+
+    ops = config.get(OpsSettings)
+    common = config.common
+    return Watch(
+        data_dir, ops.feed_url or serve_url(config), common.stream_prefix, common.redis_url, candidate_url(config, ops)
+    )
+
+
 def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Popen, timeout_s: float, poll_s: float):
     """Poll until the first learner step and a learner's version served (or the timeout, or `slca up` exiting); fill
     `result` in place."""
@@ -187,7 +216,8 @@ def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Pope
             record, versions = read_record(watch.data_dir), watch.served_versions()
             note_warm_start(result, record, started)
             if record is not None and record.version is not None and versions is not None:
-                if versions.get("promoted") == record.version == versions.get("candidate"):
+                candidate = (watch.candidate_versions() or {}).get("candidate")
+                if versions.get("promoted") == record.version == candidate:
                     result.warm_start_served_s, result.warm_start_version = since(), record.version
         for name, attr in (("feed", "feed_started_s"), ("learn", "learner_started_s")):
             if getattr(result, attr) is None and (procs.get(name) or {}).get("pid"):
@@ -199,7 +229,7 @@ def measure(watch: Watch, result: FirstHour, started: float, up: subprocess.Pope
             if latest is not None and latest > (result.warm_start_version or 0):
                 result.first_learner_version_s, result.first_learner_version = since(), latest
         if result.first_learner_version is not None and result.first_learner_version_served_s is None:
-            served = (watch.served_versions() or {}).get("candidate")
+            served = (watch.candidate_versions() or {}).get("candidate")
             if served is not None and served >= result.first_learner_version:
                 result.first_learner_version_served_s = since()
         if result.first_learner_step_s is None and (step := watch.first_learner_step()) is not None:
@@ -247,7 +277,6 @@ def run_first_hour(args, config) -> int:
     from ops.common.machine import machine_facts
     from ops.bench.slca_up import set_args, sigterm_as_interrupt, stop
     from ops.experiments.warmstart.model import needs_warm_start
-    from ops.run.supervisor.plan import serve_url
     from ops.run.supervisor.up import global_argv
     from ops.settings import OpsSettings
 
@@ -255,8 +284,7 @@ def run_first_hour(args, config) -> int:
     data_dir = Path(common.data_dir).resolve()
     result = FirstHour(fresh=needs_warm_start(config) and config.get(OpsSettings).warm_start_beside)
     argv = [sys.executable, "-m", "slca", *global_argv(args), *set_args(["ops.probe_final_timeout_s=0"]), "up"]
-    watch = Watch(data_dir, config.get(OpsSettings).feed_url or serve_url(config), common.stream_prefix,
-                  common.redis_url)  # fmt: skip
+    watch = make_watch(config, data_dir)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     # slca up's own output stays with the run's data, not in --out: it names this machine's paths, --out is committed

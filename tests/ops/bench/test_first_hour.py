@@ -43,11 +43,26 @@ class ScriptedWatch:
             return {"promoted": 1, "candidate": 1}
         return {"promoted": 0, "candidate": 0}
 
+    def candidate_versions(self):  # one serve answers both roles
+        return self.served_versions()
+
     def first_learner_step(self):
         return {"step": "1", "version": "1", "ts": "0", "groups": "1"} if self.at(7) else None
 
     def latest_version(self):  # the warm start's v1 is published (poll 3) before it is served (poll 4)
         return 2 if self.at(8) else (1 if self.at(3) else None)
+
+
+class CandidateReplicaWatch(ScriptedWatch):
+    """`ops.candidate_replica`: serve (role promoted) reports its promoted version as the candidate too; the
+    learner's versions show on serve-candidate only."""
+
+    def served_versions(self):
+        version = 1 if self.at(4) else 0
+        return {"promoted": version, "candidate": version, "role": "promoted"}
+
+    def candidate_versions(self):
+        return {**super().served_versions(), "role": "candidate"}
 
 
 class Clock:
@@ -98,3 +113,32 @@ def test_a_run_without_a_step_times_out(tmp_path, monkeypatch):
     result = fh.FirstHour(fresh=False)
     fh.measure(watch, result, 1000.0, FakeUp(), 45, 1.0)
     assert result.timed_out and result.first_learner_step_s is None and result.warm_start_served_s is None
+
+
+def test_with_a_candidate_replica_the_learners_version_is_read_off_serve_candidate(tmp_path, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(fh.time, "time", clock.time)
+    monkeypatch.setattr(fh.time, "sleep", clock.sleep)
+    monkeypatch.setattr(fh, "first_answer", lambda api: (True, 1))
+    result = fh.FirstHour(fresh=True)
+    fh.measure(CandidateReplicaWatch(tmp_path, clock), result, 1000.0, FakeUp(), 3600, 1.0)
+    assert not result.timed_out and (result.warm_start_served_s, result.warm_start_version) == (40, 1)
+    assert (result.first_learner_version, result.first_learner_version_served_s) == (2, 90)
+
+
+def test_the_watch_reads_the_candidate_where_slca_up_serves_it(tmp_path, monkeypatch):
+    from slca.config import load_config
+
+    asked = []
+
+    def http_json(url, body=None, timeout=120.0):
+        asked.append(url)
+        return 200, {"candidate": 7 if url.startswith("http://127.0.0.1:8101") else 3}, {}
+
+    monkeypatch.setattr(fh, "http_json", http_json)
+    watch = fh.make_watch(load_config(None, ["serve.port=8100", "ops.candidate_replica=true"]), tmp_path)
+    assert watch.api == "http://127.0.0.1:8100" and watch.candidate_api == "http://127.0.0.1:8101"
+    assert watch.candidate_versions() == {"candidate": 7} and watch.served_versions() == {"candidate": 3}
+    assert asked == ["http://127.0.0.1:8101/v1/versions", "http://127.0.0.1:8100/v1/versions"]
+    one = fh.make_watch(load_config(None, ["serve.port=8100"]), tmp_path)
+    assert one.candidate_api is None and one.candidate_versions() == {"candidate": 3}
