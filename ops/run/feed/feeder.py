@@ -104,6 +104,7 @@ class Feeder:
         on_done: Callable[[], None] = lambda: None,
         backlog=None,
         hold: asyncio.Event | None = None,
+        start: asyncio.Event | None = None,
     ):
         self.plan = plan
         self.tasks = task_cycle(tasks, plan.seed)
@@ -117,6 +118,9 @@ class Feeder:
         """async () -> int | None: the learner's group backlog (None: no pacing)."""
         self.hold = hold
         """Set: the feed may send; cleared by the probe while a round runs (None: never held)."""
+        self.start = start
+        """Set: the feed may send its first request (the probe has decided whether its baseline holds `hold`, or
+        has stopped: `Prober.feed_may_start`; None: at once)."""
 
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
@@ -149,6 +153,8 @@ class Feeder:
 
     async def _worker(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
+        if (held := await wait_while_held(self.start, stop)) > 0:
+            self.metrics.held_seconds.inc(held)
         while not stop.is_set():
             if (held := await wait_while_held(self.hold, stop)) > 0:
                 self.metrics.held_seconds.inc(held)

@@ -102,26 +102,34 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
             if plan.max_group_backlog > 0
             else None
         )
-        prober = make_prober(plan, config)
-        probing = asyncio.create_task(prober.run(stop)) if prober is not None else None
-        hold = prober.feed_open if prober is not None else None
+        feeder = Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog)
         try:
-            report = await Feeder(
-                plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog, hold=hold
-            ).run(stop)
+            report = await feed_with_probe(feeder, make_prober(plan, config), stop)
         finally:
-            stop.set()  # the feed is done (request budget spent or stopped): so is the probe's schedule
-            if probing is not None:
-                # a round in flight is abandoned, not waited for: its file is written only once complete
-                # (atomically), and a partial round would not be comparable anyway; the final round follows
-                probing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await probing
-                await final_round(prober)
             if backlog is not None:
                 await backlog.close()
     bar.close()
     return report
+
+
+async def feed_with_probe(feeder: Feeder, prober, stop: asyncio.Event):
+    """Run `feeder` beside `prober` (None: no probe): the feed sends its first request once the probe has decided
+    whether its baseline holds the feed (`Prober.feed_may_start`), then waits while it is held (`feed_open`); when
+    the feed is done the probe's schedule stops and its final round runs."""
+    probing = asyncio.create_task(prober.run(stop)) if prober is not None else None
+    if prober is not None:
+        feeder.hold, feeder.start = prober.feed_open, prober.feed_may_start
+    try:
+        return await feeder.run(stop)
+    finally:
+        stop.set()  # the feed is done (request budget spent or stopped): so is the probe's schedule
+        if probing is not None:
+            # a round in flight is abandoned, not waited for: its file is written only once complete
+            # (atomically), and a partial round would not be comparable anyway; the final round follows
+            probing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probing
+            await final_round(prober)
 
 
 async def final_round(prober) -> None:

@@ -9,7 +9,9 @@ Three kinds of round:
   greedy items takes minutes, and holding the feed for it kept the learner's first step that much later. A serve
   with one engine per process (vLLM; `/v1/versions` says `one_engine`) cannot answer a pin of a version its engine
   has moved past (409): there the feed is held until the baseline is had (at most `MAX_HELD_BASELINES` tries), so
-  that no version moves under it — on a fresh clone every unheld try was dropped, each at the next version. A warm
+  that no version moves under it — on a fresh clone every unheld try was dropped, each at the next version. The
+  feed's first request waits for the probe's decision at the first readiness (`Prober.feed_may_start`; set too
+  when the probe stops or fails), so the hold is in place before the feed sends anything. A warm
   start evaluated before is read from its cache instead (`ops.run.feed.baseline_cache`: keyed by the model's
   content, the items and the scorer).
 - periodic rounds while training runs: every `ops.probe_every_minutes` (and/or `ops.probe_every_versions`), on
@@ -78,6 +80,9 @@ class ProbePlan:
     final_timeout_s: float = 0.0
     """The final round at the feed's stop may take this long (0: no final round)."""
     poll_s: float = 5.0
+    start_poll_s: float = 1.0
+    """How often readiness is polled until the probe's first decision (`Prober.feed_may_start`): the feed waits
+    for it, so the API's first readiness is seen this soon (at most `poll_s`)."""
     max_failed_share: float = 0.25
     """A round with more failed requests than this share is dropped (a server restart mid-round): its rates would
     be over a different item set than the other rounds'."""
@@ -155,6 +160,12 @@ class Prober:
         `/v1/versions` at the first readiness; None: not known, pins assumed to hold)."""
         self.held_baselines = 0
         """Baseline tries that held the feed (`MAX_HELD_BASELINES`)."""
+        self.feed_may_start = asyncio.Event()
+        """Set once the probe has decided, at the API's first readiness, whether the baseline holds the feed
+        (`feed_open` is cleared before it is set when it does), and whenever the probe stops or fails: the feed
+        sends its first request only then (`Feeder(start=...)`). Without it the feed's first requests went out in
+        the seconds before the probe's first readiness poll had cleared `feed_open`, and a one-engine serve moved
+        past the version its held baseline was pinned to."""
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -165,12 +176,17 @@ class Prober:
                         if self.one_engine is None:
                             self.one_engine = await self.reads_one_engine(session)
                         await self.step(version)
+                    # until the first readiness the feed waits for this poll: it comes sooner
+                    poll_s = self.plan.poll_s
+                    if not self.feed_may_start.is_set():
+                        poll_s = min(poll_s, self.plan.start_poll_s)
                     try:
-                        await asyncio.wait_for(stop.wait(), timeout=self.plan.poll_s)
+                        await asyncio.wait_for(stop.wait(), timeout=poll_s)
                     except asyncio.TimeoutError:
                         pass
         finally:
             self.feed_open.set()  # a probe that stops (or fails) never leaves the feed held
+            self.feed_may_start.set()  # nor waiting for its first decision
 
     def session(self) -> aiohttp.ClientSession:
         headers = {"Authorization": f"Bearer {self.plan.api_key}"} if self.plan.api_key else {}
@@ -178,10 +194,13 @@ class Prober:
 
     async def step(self, version: int) -> ProbeRound | None:
         """One poll: a round if one is due at the served `version` (its summary, published), else None."""
+        if not self.one_engine:
+            self.feed_may_start.set()  # no baseline holds the feed here: it need not wait for the cache's read
         if not self.resumed:
             await self.start(version)
         if self.baseline is None:
             return await self.baseline_round(version)
+        self.feed_may_start.set()  # the baseline is had (an earlier run's files, the cache): nothing holds the feed
         if not self.due(version) or not self.affordable(len(self.round_items)):
             return None
         return await self.round(version, "periodic")
@@ -204,6 +223,7 @@ class Prober:
             self.held_baselines += 1
             self.feed_open.clear()
             log.info("probe: baseline at v%d holds the feed (one engine per process: a pin cannot outlive it)", version)
+        self.feed_may_start.set()  # decided: held (cleared above) or the feed goes beside the pinned round
         result = None
         try:
             result = await self.round(version, "baseline")

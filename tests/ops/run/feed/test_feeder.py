@@ -282,3 +282,102 @@ def test_a_stopped_feed_abandons_a_request_still_in_flight_after_its_grace():
 
     report = asyncio.run(main())
     assert report.sent == 2 and report.abandoned == 2 and report.ok == 0
+
+
+async def _serve_with_probe_routes(api: FakeAgentApi, port: int, readyz, one_engine: bool) -> web.AppRunner:
+    """The agent API plus what the probe reads: `/readyz` (`readyz`) and `/v1/versions`."""
+
+    async def versions(request: web.Request) -> web.Response:
+        return web.json_response({"promoted": 1, "candidate": 1, "one_engine": one_engine})
+
+    app = web.Application()
+    app.router.add_post("/v1/agent/runs", api.runs)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/v1/versions", versions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner
+
+
+def test_on_a_one_engine_serve_the_feed_sends_nothing_before_the_probes_held_baseline_is_had(tmp_path):
+    """At start the feed and the probe begin together; the probe clears the hold only once its first readiness
+    poll has answered, and the feed's first requests used to go out in that window (1–2 requests within the first
+    ≤ 5 s of a run). The feed now waits for the probe's decision: nothing is sent before the held baseline is had."""
+    from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
+    from ops.run.feed.main import feed_with_probe
+    from ops.run.feed.probe import Prober, ProbePlan
+
+    items = [EvalItem("test", f"t{i}") for i in range(4)]
+
+    async def main():
+        port, api = free_port(), FakeAgentApi()
+        sent_at_baseline: list[tuple[int, int]] = []
+
+        async def readyz(request: web.Request) -> web.Response:
+            await asyncio.sleep(0.3)  # the probe's poll takes a while: the feed's requests are faster
+            return web.json_response({"engine": True, "policy_version": 1})
+
+        async def run_items(round_items, pin):
+            before = len(api.bodies)
+            await asyncio.sleep(0.2)
+            sent_at_baseline.append((before, len(api.bodies)))
+            return [
+                ItemRecord(i.suite, i.item_id, success=True, exec=1.0, pref=0.5, calls=[], policy_version=pin)
+                for i in round_items
+            ]
+
+        published = []
+
+        async def publish(entry: dict) -> None:
+            published.append(entry)
+
+        runner = await _serve_with_probe_routes(api, port, readyz, one_engine=True)
+        plan = ProbePlan(url=f"http://127.0.0.1:{port}", eval=EvalPlan(), data_dir=tmp_path, poll_s=0.05)
+        prober = Prober(plan, items, publish, run_items=run_items)
+        metrics = FeedMetrics.create(CollectorRegistry())
+        feeder = Feeder(_plan(port, concurrency=2, requests=3), builtin_tasks(), metrics)
+        try:
+            report = await asyncio.wait_for(feed_with_probe(feeder, prober, asyncio.Event()), timeout=30)
+        finally:
+            await runner.cleanup()
+        return report, sent_at_baseline, published, metrics
+
+    report, sent_at_baseline, published, metrics = asyncio.run(main())
+    # nothing sent before nor while the held baseline ran (before: the feed's 3 requests were all sent before the
+    # probe's first poll answered, and the feed's end cancelled the round: [])
+    assert sent_at_baseline == [(0, 0)]
+    assert [r["kind"] for r in published] == ["baseline"] and published[0]["version"] == 1
+    assert report.ok == 3 and metrics.held_seconds._value.get() > 0
+
+
+def test_a_probe_that_dies_before_its_first_decision_does_not_keep_the_feed_waiting(tmp_path):
+    from ops.experiments.eval.suite import EvalItem, EvalPlan
+    from ops.run.feed.main import feed_with_probe
+    from ops.run.feed.probe import Prober, ProbePlan
+
+    class Dying(Prober):
+        async def reads_one_engine(self, session):
+            raise RuntimeError("the probe broke")
+
+    async def main():
+        port, api = free_port(), FakeAgentApi()
+
+        async def readyz(request: web.Request) -> web.Response:
+            return web.json_response({"engine": True, "policy_version": 1})
+
+        runner = await _serve_with_probe_routes(api, port, readyz, one_engine=True)
+        plan = ProbePlan(url=f"http://127.0.0.1:{port}", eval=EvalPlan(), data_dir=tmp_path, poll_s=0.05)
+        prober = Dying(plan, [EvalItem("test", "t0")], lambda e: asyncio.sleep(0), run_items=None)
+        feeder = Feeder(
+            _plan(port, concurrency=1, requests=2), builtin_tasks(), FeedMetrics.create(CollectorRegistry())
+        )
+        try:
+            with pytest.raises(RuntimeError):  # the probe's failure is raised when the feed is done
+                await asyncio.wait_for(feed_with_probe(feeder, prober, asyncio.Event()), timeout=30)
+        finally:
+            await runner.cleanup()
+        return api, feeder
+
+    api, feeder = asyncio.run(main())
+    assert len(api.bodies) == 2 and feeder.report.ok == 2  # the feed went on without the probe's decision

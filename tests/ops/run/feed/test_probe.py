@@ -195,7 +195,7 @@ def test_the_probe_reads_one_engine_from_v1_versions_and_never_leaves_the_feed_h
         return prober, held
 
     prober, held = asyncio.run(main())
-    assert prober.one_engine is True and held == [True] and prober.feed_open.is_set()
+    assert prober.one_engine is True and held == [True] and prober.feed_open.is_set() and prober.feed_may_start.is_set()
 
 
 def test_the_probes_requests_carry_the_pin(monkeypatch):
