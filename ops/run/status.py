@@ -1,5 +1,6 @@
 """`slca status`: the processes of a running `slca up` (from its state file), queue depths, the served version,
-every serve replica's version and heartbeat, and recent rewards (from Redis)."""
+the version callers get from each serve process (its `/v1/versions`), every serve replica's version and heartbeat,
+and recent rewards (from Redis)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ops.observe.reward_curve import REWARD_HISTORY, by_version, status_lines
 from ops.observe.scrape import sample_value, scrape
 from ops.run.gate.status import gate_lines
 from ops.run.replica_lines import replica_lines
+from ops.run.served_versions import SERVE_PROCESSES, read_versions, served_lines
 from ops.common.up_state import read_state, state_path, up_redis_url
 from ops.observe.memory import memory_lines
 from ops.run.supervisor.table import process_table, system_lines
@@ -48,6 +50,10 @@ def run_status(args, config: Config) -> int:
     print(f"redis: {redact_url(redis_url)}")
     print(system_lines(snapshot, served, window=args.window))
     print(replica_lines(replicas))
+    if state and state["alive"]:  # what callers get: the engines' versions, not the record (one engine: the candidate)
+        urls = {p["name"]: p.get("url") for p in state.get("processes", [])}
+        served_at = [(name, urls[name]) for name in SERVE_PROCESSES if urls.get(name)]
+        print(served_lines([(name, url, read_versions(url)) for name, url in served_at]))
     print(gate)
     print(status_lines(by_version(snapshot.rewards)))
     print(probe_lines(read_probe_rounds(redis_url, common.stream_prefix)))

@@ -1,5 +1,6 @@
-"""The gate's lines of `slca status`: the promoted version and its record, the latest gate decisions and the
-scored-success guard's rollbacks (Redis)."""
+"""The gate's lines of `slca status`: the promotion record, the latest gate decisions and the scored-success guard's
+rollbacks (Redis). What callers get is served: `ops/run/served_versions.py` (with one engine per process callers
+follow the candidate, whatever the record's promoted version)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ def gate_lines(client, prefix: str, shown: int = SHOWN) -> str:
     raw = client.get(promotion_key(streams))
     lines = []
     if raw is None:
-        lines.append("promoted: no promotion record yet (callers get the version served at start)")
+        lines.append("promotion record: none yet (callers get the version served at start)")
     else:
         record = json.loads(raw)
         lines.append(
-            f"promoted: v{record['promoted']} ({record['reason']}, {_clock(record.get('at'))}); "
+            f"promotion record: promoted v{record['promoted']} ({record['reason']}, {_clock(record.get('at'))}); "
             f"before: {record['history'][-3:]}; rolled back: {record['rolled_back'] or 'none'}"
         )
     decisions = [json.loads(x) for x in client.lrange(gate_decisions_key(streams), -shown, -1)]

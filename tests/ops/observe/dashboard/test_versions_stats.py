@@ -93,7 +93,7 @@ def test_scored_success_without_any_change_uses_the_promoted_version():
 def test_status_prints_the_last_decision_and_the_rollback(redis_client):
     write_roles(redis_client, "statusroles")
     text = gate_lines(redis_client, "statusroles")
-    assert "promoted: v0 (auto-rollback," in text and "rolled back: [8]" in text
+    assert "promotion record: promoted v0 (auto-rollback," in text and "rolled back: [8]" in text
     assert "v8 vs v0: promote — diff +0.100 [+0.010, +0.190], n 96" in text.splitlines()[-2]
     assert "v8 → v0 on scored success: rollback — 0.350 (n 150) vs 0.800 (n 150), diff -0.450" in text
     assert "one-sided 95% bound -0.360 (margin 0.10)" in text
