@@ -13,6 +13,7 @@ from pathlib import Path
 
 import redis
 
+from ops.observe.gate_report import gate_lines, gate_summary
 from ops.observe.final_round import judge_last_version, last_served_version
 from ops.observe.probe_report import SUMMARY_FILE, probe_lines, rounds_of
 from ops.observe.redis_view import read_probe_rounds, read_snapshot
@@ -102,6 +103,8 @@ def run_online_export(args, config: Config) -> int:
         rounds.append(final.to_json())
         publish_round(redis_url, common.stream_prefix, final)
     extra["learner_metrics"] = copy_learner_metrics(config, args.out)
+    stamps = [r["ts"] for r in snapshot.rewards if r.get("ts")]
+    gate = gate_summary(Path(common.data_dir), args.out, min(stamps), 60 * extra["minutes"])
     write_curve(
         stats,
         args.out,
@@ -110,10 +113,12 @@ def run_online_export(args, config: Config) -> int:
         probe=rounds,
         data_dir=Path(common.data_dir),
         last_served=last_served,
+        gate=gate,
     )
     print(status_lines(stats, last=len(stats)))
     print(memory_lines((state or {}).get("memory")))
     print(probe_lines(rounds, last=len(rounds)))
+    print(gate_lines(gate))
     print(
         f"wrote {args.out}/results.json, results.md, curve.png"
         + (f", {SUMMARY_FILE}, probe/" if rounds_of(rounds) else "")

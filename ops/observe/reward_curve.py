@@ -129,6 +129,7 @@ def write_curve(
     probe: list[dict[str, Any]] | None = None,
     data_dir: Path | None = None,
     last_served: int | None = None,
+    gate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """results.json, results.md and curve.png under `out` (relative paths only in what is written); with probe
     rounds, also the per-item files of v0 and the latest round (under `out/probe/`, copied from `data_dir`) and
@@ -152,6 +153,8 @@ def write_curve(
         "probe_paired": summary,
         "probe_cost": probe_report.probe_cost(rounds),
     }
+    if gate is not None:  # the promotion gate's decisions (ops/observe/gate_report.py)
+        result["gate"] = gate
     (out / "results.json").write_text(json.dumps(result, indent=1))
     lines = [
         "# Online learning curve\n",
@@ -166,6 +169,10 @@ def write_curve(
         for b in pooled
     ]
     lines += probe_report.markdown(rounds, summary)
+    if gate is not None:
+        from ops.observe.gate_report import gate_markdown
+
+        lines += gate_markdown(gate)
     lines += [
         "",
         "Trend of the feed's exec reward (least squares on version, per 100 versions, ± 1 standard error clustered by "
