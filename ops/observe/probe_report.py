@@ -168,31 +168,67 @@ def probe_lines(entries: list[dict[str, Any]], last: int = 6) -> str:
 
 
 def probe_cost(rounds: list[ProbeRound]) -> dict[str, Any] | None:
-    """The probe's cost in the run so far: seconds of its baseline and periodic rounds, the serving seconds, their
-    share, and the final round's seconds (after training stopped, not in the share)."""
+    """The probe's cost over the whole run, from what each round records (`ProbeRound.probe_s`: the feed's probe
+    seconds so far, dropped rounds included, a final round's own not; `run_s`: the serving seconds since the first
+    readiness, at the round's end; `seconds`: the round's own).
+
+    With a final round run by the feed at the stop, the run's whole serving time is that round's `run_s` (it ends
+    last), and the probe's seconds are every earlier round's (its `probe_s`) plus its own: `probe_s` of `run_s`
+    (`share`), the final round counted (`final_counted`) and also reported apart (`final_s`). Without one (none was
+    run, or `slca status` while the run goes on) the numbers reach the last round only (`to_last_round`): the serving
+    after it is not known from the rounds. `training_*`: the same while training ran, up to the final round's start.
+    A pinned final round (`slca bench online`'s, on a server of its own after the run) is not serving time: its
+    seconds are reported apart, not counted."""
     during = [r for r in rounds if r.kind != "final" and r.run_s > 0]
-    if not during:
+    finals = [r for r in rounds if r.kind == "final"]
+    final = finals[-1] if finals else None
+    in_run = final if final is not None and not final.pinned and final.run_s > 0 else None
+    if in_run is not None:
+        training_probe_s, training_s = in_run.probe_s, max(in_run.run_s - in_run.seconds, 0.0)
+        probe_s, run_s = in_run.probe_s + in_run.seconds, in_run.run_s
+    elif during:
+        training_probe_s, training_s = during[-1].probe_s, during[-1].run_s
+        probe_s, run_s = training_probe_s, training_s
+    else:
         return None
-    last = during[-1]
-    final = [r for r in rounds if r.kind == "final"]
     return {
-        "probe_s": round(last.probe_s, 1),
-        "run_s": round(last.run_s, 1),
-        "share": round(last.probe_s / last.run_s, 4),
-        "rounds": len(during),
-        "final_s": round(final[-1].seconds, 1) if final else None,
+        "probe_s": round(probe_s, 1),
+        "run_s": round(run_s, 1),
+        "share": round(probe_s / run_s, 4) if run_s > 0 else None,
+        "rounds": len(during) + (in_run is not None),
+        "final_counted": in_run is not None,
+        "to_last_round": in_run is None,
+        "training_probe_s": round(training_probe_s, 1),
+        "training_s": round(training_s, 1),
+        "training_share": round(training_probe_s / training_s, 4) if training_s > 0 else None,
+        "training_rounds": len(during),
+        "final_s": round(final.seconds, 1) if final is not None else None,
+        "final_pinned": bool(final is not None and final.pinned),
     }
 
 
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
 def cost_line(rounds: list[ProbeRound]) -> str:
+    """'  probe cost: 14.7% of serving time (852 s of 96.7 min, 4 rounds, the final round's 395 s after training
+    stopped included); while training 8.5% (457 s of 90.2 min, 3 rounds)'."""
     cost = probe_cost(rounds)
     if cost is None:
         return ""
-    final = f"; final round {cost['final_s']:.0f} s after training stopped" if cost["final_s"] is not None else ""
-    return (
-        f"  probe cost: {100 * cost['share']:.1f}% of serving time ({cost['probe_s']:.0f} s of "
-        f"{cost['run_s'] / 60:.1f} min, {cost['rounds']} rounds){final}"
-    )
+    head = f"  probe cost: {_pct(cost['share'])} of serving time"
+    spent = f"{cost['probe_s']:.0f} s of {cost['run_s'] / 60:.1f} min, {cost['rounds']} rounds"
+    if cost["final_counted"]:
+        return (
+            f"{head} ({spent}, the final round's {cost['final_s']:.0f} s after training stopped included); "
+            f"while training {_pct(cost['training_share'])} ({cost['training_probe_s']:.0f} s of "
+            f"{cost['training_s'] / 60:.1f} min, {cost['training_rounds']} rounds)"
+        )
+    line = f"{head} up to the last round ({spent}; the serving after it not counted)"
+    if cost["final_s"] is not None:  # pinned: after the run, on a server of its own
+        line += f"; final round {cost['final_s']:.0f} s pinned after the run, not counted"
+    return line
 
 
 def latest_full(rounds: list[ProbeRound]) -> ProbeRound:

@@ -128,13 +128,48 @@ def test_the_verdict_says_when_the_last_served_version_was_not_judged(tmp_path):
     assert verdict(summary).endswith("; judged v0 (baseline round); the last served version v52 was not judged")
 
 
-def test_the_probes_share_of_serving_time_is_reported(tmp_path):
+def test_the_probes_share_of_the_whole_runs_serving_time_is_reported(tmp_path):
+    """The whole run: every round's seconds (the final round's, after training stopped, included and also shown
+    apart) over the serving time up to the final round's end — not the last periodic round's numbers, which left
+    out the final round and the serving after the last periodic round (one run printed 10.9% of 70 min for a run
+    that served 90)."""
     rounds = rounds_of(_rounds(tmp_path / "var", final_at=46))
-    assert probe_cost(rounds) == {"probe_s": 180.0, "run_s": 2500.0, "share": 0.072, "rounds": 3, "final_s": 300.0}
+    # the final round: 180 s of earlier rounds at its start, its own 300 s, 3600 s of serving at its end
+    assert probe_cost(rounds) == {
+        "probe_s": 480.0,
+        "run_s": 3600.0,
+        "share": 0.1333,
+        "rounds": 4,
+        "final_counted": True,
+        "to_last_round": False,
+        "training_probe_s": 180.0,
+        "training_s": 3300.0,
+        "training_share": 0.0545,
+        "training_rounds": 3,
+        "final_s": 300.0,
+        "final_pinned": False,
+    }
     assert cost_line(rounds) == (
-        "  probe cost: 7.2% of serving time (180 s of 41.7 min, 3 rounds); final round 300 s after training stopped"
+        "  probe cost: 13.3% of serving time (480 s of 60.0 min, 4 rounds, the final round's 300 s after training "
+        "stopped included); while training 5.5% (180 s of 55.0 min, 3 rounds)"
     )
     assert cost_line(rounds) in probe_lines([r.to_json() for r in rounds]).splitlines()
+
+
+def test_without_a_final_round_in_the_run_the_cost_says_it_reaches_the_last_round_only(tmp_path):
+    rounds = rounds_of(_rounds(tmp_path / "var"))
+    cost = probe_cost(rounds)
+    assert (cost["probe_s"], cost["run_s"], cost["share"], cost["rounds"]) == (180.0, 2500.0, 0.072, 3)
+    assert cost["to_last_round"] and not cost["final_counted"] and cost["final_s"] is None
+    assert cost_line(rounds) == (
+        "  probe cost: 7.2% of serving time up to the last round (180 s of 41.7 min, 3 rounds; the serving after it "
+        "not counted)"
+    )
+    # `slca bench online`'s pinned final round runs after the run on a server of its own: not serving time
+    pinned = rounds_of(_rounds(tmp_path / "var2", final_at=46))
+    pinned[-1].pinned, pinned[-1].probe_s, pinned[-1].run_s = True, 0.0, 0.0
+    assert probe_cost(pinned)["share"] == 0.072 and probe_cost(pinned)["final_pinned"]
+    assert cost_line(pinned).endswith("; final round 300 s pinned after the run, not counted")
 
 
 def test_the_last_served_version_is_judged_pinned_when_no_round_did(tmp_path):
