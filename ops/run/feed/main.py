@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 
@@ -115,10 +114,13 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
 async def feed_with_probe(feeder: Feeder, prober, stop: asyncio.Event):
     """Run `feeder` beside `prober` (None: no probe): the feed sends its first request once the probe has decided
     whether its baseline holds the feed (`Prober.feed_may_start`), then waits while it is held (`feed_open`); when
-    the feed is done the probe's schedule stops and its final round runs."""
+    the feed is done the probe's schedule stops and its final round runs. A probe that fails during the run is
+    logged (one error line, when it fails) and the feed goes on and ends as it would: its report is returned, and
+    the final round is skipped (said so in the log)."""
     probing = asyncio.create_task(prober.run(stop)) if prober is not None else None
-    if prober is not None:
+    if probing is not None:
         feeder.hold, feeder.start = prober.feed_open, prober.feed_may_start
+        probing.add_done_callback(_log_probe_failure)
     try:
         return await feeder.run(stop)
     finally:
@@ -127,9 +129,23 @@ async def feed_with_probe(feeder: Feeder, prober, stop: asyncio.Event):
             # a round in flight is abandoned, not waited for: its file is written only once complete
             # (atomically), and a partial round would not be comparable anyway; the final round follows
             probing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            failed = False
+            try:
                 await probing
-            await final_round(prober)
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # logged when it happened (`_log_probe_failure`)
+                failed = True
+            if failed:
+                log.warning("probe: the final round is skipped (the probe failed during the run)")
+            else:
+                await final_round(prober)
+
+
+def _log_probe_failure(probing: asyncio.Task) -> None:
+    """The probe's task ended: one error line when it died of an exception (the feed goes on without it)."""
+    if not probing.cancelled() and (exc := probing.exception()) is not None:
+        log.error("probe: failed during the run, the feed goes on without it: %r", exc)
 
 
 async def final_round(prober) -> None:

@@ -2,6 +2,7 @@
 records every trajectory id, moves on after a 4xx."""
 
 import asyncio
+import logging
 import uuid
 
 import pytest
@@ -351,7 +352,9 @@ def test_on_a_one_engine_serve_the_feed_sends_nothing_before_the_probes_held_bas
     assert report.ok == 3 and metrics.held_seconds._value.get() > 0
 
 
-def test_a_probe_that_dies_before_its_first_decision_does_not_keep_the_feed_waiting(tmp_path):
+def test_a_probe_that_dies_before_its_first_decision_does_not_keep_the_feed_waiting(tmp_path, caplog):
+    """The probe's failure is logged (one error line) and the feed ends as it would, its report returned (it used to
+    raise the probe's error once done, losing the report and skipping the feed's own shutdown); no final round."""
     from ops.experiments.eval.suite import EvalItem, EvalPlan
     from ops.run.feed.main import feed_with_probe
     from ops.run.feed.probe import Prober, ProbePlan
@@ -373,11 +376,14 @@ def test_a_probe_that_dies_before_its_first_decision_does_not_keep_the_feed_wait
             _plan(port, concurrency=1, requests=2), builtin_tasks(), FeedMetrics.create(CollectorRegistry())
         )
         try:
-            with pytest.raises(RuntimeError):  # the probe's failure is raised when the feed is done
-                await asyncio.wait_for(feed_with_probe(feeder, prober, asyncio.Event()), timeout=30)
+            report = await asyncio.wait_for(feed_with_probe(feeder, prober, asyncio.Event()), timeout=30)
         finally:
             await runner.cleanup()
-        return api, feeder
+        return api, report
 
-    api, feeder = asyncio.run(main())
-    assert len(api.bodies) == 2 and feeder.report.ok == 2  # the feed went on without the probe's decision
+    with caplog.at_level(logging.WARNING, logger="slca.feed"):
+        api, report = asyncio.run(main())
+    assert len(api.bodies) == 2 and report.ok == 2  # the feed went on without the probe's decision
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "the probe broke" in errors[0]
+    assert any("final round is skipped" in r.getMessage() for r in caplog.records)
