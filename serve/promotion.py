@@ -144,8 +144,9 @@ class PromotionController:
 
     def _keep(self) -> None:
         kept = {self.state.promoted, *self.state.history[-(self.settings.keep_promoted - 1) :]}
+        held = set(self.router.loaded_versions().values())
         try:
-            self.store.keep(kept if self.settings.keep_promoted > 1 else {self.state.promoted})
+            self.store.keep(kept if self.settings.keep_promoted > 1 else {self.state.promoted}, held)
         except OSError as exc:
             log.warning("could not keep the promoted versions' files: %s", exc)
 

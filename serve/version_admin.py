@@ -26,12 +26,12 @@ from serve.errors import BadRequest
 from serve.http_util import read_json
 from serve.keys import BACKGROUND, COMMON, ENGINE, METRICS, REDIS, SETTINGS, STREAMS, WEIGHTS
 from serve.promotion import PromotionController, PromotionRecord, RECORD_FILE
-from serve.version_store import VersionStore
+from serve.version_store import FETCHED_DIR, RemoteVersions, VersionStore
 from serve.versions import VersionRouter, version_header
 from slca.contracts import ContractError
 from slca.contracts.versions import GateDecision, SuccessRollback, promotion_key
 from slca.contracts.wire import validate
-from slca.weights import ManifestPolicy
+from slca.weights import ManifestPolicy, fetches_by_number, for_server
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,36 @@ PROMOTION = web.AppKey("promotion", PromotionController)
 
 
 def store_of(app: web.Application) -> VersionStore:
-    """Where this server finds versions by number (the learner's weights, the kept copies, the follower's mirror)."""
-    policy = ManifestPolicy.from_settings(app[WEIGHTS])
-    return VersionStore(Path(app[COMMON].data_dir), policy, mirror_dir_of(app))
+    """Where this server finds versions by number (the learner's weights, the kept copies, the follower's mirror),
+    and, with `weights.url` and a transport that fetches over HTTP, where it fetches the others from."""
+    weights = app[WEIGHTS]
+    policy = ManifestPolicy.from_settings(weights)
+    mirror = mirror_dir_of(app)
+    return VersionStore(Path(app[COMMON].data_dir), policy, mirror, remote_versions(app, mirror / FETCHED_DIR))
+
+
+def remote_versions(app: web.Application, into: Path) -> RemoteVersions | None:
+    """The learner's weight server (`weights.url`) through `weights.transport`, built as the follower's is, fetching
+    into `into`; None when there is no URL or the transport reads the disk only (`disk`)."""
+    weights = app[WEIGHTS]
+    transport = None
+    if weights.url:
+        transport = for_server(
+            weights.transport,
+            into,
+            weights.key,
+            weights.fetch_timeout_s,
+            weights.fetch_max_bytes,
+            observer=app[METRICS].observe_fetch,  # slca_weights_fetch_*, as the follower's fetches
+        )
+    if transport is None or not fetches_by_number(transport):
+        if app[SETTINGS].role == "promoted":
+            log.info(
+                "serve.role=promoted: versions are found on this machine's disk only (weights.url and "
+                "weights.transport=http or auto fetch the others from the learner)"
+            )
+        return None
+    return RemoteVersions(transport, weights.url, into)
 
 
 def mirror_dir_of(app: web.Application) -> Path:

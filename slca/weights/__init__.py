@@ -11,6 +11,8 @@ One package owns it, used by the learner, `slca train`, the benches and every en
   `transports.py` registers both sides of each transport by name (`register_transport`), and builds a server's
   (`for_server`) and the learner's (`for_learner`) from `weights.transport`; an HTTP fetch reports what it did
   (`FetchReport`, `fetch_report.py`) to an observer a server passes in (serve's `slca_weights_fetch_*` metrics);
+  a version known by number only (a promotion, a pin) is fetched by `fetch_by_number` (its manifest from the
+  learner's `weights.url`, checked like an announcement, then the same `fetch`);
 - a server's side (`swap.py`): `WeightSwapper` follows the announcements, fetches and hands the engine a verified
   version;
 - the one rollback of a failed swap, every engine's (`rollback.py`: `load_or_roll_back`);
@@ -43,6 +45,8 @@ from slca.weights.transports import (
     ServerOptions,
     ServerTransport,
     UnknownTransportError,
+    fetch_by_number,
+    fetches_by_number,
     for_learner,
     for_server,
     register_transport,
@@ -89,7 +93,9 @@ __all__ = [
     "announce",
     "check_weight_dir",
     "existing_versions",
+    "fetch_by_number",
     "fetch_token",
+    "fetches_by_number",
     "for_learner",
     "for_server",
     "load_or_roll_back",

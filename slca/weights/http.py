@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
+import io
 import logging
 import re
 import shutil
@@ -53,6 +54,15 @@ SERVE_THREADS = 8
 """Fetches the learner's weight server answers at once; a connection past them gets 503 + Retry-After."""
 SERVE_TIMEOUT_S = 60.0
 """A client of the weight server that sends or reads nothing for this long is dropped (its thread freed)."""
+
+
+MAX_MANIFEST_BYTES = 1 << 20
+"""A manifest fetched by version number (`HttpTransport.fetch_manifest`) larger than this is refused."""
+
+
+def version_url(base_url: str, version: int) -> str:
+    """Where the learner's weight server at `base_url` serves version `version`'s files (`<that><file name>`)."""
+    return f"{base_url.rstrip('/')}/v{version}/"
 
 
 def fetch_token(key: str) -> str:
@@ -132,7 +142,7 @@ class HttpTransport:
 
     def url_for(self, version: int) -> str:
         """Where servers fetch version `version` from (`<url><file name>`), announced in its signed manifest."""
-        return f"{self.base_url}/v{version}/"
+        return version_url(self.base_url, version)
 
     def close(self) -> None:
         server, self._server = self._server, None
@@ -159,6 +169,24 @@ class HttpTransport:
         self.stats.seconds += time.perf_counter() - t0
         self._report(manifest, progress, t0, None)
         return weights
+
+    def fetch_manifest(self, base_url: str, version: int) -> WeightManifest:
+        """Version `version`'s manifest as the learner's weight server holds it (`<base_url>/v<N>/manifest.json`),
+        for a server that knows a version by number only (a promotion, a pin: `transports.fetch_by_number`).
+        Not verified here: its signature is checked before `fetch` downloads what it lists. FetchError says why
+        not (the same bounds and token as `fetch`)."""
+        source = version_url(base_url, version) + MANIFEST_NAME
+        if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
+            raise FetchError(f"v{version}: no http(s) url to fetch it from ({redact_url(base_url)!r})", "no_url")
+        body = io.BytesIO()
+        self._copy(version, source, self._headers(), body, _Progress(), min(self.max_bytes, MAX_MANIFEST_BYTES))
+        try:
+            return WeightManifest.model_validate_json(body.getvalue())
+        except (ContractError, ValueError) as exc:
+            raise FetchError(f"{source}: not a weight manifest ({str(exc)[:200]})", "bad_response") from None
+
+    def _headers(self) -> dict:
+        return {"Authorization": f"Bearer {fetch_token(self.key)}"} if self.key else {}
 
     def _report(self, manifest: WeightManifest, progress: "_Progress", t0: float, failure: FetchFailure | None):
         if self.observer is not None:
@@ -187,7 +215,7 @@ class HttpTransport:
         return WeightVersion(str(target), manifest.version, manifest)
 
     def _download(self, manifest: WeightManifest, url: str, into: Path, progress: "_Progress") -> None:
-        headers = {"Authorization": f"Bearer {fetch_token(self.key)}"} if self.key else {}
+        headers = self._headers()
         for name, digest in sorted(manifest.sha256.items()):
             source = url + urllib.parse.quote(name)
             dest = into / name
@@ -197,22 +225,23 @@ class HttpTransport:
             except OSError as exc:
                 raise FetchError(f"{dest}: cannot write the local copy ({exc})", "io") from None
             with out:
-                digest_sent = self._copy(manifest, source, headers, out, progress)
+                digest_sent = self._copy(manifest.version, source, headers, out, progress, self.max_bytes)
             if digest_sent != digest:
                 raise FetchError(f"{source}: checksum mismatch for {name}; v{manifest.version} refused", "checksum")
 
-    def _copy(self, manifest: WeightManifest, source: str, headers: dict, out, progress: "_Progress") -> str:
-        """Stream `source` into `out`, bounded by `max_bytes` over the whole version; the sha256 of what came."""
+    def _copy(self, version: int, source: str, headers: dict, out, progress: "_Progress", max_bytes: int) -> str:
+        """Stream `source` into `out`, bounded by `max_bytes` over the whole version (`progress.bytes` counts what
+        came before); the sha256 of what came."""
         h = hashlib.sha256()
-        too_large = f"{source}: v{manifest.version} is larger than {self.max_bytes} bytes"
+        too_large = f"{source}: v{version} is larger than {max_bytes} bytes"
         try:
             with _OPENER.open(urllib.request.Request(source, headers=headers), timeout=self.timeout_s) as r:
                 declared = r.headers.get("Content-Length")
-                if declared is not None and progress.bytes + int(declared) > self.max_bytes:
+                if declared is not None and progress.bytes + int(declared) > max_bytes:
                     raise FetchError(too_large, "too_large")
                 while block := r.read(_CHUNK):
                     progress.bytes += len(block)
-                    if progress.bytes > self.max_bytes:
+                    if progress.bytes > max_bytes:
                         raise FetchError(too_large, "too_large")
                     h.update(block)
                     try:

@@ -35,7 +35,10 @@ class WeightsSettings(SectionSettings):
     directory (one machine). With `key` set, a fetch needs a token derived from it."""
     url: str | None = None
     """The base URL servers fetch the versions from, announced (signed) in each manifest, e.g.
-    `http://learner:9200`; None: `http://<bind>` (required when `bind` listens on every interface, 0.0.0.0 or ::)."""
+    `http://learner:9200`; None: `http://<bind>` (required when `bind` listens on every interface, 0.0.0.0 or ::).
+    Set on a server (with `transport` http or auto), it is where a version known by number only — a promotion, a
+    pin, the recorded promoted version at start — that is not on its disk is fetched from (`<url>/v<N>/`): how a
+    `serve.role=promoted` replica, which follows no announcements, gets versions without a shared disk."""
     keep_versions: int = Field(default=3, ge=0)
     """Published weight versions the learner keeps on disk (older ones are deleted; 0 keeps all)."""
     follow: bool = True

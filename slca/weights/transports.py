@@ -21,7 +21,7 @@ from slca.weights.disk import DiskTransport, TransportStats
 from slca.weights.errors import WeightLoadError
 from slca.weights.fetch_report import FetchObserver
 from slca.weights.http import HttpTransport
-from slca.weights.verify import WeightVersion
+from slca.weights.verify import ManifestPolicy, WeightVersion
 
 
 class ServerTransport(Protocol):
@@ -142,11 +142,38 @@ class AutoTransport:
             return self.http.fetch(manifest)
         raise WeightLoadError(f"{manifest.path}: not a directory here, and v{manifest.version} announces no url")
 
+    def fetch_manifest(self, base_url: str, version: int) -> WeightManifest:
+        return self.http.fetch_manifest(base_url, version)
+
     def retain(self, versions: set[int]) -> None:
         self.http.retain(versions)
 
     def close(self) -> None:
         pass
+
+
+def fetches_by_number(transport: ServerTransport) -> bool:
+    """`transport` can fetch a version it knows by number only (`fetch_by_number`): it has `fetch_manifest`."""
+    return callable(getattr(transport, "fetch_manifest", None))
+
+
+def fetch_by_number(transport: ServerTransport, base_url: str, version: int, policy: ManifestPolicy) -> WeightVersion:
+    """Version `version`, known by number only (a promotion, a pin, the recorded promoted version at a restart:
+    serve/version_store.py), from the learner's weight server at `base_url` (`weights.url`): its manifest must pass
+    `policy` as an announcement does (signed with `weights.key`; no version guard: there is no announcement to
+    measure the jump from) and be of `version`; then the follower's `transport.fetch`, every file hashed against
+    that manifest. Blocking: run it off the event loop. FetchError when it could not be fetched (`reason` as a
+    fetch's), WeightLoadError when it was refused."""
+    manifest = transport.fetch_manifest(base_url, version)  # type: ignore[attr-defined]
+    if manifest.version != version:
+        raise WeightLoadError(f"{base_url}: the manifest of v{version} is of v{manifest.version}; refused")
+    try:
+        refusal = policy.refusal(manifest, None)
+    except Exception as exc:  # a manifest the check chokes on is refused like a forged one (as the follower does)
+        refusal = f"unverifiable ({exc!r})"
+    if refusal:
+        raise WeightLoadError(f"{base_url}: the manifest of v{version} is refused: {refusal}")
+    return transport.fetch(manifest)
 
 
 @register_transport("disk")

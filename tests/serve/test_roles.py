@@ -18,9 +18,9 @@ from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.versions import PIN_HEADER, VERSION_HEADER
 from slca.replicas import read_replicas_async
-from slca.weights import announce
+from slca.weights import HttpTransport, announce
 from tests.support.wait import wait_for_async
-from tests.support.weights import publish_version, signed
+from tests.support.weights import WEIGHTS_KEY, publish_version, signed
 
 ADMIN, RECORD = "roles-admin", "roles-record"
 ADMIN_H = {"Authorization": f"Bearer {ADMIN}"}
@@ -35,12 +35,15 @@ def role_settings(role: str, port: int) -> ServeSettings:
     )  # fmt: skip
 
 
-async def start(stack: AsyncExitStack, tiny_model_dir, redis_url: str, data_dir, role: str, port: int):
+async def start(
+    stack: AsyncExitStack, tiny_model_dir, redis_url: str, data_dir, role: str, port: int, weights=None, prefix=PREFIX
+):
     common = CommonSettings(
-        model=str(tiny_model_dir), redis_url=redis_url, stream_prefix=PREFIX, admin_token=ADMIN, record_key=RECORD,
+        model=str(tiny_model_dir), redis_url=redis_url, stream_prefix=prefix, admin_token=ADMIN, record_key=RECORD,
         data_dir=str(data_dir),
     )  # fmt: skip
-    app = create_app(role_settings(role, port), common, weights=signed(follow=True))  # both would follow by default
+    weights = weights or signed(follow=True)  # both would follow by default
+    app = create_app(role_settings(role, port), common, weights=weights)
     return await stack.enter_async_context(TestClient(TestServer(app))), app
 
 
@@ -118,6 +121,60 @@ def test_a_promoted_replica_moves_only_on_promotions_and_a_candidate_replica_fol
     roles, cand = asyncio.run(main())
     assert roles == {"replica-promoted": ("promoted", 0), "replica-candidate": ("candidate", 2)}
     assert (cand["role"], cand["candidate"], cand["engines"]) == ("candidate", 2, {"candidate": 2})
+
+
+def test_promoted_replicas_on_other_hosts_fetch_a_promoted_version_from_the_learner(
+    tiny_model_dir, serve_redis, tmp_path
+):
+    """No shared disk: the learner serves its versions over HTTP (`weights.bind`), each promoted replica has a data
+    dir of its own and `weights.url`. A promotion fetches the version first (verified as the follower's fetch is);
+    the other replica fetches it when it follows the record. One the learner does not have is 404, one whose bytes
+    differ from its signed manifest 422: refused, nothing changes, nothing of it kept."""
+    learner = HttpTransport(tmp_path / "learner-host" / "weights", bind="127.0.0.1:0", key=WEIGHTS_KEY)
+    learner.connect()
+    for v in (1, 2, 3):
+        publish_version(tiny_model_dir, learner.weights_dir, v, 1.0 + v / 100, url=learner.url_for(v), path=f"/x/v{v}")
+    with open(learner.weights_dir / "v3" / "model.safetensors", "r+b") as fh:  # changed after signing
+        fh.seek(-4, 2)
+        fh.write(b"\x00\x01\x02\x03")
+    hosts = [tmp_path / "host-a", tmp_path / "host-b"]
+    weights = [signed(transport="http", url=learner.base_url, mirror_dir=str(h / "mirror")) for h in hosts]
+    prefix = "rolesfetch"
+
+    async def main():
+        async with AsyncExitStack() as stack:
+            a, _ = await start(stack, tiny_model_dir, serve_redis.url, hosts[0], "promoted", 18111, weights[0], prefix)
+            b, _ = await start(stack, tiny_model_dir, serve_redis.url, hosts[1], "promoted", 18112, weights[1], prefix)
+            assert (await promote(a, {"version": 1}))["promoted"] == 1
+            assert await every_key(a) == {1}
+            await wait_for_async(lambda: _serves(b, 1), 60, "the other host's replica fetching v1 from the record")
+            refused = {}
+            for version in (9, 3):  # never published; its bytes changed after signing
+                r = await a.post("/admin/promote", json={"version": version}, headers=ADMIN_H)
+                refused[version] = (r.status, (await r.json())["error"]["code"])
+            assert (await versions(a))["record"]["promoted"] == 1 and await every_key(a) == {1}
+            assert (await promote(a, {"version": 2}))["promoted"] == 2
+            await wait_for_async(lambda: _serves(b, 2), 60, "the other host's replica fetching v2")
+            after = await promote(a, {"rollback": True})
+            assert after["promoted"] == 1 and await every_key(a) == {1}
+            metrics = await (await a.get("/metrics")).text()
+            return refused, metrics
+
+    try:
+        refused, metrics = asyncio.run(main())
+    finally:
+        learner.close()
+    assert refused == {9: (404, "version_not_found"), 3: (422, "version_unverified")}
+    assert 'slca_weights_fetch_failures_total{reason="checksum"} 1.0' in metrics
+    assert 'slca_weights_fetch_versions_total{outcome="verified"} 2.0' in metrics  # v1 and v2, once each
+    for host in hosts:
+        assert not (host / "weights").exists()  # nothing on a shared disk: every version came over HTTP
+        assert not (host / "mirror" / "fetched" / "v3").exists()
+
+
+async def _serves(client, version: int) -> bool:
+    seen = await versions(client)
+    return seen["promoted"] == version and seen["engines"] == {"promoted": version}
 
 
 async def _candidate_is(client, version: int) -> bool:
