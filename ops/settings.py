@@ -45,6 +45,9 @@ class GateSettings(SectionSettings):
     """Also require the difference itself to be above 0."""
     gate_concurrency: int = Field(default=16, ge=1)
     """Gate requests in flight (the engine batches them)."""
+    gate_hold_s: float = Field(default=1200.0, gt=0)
+    """While the gate judges a candidate, the candidate's engine is held at its version (`POST /admin/hold`: its
+    weight swaps wait) for this long at most; released as soon as the judging ends."""
     gate_poll_s: float = Field(default=15.0, gt=0)
     """Seconds between the gate's looks at serve's versions."""
     success_rollback_window: int = Field(default=200, ge=1)

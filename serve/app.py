@@ -11,7 +11,7 @@ from typing import AsyncIterator, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from serve import admin, version_admin
+from serve import admin, version_admin, version_hold
 from serve.admission import ADMISSION, admission_of
 from serve.auth import serve_scope_middleware
 from serve.agent_api import agent_runs
@@ -160,6 +160,7 @@ def create_app(
     app.router.add_post("/admin/weights", admin.admin_weights)
     app.router.add_get("/openapi.json", openapi_json)
     version_admin.install(app)  # /admin/promote, /v1/versions, the version header
+    version_hold.install(app)  # /admin/hold: the candidate kept at one version while it is judged
     for prefix, subapp in (subapps or {}).items():
         app.add_subapp(prefix, subapp)
     return app

@@ -29,6 +29,9 @@ class VersionSettings(SectionSettings):
     drain_s: float = Field(default=60.0, ge=0)
     """Before the first candidate swap moves the engine callers share, seconds it waits for their requests in flight
     to end (their own engine holds the promoted version by then: new requests go there at once)."""
+    hold_max_s: float = Field(default=1800.0, gt=0)
+    """Longest hold of the candidate's engine at one version (`POST /admin/hold`, the gate while it judges the
+    candidate): its weight swaps wait meanwhile, so a judge that dies stops the follower for this long at most."""
     promotion_poll_s: float = Field(default=2.0, gt=0)
     """Seconds between reads of the promotion record in Redis (another replica, or `slca promote`, may change it)."""
     keep_promoted: int = Field(default=3, ge=1)

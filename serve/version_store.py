@@ -37,6 +37,9 @@ from slca.weights.fetch_report import REFUSING
 log = logging.getLogger(__name__)
 
 KEPT_DIR = "promoted-weights"
+HELD_DIR = "held-weights"
+"""The version the candidate is held at while the gate judges it (serve/version_hold.py), hard-linked so the
+learner's pruning cannot remove it before the gate promotes it (one version: the next hold replaces it)."""
 FETCHED_DIR = "fetched"
 """Under the mirror: versions fetched by number (apart from the follower's copies, which it prunes to the one it
 serves)."""
@@ -88,9 +91,10 @@ class VersionStore:
         self.policy = policy
         self.weights = data_dir / "weights"
         self.kept = data_dir / KEPT_DIR
+        self.held = data_dir / HELD_DIR
         self.remote = remote
         fetched = remote.into if remote is not None else None
-        self.dirs = [d for d in (self.weights, self.kept, mirror, fetched) if d is not None]
+        self.dirs = [d for d in (self.weights, self.kept, self.held, mirror, fetched) if d is not None]
         self._fetching = threading.Lock()  # one fetch at a time (two pins of one version must not race on its copy)
 
     def find(self, version: int) -> Path | None:
@@ -149,6 +153,26 @@ class VersionStore:
             raise VersionUnverified(f"v{version} fetched from {where} fails verification: {exc}") from None
         log.info("fetched v%s from %s into %s", version, where, weights.root)
         return weights
+
+    def keep_held(self, version: int) -> None:
+        """Hard-link `version`'s files under `held-weights/` (its only version: others there are dropped), so that
+        the version a judge holds can still be promoted after the learner pruned it. Nothing to link for v0 or a
+        version not on disk (the promotion then finds it, or not, as before)."""
+        source = next(
+            (
+                d / f"v{version}"
+                for d in self.dirs
+                if d != self.held and (d / f"v{version}" / "manifest.json").is_file()
+            ),
+            None,
+        )
+        self.held.mkdir(parents=True, exist_ok=True)
+        for path in self.held.iterdir():
+            if path.is_dir() and path.name != f"v{version}":
+                shutil.rmtree(path, ignore_errors=True)
+        final = self.held / f"v{version}"
+        if version > 0 and source is not None and not final.exists():
+            _link_tree(source, final)
 
     def keep(self, versions: set[int], held: set[int] = frozenset()) -> None:
         """Hard-link `versions` (v0 aside) under `promoted-weights/`; drop the kept copies of any other version, and

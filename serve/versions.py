@@ -44,6 +44,7 @@ from aiohttp import web
 
 from serve.engines.base import Engine, EngineError, SamplingParams, TokenStep
 from serve.errors import BadRequest, Forbidden
+from serve.version_hold import CandidateHold, CandidateMoved
 from serve.version_store import OneEngineOnly, VersionBusy, VersionNotFound, VersionStore
 from slca.contracts.versions import PIN, PIN_HEADER, ROLE_HEADER, VERSION_HEADER
 from slca.weights import WeightLoadError, WeightVersion
@@ -151,6 +152,9 @@ class VersionRouter:
         self._released = asyncio.Event()
         self._streams: dict[int, int] = {}  # id(engine) → streams running on it
         self._retiring: set[asyncio.Task] = set()
+        self.hold = CandidateHold(getattr(settings, "hold_max_s", 1800.0))
+        """While a judge (the gate) evaluates the candidate pinned, its swaps wait (serve/version_hold.py)."""
+        self._swapping = asyncio.Lock()  # a hold is taken between two swaps, never during one
 
     # --- the Engine protocol, for the handlers and the weight follower -------------------------------------------
     @property
@@ -228,12 +232,35 @@ class VersionRouter:
             self._released.set()
 
     async def swap_weights(self, weights: WeightVersion) -> float:
-        """The candidate's swap (the weight follower's): callers never see it unless it is promoted."""
+        """The candidate's swap (the weight follower's): callers never see it unless it is promoted. It waits while
+        the candidate is held (`hold_candidate`)."""
         if self.role == "promoted":  # its follower is not started: this is an admin's swap (`POST /admin/weights`)
             raise WeightLoadError(
                 f"this replica serves the promoted v{self.promoted} (serve.role=promoted): it moves on a promotion "
                 "(`slca promote --to vN`), not on a weight swap"
             )
+        while True:
+            await self.hold.wait()
+            async with self._swapping:
+                if not self.hold.active:  # a hold taken while this swap waited for the lock: wait for it too
+                    return await self._swap_candidate(weights)
+
+    async def hold_candidate(self, version: int | None, seconds: float) -> tuple[int, float]:
+        """Hold the candidate's engine at the version it serves (`version`: only if it still serves that one, else
+        CandidateMoved) for `seconds` at most `serve.hold_max_s`: (version held, seconds granted)."""
+        async with self._swapping:
+            served = self.candidate
+            if version is not None and version != served:
+                raise CandidateMoved(f"the candidate's engine serves v{served}, not v{version}")
+            granted = self.hold.hold(served, seconds)
+        try:  # the gate promotes it after the judging: its files must outlive the learner's pruning
+            await asyncio.to_thread(self.store.keep_held, served)
+        except OSError as exc:
+            log.warning("could not keep a copy of the held v%s: %s", served, exc)
+        log.info("the candidate is held at v%s for %.0f s (its swaps wait)", served, granted)
+        return served, granted
+
+    async def _swap_candidate(self, weights: WeightVersion) -> float:
         if self.role == "candidate":  # the one engine follows; the promoted version stays the record's
             return await self.primary.engine.swap_weights(weights)
         if self.settings.follow_candidate or self.one_engine:

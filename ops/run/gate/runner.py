@@ -67,6 +67,26 @@ class ServeAdmin:
             r.raise_for_status()
             return await r.json()
 
+    async def hold(self, seconds: float) -> int | None:
+        """Hold the candidate's engine (the candidate replica's, else the main one's) at the version it serves now,
+        for `seconds` at most (serve/version_hold.py): that version, or None when the server has no hold (a serve of
+        before it: the candidate may then move while it is judged, as before)."""
+        url = self.candidate_url or self.url
+        async with aiohttp.ClientSession(headers=self.headers) as http:
+            async with http.post(f"{url}/admin/hold", json={"version": None, "seconds": seconds},
+                                 timeout=aiohttp.ClientTimeout(total=120)) as r:  # fmt: skip
+                if r.status in (404, 405):
+                    return None
+                r.raise_for_status()
+                return int((await r.json())["held"])
+
+    async def release(self) -> None:
+        url = self.candidate_url or self.url
+        async with aiohttp.ClientSession(headers=self.headers) as http:
+            async with http.delete(f"{url}/admin/hold", timeout=aiohttp.ClientTimeout(total=30)) as r:
+                if r.status not in (200, 404, 405):
+                    log.warning("gate: releasing the candidate's hold answered %s", r.status)
+
     async def send(self, body: dict) -> tuple[int, dict]:
         async with aiohttp.ClientSession(headers=self.headers) as http:
             async with http.post(f"{self.url}/admin/promote", json=body, timeout=aiohttp.ClientTimeout(total=600)) as r:
@@ -128,8 +148,20 @@ class Gate:
         return records, seconds
 
     async def judge(self, candidate: int, promoted: int) -> GateDecision:
+        """The candidate against the promoted version on the gate items. The promoted version's outcomes first
+        (cached per version); then the candidate's engine is held at the version it serves (it may be newer than
+        `candidate`, read at the look: that one is judged) so that no swap refuses the pinned runs midway — with one
+        engine per process a pin of a version the engine moved past is a 409 (a 60-minute run lost its only decision
+        so: "96 gate requests failed") — and released at once after."""
         base, base_s = await self.outcomes(promoted)
-        new, new_s = await self.outcomes(candidate, self.evaluate_candidate)
+        held = await self.admin.hold(self.ops.gate_hold_s)
+        try:
+            if held is not None and held > candidate:
+                candidate = held
+            new, new_s = await self.outcomes(candidate, self.evaluate_candidate)
+        finally:
+            if held is not None:
+                await self.admin.release()
         errors = sum(1 for r in [*base, *new] if r.error)
         common = {"candidate": candidate, "promoted": promoted, "margin": self.ops.gate_margin,
                   "require_better": self.ops.gate_require_better, "seconds": base_s + new_s, "at": self.clock(),
@@ -160,7 +192,7 @@ class Gate:
         if decision.outcome == "promote" and status != 200:
             why = (body.get("error") or {}).get("message") if isinstance(body, dict) else body
             decision = decision.model_copy(update={"outcome": "skip", "why": f"serve refused the promotion: {why}"})
-        self.last_judged, self.last_at = candidate, self.clock()
+        self.last_judged, self.last_at = decision.candidate, self.clock()  # the one judged: maybe newer (held)
         await self.record(decision)
         log.info("gate: v%s %s (%s)", candidate, decision.outcome, decision.why)
         return decision

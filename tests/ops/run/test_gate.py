@@ -49,9 +49,17 @@ class FakeServe:
     def __init__(self, candidate: int) -> None:
         self.state = {"candidate": candidate, "promoted": 0, "record": {"rolled_back": []}}
         self.sent: list[dict] = []
+        self.holds: list = []
 
     async def versions(self) -> dict:
         return dict(self.state)
+
+    async def hold(self, seconds: float) -> int:
+        self.holds.append(self.state["candidate"])
+        return self.state["candidate"]
+
+    async def release(self) -> None:
+        self.holds.append("released")
 
     async def send(self, body: dict) -> tuple[int, dict]:
         self.sent.append(body)
@@ -175,3 +183,33 @@ def test_with_a_candidate_replica_the_candidate_is_judged_there_and_the_decision
     assert judged == [("serve", 1), ("serve-candidate", 3)]
     assert (decision.outcome, decision.candidate, decision.promoted) == ("promote", 3, 1)
     assert [(role, body["decision"]["candidate"]) for role, body in sent] == [("promoted", 3)]
+
+
+def test_the_candidate_is_held_while_judged_and_a_newer_one_held_is_the_one_judged(tmp_path):
+    """The look read v2; by the hold the candidate's engine serves v3: v3 is judged (pinned runs of v2 would be
+    refused by a one-engine serve that moved past it), the promoted version's runs come before the hold, and the
+    hold is released after."""
+    judged: list = []
+    serve = FakeServe(candidate=2)
+
+    async def evaluate(version, its):
+        judged.append((version, list(serve.holds)))
+        return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+    async def main():
+        gate = Gate(GateSettings(gate_every_versions=1, gate_items=8), gate_items("everyday", 8), evaluate, serve,
+                    tmp_path)  # fmt: skip
+        real_hold = serve.hold
+
+        async def moved_on(seconds):
+            serve.state["candidate"] = 3
+            return await real_hold(seconds)
+
+        serve.hold = moved_on
+        return await gate.step()
+
+    decision = asyncio.run(main())
+    assert judged == [(0, []), (3, [3])]  # promoted first, unheld; then the candidate, held at v3
+    assert serve.holds == [3, "released"]
+    assert (decision.candidate, decision.items_file) == (3, "items/v3.jsonl")
+    assert serve.sent[0]["decision"]["candidate"] == 3
