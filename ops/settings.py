@@ -48,6 +48,13 @@ class GateSettings(SectionSettings):
     gate_hold_s: float = Field(default=1200.0, gt=0)
     """While the gate judges a candidate, the candidate's engine is held at its version (`POST /admin/hold`: its
     weight swaps wait) for this long at most; released as soon as the judging ends."""
+    gate_holds_feed: bool = True
+    """While the gate judges (the promoted version's runs and the candidate's), the training feed sends nothing new:
+    the gate sets the Redis key `<prefix>:gate:feed-hold` (expiring after `gate_hold_s` for each of the two parts,
+    so a gate that dies never leaves the feed held) and deletes it when the judging ends; the feed reads it about
+    once a second and waits while it is set (`slca_feed_held_seconds`). On a small machine the feed's traffic
+    otherwise competes with the gate's runs for the cores, and the trajectories it samples meanwhile come from a
+    held candidate the learner drops as stale anyway. Off: the feed goes on while the gate judges."""
     gate_poll_s: float = Field(default=15.0, gt=0)
     """Seconds between the gate's looks at serve's versions."""
     success_rollback_window: int = Field(default=200, ge=1)

@@ -8,6 +8,7 @@ The promotion record (`Promotion`) is the one truth about the second: written by
 read back at every start, so a restart keeps it. Every gate decision is a `GateDecision`, appended to the
 Redis list `<prefix>:gate:decisions` (bounded) and to `<data_dir>/gate/decisions.jsonl`; every automatic rollback
 on scored success is a `SuccessRollback`, in `<prefix>:gate:rollbacks` and `<data_dir>/gate/rollbacks.jsonl`.
+While the gate judges, the key `<prefix>:gate:feed-hold` holds the training feed (`gate_feed_hold_key`).
 """
 
 from __future__ import annotations
@@ -141,6 +142,13 @@ def promotion_key(streams: Streams) -> str:
 def gate_decisions_key(streams: Streams) -> str:
     """List: recent JSON `GateDecision`s, newest last (bounded)."""
     return streams.stats("gate:decisions")
+
+
+def gate_feed_hold_key(streams: Streams) -> str:
+    """Key (with an expiry): set by the gate while it judges a candidate, so the training feed sends nothing
+    meanwhile (`ops.gate_holds_feed`); deleted when the judging ends, and expired after `ops.gate_hold_s` when a
+    gate dies. The value is JSON: the candidate, the promoted version and the time it was set."""
+    return streams.stats("gate:feed-hold")
 
 
 def rollback_decisions_key(streams: Streams) -> str:

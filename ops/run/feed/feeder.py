@@ -105,6 +105,7 @@ class Feeder:
         backlog=None,
         hold: asyncio.Event | None = None,
         start: asyncio.Event | None = None,
+        gate_hold=None,
     ):
         self.plan = plan
         self.tasks = task_cycle(tasks, plan.seed)
@@ -121,9 +122,22 @@ class Feeder:
         self.start = start
         """Set: the feed may send its first request (the probe has decided whether its baseline holds `hold`, or
         has stopped: `Prober.feed_may_start`; None: at once)."""
+        self.gate_hold = gate_hold
+        """A `GateHold` (ops/run/feed/gate_hold.py), run beside the workers: the feed sends nothing while the gate
+        judges (None: the gate never holds it)."""
 
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
+        # the gate's hold is read while the workers run, and no longer, whatever ends them
+        watching = asyncio.create_task(self.gate_hold.run(stop)) if self.gate_hold is not None else None
+        try:
+            return await self._run(stop, timeout)
+        finally:
+            if watching is not None:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
+
+    async def _run(self, stop: asyncio.Event, timeout: aiohttp.ClientTimeout) -> FeedReport:
         async with aiohttp.ClientSession(timeout=timeout, headers=self.headers) as session:
             workers = {asyncio.create_task(self._worker(session, stop)) for _ in range(self.plan.concurrency)}
             stopped = asyncio.create_task(stop.wait())
@@ -156,7 +170,8 @@ class Feeder:
         if (held := await wait_while_held(self.start, stop)) > 0:
             self.metrics.held_seconds.inc(held)
         while not stop.is_set():
-            if (held := await wait_while_held(self.hold, stop)) > 0:
+            gate_open = self.gate_hold.open if self.gate_hold is not None else None
+            if (held := await wait_while_held(self.hold, stop, gate_open)) > 0:
                 self.metrics.held_seconds.inc(held)
             if stop.is_set():
                 break

@@ -9,6 +9,7 @@ from pathlib import Path
 import aiohttp
 
 from ops.run.feed.feeder import Feeder, FeedPlan
+from ops.run.feed.gate_hold import GateHold
 from ops.run.feed.metrics import FeedMetrics
 from ops.run.feed.pacing import GroupBacklog
 from ops.run.feed.probe import ProbePlan
@@ -101,14 +102,26 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
             if plan.max_group_backlog > 0
             else None
         )
-        feeder = Feeder(plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog)
+        gate_hold = make_gate_hold(config)
+        feeder = Feeder(
+            plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog, gate_hold=gate_hold
+        )
         try:
             report = await feed_with_probe(feeder, make_prober(plan, config), stop)
         finally:
             if backlog is not None:
                 await backlog.close()
+            if gate_hold is not None:
+                await gate_hold.close()
     bar.close()
     return report
+
+
+def make_gate_hold(config: Config) -> GateHold | None:
+    """The gate's hold on the feed (`ops.gate_holds_feed`), read from the run's Redis; None when off."""
+    if not config.get(OpsSettings).gate_holds_feed:
+        return None
+    return GateHold.from_url(config.common.redis_or_default(), config.common.stream_prefix)
 
 
 async def feed_with_probe(feeder: Feeder, prober, stop: asyncio.Event):

@@ -42,6 +42,8 @@ class FeedMetrics:
                 registry=registry,
             ),
             held_seconds=Counter(
-                "slca_feed_held_seconds", "Seconds the feed held its traffic while a probe round ran", registry=registry
+                "slca_feed_held_seconds",
+                "Seconds the feed held its traffic while a probe round ran or the gate judged",
+                registry=registry,
             ),
         )

@@ -39,19 +39,25 @@ class GroupBacklog:
         await self.client.aclose()
 
 
-async def wait_while_held(open_: asyncio.Event | None, stop: asyncio.Event) -> float:
-    """Wait until `open_` is set (None: never wait) or `stop` is; returns the seconds waited. The probe clears
-    `open_` while a round runs (ops/run/feed/probe.py)."""
-    if open_ is None or open_.is_set():
-        return 0.0
-    started = asyncio.get_running_loop().time()
-    waiters = [asyncio.ensure_future(open_.wait()), asyncio.ensure_future(stop.wait())]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
-    return asyncio.get_running_loop().time() - started
+async def wait_while_held(open_: asyncio.Event | None, stop: asyncio.Event, *more: asyncio.Event | None) -> float:
+    """Wait until `open_` and every one of `more` are set (None: never wait on it) or `stop` is; returns the seconds
+    waited. The probe clears its event while a round runs (ops/run/feed/probe.py), the gate's hold while the gate
+    judges (ops/run/feed/gate_hold.py): the feed sends only when neither holds it."""
+    loop = asyncio.get_running_loop()
+    started: float | None = None
+    while not stop.is_set():
+        closed = next((e for e in (open_, *more) if e is not None and not e.is_set()), None)
+        if closed is None:
+            break
+        if started is None:
+            started = loop.time()
+        waiters = [asyncio.ensure_future(closed.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+    return 0.0 if started is None else loop.time() - started
 
 
 async def wait_for_room(backlog, limit: int, stop: asyncio.Event, poll_s: float = 1.0) -> float:

@@ -9,6 +9,9 @@
 - Recording: every decision is a `GateDecision`, appended to `<data_dir>/gate/decisions.jsonl` and to the Redis
   list `<prefix>:gate:decisions` (bounded; `slca status` reads it) and sent to serve (`POST /admin/promote`), which
   counts it in /metrics and promotes the candidate when the outcome is `promote`.
+- Holding the feed: while it judges, the gate sets `<prefix>:gate:feed-hold` (expiring after `ops.gate_hold_s`,
+  renewed when the candidate's part begins) and deletes it when the judging ends, also on an error or a stop; the
+  training feed sends nothing while it is set (`ops.gate_holds_feed`; ops/run/feed/gate_hold.py).
 - Guarding: before judging, each look (with Redis) checks the promoted version's success on scored traffic against
   the previous promoted version's (`success_guard.SuccessGuard`) and asks serve to roll it back past the bound.
 """
@@ -23,12 +26,13 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 import aiohttp
+from redis.exceptions import RedisError
 
 from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, read_jsonl, write_jsonl
 from ops.run.gate.journal import append_decision
 from ops.run.gate.rule import decide
 from ops.run.gate.success_guard import ScoredSuccess, SuccessGuard
-from slca.contracts.versions import PIN_HEADER, GateDecision, gate_decisions_key
+from slca.contracts.versions import PIN_HEADER, GateDecision, gate_decisions_key, gate_feed_hold_key
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +116,7 @@ class Gate:
         """Where the candidate is judged: the candidate replica with `ops.candidate_replica`, else `evaluate`."""
         self.dir = data_dir / "gate"
         self.redis, self.key = redis, gate_decisions_key_of(prefix)
+        self.feed_hold_key = gate_feed_hold_key_of(prefix)
         self.clock = clock
         self.last_judged: int | None = None
         self.last_at = clock()
@@ -152,16 +157,22 @@ class Gate:
         (cached per version); then the candidate's engine is held at the version it serves (it may be newer than
         `candidate`, read at the look: that one is judged) so that no swap refuses the pinned runs midway — with one
         engine per process a pin of a version the engine moved past is a 409 (a 60-minute run lost its only decision
-        so: "96 gate requests failed") — and released at once after."""
-        base, base_s = await self.outcomes(promoted)
-        held = await self.admin.hold(self.ops.gate_hold_s)
+        so: "96 gate requests failed") — and released at once after. The training feed is held for the whole of it
+        (`ops.gate_holds_feed`: `hold_feed`), released when it ends, however it ends."""
         try:
-            if held is not None and held > candidate:
-                candidate = held
-            new, new_s = await self.outcomes(candidate, self.evaluate_candidate)
+            await self.hold_feed(candidate, promoted)
+            base, base_s = await self.outcomes(promoted)
+            held = await self.admin.hold(self.ops.gate_hold_s)
+            try:
+                if held is not None and held > candidate:
+                    candidate = held
+                await self.hold_feed(candidate, promoted)  # renewed: each part may take up to `gate_hold_s`
+                new, new_s = await self.outcomes(candidate, self.evaluate_candidate)
+            finally:
+                if held is not None:
+                    await self.admin.release()
         finally:
-            if held is not None:
-                await self.admin.release()
+            await self.release_feed()
         errors = sum(1 for r in [*base, *new] if r.error)
         common = {"candidate": candidate, "promoted": promoted, "margin": self.ops.gate_margin,
                   "require_better": self.ops.gate_require_better, "seconds": base_s + new_s, "at": self.clock(),
@@ -175,6 +186,29 @@ class Gate:
             diff=f["diff"], ci_low=f["ci_low"], ci_high=f["ci_high"], candidate_only=f["b_only"],
             promoted_only=f["a_only"], mcnemar_p=f["mcnemar_p"], **common,
         )  # fmt: skip
+
+    def holds_feed(self) -> bool:
+        return self.redis is not None and getattr(self.ops, "gate_holds_feed", True)
+
+    async def hold_feed(self, candidate: int, promoted: int) -> None:
+        """Set the feed's hold key for `ops.gate_hold_s` (its expiry: a gate that dies never leaves the feed held).
+        A Redis error is logged and the judging goes on, the feed unheld."""
+        if not self.holds_feed():
+            return
+        value = json.dumps({"candidate": candidate, "promoted": promoted, "at": self.clock()})
+        try:
+            await self.redis.set(self.feed_hold_key, value, px=max(1, int(1000 * self.ops.gate_hold_s)))
+        except (RedisError, OSError) as exc:
+            log.warning("gate: cannot hold the feed while judging (%s); it goes on", exc)
+
+    async def release_feed(self) -> None:
+        if not self.holds_feed():
+            return
+        try:
+            await self.redis.delete(self.feed_hold_key)
+        except (RedisError, OSError) as exc:
+            log.warning("gate: cannot release the feed's hold (%s); it expires within %.0f s", exc,
+                        self.ops.gate_hold_s)  # fmt: skip
 
     async def step(self) -> GateDecision | None:
         """One look at serve; a decision when a candidate was due."""
@@ -232,6 +266,12 @@ def gate_decisions_key_of(prefix: str) -> str:
     from slca.contracts import Streams
 
     return gate_decisions_key(Streams(prefix))
+
+
+def gate_feed_hold_key_of(prefix: str) -> str:
+    from slca.contracts import Streams
+
+    return gate_feed_hold_key(Streams(prefix))
 
 
 def read_decisions(path: Path) -> list[dict]:

@@ -7,6 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from ops.experiments.eval.suite import ItemRecord
 from ops.run.gate.rule import decide, held_regression, promotion_threshold
 from ops.run.gate.runner import Gate, gate_items
@@ -213,3 +215,94 @@ def test_the_candidate_is_held_while_judged_and_a_newer_one_held_is_the_one_judg
     assert serve.holds == [3, "released"]
     assert (decision.candidate, decision.items_file) == (3, "items/v3.jsonl")
     assert serve.sent[0]["decision"]["candidate"] == 3
+
+
+def _async_client(redis_client):
+    import redis.asyncio as aioredis
+
+    kwargs = redis_client.connection_pool.connection_kwargs
+    return aioredis.Redis(host=kwargs["host"], port=kwargs["port"])
+
+
+FEED_HOLD = "gatetest:gate:feed-hold"
+
+
+def test_the_gate_holds_the_feed_while_it_judges_and_releases_it_after(tmp_path, redis_client):
+    """`<prefix>:gate:feed-hold` is set (with an expiry of at most `ops.gate_hold_s`) while the promoted version's
+    runs and the candidate's run, and deleted once the decision is had."""
+    seen: list = []
+
+    async def evaluate(version, its):
+        seen.append((version, redis_client.exists(FEED_HOLD), redis_client.pttl(FEED_HOLD)))
+        return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+    async def main():
+        client = _async_client(redis_client)
+        try:
+            ops = GateSettings(gate_every_versions=1, gate_items=8, gate_hold_s=300)
+            gate = Gate(ops, gate_items("everyday", 8), evaluate, FakeServe(2), tmp_path, client, "gatetest")
+            return await gate.step()
+        finally:
+            await client.aclose()
+
+    decision = asyncio.run(main())
+    assert decision.outcome == "promote"
+    assert [(v, held) for v, held, _ in seen] == [(0, 1), (2, 1)]
+    assert all(0 < ttl <= 300_000 for _, _, ttl in seen)  # expires: a gate that dies never leaves the feed held
+    assert not redis_client.exists(FEED_HOLD)
+
+
+def test_the_feeds_hold_is_released_when_the_judging_fails_or_is_stopped(tmp_path, redis_client):
+    started = asyncio.Event()
+
+    async def failing(version, its):
+        assert redis_client.exists(FEED_HOLD)
+        if version == 2:  # the candidate's runs, the candidate's engine held
+            raise RuntimeError("serve broke")
+        return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+    async def hanging(version, its):
+        started.set()
+        await asyncio.sleep(3600)
+
+    async def main():
+        client = _async_client(redis_client)
+        ops, items = GateSettings(gate_every_versions=1, gate_items=8), gate_items("everyday", 8)
+        try:
+            serve = FakeServe(2)
+            with pytest.raises(RuntimeError, match="serve broke"):
+                await Gate(ops, items, failing, serve, tmp_path / "a", client, "gatetest").step()
+            after_failure = redis_client.exists(FEED_HOLD)
+            stop = asyncio.Event()
+            running = asyncio.create_task(Gate(ops, items, hanging, FakeServe(2), tmp_path / "b", client,
+                                               "gatetest").run(stop))  # fmt: skip
+            await asyncio.wait_for(started.wait(), 10)
+            while_judging = redis_client.exists(FEED_HOLD)
+            stop.set()
+            await asyncio.wait_for(running, 5)
+            return after_failure, while_judging, serve.holds
+        finally:
+            await client.aclose()
+
+    after_failure, while_judging, holds = asyncio.run(main())
+    assert after_failure == 0 and holds == [2, "released"]
+    assert while_judging == 1 and not redis_client.exists(FEED_HOLD)
+
+
+def test_with_gate_holds_feed_off_the_feed_is_never_held(tmp_path, redis_client):
+    seen: list = []
+
+    async def evaluate(version, its):
+        seen.append(redis_client.exists(FEED_HOLD))
+        return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+    async def main():
+        client = _async_client(redis_client)
+        try:
+            ops = GateSettings(gate_every_versions=1, gate_items=8, gate_holds_feed=False)
+            return await Gate(ops, gate_items("everyday", 8), evaluate, FakeServe(2), tmp_path, client,
+                              "gatetest").step()  # fmt: skip
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()).outcome == "promote" and seen == [0, 0]

@@ -387,3 +387,149 @@ def test_a_probe_that_dies_before_its_first_decision_does_not_keep_the_feed_wait
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "the probe broke" in errors[0]
     assert any("final round is skipped" in r.getMessage() for r in caplog.records)
+
+
+def _gate_hold(redis_url: str, prefix: str):
+    from ops.run.feed.gate_hold import GateHold
+
+    return GateHold.from_url(redis_url, prefix, poll_s=0.05)
+
+
+def _hold_key(prefix: str) -> str:
+    from slca.contracts import Streams
+    from slca.contracts.versions import gate_feed_hold_key
+
+    return gate_feed_hold_key(Streams(prefix))
+
+
+def test_the_feed_sends_nothing_while_the_gate_judges_and_resumes_once_its_key_is_deleted(redis_url, redis_client):
+    """`slca gate` sets `<prefix>:gate:feed-hold` while it judges (another process): the feed sends nothing while
+    it is set, counts the seconds held, and goes on once the gate deletes it."""
+    key = _hold_key("feedhold")
+    redis_client.set(key, "{}", ex=60)
+
+    async def main():
+        port, api = free_port(), FakeAgentApi()
+        runner = await _serve(api, port)
+        hold, metrics = _gate_hold(redis_url, "feedhold"), FeedMetrics.create(CollectorRegistry())
+        feeding = asyncio.create_task(
+            Feeder(_plan(port, concurrency=2, requests=4), builtin_tasks(), metrics, gate_hold=hold).run(
+                asyncio.Event()
+            )
+        )
+        try:
+            await asyncio.sleep(0.4)
+            sent_while_held = len(api.bodies)
+            redis_client.delete(key)
+            report = await asyncio.wait_for(feeding, timeout=10)
+        finally:
+            await hold.close()
+            await runner.cleanup()
+        return report, sent_while_held, metrics
+
+    report, sent_while_held, metrics = asyncio.run(main())
+    assert sent_while_held == 0 and report.ok == 4
+    assert metrics.held_seconds._value.get() >= 0.35 and metrics.paced_seconds._value.get() == 0
+
+
+def test_the_feed_resumes_when_a_dead_gates_hold_expires(redis_url, redis_client):
+    key = _hold_key("feedhold")
+    redis_client.set(key, "{}", px=500)  # a gate that died while judging: nobody deletes it
+
+    async def main():
+        port, api = free_port(), FakeAgentApi()
+        runner = await _serve(api, port)
+        hold = _gate_hold(redis_url, "feedhold")
+        feeder = Feeder(
+            _plan(port, concurrency=1, requests=2), builtin_tasks(), FeedMetrics.create(CollectorRegistry()),
+            gate_hold=hold,
+        )  # fmt: skip
+        feeding = asyncio.create_task(feeder.run(asyncio.Event()))
+        try:
+            await asyncio.sleep(0.25)
+            sent_while_held = len(api.bodies)
+            report = await asyncio.wait_for(feeding, timeout=10)
+        finally:
+            await hold.close()
+            await runner.cleanup()
+        return report, sent_while_held
+
+    report, sent_while_held = asyncio.run(main())
+    assert sent_while_held == 0 and report.ok == 2
+
+
+def test_the_feed_waits_for_both_the_probe_and_the_gate(redis_url, redis_client):
+    """Held by the probe and by the gate: nothing is sent until neither holds it."""
+    key = _hold_key("feedhold")
+    redis_client.set(key, "{}", ex=60)
+
+    async def main():
+        port, api = free_port(), FakeAgentApi()
+        runner = await _serve(api, port)
+        hold, probe_open = _gate_hold(redis_url, "feedhold"), asyncio.Event()
+        feeder = Feeder(
+            _plan(port, concurrency=2, requests=2), builtin_tasks(), FeedMetrics.create(CollectorRegistry()),
+            hold=probe_open, gate_hold=hold,
+        )  # fmt: skip
+        feeding = asyncio.create_task(feeder.run(asyncio.Event()))
+        try:
+            await asyncio.sleep(0.2)
+            sent = [len(api.bodies)]
+            probe_open.set()  # the probe's round ends; the gate still judges
+            await asyncio.sleep(0.3)
+            sent.append(len(api.bodies))
+            redis_client.delete(key)
+            report = await asyncio.wait_for(feeding, timeout=10)
+        finally:
+            await hold.close()
+            await runner.cleanup()
+        return report, sent
+
+    report, sent = asyncio.run(main())
+    assert sent == [0, 0] and report.ok == 2
+
+
+def test_a_stopped_feed_does_not_wait_for_the_gates_hold(redis_url, redis_client):
+    redis_client.set(_hold_key("feedhold"), "{}", ex=60)
+
+    async def main():
+        stop, hold = asyncio.Event(), _gate_hold(redis_url, "feedhold")
+        feeder = Feeder(
+            _plan(free_port(), concurrency=1), builtin_tasks(), FeedMetrics.create(CollectorRegistry()), gate_hold=hold
+        )
+        feeding = asyncio.create_task(feeder.run(stop))
+        try:
+            await asyncio.sleep(0.2)
+            stop.set()
+            return await asyncio.wait_for(feeding, timeout=5)
+        finally:
+            await hold.close()
+
+    assert asyncio.run(main()).sent == 0
+
+
+def test_a_redis_that_cannot_be_read_never_holds_the_feed(caplog):
+    """The gate's hold unreadable (Redis down): logged once, and the feed goes on as if not held."""
+
+    async def main():
+        port, api = free_port(), FakeAgentApi()
+        runner = await _serve(api, port)
+        hold = _gate_hold(f"redis://127.0.0.1:{free_port()}/0", "feedhold")
+        feeder = Feeder(
+            _plan(port, concurrency=1, requests=10), builtin_tasks(), FeedMetrics.create(CollectorRegistry()),
+            gate_hold=hold,
+        )  # fmt: skip
+        try:
+            report = await asyncio.wait_for(feeder.run(asyncio.Event()), timeout=20)  # ≥ 0.2 s: several reads
+        finally:
+            await hold.close()
+            await runner.cleanup()
+        return report
+
+    with caplog.at_level(logging.INFO, logger="slca.feed"):
+        report = asyncio.run(main())
+    assert report.ok == 10
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "gate's hold" in r.getMessage()
+    ]
+    assert len(warnings) == 1
