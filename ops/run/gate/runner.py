@@ -228,7 +228,7 @@ class Gate:
             decision = decision.model_copy(update={"outcome": "skip", "why": f"serve refused the promotion: {why}"})
         self.last_judged, self.last_at = decision.candidate, self.clock()  # the one judged: maybe newer (held)
         await self.record(decision)
-        log.info("gate: v%s %s (%s)", candidate, decision.outcome, decision.why)
+        log.info("gate: v%s %s (%s)", decision.candidate, decision.outcome, decision.why)
         return decision
 
     async def record(self, decision: GateDecision) -> None:
