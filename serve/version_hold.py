@@ -19,57 +19,15 @@ version is not touched, and a promotion is not held.
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from aiohttp import web
 
 from serve.auth import require_scope
-from serve.errors import BadRequest, ServeError
+from serve.candidate_hold import CandidateHold, CandidateMoved
+from serve.errors import BadRequest
 from serve.http_util import read_json
 from serve.keys import ENGINE
 
-
-class CandidateMoved(ServeError):
-    """A hold named a version the candidate's engine no longer serves."""
-
-    status = 409
-    type = "invalid_request_error"
-    code = "candidate_moved"
-
-
-class CandidateHold:
-    """Until when the candidate's swaps wait. Set and released by the endpoints, awaited by the router's swap."""
-
-    def __init__(self, max_s: float) -> None:
-        self.max_s = max_s
-        self.version: int | None = None
-        self.until = 0.0  # time.monotonic()
-        self._released = asyncio.Event()
-
-    @property
-    def active(self) -> bool:
-        return self.version is not None and time.monotonic() < self.until
-
-    def hold(self, version: int, seconds: float) -> float:
-        """Hold at `version` for `seconds` (capped at `max_s`) from now; the seconds granted."""
-        granted = min(seconds, self.max_s)
-        self.version, self.until = version, time.monotonic() + granted
-        self._released.clear()
-        return granted
-
-    def release(self) -> None:
-        self.version, self.until = None, 0.0
-        self._released.set()
-
-    async def wait(self) -> None:
-        """Return once no hold is active (released, or its time is up)."""
-        while self.active:
-            self._released.clear()
-            try:
-                await asyncio.wait_for(self._released.wait(), max(0.0, self.until - time.monotonic()))
-            except TimeoutError:
-                pass
+__all__ = ["CandidateHold", "CandidateMoved", "admin_hold", "admin_release", "install"]
 
 
 def _router(request: web.Request):

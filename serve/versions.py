@@ -44,7 +44,7 @@ from aiohttp import web
 
 from serve.engines.base import Engine, EngineError, SamplingParams, TokenStep
 from serve.errors import BadRequest, Forbidden
-from serve.version_hold import CandidateHold, CandidateMoved
+from serve.candidate_hold import CandidateHold, CandidateMoved
 from serve.version_store import OneEngineOnly, VersionBusy, VersionNotFound, VersionStore
 from slca.contracts.versions import PIN, PIN_HEADER, ROLE_HEADER, VERSION_HEADER
 from slca.weights import WeightLoadError, WeightVersion

@@ -10,7 +10,7 @@ import shutil
 from contextlib import AsyncExitStack
 
 from serve.keys import ENGINE, SWAPPER
-from serve.version_hold import CandidateHold
+from serve.candidate_hold import CandidateHold
 from slca.contracts import Streams
 from slca.contracts.versions import PIN_HEADER
 from slca.weights import announce
