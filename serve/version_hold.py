@@ -22,12 +22,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from serve.auth import require_scope
-from serve.candidate_hold import CandidateHold, CandidateMoved
 from serve.errors import BadRequest
 from serve.http_util import read_json
 from serve.keys import ENGINE
-
-__all__ = ["CandidateHold", "CandidateMoved", "admin_hold", "admin_release", "install"]
 
 
 def _router(request: web.Request):
