@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -161,6 +162,9 @@ async def versions(request: web.Request) -> web.Response:
         "one_engine": router.one_engine,  # pins of a version the engine moved past are refused (the probe holds)
         "role": router.role,
     }
+    hold = getattr(router, "hold", None)
+    if hold is not None and hold.active:  # the gate judges this candidate: its swaps wait (serve/version_hold.py)
+        body["hold"] = {"version": hold.version, "left_s": round(max(0.0, hold.until - time.monotonic()), 1)}
     if controller is not None:
         body["record"] = controller.state.model_dump(mode="json")
         body["live_signals"] = controller.signals.shares(router.promoted)

@@ -50,10 +50,14 @@ def served_lines(served: list[tuple[str, str, dict[str, Any] | None]]) -> str:
         role = body.get("role", "both")
         engines = body.get("engines") if isinstance(body.get("engines"), dict) else {}
         candidate = engines.get("candidate", body.get("candidate"))
+        hold = body.get("hold") if isinstance(body.get("hold"), dict) else None
+        held = ""
+        if hold:
+            held = f"; held at {_v(hold.get('version'))} while the gate judges it ({hold.get('left_s')} s left at most)"
         if role == "candidate":
             lines.append(
                 f"{name} [candidate]: serves the candidate {_v(candidate)} to every request: the feed, the probe, "
-                f"the gate's candidate runs ({url})"
+                f"the gate's candidate runs{held} ({url})"
             )
             continue
         callers, promoted = callers_version(body), body.get("promoted")
@@ -71,5 +75,5 @@ def served_lines(served: list[tuple[str, str, dict[str, Any] | None]]) -> str:
             if candidate != callers:
                 notes.append(f"the feed and the probe get the candidate {_v(candidate)}")
         tag = f" [{role}]" if role != "both" else ""
-        lines.append(f"{name}{tag}: callers get {_v(callers)}" + "".join(f"; {n}" for n in notes) + f" ({url})")
+        lines.append(f"{name}{tag}: callers get {_v(callers)}" + "".join(f"; {n}" for n in notes) + f"{held} ({url})")
     return "\n".join(lines)

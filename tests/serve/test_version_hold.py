@@ -55,9 +55,12 @@ def test_a_held_candidate_answers_its_pins_while_announcements_wait_then_follows
             assert await version_of(client, RECORD_H) == 1
             moved = await client.post("/admin/hold", json={"version": 2, "seconds": 60}, headers=ADMIN_H)
             assert moved.status == 409 and (await moved.json())["error"]["code"] == "candidate_moved"
+            held = (await (await client.get("/v1/versions", headers=RECORD_H)).json())["hold"]  # `slca status` shows it
+            assert held["version"] == 1 and 0 < held["left_s"] <= 60
 
             released = await client.delete("/admin/hold", headers=ADMIN_H)
             assert released.status == 200 and (await released.json())["held"] is None
+            assert "hold" not in await (await client.get("/v1/versions", headers=RECORD_H)).json()
             await wait_for_async(lambda: _serves(client, 2), 60, "the candidate on v2 once released")
 
             r = await client.post("/admin/hold", json={"version": 2, "seconds": 1.0}, headers=ADMIN_H)

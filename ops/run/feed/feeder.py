@@ -168,11 +168,11 @@ class Feeder:
     async def _worker(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded
         if (held := await wait_while_held(self.start, stop)) > 0:
-            self.metrics.held_seconds.inc(held)
+            self._count_held(held)
         while not stop.is_set():
             gate_open = self.gate_hold.open if self.gate_hold is not None else None
             if (held := await wait_while_held(self.hold, stop, gate_open)) > 0:
-                self.metrics.held_seconds.inc(held)
+                self._count_held(held)
             if stop.is_set():
                 break
             if self.backlog is not None:
@@ -193,6 +193,11 @@ class Feeder:
                 self.metrics.trajectories.inc(len(ids))
                 self.on_ids(ids)
             self.on_done()
+
+    def _count_held(self, seconds: float) -> None:
+        """A worker's wait, counted as its share of the feed's: every worker waits through one hold, so the counter
+        reads the hold's wall-clock seconds, not `concurrency` times them."""
+        self.metrics.held_seconds.inc(seconds / max(1, self.plan.concurrency))
 
     async def _post_with_retry(self, session, task: Task, stop: asyncio.Event) -> list[str] | None:
         delay = self.plan.retry_initial_s

@@ -106,8 +106,11 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
         feeder = Feeder(
             plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog, gate_hold=gate_hold
         )
+        prober = make_prober(plan, config)
+        if prober is not None and gate_hold is not None:
+            prober.gate_open = gate_hold.open  # periodic rounds wait while the gate judges, as the feed does
         try:
-            report = await feed_with_probe(feeder, make_prober(plan, config), stop)
+            report = await feed_with_probe(feeder, prober, stop)
         finally:
             if backlog is not None:
                 await backlog.close()

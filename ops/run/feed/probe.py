@@ -160,6 +160,13 @@ class Prober:
         `/v1/versions` at the first readiness; None: not known, pins assumed to hold)."""
         self.held_baselines = 0
         """Baseline tries that held the feed (`MAX_HELD_BASELINES`)."""
+        self.gate_open: asyncio.Event | None = None
+        """The gate's hold on the feed (ops/run/feed/gate_hold.py `GateHold.open`: set while the gate does not judge),
+        or None. A periodic round waits while it is cleared: the gate's pinned runs have the cores to themselves, and
+        the round comes at a later poll (the final round at the stop does not wait: the gate is stopping too)."""
+        self.gate_waits = 0
+        """Polls at which a due periodic round waited for the gate."""
+        self._gate_waiting = False
         self.feed_may_start = asyncio.Event()
         """Set once the probe has decided, at the API's first readiness, whether the baseline holds the feed
         (`feed_open` is cleared before it is set when it does), and whenever the probe stops or fails: the feed
@@ -203,6 +210,13 @@ class Prober:
         self.feed_may_start.set()  # the baseline is had (an earlier run's files, the cache): nothing holds the feed
         if not self.due(version) or not self.affordable(len(self.round_items)):
             return None
+        if self.gate_open is not None and not self.gate_open.is_set():
+            if not self._gate_waiting:  # logged once per wait
+                log.info("probe: a periodic round at v%d waits while the gate judges", version)
+            self.gate_waits += 1
+            self._gate_waiting = True
+            return None
+        self._gate_waiting = False
         return await self.round(version, "periodic")
 
     async def start(self, version: int) -> None:

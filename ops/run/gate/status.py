@@ -8,7 +8,7 @@ import json
 import time
 
 from slca.contracts import Streams
-from slca.contracts.versions import gate_decisions_key, promotion_key, rollback_decisions_key
+from slca.contracts.versions import gate_decisions_key, gate_feed_hold_key, promotion_key, rollback_decisions_key
 
 SHOWN = 5
 
@@ -25,6 +25,15 @@ def gate_lines(client, prefix: str, shown: int = SHOWN) -> str:
         lines.append(
             f"promotion record: promoted v{record['promoted']} ({record['reason']}, {_clock(record.get('at'))}); "
             f"before: {record['history'][-3:]}; rolled back: {record['rolled_back'] or 'none'}"
+        )
+    hold_key = gate_feed_hold_key(streams)
+    if (held := client.get(hold_key)) is not None:
+        judged = json.loads(held)
+        left_ms = client.pttl(hold_key)
+        left = f"{left_ms / 1000:.0f} s left at most" if left_ms and left_ms > 0 else "no expiry"
+        lines.append(
+            f"gate: judging v{judged.get('candidate')} vs v{judged.get('promoted')} since {_clock(judged.get('at'))}; "
+            f"the training feed is held ({hold_key}, {left})"
         )
     decisions = [json.loads(x) for x in client.lrange(gate_decisions_key(streams), -shown, -1)]
     if not decisions:

@@ -44,6 +44,13 @@ def test_the_lines_name_the_version_callers_get_and_why():
     assert served_lines([("serve", "http://h:8000", None)]) == "serve: /v1/versions did not answer (http://h:8000)"
 
 
+def test_a_held_candidate_is_shown_with_the_time_its_hold_has_left():
+    held = {**CANDIDATE, "hold": {"version": 12, "left_s": 840.0}}
+    line = served_lines([("serve-candidate", "http://h:8001", held)])
+    assert "held at v12 while the gate judges it (840.0 s left at most)" in line
+    assert "held" not in served_lines([("serve-candidate", "http://h:8001", CANDIDATE)])
+
+
 class Versions(BaseHTTPRequestHandler):
     bodies: dict[int, dict] = {}
 

@@ -6,6 +6,7 @@ candidate's (on the gate set and on scored traffic); `slca status` prints the la
 from __future__ import annotations
 
 import json
+import re
 
 import redis
 
@@ -97,6 +98,18 @@ def test_status_prints_the_last_decision_and_the_rollback(redis_client):
     assert "v8 vs v0: promote — diff +0.100 [+0.010, +0.190], n 96" in text.splitlines()[-2]
     assert "v8 → v0 on scored success: rollback — 0.350 (n 150) vs 0.800 (n 150), diff -0.450" in text
     assert "one-sided 95% bound -0.360 (margin 0.10)" in text
+    assert "the training feed is held" not in text
+
+
+def test_status_says_while_the_gate_holds_the_feed(redis_client):
+    from slca.contracts.versions import gate_feed_hold_key
+
+    key = gate_feed_hold_key(Streams("statushold"))
+    redis_client.set(key, json.dumps({"candidate": 12, "promoted": 3, "at": 1.0e9}), px=600_000)
+    text = gate_lines(redis_client, "statushold")
+    line = next(x for x in text.splitlines() if "judging" in x)
+    held = re.search(r"the training feed is held \((.+), (\d+) s left at most\)$", line)
+    assert line.startswith("gate: judging v12 vs v3 since ") and held and held[1] == key and 590 <= int(held[2]) <= 600
 
 
 def test_the_page_shows_both_roles_the_decisions_table_and_the_two_charts():

@@ -240,3 +240,16 @@ def test_the_feeds_final_round_is_bounded_by_its_timeout(tmp_path, caplog):
     Slow.started = False
     asyncio.run(final_round(off))
     assert not Slow.started
+
+
+def test_a_due_periodic_round_waits_while_the_gate_holds_the_feed(tmp_path):
+    clock, published = Clock(), []
+    fake = TimedEval(clock)
+    pr = prober(tmp_path, fake, published, clock)
+    pr.gate_open = asyncio.Event()  # cleared: the gate judges
+    drive(pr, fake, clock, [(0, 0), (3, 700), (4, 30)])
+    # the baseline is not a periodic round (it is pinned and may hold the feed itself); the due round waits
+    assert [r["kind"] for r in published] == ["baseline"] and pr.gate_waits == 2
+    pr.gate_open.set()  # the gate's judging ended
+    drive(pr, fake, clock, [(5, 15)])
+    assert [r["kind"] for r in published] == ["baseline", "periodic"] and published[-1]["version"] == 5
