@@ -245,6 +245,14 @@ class VersionRouter:
                 if not self.hold.active:  # a hold taken while this swap waited for the lock: wait for it too
                     return await self._swap_candidate(weights)
 
+    async def swappable(self) -> bool:
+        """Wait while the candidate is held; True when it waited (the weight follower then loads the newest
+        announcement, not the one it had when the hold began: slca/weights/swap.py `load_wanted`)."""
+        if not self.hold.active:
+            return False
+        await self.hold.wait()
+        return True
+
     async def hold_candidate(self, version: int | None, seconds: float) -> tuple[int, float]:
         """Hold the candidate's engine at the version it serves (`version`: only if it still serves that one, else
         CandidateMoved) for `seconds` at most `serve.hold_max_s`: (version held, seconds granted)."""

@@ -199,6 +199,10 @@ class WeightSwapper:
             manifest = self.wanted
             if manifest is None or manifest.version <= self.engine.version:
                 continue
+            if await self._wait_swappable():  # announcements that came while the engine was held: the newest
+                manifest = self.wanted or manifest
+                if manifest.version <= self.engine.version:
+                    continue
             if not await self._try_swap(manifest):
                 failures = failures + 1 if manifest.version == failed_version else 1
                 failed_version = manifest.version
@@ -207,6 +211,13 @@ class WeightSwapper:
             failed_version, failures = None, 0
             if self.wanted is manifest:
                 self.wanted = None
+
+    async def _wait_swappable(self) -> bool:
+        """Wait while the engine may not swap (a candidate held while the gate judges it: serve/version_hold.py), before
+        fetching anything, so that the newest announcement is loaded once it may — not each one that waited, one swap
+        after another. True when it waited. Engines without holds (no `swappable`) never wait."""
+        swappable = getattr(self.engine, "swappable", None)
+        return bool(await swappable()) if swappable is not None else False
 
     async def _try_swap(self, manifest: WeightManifest) -> bool:
         """Swap to an accepted announcement; False when it failed (counted and logged by `swap`)."""

@@ -47,10 +47,11 @@ def test_a_held_candidate_answers_its_pins_while_announcements_wait_then_follows
 
             announce(rclient, streams, manifests[2])
 
-            async def swap_waits() -> bool:  # the follower is in its swap to v2, waiting for the hold
-                return app[SWAPPER]._lock.locked()
+            async def swap_waits() -> bool:  # the follower wants v2 and waits for the hold
+                wanted = app[SWAPPER].wanted
+                return wanted is not None and wanted.version == 2
 
-            await wait_for_async(swap_waits, 30, "the follower's swap to v2 under way")
+            await wait_for_async(swap_waits, 30, "the follower's swap to v2 waiting")
             assert await version_of(client, {PIN_HEADER: "1", **RECORD_H}) == 1  # pinned runs of v1 still answer
             assert await version_of(client, RECORD_H) == 1
             moved = await client.post("/admin/hold", json={"version": 2, "seconds": 60}, headers=ADMIN_H)
@@ -63,13 +64,23 @@ def test_a_held_candidate_answers_its_pins_while_announcements_wait_then_follows
             assert "hold" not in await (await client.get("/v1/versions", headers=RECORD_H)).json()
             await wait_for_async(lambda: _serves(client, 2), 60, "the candidate on v2 once released")
 
-            r = await client.post("/admin/hold", json={"version": 2, "seconds": 1.0}, headers=ADMIN_H)
+            r = await client.post("/admin/hold", json={"version": 2, "seconds": 3.0}, headers=ADMIN_H)
             assert (await r.json())["held"] == 2
             assert sorted(p.name for p in (data / "held-weights").iterdir()) == ["v2"]  # one held version kept
+            swaps = app[SWAPPER].metrics.swaps.labels(outcome="ok")
+            before = swaps._value.get()
             announce(rclient, streams, manifests[3])
+
+            async def wants_v3() -> bool:
+                wanted = app[SWAPPER].wanted
+                return wanted is not None and wanted.version == 3
+
+            await wait_for_async(wants_v3, 30, "the follower wanting v3")
+            await asyncio.sleep(0.3)  # the loader has taken v3 up (a follower that fetched it then would swap to it)
             announce(rclient, streams, manifests[4])
-            # nobody releases it: once its second is up the follower loads the newest announcement
+            # nobody releases it: once its second is up the follower loads the newest announcement, and only it
             await wait_for_async(lambda: _serves(client, 4), 60, "the candidate on v4 after the hold's time")
+            assert swaps._value.get() - before == 1  # v3, announced during the hold, was never loaded
 
     asyncio.run(main())
 
