@@ -24,6 +24,8 @@ class CaseResult:
     """The slowest small chat sent while the case's requests were in flight (None: none was answered)."""
     skipped: str | None = None
     """Why the case did not run (then `held` is False and counts for nothing)."""
+    late: bool = False
+    """Its action held but a small chat sent meanwhile was late (then the case is tried again: cases.run_case)."""
 
 
 @dataclass

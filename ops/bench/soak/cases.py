@@ -6,7 +6,9 @@ times a small chat around it: once alone just before, one after another while th
 once alone just after. The case holds when its action held and every small chat sent meanwhile was answered (200)
 within max(SLOWDOWN × alone, alone + SLACK_S), `alone` the slower of the two alone (the soak's legal load goes on
 meanwhile: the margin is for that, not for a caller who holds the others up — six impossible prompts once made a
-0.1 s chat take 10 s). The requests themselves are built in ops/bench/hostile.py, which the tests send too.
+0.1 s chat take 10 s). A try whose only fault is a late small chat is tried again and the majority of three
+decides (`run_case`): the learner's steps and weight swaps come and go, a caller who holds the others up does so at
+every try. The requests themselves are built in ops/bench/hostile.py, which the tests send too.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ LEGAL_BODY_S = 120.0
 """A legal body of empty arrays is answered (200, or a 4xx refusal) within this."""
 CUT_SLACK_S = 5.0
 """A trickled body is cut (408) within serve.body_read_timeout_s plus this."""
+LATE_TRIES = 3
+"""Tries of a case whose action held while a small chat was late (`run_case`): it holds when most held."""
 RETRY_S = 1.0
 """The small chat is sent again this long after a 429 (the soak's legal clients honour Retry-After; the small chat
 is timed, so it waits no longer than a second)."""
@@ -332,10 +336,35 @@ def allowed_s(alone_s: float) -> float:
 
 
 def run_case(case: Case, t: Target, t0: float | None = None) -> CaseResult:
-    """`case` with the small chat timed around it (module docstring); `t0`: the measured window's start."""
+    """`case` with the small chat timed around it (module docstring); `t0`: the measured window's start.
+
+    A try whose action held but whose small chat meanwhile was late is tried again, up to `LATE_TRIES` tries in all,
+    and the case holds when most of them held: with the learner training, its steps take both cores for tens of
+    seconds and a one-engine serve pauses for each weight swap, so one late chat may be the system's own cycle —
+    a case that holds the others up does so at every try (the fresh-clone soak with the learner training, 2026-12-05:
+    one trickled-body try's small chat took 13.1 s against 2.56 s alone, its other try 3.1 s)."""
     at = None if t0 is None else time.monotonic() - t0
     if (reason := case.skip(t)) is not None:
         return CaseResult(case.name, False, "", 0.0, at, skipped=reason)
+    tries = [_one_try(case, t, at)]
+    while tries[0].late and len(tries) < LATE_TRIES:
+        held = sum(r.held for r in tries)
+        if held * 2 > LATE_TRIES or (len(tries) - held) * 2 > LATE_TRIES:
+            break  # the majority is decided
+        tries.append(_one_try(case, t, at))
+    if len(tries) == 1:
+        return tries[0]
+    held = sum(r.held for r in tries)
+    first = tries[0]
+    first.held = held * 2 > len(tries)
+    first.detail += f"; tried {len(tries)} times (a small chat late): held {held} of {len(tries)}"
+    first.seconds = max(r.seconds for r in tries)
+    first.chat_alone_s = max(r.chat_alone_s or 0.0 for r in tries)
+    first.chat_worst_s = max((r.chat_worst_s for r in tries if r.chat_worst_s is not None), default=None)
+    return first
+
+
+def _one_try(case: Case, t: Target, at: float | None) -> CaseResult:
     before = small_chat(t)
     seen, seconds, meanwhile = _with_chats(case.action, t)
     after = small_chat(t)
@@ -351,7 +380,9 @@ def run_case(case: Case, t: Target, t0: float | None = None) -> CaseResult:
     chats += f" (alone {alone_s:.2f}s, allowed {allowed_s(alone_s):.2f}s)"
     if late:
         chats += f"; held up: {late[0]}"
-    return CaseResult(case.name, seen.held and not late, f"{seen.detail}; {chats}", seconds, at, alone_s, worst)
+    result = CaseResult(case.name, seen.held and not late, f"{seen.detail}; {chats}", seconds, at, alone_s, worst)
+    result.late = seen.held and bool(late)
+    return result
 
 
 def _with_chats(action: Callable[[Target], Seen], t: Target) -> tuple[Seen, float, list[Answer]]:

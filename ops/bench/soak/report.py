@@ -2,7 +2,12 @@
 results.json and results.md (verdict line first, no machine paths).
 
 Growth of a memory series = median of its samples in the measured window's last minute − median in its first
-minute (medians: one learner step or one cache fill is not a trend). "Flat" = growth within the larger of an
+minute (medians: one learner step or one cache fill is not a trend). With the learner training in the window the
+whole system's RSS is judged on its troughs instead: the lowest sample of the first and of the last
+`TROUGH_WINDOW_S` — its step cycle (a step's activations and gradients, ≈ 0.5–0.8 GB, every 45–120 s on 2 cores) put
+a minute's median anywhere between trough and peak (the fresh-clone soak of 2026-12-05 read per-minute medians from
+6,048 to 6,993 MiB while its per-minute minima stayed within 5,967–6,768), and what a leak adds stays through
+the troughs. "Flat" = growth within the larger of an
 absolute and a relative allowance (below). Times are seconds since the measured window began (warm-up < 0).
 
 The measured window begins once the system is in its steady state (`steady_state`): the learner has published a
@@ -19,6 +24,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ops.bench.common import percentile
 from ops.bench.soak.case_report import CaseResult, CaseRow, case_rows, case_table, cases_held, cases_line
@@ -26,6 +32,9 @@ from ops.bench.soak.case_report import CaseResult, CaseRow, case_rows, case_tabl
 MIB = 1024 * 1024
 WINDOW_S = 60.0
 """The first and last windows whose medians are compared (shorter runs: a third of the window each)."""
+TROUGH_WINDOW_S = 180.0
+"""The first and last windows whose lowest samples are compared while the learner trains: each spans two or more of
+its step cycles, so each holds a sample between two steps (shorter runs: a third of the window each)."""
 RSS_FLAT_MIB, RSS_FLAT_SHARE = 64.0, 0.05
 """Whole-system RSS is flat when it grew by at most max(64 MiB, 5 % of the first minute's median)."""
 REDIS_FLAT_MIB, REDIS_FLAT_SHARE = 16.0, 0.10
@@ -149,6 +158,19 @@ class SoakSummary:
     """The hostile cases of ops/bench/soak/cases.py, a row each (None: not run, `--cases-every-minutes 0`)."""
     window: WindowStart | None = None
     """When and why the measured window began (None: not told; a fixed warm-up)."""
+    rss_troughs: Growth | None = None
+    """Whole-system RSS, the lowest sample of the first and last `TROUGH_WINDOW_S` (module docstring)."""
+    rss_judged_on: str = "medians"
+    """What the memory criterion reads of the whole system's RSS: 'medians' (`rss`), or 'troughs' (`rss_troughs`)
+    when the learner stepped in the measured window."""
+    rss_min_mib_by_minute: list[float | None] = field(default_factory=list)
+    """The lowest whole-system RSS sample of each minute of the measured window (MiB)."""
+    rss_by_role_troughs_mib: dict[str, list[float | None]] = field(default_factory=dict)
+    """Role → [lowest in the first, lowest in the last `TROUGH_WINDOW_S`] MiB: which process a rise is in."""
+
+    @property
+    def rss_judged(self) -> Growth:
+        return self.rss_troughs if self.rss_judged_on == "troughs" and self.rss_troughs is not None else self.rss
 
 
 def hostile_problem(acceptable: tuple[int, ...], status: int, raw: bytes) -> str | None:
@@ -182,15 +204,35 @@ def windows(seconds: float, window_s: float = WINDOW_S) -> tuple[tuple[float, fl
 
 
 def _median_in(points: list[tuple[float, float]], lo: float, hi: float) -> float | None:
+    return _of_in(points, lo, hi, statistics.median)
+
+
+def _of_in(points: list[tuple[float, float]], lo: float, hi: float, of: Callable[[list[float]], float]) -> float | None:
     inside = [v for t, v in points if lo <= t <= hi]
-    return statistics.median(inside) if inside else None
+    return of(inside) if inside else None
 
 
-def growth(points: list[tuple[float, float]], seconds: float, allow_mib: float, allow_share: float) -> Growth:
-    """Growth of a series of (t_s, bytes) over a measured window of `seconds`, judged against
-    max(`allow_mib`, `allow_share` × first median)."""
-    (a0, a1), (b0, b1) = windows(seconds)
-    first, last = _median_in(points, a0, a1), _median_in(points, b0, b1)
+def minute_minima(points: list[tuple[float, float]], seconds: float) -> list[float | None]:
+    """The lowest value (MiB) of each whole or partial minute of the measured window."""
+    minutes = max(1, int(-(-seconds // 60)))
+    return [
+        None if (low := _of_in(points, 60.0 * m, min(60.0 * (m + 1), seconds), min)) is None else round(low / MIB, 1)
+        for m in range(minutes)
+    ]
+
+
+def growth(
+    points: list[tuple[float, float]],
+    seconds: float,
+    allow_mib: float,
+    allow_share: float,
+    window_s: float = WINDOW_S,
+    of: Callable[[list[float]], float] = statistics.median,
+) -> Growth:
+    """Growth of a series of (t_s, bytes) over a measured window of `seconds` — `of` (the median; `min`: troughs) of
+    its first and of its last `window_s` — judged against max(`allow_mib`, `allow_share` × the first)."""
+    (a0, a1), (b0, b1) = windows(seconds, window_s)
+    first, last = _of_in(points, a0, a1, of), _of_in(points, b0, b1, of)
     if first is None or last is None:
         return Growth(first, last, None, None, None, None)
     grown = last - first
@@ -198,14 +240,19 @@ def growth(points: list[tuple[float, float]], seconds: float, allow_mib: float, 
     return Growth(first, last, grown, grown / first if first else None, allowed, grown <= allowed)
 
 
-def _role_medians(samples: list[MemorySample], seconds: float) -> dict[str, list[float | None]]:
-    (a0, a1), (b0, b1) = windows(seconds)
+def _role_medians(
+    samples: list[MemorySample],
+    seconds: float,
+    window_s: float = WINDOW_S,
+    of: Callable[[list[float]], float] = statistics.median,
+) -> dict[str, list[float | None]]:
+    (a0, a1), (b0, b1) = windows(seconds, window_s)
     roles = sorted({r for s in samples for r in s.rss_by_role})
     out = {}
     for role in roles:
         points = [(s.t_s, float(s.rss_by_role.get(role, 0))) for s in samples]
-        medians = [_median_in(points, a0, a1), _median_in(points, b0, b1)]
-        out[role] = [round(m / MIB, 1) if m is not None else None for m in medians]
+        values = [_of_in(points, a0, a1, of), _of_in(points, b0, b1, of)]
+        out[role] = [round(m / MIB, 1) if m is not None else None for m in values]
     return out
 
 
@@ -240,6 +287,7 @@ def summarise(
     rss_points = [(s.t_s, s.rss_bytes) for s in samples if s.rss_bytes is not None]
     redis_points = [(s.t_s, s.redis_bytes) for s in samples if s.redis_bytes is not None]
     rss = growth(rss_points, seconds, RSS_FLAT_MIB, RSS_FLAT_SHARE)
+    troughs = growth(rss_points, seconds, RSS_FLAT_MIB, RSS_FLAT_SHARE, TROUGH_WINDOW_S, min)
     redis = growth(redis_points, seconds, REDIS_FLAT_MIB, REDIS_FLAT_SHARE)
     measured = [latency for t, latency in pings if 0 <= t <= seconds]
     counts = status_counts(legal, hostile)
@@ -277,6 +325,10 @@ def summarise(
         learner_versions=versions,
         cases=None if cases is None else case_rows(cases),
         window=window,
+        rss_troughs=troughs,
+        rss_judged_on="troughs" if steps else "medians",
+        rss_min_mib_by_minute=minute_minima(rss_points, seconds),
+        rss_by_role_troughs_mib=_role_medians(samples, seconds, TROUGH_WINDOW_S, min),
     )
 
 
@@ -345,7 +397,7 @@ def criteria(s: SoakSummary) -> dict[str, bool]:
     """The four criteria of the soak (and the hostile bodies' statuses, a learner that trained, and every hostile
     case held when they ran): name → met."""
     met = {
-        "memory flat": bool(s.rss.flat) and bool(s.redis.flat),
+        "memory flat": bool(s.rss_judged.flat) and bool(s.redis.flat),
         "0 × 5xx": s.five_xx == 0,
         "/healthz p99 < 100 ms": s.healthz_p99_ms is not None
         and s.healthz_p99_ms < HEALTHZ_P99_S * 1000
@@ -367,7 +419,7 @@ def verdict(s: SoakSummary) -> tuple[bool, str]:
     failed = [name for name, ok in met.items() if not ok]
     head = "PASS" if not failed else f"FAIL ({'; '.join(failed)})"
     numbers = [
-        _growth_text("RSS", s.rss),
+        _growth_text("RSS" if s.rss_judged_on == "medians" else "RSS troughs", s.rss_judged),
         _growth_text("Redis", s.redis),
         f"{s.five_xx} × 5xx",
         f"/healthz p50 {s.healthz_p50_ms} / p99 {s.healthz_p99_ms} / max {s.healthz_max_ms} ms "
@@ -392,6 +444,7 @@ def table(s: SoakSummary) -> str:
             _growth_text("growth", s.rss),
             bool(s.rss.flat),  # each row its own flatness; the criterion needs both
         ),
+        *_trough_rows(s),
         (
             "Redis used_memory",
             f"{_mib(s.redis.first_bytes)} → {_mib(s.redis.last_bytes)}",
@@ -430,6 +483,22 @@ def table(s: SoakSummary) -> str:
     return "\n".join(lines)
 
 
+def _trough_rows(s: SoakSummary) -> list[tuple[str, str, str, bool]]:
+    """The whole system's RSS troughs, and which of the two RSS rows the memory criterion reads."""
+    t = s.rss_troughs
+    if t is None:
+        return []
+    judged = "the criterion reads this row (the learner trained)" if s.rss_judged_on == "troughs" else "shown only"
+    return [
+        (
+            f"RSS, whole system, troughs (lowest of the first → last {TROUGH_WINDOW_S / 60:g} minutes)",
+            f"{_mib(t.first_bytes)} → {_mib(t.last_bytes)}",
+            f"{_growth_text('growth', t)}; {judged}",
+            bool(t.flat),
+        )
+    ]
+
+
 def _optional_rows(s: SoakSummary, met: dict[str, bool]) -> list[tuple[str, str, str, bool]]:
     """The table's rows of what a run may leave out: the hostile cases, when the window began."""
     rows = []
@@ -461,6 +530,12 @@ def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySam
         "",
         *(f"- {role}: {a} → {b}" for role, (a, b) in summary.rss_by_role_mib.items()),
         "",
+        f"RSS by process role, troughs (lowest of the first → last {TROUGH_WINDOW_S / 60:g} minutes, MiB):",
+        "",
+        *(f"- {role}: {a} → {b}" for role, (a, b) in summary.rss_by_role_troughs_mib.items()),
+        "",
+        f"whole-system RSS, lowest of each minute (MiB): {summary.rss_min_mib_by_minute}",
+        "",
         f"/healthz p99 per minute (ms): {summary.healthz_p99_ms_by_minute}",
         "",
         f"statuses: {summary.status_counts}",
@@ -485,6 +560,7 @@ def write(out: Path, summary: SoakSummary, header: dict, samples: list[MemorySam
             "learner_step": s.learner_step,
             "learner_version": s.learner_version,
             "served_version": s.served_version,
+            "rss_by_role_mib": {role: _round_mib(b, 1) for role, b in sorted(s.rss_by_role.items())},
         }
         for s in samples
     ]

@@ -56,10 +56,24 @@ def test_a_case_holds_when_its_action_held_and_the_small_chat_kept_its_pace(monk
 
 
 def test_a_small_chat_held_up_meanwhile_fails_the_case(monkeypatch):
-    _fake_chats(monkeypatch, [0.1, 10.0, 0.1])  # issue 36: six impossible prompts held a 0.1 s chat for 10 s
+    # issue 36: six impossible prompts held a 0.1 s chat for 10 s — at each try: tried twice, held by neither
+    _fake_chats(monkeypatch, [0.1, 10.0, 0.1] * 2)
     result = run_case(Case("impossible_prompts", lambda t: Seen(True, "6 × 400")), TARGET)
     assert not result.held and "held up: 200 in 10.00s" in result.detail and result.chat_worst_s == 10.0
+    assert "tried 2 times (a small chat late): held 0 of 2" in result.detail
     assert allowed_s(0.1) == pytest.approx(5.1) and allowed_s(4.0) == 12.0
+
+
+def test_one_late_small_chat_in_three_tries_is_the_systems_cycle_not_the_case(monkeypatch):
+    # the learner's step or a weight swap under one try's chat; the next two tries keep the pace
+    _fake_chats(monkeypatch, [2.5, 13.1, 2.5] + [2.5, 3.1, 2.5] * 2)
+    result = run_case(Case("trickled_body", lambda t: Seen(True, "408")), TARGET)
+    assert result.held and "held 2 of 3" in result.detail and result.chat_worst_s == 13.1
+    _fake_chats(monkeypatch, [2.5, 13.1, 2.5] + [2.5, 3.1, 2.5] + [2.5, 14.0, 2.5])
+    result = run_case(Case("trickled_body", lambda t: Seen(True, "408")), TARGET)
+    assert not result.held and "held 1 of 3" in result.detail
+    _fake_chats(monkeypatch, [0.1, 0.1, 0.1])  # a failed action is not tried again
+    assert not run_case(Case("x", lambda t: Seen(False, "500")), TARGET).held
 
 
 def test_a_failed_action_or_a_failed_small_chat_alone_fails_the_case(monkeypatch):

@@ -91,7 +91,9 @@ def test_growth_without_samples_in_a_window_is_unmeasured():
 def test_a_clean_run_passes_and_says_its_numbers():
     s = _clean(_samples(lambda t: 2000 + t / 100, lambda t: 40))  # the minutes' medians (t 30, 570 s): +5.4 MiB
     passed, line = verdict(s)
-    assert passed and line.startswith("PASS — RSS +5.4 MiB, +0.3% (limit 100.0 MiB)")
+    # the learner trained: the criterion reads the troughs, the lowest of the first and last 3 minutes (t 0, 420 s)
+    assert passed and line.startswith("PASS — RSS troughs +4.2 MiB, +0.2% (limit 100.0 MiB)")
+    assert s.rss.growth_bytes == pytest.approx(5.4 * MIB) and s.rss_judged_on == "troughs"
     assert s.five_xx == 0 and s.legal_answered == s.legal_sent == 2 and s.retries_429 == 1
     assert s.healthz_p99_ms == 4.0 and s.pings == int(SECONDS * 20) + 1
     assert s.legal_by_kind == {"chat": [1, 1], "agent": [1, 1]} and s.status_counts == {"200": 2, "415": 1, "429": 1}
@@ -100,11 +102,32 @@ def test_a_clean_run_passes_and_says_its_numbers():
 def test_a_leak_fails_memory_with_its_growth():
     s = _clean(_samples(lambda t: 2000 + max(t, 0) / 2, lambda t: 40))  # medians at t 30 and 570 s: +270 MiB
     passed, line = verdict(s)
-    assert not passed and line.startswith("FAIL (memory flat)") and "RSS +270.0 MiB" in line
+    assert not passed and line.startswith("FAIL (memory flat)") and "RSS troughs +210.0 MiB" in line  # t 0, 420 s
+    assert s.rss.growth_bytes == pytest.approx(270 * MIB) and s.rss_min_mib_by_minute[-1] == 2270.0
+    assert s.rss_by_role_troughs_mib["serve"] == [2000.0, 2210.0]
     assert s.rss_by_role_mib["serve"] == [pytest.approx(2015.0, abs=0.1), pytest.approx(2285.0, abs=0.1)]
     # each memory row says its own flatness: the process RSS grew, Redis did not
     rows = {line.split(" | ")[0].strip("| "): line.rstrip(" |").rsplit(" | ", 1)[-1] for line in table(s).splitlines()}
     assert rows["RSS, whole system (first → last minute median)"] == "NO" and rows["Redis used_memory"] == "yes"
+
+
+def test_with_the_learner_training_its_step_cycle_is_judged_on_troughs_not_on_a_minutes_median():
+    """A step's 800 MiB comes and goes every 100 s: the first minute's median falls between steps, the last
+    minute's during one (+800 MiB of medians), while every trough is the same 2,000 MiB. Judged on troughs with the
+    learner training; the same series beside an idle learner is judged on medians, and fails."""
+
+    def sawtooth(t):
+        return 2000 + (800 if (t + 50) % 100 < 40 else 0)
+
+    s = _clean(_samples(sawtooth, lambda t: 40))
+    assert s.rss.growth_bytes == pytest.approx(800 * MIB) and not s.rss.flat
+    assert s.rss_judged_on == "troughs" and s.rss_troughs.growth_bytes == 0 and verdict(s)[0]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table(s).splitlines()}
+    troughs = rows["RSS, whole system, troughs (lowest of the first → last 3 minutes)"]
+    assert "the criterion reads this row (the learner trained)" in troughs and troughs.endswith("| yes |")
+    assert set(s.rss_min_mib_by_minute) == {2000.0} and len(s.rss_min_mib_by_minute) == 10
+    idle = _clean(_samples(sawtooth, lambda t: 40, learner=lambda t: (3, 1)))
+    assert idle.rss_judged_on == "medians" and "memory flat" in verdict(idle)[1].split(" — ")[0]
 
 
 def test_warmup_samples_and_pings_are_outside_the_windows():
@@ -172,6 +195,7 @@ def test_write_puts_the_verdict_first_and_no_paths(tmp_path):
         "learner_step": 28,
         "learner_version": 28,
         "served_version": None,
+        "rss_by_role_mib": {"serve": 2000.0},  # per sample: which process a rise is in
     }
     assert str(tmp_path) not in (tmp_path / "results.json").read_text()
 
@@ -295,10 +319,11 @@ def test_start_up_before_the_first_published_version_served_is_warm_up_not_a_lea
 
 
 def test_growth_after_the_steady_state_still_fails_memory():
-    s = _windowed(_fresh_clone(extra_mib=lambda t: max(0.0, t - 430) / 2))  # +0.5 MiB/s once steady: a leak
+    s = _windowed(_fresh_clone(extra_mib=lambda t: max(0.0, t - 430) * 0.7))  # +0.7 MiB/s once steady: a leak
     assert s.window.steady and s.window.warmup_s == 430.0
     passed, line = verdict(s)
-    assert not passed and line.startswith("FAIL (memory flat)") and s.rss.growth_bytes > 200 * MIB
+    # judged on troughs (the learner trains): the lowest of the window's first and last 3 minutes, 420 s apart
+    assert not passed and line.startswith("FAIL (memory flat)") and s.rss_judged.growth_bytes > 290 * MIB
 
 
 def test_the_warm_up_lasts_at_least_its_minutes():
