@@ -41,8 +41,10 @@ class SystemMemory:
         }
 
 
-def memory_lines(memory: dict | None) -> str:
-    """`slca status`'s memory lines from the state file's `memory` (a `SystemMemory.to_dict()`)."""
+def memory_lines(memory: dict | None, running: bool = True) -> str:
+    """`slca status`'s memory lines from the state file's `memory` (a `SystemMemory.to_dict()`). `running`: False
+    once the system has stopped (`slca bench online` after the run), when the last sample is of processes on their
+    way out ("0.01 GiB now" said nothing): then the peaks only."""
     if not memory or not memory.get("peak_total_bytes"):
         return "memory: not sampled yet"
     now, own_peak = memory["rss_bytes"], memory.get("peak_rss_bytes", {})
@@ -50,6 +52,18 @@ def memory_lines(memory: dict | None) -> str:
     total, peak = sum(now.values()) / GIB, memory["peak_total_bytes"] / GIB
     target = memory.get("target_gib", TARGET_GIB)
     verdict = "within" if peak <= target else "OVER"
+    if not running:
+        return "\n".join(
+            [
+                f"memory: the system has stopped; its peak was {peak:.2f} GiB ({verdict} the {target:g} GiB target); "
+                "each process with its children (its own peak; its share of the system's peak):",
+                "  "
+                + "  ".join(
+                    f"{name} ({own_peak.get(name, 0) / GIB:.2f}; {at_peak.get(name, 0) / GIB:.2f})"
+                    for name in dict.fromkeys([*own_peak, *at_peak])
+                ),
+            ]
+        )
     return "\n".join(
         [
             f"memory: {total:.2f} GiB now, peak {peak:.2f} GiB for the whole system ({verdict} the {target:g} GiB "

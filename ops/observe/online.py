@@ -116,7 +116,8 @@ def run_online_export(args, config: Config) -> int:
         gate=gate,
     )
     print(status_lines(stats, last=len(stats)))
-    print(memory_lines((state or {}).get("memory")))
+    running = any(p.get("state") == "running" for p in (state or {}).get("processes", []))
+    print(memory_lines((state or {}).get("memory"), running=running))
     print(probe_lines(rounds, last=len(rounds)))
     print(gate_lines(gate))
     print(

@@ -274,11 +274,4 @@ def gate_feed_hold_key_of(prefix: str) -> str:
     return gate_feed_hold_key(Streams(prefix))
 
 
-def read_decisions(path: Path) -> list[dict]:
-    """Every decision of `<data_dir>/gate/decisions.jsonl` (for reports)."""
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-__all__ = ["Gate", "ServeAdmin", "gate_items", "pinned_evaluator", "read_decisions"]
+__all__ = ["Gate", "ServeAdmin", "gate_items", "pinned_evaluator"]

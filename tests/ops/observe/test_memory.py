@@ -59,3 +59,16 @@ def test_status_lines_give_the_whole_system_against_the_target():
     memory.now["serve"] = int(3.6 * GIB)  # sampled above the peak the state file last held: its own peak is now
     assert "serve 3.60 (3.60; 3.00)" in memory_lines(memory.to_dict())
     assert memory_lines(None) == "memory: not sampled yet"
+
+
+def test_after_the_stop_the_lines_give_the_peaks_not_the_last_sample_of_exiting_processes():
+    memory = SystemMemory()
+    memory.now = {"serve": 5 * 1024**2, "learn": 0}  # `slca bench online` read "0.01 GiB now" after the run
+    memory.peak, memory.peak_total, memory.at_peak = (
+        {"serve": int(3.5 * GIB), "learn": 4 * GIB},
+        int(7 * GIB),
+        {"serve": 3 * GIB, "learn": 4 * GIB},
+    )
+    text = memory_lines(memory.to_dict(), running=False)
+    assert "now" not in text and "the system has stopped; its peak was 7.00 GiB (OVER the 6 GiB target)" in text
+    assert "serve (3.50; 3.00)  learn (4.00; 4.00)" in text
