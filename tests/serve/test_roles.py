@@ -101,7 +101,7 @@ def test_a_promoted_replica_moves_only_on_promotions_and_a_candidate_replica_fol
             assert await every_key(main_client) == {1}
             announce(rclient, streams, manifests[2])
             await wait_for_async(lambda: _candidate_is(cand_client, 2), 60, "the candidate replica on v2")
-            await wait_for_async(lambda: _promoted_is(cand_client, 1), 10, "the record followed by the candidate")
+            await wait_for_async(lambda: _promoted_is(cand_client, 1), 60, "the record followed by the candidate")
             assert await every_key(main_client) == {1} and await every_key(cand_client) == {2}
 
             assert (await promote(main_client, {"version": 2}))["promoted"] == 2
