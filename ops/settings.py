@@ -35,6 +35,15 @@ class GateSettings(SectionSettings):
     gate_every_minutes: float = Field(default=30.0, gt=0)
     """... or this many minutes after the last decision, whichever comes first (a candidate newer than the promoted
     version and than the last one judged)."""
+    gate_budget_share: float = Field(default=0.10, ge=0, le=1)
+    """The gate's share of the serving time at most: a due decision waits while the seconds the gate has judged, with
+    this decision's estimate, would pass this share of the seconds since its first look at a ready serve (0: no
+    budget). The first decision judges the promoted version too (its records are cached per version after), so it
+    costs about twice a later one: in a 60-minute run (bench/online/run8) the first took 304 s, 18% of its 29 minutes
+    had it gone at once."""
+    gate_item_seconds: float = Field(default=1.6, gt=0)
+    """Seconds per gate item per version judged, the budget's estimate until the gate has measured its own (2 cores,
+    vLLM, feed held: 304 s for 2 × 96 items)."""
     gate_items: int = Field(default=96, ge=8)
     """Gate-set tasks per decision (`sim.tasks.gate`: disjoint from train, test and novel). 96 greedy agent runs
     take ≈ 3 min on 2 cores (0.52 items/s): two decisions an hour are ≈ 10% of a run's time."""

@@ -12,6 +12,9 @@
 - Holding the feed: while it judges, the gate sets `<prefix>:gate:feed-hold` (expiring after `ops.gate_hold_s`,
   renewed when the candidate's part begins) and deletes it when the judging ends, also on an error or a stop; the
   training feed sends nothing while it is set (`ops.gate_holds_feed`; ops/run/feed/gate_hold.py).
+- Budget: a due decision waits while the gate's judging seconds with its estimate would pass `ops.gate_budget_share`
+  of the seconds since the gate's first look at a ready serve (`affordable`; the estimate: items × the seconds per
+  item measured so far, `ops.gate_item_seconds` before, for each version not cached).
 - Guarding: before judging, each look (with Redis) checks the promoted version's success on scored traffic against
   the previous promoted version's (`success_guard.SuccessGuard`) and asks serve to roll it back past the bound.
 """
@@ -120,6 +123,14 @@ class Gate:
         self.clock = clock
         self.last_judged: int | None = None
         self.last_at = clock()
+        self.first_look_at: float | None = None
+        """When serve first answered the gate's look (the budget's clock starts there)."""
+        self.spent_s = 0.0
+        """Seconds the gate's evaluations took (the budget's numerator)."""
+        self.item_s = getattr(ops, "gate_item_seconds", 1.6)
+        """Seconds per item per version judged: measured by the last evaluation, the setting before."""
+        self.waiting_for: int | None = None
+        """The candidate a due decision waits for the budget with (logged once per candidate)."""
         self.guard = None if redis is None else SuccessGuard(
             ops, ScoredSuccess(redis, prefix, ops.success_rollback_window), admin, self.dir, redis, prefix, clock
         )  # fmt: skip
@@ -143,9 +154,11 @@ class Gate:
             records = read_jsonl(cache)
             if {r.item_id for r in records} >= {i.item_id for i in self.items}:
                 return records, 0.0
-        started = time.perf_counter()
+        started = self.clock()
         records = await (evaluate or self.evaluate)(version, self.items)
-        seconds = time.perf_counter() - started
+        seconds = max(0.0, self.clock() - started)
+        self.spent_s += seconds
+        self.item_s = seconds / max(1, len(self.items))
         if any(r.error for r in records):
             return records, seconds  # not cached: a failed request is not the version's outcome
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -213,11 +226,20 @@ class Gate:
     async def step(self) -> GateDecision | None:
         """One look at serve; a decision when a candidate was due."""
         versions = await self.admin.versions()
+        if self.first_look_at is None:
+            self.first_look_at = self.clock()
         if self.guard is not None and await self.guard.check(versions) is not None:
             return None  # the roles just changed: judge a candidate against the new promoted version at the next look
         if not self.due(versions):
             return None
         candidate, promoted = versions["candidate"], versions["promoted"]
+        if not self.affordable(promoted):
+            if self.waiting_for != candidate:
+                self.waiting_for = candidate
+                log.info("gate: v%s is due and waits: the gate has judged %.0f s of %.0f s serving, ≈ %.0f s more "
+                         "would pass ops.gate_budget_share %.0f%%", candidate, self.spent_s, self.serving_s(),
+                         self.estimate_s(promoted), 100 * self.ops.gate_budget_share)  # fmt: skip
+            return None
         log.info(
             "gate: judging candidate v%s against the promoted v%s on %d items", candidate, promoted, len(self.items)
         )
@@ -230,6 +252,21 @@ class Gate:
         await self.record(decision)
         log.info("gate: v%s %s (%s)", decision.candidate, decision.outcome, decision.why)
         return decision
+
+    def serving_s(self) -> float:
+        return 0.0 if self.first_look_at is None else self.clock() - self.first_look_at
+
+    def estimate_s(self, promoted: int) -> float:
+        """Seconds a decision against `promoted` would take: each version to evaluate (the promoted one unless its
+        records are cached, and the candidate) × items × seconds per item."""
+        versions = 1 + (not (self.dir / "items" / f"v{promoted}.jsonl").is_file())
+        return versions * len(self.items) * self.item_s
+
+    def affordable(self, promoted: int) -> bool:
+        share = getattr(self.ops, "gate_budget_share", 0.0)
+        if share <= 0:
+            return True
+        return self.spent_s + self.estimate_s(promoted) <= share * self.serving_s()
 
     async def record(self, decision: GateDecision) -> None:
         await append_decision(self.dir / "decisions.jsonl", self.redis, self.key, decision)

@@ -18,6 +18,11 @@ from sim.tasks.gate import gate_tasks
 from sim.tasks.generate import gold_signature
 
 
+def _ops(**settings) -> GateSettings:
+    """No budget (`ops.gate_budget_share` 0): these tests judge a due candidate at once."""
+    return GateSettings(gate_budget_share=0, **settings)
+
+
 def test_the_gate_set_is_disjoint_from_every_split_and_fixed():
     gate = gate_tasks("everyday", 96)
     pool = load_tasks("everyday", "all") + load_tasks("everyday", "novel")
@@ -74,7 +79,7 @@ class FakeServe:
 def test_a_damaged_candidate_is_held_a_better_one_promoted_and_every_decision_recorded(tmp_path, redis_client):
     import redis.asyncio as aioredis
 
-    ops = GateSettings(gate_every_versions=2, gate_items=20)
+    ops = _ops(gate_every_versions=2, gate_items=20)
     items = gate_items("everyday", 20)
     quality = {0: 0.6, 2: 0.1, 4: 1.0}  # v2 damaged (weights noised: success drops), v4 better
     calls: list[int] = []
@@ -113,7 +118,7 @@ def test_a_damaged_candidate_is_held_a_better_one_promoted_and_every_decision_re
 
 
 def test_a_rolled_back_candidate_is_never_due():
-    gate = Gate(GateSettings(gate_every_versions=1), [], None, None, Path("/nonexistent"))
+    gate = Gate(_ops(gate_every_versions=1), [], None, None, Path("/nonexistent"))
     versions = {"candidate": 5, "promoted": 3, "record": {"rolled_back": [5]}}
     assert not gate.due(versions)
     assert gate.due({**versions, "record": {"rolled_back": []}})
@@ -127,7 +132,7 @@ def test_a_stop_leaves_a_judging_in_flight_at_once_and_records_nothing(tmp_path)
         await asyncio.sleep(3600)  # a gate set on a slow machine
 
     async def main():
-        gate = Gate(GateSettings(gate_every_versions=1), gate_items("everyday", 4), evaluate, FakeServe(2), tmp_path)
+        gate = Gate(_ops(gate_every_versions=1), gate_items("everyday", 4), evaluate, FakeServe(2), tmp_path)
         stop = asyncio.Event()
         running = asyncio.create_task(gate.run(stop))
         await asyncio.wait_for(started.wait(), 10)
@@ -174,7 +179,7 @@ def test_with_a_candidate_replica_the_candidate_is_judged_there_and_the_decision
         async with TestServer(replica(promoted)) as serve, TestServer(replica(follower)) as candidate:
             admin = ServeAdmin(str(serve.make_url("/")), "token", str(candidate.make_url("/")))
             merged = await admin.versions()
-            ops, items = GateSettings(gate_every_versions=1, gate_items=8), gate_items("everyday", 8)
+            ops, items = _ops(gate_every_versions=1, gate_items=8), gate_items("everyday", 8)
             gate = Gate(
                 ops, items, evaluator("serve"), admin, tmp_path, evaluate_candidate=evaluator("serve-candidate")
             )
@@ -199,7 +204,7 @@ def test_the_candidate_is_held_while_judged_and_a_newer_one_held_is_the_one_judg
         return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
 
     async def main():
-        gate = Gate(GateSettings(gate_every_versions=1, gate_items=8), gate_items("everyday", 8), evaluate, serve,
+        gate = Gate(_ops(gate_every_versions=1, gate_items=8), gate_items("everyday", 8), evaluate, serve,
                     tmp_path)  # fmt: skip
         real_hold = serve.hold
 
@@ -239,7 +244,7 @@ def test_the_gate_holds_the_feed_while_it_judges_and_releases_it_after(tmp_path,
     async def main():
         client = _async_client(redis_client)
         try:
-            ops = GateSettings(gate_every_versions=1, gate_items=8, gate_hold_s=300)
+            ops = _ops(gate_every_versions=1, gate_items=8, gate_hold_s=300)
             gate = Gate(ops, gate_items("everyday", 8), evaluate, FakeServe(2), tmp_path, client, "gatetest")
             return await gate.step()
         finally:
@@ -267,7 +272,7 @@ def test_the_feeds_hold_is_released_when_the_judging_fails_or_is_stopped(tmp_pat
 
     async def main():
         client = _async_client(redis_client)
-        ops, items = GateSettings(gate_every_versions=1, gate_items=8), gate_items("everyday", 8)
+        ops, items = _ops(gate_every_versions=1, gate_items=8), gate_items("everyday", 8)
         try:
             serve = FakeServe(2)
             with pytest.raises(RuntimeError, match="serve broke"):
@@ -299,10 +304,39 @@ def test_with_gate_holds_feed_off_the_feed_is_never_held(tmp_path, redis_client)
     async def main():
         client = _async_client(redis_client)
         try:
-            ops = GateSettings(gate_every_versions=1, gate_items=8, gate_holds_feed=False)
+            ops = _ops(gate_every_versions=1, gate_items=8, gate_holds_feed=False)
             return await Gate(ops, gate_items("everyday", 8), evaluate, FakeServe(2), tmp_path, client,
                               "gatetest").step()  # fmt: skip
         finally:
             await client.aclose()
 
     assert asyncio.run(main()).outcome == "promote" and seen == [0, 0]
+
+
+def test_a_due_decision_waits_for_the_budget_and_a_cached_promoted_version_halves_the_next(tmp_path):
+    """`ops.gate_budget_share` 10%: the first decision evaluates two versions (the promoted one and the candidate),
+    so it waits until it fits in a tenth of the serving time; the next evaluates only the candidate (the promoted
+    version's records are the cached ones of the candidate promoted)."""
+    now = [0.0]
+
+    async def evaluate(version, its):
+        now[0] += 2.0 * len(its)  # 2 s per item on the gate's clock
+        return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+    ops = GateSettings(gate_every_versions=1, gate_items=8, gate_budget_share=0.10, gate_item_seconds=2.0)
+    serve = FakeServe(2)
+    gate = Gate(ops, gate_items("everyday", 8), evaluate, serve, tmp_path, clock=lambda: now[0])
+
+    def look(at: float):
+        now[0] = at
+        return asyncio.run(gate.step())
+
+    assert look(0.0) is None and look(300.0) is None  # 2 versions × 8 items × 2 s = 32 s > 10% of 300 s
+    first = look(320.0)
+    assert first is not None and first.outcome == "promote" and gate.spent_s == 32.0 and first.seconds == 32.0
+    serve.state["candidate"] = 3
+    assert gate.estimate_s(2) == 16.0  # v2 promoted: its records cached when it was the candidate
+    assert look(470.0) is None  # 32 + 16 > 47
+    second = look(480.0)
+    assert second is not None and second.candidate == 3 and gate.spent_s == 48.0
+    assert len(serve.sent) == 2  # nothing was sent while the decisions waited
