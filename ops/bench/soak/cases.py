@@ -380,9 +380,10 @@ def _one_try(case: Case, t: Target, at: float | None) -> CaseResult:
     chats += f" (alone {alone_s:.2f}s, allowed {allowed_s(alone_s):.2f}s)"
     if late:
         chats += f"; held up: {late[0]}"
-    result = CaseResult(case.name, seen.held and not late, f"{seen.detail}; {chats}", seconds, at, alone_s, worst)
-    result.late = seen.held and bool(late)
-    return result
+    held = seen.held and not late
+    return CaseResult(
+        case.name, held, f"{seen.detail}; {chats}", seconds, at, alone_s, worst, late=seen.held and bool(late)
+    )
 
 
 def _with_chats(action: Callable[[Target], Seen], t: Target) -> tuple[Seen, float, list[Answer]]:
