@@ -64,6 +64,10 @@ class GateSettings(SectionSettings):
     once a second and waits while it is set (`slca_feed_held_seconds`). On a small machine the feed's traffic
     otherwise competes with the gate's runs for the cores, and the trajectories it samples meanwhile come from a
     held candidate the learner drops as stale anyway. Off: the feed goes on while the gate judges."""
+    gate_cache_warm_start: bool = True
+    """Keep the warm start's records on the gate set across runs (`<cache_dir>/gate-baselines`, keyed by the model's
+    content, the items, the plan and the scorer: ops/run/gate/warm_records.py), so that a later run's first decision
+    judges only the candidate and, under `gate_budget_share`, comes about twice as early."""
     gate_poll_s: float = Field(default=15.0, gt=0)
     """Seconds between the gate's looks at serve's versions."""
     success_rollback_window: int = Field(default=200, ge=1)

@@ -125,10 +125,12 @@ class BaselineCache:
         return self.path
 
 
-def baseline_cache(cache_dir: Path, model_dir: Path, items: list[EvalItem], plan: EvalPlan) -> BaselineCache:
-    """The entry for the warm start in `model_dir` asked `items` under `plan` (hashes the model: call it off the
-    event loop)."""
-    folder = Path(cache_dir) / CACHE_FOLDER
+def baseline_cache(
+    cache_dir: Path, model_dir: Path, items: list[EvalItem], plan: EvalPlan, folder_name: str = CACHE_FOLDER
+) -> BaselineCache:
+    """The entry for the warm start in `model_dir` asked `items` under `plan`, in `<cache_dir>/<folder_name>` (the
+    probe's, or the gate's: ops/run/gate/warm_records.py). Hashes the model: call it off the event loop."""
+    folder = Path(cache_dir) / folder_name
     key = cache_key(model_fingerprint(model_dir, memo_dir=folder), items, plan, scorer_version())
     return BaselineCache(folder, key, Path(model_dir).name)
 

@@ -62,6 +62,27 @@ def run_promote(args, config) -> int:
     return 0
 
 
+def warm_start_records(config, items: list, plan):
+    """The warm start's records across runs (`ops.gate_cache_warm_start`), or None: its version in this run is
+    `ops.probe_baseline_version` (set by `slca up` once a warm start trained beside serving is served), its weights
+    the served model's directory."""
+    from ops.run.feed.baseline_cache import baseline_cache
+    from ops.run.gate.warm_records import CACHE_FOLDER, WarmStartRecords
+    from ops.settings import OpsSettings
+
+    ops = config.get(OpsSettings)
+    if not ops.gate_cache_warm_start:
+        return None
+
+    def entry():
+        model_dir = config.common.model_path()
+        if not model_dir.is_dir():
+            return None
+        return baseline_cache(Path(config.common.cache_dir), model_dir, items, plan, CACHE_FOLDER)
+
+    return WarmStartRecords(ops.probe_baseline_version, entry)
+
+
 def run_gate(args, config) -> int:
     """The gate until SIGINT/SIGTERM."""
     from ops.experiments.eval.suite import EvalPlan
@@ -93,6 +114,7 @@ def run_gate(args, config) -> int:
                 client,
                 config.common.stream_prefix,
                 evaluate_candidate=pinned_evaluator(candidate, config.common.admin_token, plan) if candidate else None,
+                warm=warm_start_records(config, items, plan),
             )
             await gate.run(stop)
         finally:

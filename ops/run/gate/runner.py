@@ -5,7 +5,8 @@
 - Judging: the gate set (`sim.tasks.gate`, `ops.gate_items` tasks) through serve's agent API, greedy, pinned to the
   candidate (`X-SLCA-Pin-Version`; on the candidate replica with `ops.candidate_replica`); the promoted version's
   outcomes on the same items come from the cache `<data_dir>/gate/items/v<N>.jsonl` (judged once per version: after
-  a promotion the candidate's own records are the new promoted version's). The rule: `ops.run.gate.rule.decide`.
+  a promotion the candidate's own records are the new promoted version's; the warm start's are kept across runs:
+  ops/run/gate/warm_records.py). The rule: `ops.run.gate.rule.decide`.
 - Recording: every decision is a `GateDecision`, appended to `<data_dir>/gate/decisions.jsonl` and to the Redis
   list `<prefix>:gate:decisions` (bounded; `slca status` reads it) and sent to serve (`POST /admin/promote`), which
   counts it in /metrics and promotes the candidate when the outcome is `promote`.
@@ -35,6 +36,7 @@ from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord, read_json
 from ops.run.gate.journal import append_decision
 from ops.run.gate.rule import decide
 from ops.run.gate.success_guard import ScoredSuccess, SuccessGuard
+from ops.run.gate.warm_records import WarmStartRecords
 from slca.contracts.versions import PIN_HEADER, GateDecision, gate_decisions_key, gate_feed_hold_key
 
 log = logging.getLogger(__name__)
@@ -113,7 +115,7 @@ def pinned_evaluator(url: str, api_key: str | None, plan: EvalPlan) -> Evaluate:
 class Gate:
     def __init__(self, ops, items: list[EvalItem], evaluate: Evaluate, admin: ServeAdmin, data_dir: Path, redis=None,
                  prefix: str = "slca", clock: Callable[[], float] = time.time,
-                 evaluate_candidate: Evaluate | None = None) -> None:  # fmt: skip
+                 evaluate_candidate: Evaluate | None = None, warm: WarmStartRecords | None = None) -> None:  # fmt: skip
         self.ops, self.items, self.evaluate, self.admin = ops, items, evaluate, admin
         self.evaluate_candidate = evaluate_candidate or evaluate
         """Where the candidate is judged: the candidate replica with `ops.candidate_replica`, else `evaluate`."""
@@ -131,6 +133,8 @@ class Gate:
         """Seconds per item per version judged: measured by the last evaluation, the setting before."""
         self.waiting_for: int | None = None
         """The candidate a due decision waits for the budget with (logged once per candidate)."""
+        self.warm = warm
+        """The warm start's records across runs (`ops.gate_cache_warm_start`): read at the first look, kept after."""
         self.guard = None if redis is None else SuccessGuard(
             ops, ScoredSuccess(redis, prefix, ops.success_rollback_window), admin, self.dir, redis, prefix, clock
         )  # fmt: skip
@@ -163,6 +167,8 @@ class Gate:
             return records, seconds  # not cached: a failed request is not the version's outcome
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(records, cache)
+        if self.warm is not None:
+            await self.warm.keep(version, records, seconds)
         return records, seconds
 
     async def judge(self, candidate: int, promoted: int) -> GateDecision:
@@ -228,6 +234,7 @@ class Gate:
         versions = await self.admin.versions()
         if self.first_look_at is None:
             self.first_look_at = self.clock()
+            await self.seed_warm_start()
         if self.guard is not None and await self.guard.check(versions) is not None:
             return None  # the roles just changed: judge a candidate against the new promoted version at the next look
         if not self.due(versions):
@@ -252,6 +259,15 @@ class Gate:
         await self.record(decision)
         log.info("gate: v%s %s (%s)", decision.candidate, decision.outcome, decision.why)
         return decision
+
+    async def seed_warm_start(self) -> None:
+        """The warm start's records from an earlier run, as this run's for its version (its first decision then
+        judges only the candidate); their seconds per item become the budget's estimate until the gate measures."""
+        if self.warm is None:
+            return
+        item_s = await self.warm.seed(self.items, self.dir / "items" / f"v{self.warm.version}.jsonl")
+        if item_s is not None:
+            self.item_s = item_s
 
     def serving_s(self) -> float:
         return 0.0 if self.first_look_at is None else self.clock() - self.first_look_at

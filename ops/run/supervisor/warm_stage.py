@@ -7,13 +7,15 @@ the base model at once and trains the warm start as one more supervised process,
   one-shot (never restarted: a failed warm start is reported and the system goes on with the base model), with its
   OpenMP share beside serve (`plan.split_threads`), and a plain log (no progress bar: its progress is its record).
   Once trained it hands its model over as a hot swap (ops/experiments/warmstart/handover.py).
-- `hold`: the feed and the learner wait for it (`ProcessSpec.after`): the learner must train the model the feed's
-  rollouts come from, and the probe's baseline must be the warm start's own evaluation.
+- `hold`: the feed, the learner and the gate wait for it (`ProcessSpec.after`): the learner must train the model the
+  feed's rollouts come from, the probe's baseline must be the warm start's own evaluation, and the gate keeps the
+  warm start's records by its version.
 - `make_prepare`: what a held process starts with once the warm start has finished. When its version is served (the
   record `slca sft --publish` keeps: ops/experiments/warmstart/progress.py) the warm-started model (`SLCA_MODEL`: the
   learner trains it; its versions are numbered after the warm start's, the one on disk) and, for the feed, that
   version as the probe's baseline (`ops.probe_baseline_version`: its round is the one cached by model content, read
-  back by later runs that serve the same model as v0). Otherwise nothing changes: the base model, as before.
+  back by later runs that serve the same model as v0; the gate too: ops/run/gate/warm_records.py). Otherwise
+  nothing changes: the base model, as before.
 - `WarmStartWatch`: the record as one line of the live table and the state file (`slca status`).
 """
 
@@ -36,8 +38,11 @@ from slca.config import Config
 log = logging.getLogger("slca.up")
 
 NAME = "warmstart"
-HELD = ("learn", "feed")
-"""Started only once the warm start has finished."""
+HELD = ("learn", "feed", "gate")
+"""Started only once the warm start has finished (the gate: nothing is due before the learner publishes, and it
+must know the warm start's version to read and keep its records across runs)."""
+JUDGES_THE_WARM_START = ("feed", "gate")
+"""Told the warm start's version (`ops.probe_baseline_version`): the probe's baseline, the gate's cached records."""
 
 
 def warm_start_spec(
@@ -102,7 +107,7 @@ def make_prepare(data_dir: Path) -> Callable[[ProcessSpec], ProcessSpec]:
             log.warning("the warm start is not served (%s): %s starts on the base model", why, spec.name)
             return spec
         env = {**spec.env, "SLCA_MODEL": record.model_dir}
-        if spec.name == "feed":
+        if spec.name in JUDGES_THE_WARM_START:
             env["SLCA_OPS__PROBE_BASELINE_VERSION"] = str(record.version)
         log.info("the warm start is served as v%s: %s starts on %s", record.version, spec.name, record.model_dir)
         return replace(spec, env=env)

@@ -340,3 +340,61 @@ def test_a_due_decision_waits_for_the_budget_and_a_cached_promoted_version_halve
     second = look(480.0)
     assert second is not None and second.candidate == 3 and gate.spent_s == 48.0
     assert len(serve.sent) == 2  # nothing was sent while the decisions waited
+
+
+def test_the_warm_starts_records_are_kept_across_runs_so_a_later_first_decision_judges_only_the_candidate(tmp_path):
+    """Run 1 judges the warm start (its v1) and keeps its records by the model's content; run 2, serving the same
+    warm start as v0, reads them at its first look: its first decision evaluates only the candidate, and the budget
+    lets it go half as late. Other weights (a changed file) find nothing."""
+    from ops.experiments.eval.suite import EvalPlan
+    from ops.run.feed.baseline_cache import baseline_cache
+    from ops.run.gate.warm_records import CACHE_FOLDER, WarmStartRecords
+
+    items = gate_items("everyday", 8)
+    plan = EvalPlan(splits=(), pack="everyday", bfcl_categories=(), concurrency=4)
+    model = tmp_path / "warm"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"warm start")
+    now, evaluated = [0.0], []
+
+    async def evaluate(version, its):
+        evaluated.append(version)
+        now[0] += 2.0 * len(its)
+        return [
+            ItemRecord("gate", it.item_id, k % 2 == 0, 0.0, 0.0, policy_version=version) for k, it in enumerate(its)
+        ]
+
+    def run(data_dir: Path, warm_version: int, candidate: int) -> Gate:
+        warm = WarmStartRecords(
+            warm_version, lambda: baseline_cache(tmp_path / "cache", model, items, plan, CACHE_FOLDER)
+        )
+        ops = GateSettings(gate_every_versions=1, gate_items=8, gate_budget_share=0.10, gate_item_seconds=5.0)
+        serve = FakeServe(candidate)
+        serve.state["promoted"] = warm_version
+        return Gate(ops, items, evaluate, serve, data_dir, clock=lambda: now[0], warm=warm)
+
+    def look(gate: Gate, at: float):
+        now[0] = at
+        return asyncio.run(gate.step())
+
+    first = run(tmp_path / "run1", 1, 3)
+    assert look(first, 0.0) is None and look(first, 790.0) is None  # the setting's 5 s/item: 2 × 8 × 5 = 80 s
+    assert look(first, 800.0) is not None
+    assert evaluated == [1, 3]
+    entries = [p for p in (tmp_path / "cache" / CACHE_FOLDER).glob("*.json") if p.name != "fingerprints.json"]
+    assert len(entries) == 1  # the warm start's, not v3's
+
+    evaluated.clear()
+    second = run(tmp_path / "run2", 0, 2)
+    assert look(second, 1000.0) is None  # the first look reads the cache: v0's records are this run's
+    kept = (tmp_path / "run2" / "gate" / "items" / "v0.jsonl").read_text()
+    assert '"policy_version": 0' in kept and '"policy_version": 1' not in kept
+    assert second.item_s == 2.0 and second.estimate_s(0) == 16.0  # the cached run's pace, one version
+    decision = look(second, 1160.0)  # 16 s ≤ 10% of 160 s: twice as early as two versions would allow
+    assert decision is not None and evaluated == [2] and decision.promoted == 0 and decision.seconds == 16.0
+
+    (model / "weights.bin").write_bytes(b"other weights")
+    evaluated.clear()
+    third = run(tmp_path / "run3", 0, 2)
+    assert look(third, 2000.0) is None and third.estimate_s(0) == 80.0  # nothing read: both versions at 5 s/item
+    assert not (tmp_path / "run3" / "gate" / "items" / "v0.jsonl").exists()

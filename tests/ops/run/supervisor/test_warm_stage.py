@@ -28,7 +28,7 @@ def test_the_warm_start_takes_the_learners_thread_share_beside_serve():
     }
 
 
-def test_the_plan_runs_the_warm_start_first_and_holds_the_feed_and_the_learner(tmp_path):
+def test_the_plan_runs_the_warm_start_first_and_holds_the_feed_the_learner_and_the_gate(tmp_path):
     config = _config(tmp_path, "serve.engine=hf", "ops.warm_start_minutes=2.5", "ops.warm_start_steps=7")
     assert warm_start_beside(config)
     (tmp_path / "var").mkdir()
@@ -45,8 +45,8 @@ def test_the_plan_runs_the_warm_start_first_and_holds_the_feed_and_the_learner(t
     threads = split_threads(config, warm_start=True)
     assert warm.env["OMP_NUM_THREADS"] == str(threads["warmstart"])
     assert plan["serve"].env["OMP_NUM_THREADS"] == str(threads["serve"])
-    assert plan["learn"].after == ("warmstart",) and plan["feed"].after == ("warmstart",)
-    assert all(plan[n].after == () for n in ("serve", "worker", "assembler", "gate"))
+    assert all(plan[n].after == ("warmstart",) for n in ("learn", "feed", "gate"))
+    assert all(plan[n].after == () for n in ("serve", "worker", "assembler"))
     assert not (tmp_path / "var" / "warm-start.json").exists()  # this run's record only
 
 
@@ -60,7 +60,7 @@ def test_no_warm_start_beside_when_one_exists_is_off_or_the_model_is_chosen(tmp_
     assert not warm_start_beside(_config(tmp_path))  # a later run: as before
 
 
-def test_held_processes_start_on_the_served_warm_start_and_the_feed_judges_its_version(tmp_path):
+def test_held_processes_start_on_the_served_warm_start_and_the_feed_and_the_gate_judge_its_version(tmp_path):
     config = _config(tmp_path, "serve.engine=hf")
     specs, _ = build_specs(config, [], {}, tmp_path / "logs", available=COMMANDS, warm_start=True)
     plan = {s.name: s for s in plan_beside(config, [], {}, tmp_path / "var", specs)}
@@ -72,5 +72,7 @@ def test_held_processes_start_on_the_served_warm_start_and_the_feed_judges_its_v
     board.update(phase="served", version=3)
     feed, learn, serve = prepare(plan["feed"]), prepare(plan["learn"]), prepare(plan["serve"])
     assert feed.env["SLCA_MODEL"] == "/m/warm" and feed.env["SLCA_OPS__PROBE_BASELINE_VERSION"] == "3"
+    gate = prepare(plan["gate"])  # the gate reads and keeps the warm start's records by its version and its model
+    assert gate.env["SLCA_MODEL"] == "/m/warm" and gate.env["SLCA_OPS__PROBE_BASELINE_VERSION"] == "3"
     assert learn.env["SLCA_MODEL"] == "/m/warm" and "SLCA_OPS__PROBE_BASELINE_VERSION" not in learn.env
     assert serve is plan["serve"]  # serve keeps the base model: the warm start reached it as a swap
