@@ -309,9 +309,10 @@ BENCHES = (
                 default=40.0,
                 help="the warm-up goes on until serve serves a version the learner published meanwhile (its model "
                 "and optimizer state allocated), at most this long; then the window begins anyway and the soak "
-                "fails (never steady). On an empty model cache the probe's baseline of the base model holds the "
-                "feed first (one engine per process): 1,118 s under the soak's load on 2 cores (2026-12-06), so 20 "
-                "minutes was too short for `make soak` on a fresh machine",
+                "fails (never steady). On an empty model cache the warm start trains first (≈ 6 min) and the "
+                "probe's baseline of it holds the feed (one engine per process; the base model's took 1,118 s under "
+                "the soak's load on 2 cores, 2026-12-06): 20 minutes was too short for `make soak` on a fresh "
+                "machine",
             ),
             flag("--clients", type=int, default=4, help="legal clients (chat and agent runs, alternating)"),
             flag("--hostile-interval-s", type=float, default=0.5, help="at most one hostile body this often"),

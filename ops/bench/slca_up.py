@@ -19,15 +19,17 @@ ROLES = ("serve", "worker", "assembler", "learn", "feed")
 """The processes `slca up` starts (besides Redis), by their command."""
 
 
-def bench_sets(data_dir: Path, port: int) -> list[str]:
-    """The settings every bench gives its `slca up`: its own data directory and API port, no warm start, no final
-    probe round at the stop (`stop` waits 60 s; a bench measures the system, not learning), and no metrics port
-    for the other processes (two systems on one machine never clash)."""
+def bench_sets(data_dir: Path, port: int, warm_start: bool = False) -> list[str]:
+    """The settings every bench gives its `slca up`: its own data directory and API port, no final probe round at
+    the stop (`stop` waits 60 s; a bench measures the system, not learning), no metrics port for the other processes
+    (two systems on one machine never clash), and no warm start unless `warm_start` (the soak's: with none cached,
+    `slca up` then trains one beside serving, as `make run` does — on the base model every group had zero advantage
+    and the learner never published, so a soak on a fresh machine never became steady, 2026-12-06)."""
     no_metrics_ports = json.dumps({name: 0 for name in ROLES if name != "serve"})
     return [
         f"common.data_dir={data_dir}",
         f"serve.port={port}",
-        "ops.warm_start_minutes=0",
+        *([] if warm_start else ["ops.warm_start_minutes=0"]),
         "ops.probe_final_timeout_s=0",
         f"ops.metrics_ports={no_metrics_ports}",
     ]

@@ -1,17 +1,18 @@
 """`slca bench soak`: minutes of mixed legal traffic plus hostile bodies against `slca up`, then a verdict.
 
-Plan: (1) the system — by default `slca up` started here on a temporary data directory (its own Redis, no warm
-start, serve on a free port, the configuration given to this command); with `--url`, a running `slca up` on this
-machine (its state file and Redis URL are read from `common.data_dir`, as `slca status` does); (2) the load
-(ops/bench/soak/traffic.py) for a warm-up and then the measured window — the warm-up lasts `--warmup-minutes` and
-then until the system is steady (serve serves a version the learner published meanwhile), at most
-`--learner-warmup-max-minutes`; (3) the verdict on four criteria
-(ops/bench/soak/report.py): RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx,
-/healthz p99 < 100 ms, every legal request answered — and every hostile body answered with one of its statuses,
-every hostile case held (ops/bench/soak/cases.py: a round every `--cases-every-minutes`, a small chat timed beside
-each), and the learner training meanwhile (steps on `stats:learner` in the measured window: a system whose learner
-is idle is not the one that runs). It trains when groups teach it something: a warm-started model in the cache,
-which `slca up` serves (the soak's `slca up` runs no warm start of its own). The soak's own `slca up` serves the
+Plan: (1) the system — by default `slca up` started here on a temporary data directory (its own Redis, serve on a
+free port, the configuration given to this command, the warm start as `make run` has it: `soak_sets`); with
+`--url`, a running `slca up` on this machine (its state file and Redis URL are read from `common.data_dir`, as
+`slca status` does); (2) the load (ops/bench/soak/traffic.py) for a warm-up and then the measured window — the
+warm-up lasts `--warmup-minutes` and then until the system is steady (serve serves a version the learner published
+meanwhile), at most `--learner-warmup-max-minutes`; (3) the verdict on four criteria (ops/bench/soak/report.py):
+RSS of the whole system and Redis memory flat (first- vs last-minute median), 0 × 5xx, /healthz p99 < 100 ms, every
+legal request answered — and every hostile body answered with one of its statuses, every hostile case held
+(ops/bench/soak/cases.py: a round every `--cases-every-minutes`, a small chat timed beside each), and the learner
+training meanwhile (steps on `stats:learner` in the measured window: a system whose learner is idle is not the one
+that runs). It trains when groups teach it something: a warm-started model — the one in the cache, which `slca up`
+serves at once, else one it trains beside serving before the learner starts (the warm-up's bound,
+`--learner-warmup-max-minutes`, covers that and the probe's baseline of it). The soak's own `slca up` serves the
 learner's versions over HTTP on loopback (`weights.bind`), so that the weight server is there to be attacked.
 """
 
@@ -98,6 +99,13 @@ def client_key(config: Config, data_dir: Path) -> str | None:
         return None
 
 
+def soak_sets(data_dir: Path, port: int, bind: str) -> list[str]:
+    """The soak's `slca up`: the benches' settings with the warm start kept (the learner must have something to
+    learn: a cached warm start is served at once, else one is trained beside serving first) and the learner's
+    weight server on loopback (`bind`), there for the weight case to attack."""
+    return [*bench_sets(data_dir, port, warm_start=True), f"weights.bind={bind}"]
+
+
 @contextlib.contextmanager
 def started_system(args, config: Config, bound_s: float) -> Iterator[System]:
     """`slca up` on a temporary data directory, stopped (SIGTERM, then its session SIGKILLed) on the way out —
@@ -111,7 +119,7 @@ def _started_system(args, config: Config, bound_s: float) -> Iterator[System]:
 
     tmp = Path(tempfile.mkdtemp(prefix="slca-bench-soak-"))
     data_dir, port, bind = tmp / "var", free_port(), f"127.0.0.1:{free_port()}"
-    sets = [*bench_sets(data_dir, port), f"weights.bind={bind}"]  # a weight server for the weight case to attack
+    sets = soak_sets(data_dir, port, bind)
     argv = up_argv([*global_argv(args), *set_args(sets)], READY_TIMEOUT_S + bound_s)
     log_path, keep = tmp / "slca-up.log", True
     with open(log_path, "wb") as out:

@@ -384,3 +384,16 @@ def test_served_version_reads_readyz():
         server.shutdown()
         server.server_close()
     assert served_version(f"http://127.0.0.1:{server.server_port}", timeout_s=0.5) is None  # nothing answers
+
+
+def test_the_soaks_system_keeps_the_warm_start_the_other_benches_do_not(tmp_path):
+    """On the base model every group had zero advantage and the learner never published: a soak without a warm start
+    on a fresh machine never became steady. Its `slca up` keeps the warm start (cached: served; else trained beside
+    serving); the RL bench's pipeline side still runs none."""
+    from ops.bench.slca_up import bench_sets
+    from ops.bench.soak.main import soak_sets
+
+    sets = soak_sets(tmp_path / "var", 8123, "127.0.0.1:9")
+    assert not any(s.startswith("ops.warm_start_minutes=") for s in sets)
+    assert f"common.data_dir={tmp_path / 'var'}" in sets and "weights.bind=127.0.0.1:9" in sets
+    assert "ops.warm_start_minutes=0" in bench_sets(tmp_path / "var", 8123)
