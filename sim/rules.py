@@ -11,7 +11,14 @@ A call a documented API would refuse is refused with the status a real one gives
   that creates something (`book_*`, `create_*`, `place_*`...) repeating, argument for argument, one this episode
   already made: a second identical booking (the same passengers on the same flights, paid the same way) is a
   duplicate, which booking and ordering APIs refuse (idempotency) and which, where the first spent its payment
-  (a certificate, a balance, the last seats), could not succeed anyway.
+  (a certificate, a balance, the last seats), could not succeed anyway;
+- 404 or 409, spent payment (`sim.ledger`): a state-changing call paying with a single-use method (a travel
+  certificate) an earlier write of this episode used is not found, as the real tool answers once it has removed it;
+  one asking a stored-value method (a gift card) for more than the balance an answer stated, less what this
+  episode's writes took, is refused as not enough balance.
+
+Without a world seed, 404 too for an id outside a collection an earlier answer listed (a user's reservations, their
+payment methods), once the episode's requests follow that list (`sim.enumerations`).
 
 With a world seed (`sim.world`; none by default), what a database would say: 404 for an id of a kind the seed holds
 that neither the seed nor this episode stated as an id of that kind, the seeded status in the name's precondition, and
@@ -34,7 +41,7 @@ from slca.contracts import ToolResult
 def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> ToolResult | None:
     """The error result a documented API would give this call, or None."""
     props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, dict) else {}
-    for check in (_documented_values, _formats, _id_shapes, _unknown_to_world):
+    for check in (_documented_values, _formats, _id_shapes, _unknown_to_world, _outside_enumeration):
         if found := check(props, arguments, state):
             if check is _formats and _is_search(spec):
                 return ToolResult(ok=True, content=[])
@@ -44,6 +51,7 @@ def refusal(spec: ToolSpec, arguments: dict[str, Any], state: EpisodeState) -> T
     return (
         _paired_lists(props, arguments)
         or _status_precondition(spec, arguments, state)
+        or _spent_payment(spec, arguments, state)
         or _duplicate_creation(spec, arguments, state)
         or _world_lookup(spec, arguments, state)
         or _world_search(spec, arguments, state)
@@ -114,6 +122,16 @@ def _unknown_to_world(props, arguments, state: EpisodeState) -> ToolResult | Non
     return None
 
 
+def _outside_enumeration(props, arguments, state: EpisodeState) -> ToolResult | None:
+    """An id outside a collection an answer of this episode listed, once the episode's requests follow that list
+    (`sim.enumerations`: none of them brought an id of that kind from elsewhere)."""
+    found = state.enumerations.unknown(state.named_ids(arguments), state.stated)
+    if found is None:
+        return None
+    kind, ident = found
+    return _error(NOT_FOUND, f"{kind.removesuffix('_id').replace('_', ' ')} '{ident}' not found")
+
+
 def _world_lookup(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
     """With a world seed: a read answering one id (a string) of a kind its name holds (`find_user_id_by_email`),
     asked by fields of the object rather than by id, answers the first seeded object whose fields match, or 404."""
@@ -168,6 +186,15 @@ def _status_precondition(spec: ToolSpec, arguments, state: EpisodeState) -> Tool
         if current is not None and current not in required:
             return _error(RULE, f"'{value}' is {current!r}; {spec.name} needs it {' or '.join(map(repr, required))}")
     return None
+
+
+def _spent_payment(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
+    """A state-changing call paying with a method this episode's own writes used up (`sim.ledger`): checked before a
+    duplicate, since a spent certificate is what the real tool reports first (not found)."""
+    if not is_write(spec.name):
+        return None
+    found = state.ledger.refusal(arguments, state.owner(arguments))
+    return _error(*found) if found else None
 
 
 def _duplicate_creation(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:

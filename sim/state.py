@@ -14,7 +14,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.enumerations import Enumerations
 from sim.jsonpath import leaves
+from sim.ledger import Ledger
 from sim.schemas import canonical_json, digest
 from sim.world import WorldSeed
 
@@ -44,6 +46,8 @@ DELETE_VERBS = ("delete", "remove")
 CREATE_VERBS = ("book", "create", "place", "register", "submit", "schedule")
 """Verbs of calls that make a new object (not `add`: adding an item twice to a cart is two items)."""
 DELETED = "__deleted__"
+USER_KEY = "user_id"
+"""The field naming the user an object or a call belongs to (whose payment methods it spends, `sim.ledger`)."""
 ANY_KIND = "*"
 """The kind of an id carried under a bare `id` key (`EpisodeState.id_kind`)."""
 
@@ -118,6 +122,10 @@ class EpisodeState:
     """Earlier calls `{name, arguments, content}` (shown to the llm and local backends)."""
     world: WorldSeed | None = None
     """The objects that exist (`sim.world`), shared and never written; None: the simulator knows no world."""
+    ledger: Ledger = field(default_factory=Ledger)
+    enumerations: Enumerations = field(default_factory=Enumerations)
+    """The collections the episode's answers listed, and whether its requests follow them (`sim.enumerations`)."""
+    """What the episode's own writes spent from the payment methods its answers stated (`sim.ledger`)."""
 
     def fingerprint(self) -> str:
         seeded = [self.world.digest] if self.world is not None else []
@@ -160,6 +168,28 @@ class EpisodeState:
         kind = self.world.kind_of(key) if self.world is not None else None
         return kind or (key[:-1] if key.endswith("_ids") else key)
 
+    def owner(self, arguments: Any) -> str | None:
+        """The user a call is for: its `user_id`, else the `user_id` the episode stated for an object it names (a
+        reservation's owner); None where neither says."""
+        if not isinstance(arguments, dict):
+            return None
+        if isinstance(arguments.get(USER_KEY), str):
+            return arguments[USER_KEY]
+        for ident in self.referenced_ids(arguments):
+            if isinstance(owner := self.records[ident].get(USER_KEY), str):
+                return owner
+        return None
+
+    def named_ids(self, arguments: Any) -> list[tuple[str, str]]:
+        """(kind, id) of each id a call's top-level arguments name, lists of ids (`item_ids`) included."""
+        out: list[tuple[str, str]] = []
+        for key, value in arguments.items() if isinstance(arguments, dict) else ():
+            if is_id_key(key) and isinstance(value, str) and value:
+                out.append((self.id_kind(key), value))
+            elif key.endswith("_ids") and isinstance(value, list):
+                out += [(self.id_kind(key), v) for v in value if isinstance(v, str) and v]
+        return out
+
     def _mention(self, ident: str, kind: str) -> None:
         self.mentioned.add(ident)
         self.stated_as.setdefault(ident, set()).add(kind)
@@ -180,6 +210,10 @@ class EpisodeState:
     def record(self, tool: str, arguments: Any, content: Any, changed: dict[str, Any] | None = None) -> None:
         """Remember what this call stated, changed and asked for."""
         args = arguments if isinstance(arguments, dict) else {}
+        self.enumerations.note_request(self.named_ids(args), self.stated)  # before this call's ids count as stated
+        for kind, ids in self.enumerations.note_answer(content).items():
+            for ident in ids:
+                self._mention(ident, kind)
         for obj in entities(content):
             _, ident = own_id(obj)
             entry = self.records.setdefault(ident, {})
@@ -205,7 +239,16 @@ class EpisodeState:
             key = next((p for p in reversed(path) if isinstance(p, str)), "")
             if key and not isinstance(leaf, (dict, list)) and leaf is not None:
                 self.requested[key] = canonical_json(leaf)
+        self.ledger.note_answer(content, self.owner(args) or _user_of(content))
+        if is_write(tool):
+            self.ledger.note_write(args, self.owner(args))
         self.history.append({"name": tool, "arguments": args, "content": content})
+
+
+def _user_of(content: Any) -> str | None:
+    """The user an answer is about (its own `user_id`), if it says."""
+    user = content.get(USER_KEY) if isinstance(content, dict) else None
+    return user if isinstance(user, str) else None
 
 
 def _decode(text: str) -> Any:
