@@ -61,13 +61,25 @@ class LiveSignals:
         window = list(self.windows.get(version, ()))
         return {bound.name: bound.share(window) for bound in BOUNDS}
 
-    def verdict(self, version: int) -> str | None:
-        """Why `version` must be rolled back, or None (also None before `rollback_min_requests` requests)."""
+    def verdict(self, version: int, before: int | None = None) -> str | None:
+        """Why `version` must be rolled back, or None (also None before `rollback_min_requests` requests).
+
+        `before`: the version a rollback would serve again. Where its callers' window is full too, a signal past its
+        bound rolls back only if `before` did better on it: a weak model's sampled calls can be malformed more often
+        than the bound allows with every version alike (a 5-step warm start served 100% malformed calls in the soak
+        of 2026-12-06), and rolling back to a version no better only trades one for the other."""
         window = list(self.windows.get(version, ()))
         if len(window) < self.settings.rollback_min_requests:
             return None
+        earlier = list(self.windows.get(before, ())) if before is not None else []
+        compared = len(earlier) >= self.settings.rollback_min_requests
         for bound in BOUNDS:
             share, limit = bound.share(window), bound.limit(self.settings)
-            if share is not None and limit < 1.0 and share > limit:
-                return f"{bound.name}: {share:.2f} of the last {len(window)} requests' > {limit:.2f}"
+            if share is None or limit >= 1.0 or share <= limit:
+                continue
+            was = bound.share(earlier) if compared else None
+            if was is not None and was >= share:
+                continue
+            than = f" (v{before}: {was:.2f})" if was is not None else ""
+            return f"{bound.name}: {share:.2f} of the last {len(window)} requests' > {limit:.2f}{than}"
         return None

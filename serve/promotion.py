@@ -98,6 +98,9 @@ class PromotionController:
         self.signals = LiveSignals(settings)
         self._lock = asyncio.Lock()
         self._guard: asyncio.Task | None = None
+        self._unrollable: set[int] = set()
+        """Promoted versions whose automatic rollback failed: not tried again on every later request (which logged
+        two errors per request in the soak of 2026-12-06); a new promotion or an operator's rollback clears it."""
         router.on_finish = self.observe
 
     async def start(self) -> None:
@@ -137,6 +140,7 @@ class PromotionController:
 
     async def _apply(self, after: Promotion) -> Promotion:
         self.state = after
+        self._unrollable.clear()
         await self.record.save(after)
         self.metrics.promotions.labels(reason=after.reason).inc()
         self._keep()
@@ -178,8 +182,10 @@ class PromotionController:
             return
         version = self.state.promoted
         self.signals.observe(version, Outcome(route.engine_errors > 0, route.tool_calls, route.malformed))
-        why = self.signals.verdict(version)
-        if why and self._guard is None and self.state.history:
+        if self._guard is not None or version in self._unrollable:
+            return
+        why = self.signals.verdict(version, self.state.rollback_target())
+        if why and self.state.history:
             self._guard = asyncio.get_running_loop().create_task(self._auto_roll_back(version, why))
 
     async def _auto_roll_back(self, version: int, why: str) -> None:
@@ -188,6 +194,9 @@ class PromotionController:
                 log.error("the promoted v%s degraded (%s): rolling back", version, why)
                 await self.roll_back("auto-rollback")
         except ServeError as exc:
-            log.error("automatic rollback of v%s failed: %s", version, exc)
+            self._unrollable.add(version)
+            log.error(
+                "automatic rollback of v%s failed: %s (not tried again while v%s is promoted)", version, exc, version
+            )
         finally:
             self._guard = None

@@ -81,6 +81,10 @@ class Ledger:
         named = NAMED_SOURCE.fullmatch(ident)
         return named.group(1) if named else None
 
+    def limited(self, ident: str) -> bool:
+        """A method a payment can use up (single-use or with a balance), as opposed to a credit card."""
+        return (self.source_of(ident) or "") in SPENDING
+
     def note_answer(self, content: Any, owner: str | None) -> None:
         """Each payment method an answer states (an object with an id and a `source`), with its balance if given. A
         balance the episode already knows is kept: a later restatement may be an invented one, not a new fact."""

@@ -9,9 +9,9 @@ A call a documented API would refuse is refused with the status a real one gives
   'return_delivered_order_items') that a change in this episode moved it away from; or two id lists the description
   pairs position by position ('should match the item id in the same position') have different lengths; or a call
   that creates something (`book_*`, `create_*`, `place_*`...) repeating, argument for argument, one this episode
-  already made: a second identical booking (the same passengers on the same flights, paid the same way) is a
-  duplicate, which booking and ordering APIs refuse (idempotency) and which, where the first spent its payment
-  (a certificate, a balance, the last seats), could not succeed anyway;
+  already made, where the repeat could not pay again: a second identical booking paid with a certificate or a
+  gift card the first one used (or naming no payment) is refused as a duplicate; one paid only by credit card is a
+  second booking, as the real tool makes it;
 - 404 or 409, spent payment (`sim.ledger`): a state-changing call paying with a single-use method (a travel
   certificate) an earlier write of this episode used is not found, as the real tool answers once it has removed it;
   one asking a stored-value method (a gift card) for more than the balance an answer stated, less what this
@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sim.describe import PAIRED, date_format, description, examples, listed_values, name_words, shape_of
 from sim.errors import INVALID, NOT_FOUND, RULE, STATUS_OF
+from sim.ledger import payments
 from sim.schemas import ToolSpec, canonical_json
 from sim.state import CREATE_VERBS, EpisodeState, is_id_key, is_write, resolve, status_values, verb_of
 from slca.contracts import ToolResult
@@ -198,8 +199,14 @@ def _spent_payment(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult
 
 
 def _duplicate_creation(spec: ToolSpec, arguments, state: EpisodeState) -> ToolResult | None:
-    """The same creating call, with the same arguments, already answered in this episode."""
+    """The same creating call, with the same arguments, already answered in this episode, unless it pays only with
+    methods that spend nothing the simulator can count (a credit card): τ² airline books such a repeat as a second
+    reservation (fidelity replay, airline episode 35), while a repeat paying with a gift card or a certificate the
+    first one used is refused (episodes 24, 25: 'not enough balance')."""
     if verb_of(spec.name) not in CREATE_VERBS:
+        return None
+    paid_with = payments(arguments)
+    if paid_with and not any(state.ledger.limited(ident) for ident, _ in paid_with):
         return None
     key = canonical_json(arguments)
     if any(past["name"] == spec.name and canonical_json(past["arguments"]) == key for past in state.history):

@@ -186,3 +186,60 @@ def test_the_live_signal_guard_judges_only_a_full_window():
     for _ in range(4):
         signals.observe(7, Outcome(True, 0, 0))
     assert "engine errors" in signals.verdict(7)
+
+
+def test_the_live_signal_guard_rolls_back_only_to_a_version_that_did_better():
+    s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5)
+    signals = LiveSignals(s)
+    for _ in range(4):
+        signals.observe(1, Outcome(False, 2, 2))  # the version a rollback would restore: as malformed
+        signals.observe(2, Outcome(False, 2, 2))
+    assert signals.verdict(2, before=1) is None  # rolling back would trade one for the other
+    assert "malformed" in signals.verdict(2, before=7)  # nothing known of v7: the bound alone
+    for _ in range(4):
+        signals.observe(3, Outcome(False, 2, 0))
+    signals.observe(4, Outcome(False, 2, 2))
+    for _ in range(3):
+        signals.observe(4, Outcome(False, 2, 2))
+    assert "(v3: 0.00)" in signals.verdict(4, before=3)
+
+
+class _RouterThatCannotRollBack:
+    """A router whose promotion of the earlier version fails, as the one vllm engine without v0's manifest."""
+
+    def __init__(self):
+        self.promoted, self.on_finish, self.promotions = 1, None, 0
+
+    async def promote(self, version):
+        from serve.errors import ServeError
+
+        self.promotions += 1
+        raise ServeError(f"v{version} has no manifest to load into the one vllm engine")
+
+    def loaded_versions(self):
+        return {}
+
+
+def test_a_failed_automatic_rollback_is_not_retried_on_every_request():
+    from types import SimpleNamespace
+
+    from serve.promotion import PromotionController
+    from serve.versions import Route
+    from slca.contracts.versions import Promotion
+
+    async def scenario():
+        router = _RouterThatCannotRollBack()
+        metrics = SimpleNamespace(promotions=SimpleNamespace(labels=lambda **_: SimpleNamespace(inc=lambda: None)))
+        s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5)
+        controller = PromotionController(router, SimpleNamespace(), SimpleNamespace(), metrics, s)
+        controller.state = Promotion(promoted=1, history=[0], reason="gate")
+        slot = SimpleNamespace(version=1)
+        for _ in range(40):
+            controller.observe(Route(kind="caller", slot=slot, tool_calls=2, malformed=2))
+            await asyncio.sleep(0)
+            if controller._guard is not None:
+                await controller._guard
+        return router.promotions, controller.state.promoted
+
+    attempts, promoted = asyncio.run(scenario())
+    assert (attempts, promoted) == (1, 1)

@@ -101,7 +101,7 @@ def _run(tools: list, calls: list[tuple[str, dict]]) -> list:
     return asyncio.run(run())
 
 
-PAYS = [{"payment_id": "card_1", "amount": 300}, {"payment_id": "gift_2", "amount": 50}]
+PAYS = [{"payment_id": "card_1", "amount": 300}, {"payment_id": "gift_card_2", "amount": 50}]
 
 
 def test_a_booking_stores_the_payments_it_was_given_in_its_ledger():
@@ -119,7 +119,7 @@ def test_a_cancellation_refunds_every_payment_and_a_later_read_shows_it():
         )
 
     cancelled, read = asyncio.run(run())
-    refunds = [{"payment_id": "card_1", "amount": -300}, {"payment_id": "gift_2", "amount": -50}]
+    refunds = [{"payment_id": "card_1", "amount": -300}, {"payment_id": "gift_card_2", "amount": -50}]
     assert cancelled.content["status"] == "cancelled"
     assert cancelled.content["payment_history"] == PAYS + refunds
     assert read.content["payment_history"] == PAYS + refunds

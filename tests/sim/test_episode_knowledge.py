@@ -78,8 +78,15 @@ def test_a_certificate_is_its_users_a_booking_for_another_user_spends_none_of_it
     assert not second.ok and second.status == 404
 
 
-def test_a_repeated_booking_paid_by_card_is_a_duplicate_not_a_spent_payment():
+def test_a_repeated_booking_paid_by_card_is_a_second_booking_as_the_real_tool_makes_it():
     first, again = _airline([("book_reservation", _booking(("credit_card_7654321", 174)))] * 2)
+    assert first.ok and again.ok
+    assert again.content["reservation_id"] != first.content["reservation_id"]
+
+
+def test_a_repeated_booking_paid_partly_by_gift_card_is_a_duplicate():
+    paid = _booking(("gift_card_7654321", 74), ("credit_card_7654321", 100))
+    first, again = _airline([("book_reservation", paid)] * 2)
     assert first.ok and not again.ok and again.status == 409 and "duplicate" in again.error
 
 
