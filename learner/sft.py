@@ -188,7 +188,11 @@ def run_sft(
     common = config.common
     source = resolve_source(args.model or common.model, common)
     out = Path(args.out) if args.out else models_dir(Path(common.cache_dir)) / f"{source.name}-sft"
-    budget = Budget(steps=max(0, args.steps), seconds=max(0.0, args.minutes) * 60)
+    budget = Budget(
+        steps=max(0, args.steps),
+        seconds=max(0.0, args.minutes) * 60,
+        min_steps=max(0, getattr(args, "min_steps", 0) or 0),
+    )
     if not (budget.steps or budget.seconds):
         raise CliError("nothing to do: give --steps or --minutes")
     tokenizer = AutoTokenizer.from_pretrained(str(source))

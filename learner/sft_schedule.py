@@ -26,11 +26,18 @@ class Budget:
     """Stop after this many steps (0: no step limit)."""
     seconds: float = 0.0
     """Stop once this many seconds of training have passed (0: no time limit)."""
+    min_steps: int = 0
+    """The time limit ends training only after this many steps (0: no floor; `steps` still caps). Why: minutes buy
+    very different training on a loaded machine — a 6-minute warm start under a soak's load made 5 steps, and a model
+    RL could not learn from (docs/cpu-facts.md#warm-start)."""
 
     def progress(self, step: int, elapsed: float) -> float:
-        """Spent fraction in [0, 1] (0 with no limit at all)."""
+        """Spent fraction in [0, 1] (0 with no limit at all). With a floor, the time's share counts only as far as
+        the steps reached the floor: the later of the two ends the budget, and the lr decays to that end."""
         fractions = [step / self.steps] if self.steps else []
-        fractions += [elapsed / self.seconds] if self.seconds else []
+        if self.seconds:
+            timed = elapsed / self.seconds
+            fractions.append(min(timed, step / self.min_steps) if self.min_steps else timed)
         return min(1.0, max(fractions, default=0.0))
 
     def done(self, step: int, elapsed: float) -> bool:
@@ -38,6 +45,8 @@ class Budget:
 
     def seconds_left(self, step: int, elapsed: float) -> float | None:
         """Time left: by the clock when timed, else extrapolated from the mean step time (None before step 1)."""
+        if self.min_steps and self.seconds and step < self.min_steps and elapsed >= self.seconds:
+            return elapsed / step * (self.min_steps - step) if step else None
         if self.seconds and (not self.steps or elapsed / self.seconds >= step / self.steps):
             return max(0.0, self.seconds - elapsed)
         if self.steps and step:

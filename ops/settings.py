@@ -176,6 +176,12 @@ class OpsSettings(GateSettings):
     few steps: set 60 or more there."""
     warm_start_steps: int = Field(default=0, ge=0)
     """A step budget for that warm start as well (0: none): it ends when either budget is spent."""
+    warm_start_min_steps: int = Field(default=12, ge=0)
+    """The minutes end the warm start only after this many steps (0: no floor). Why 12: 13 steps took parseable calls
+    on held-out tasks from 0.00 to 0.95 (docs/cpu-facts.md#warm-start), while a 6-minute warm start on a loaded
+    `avx512_bf16` EPYC (a soak's load from the start, 2026-12-06) made 5 steps at 72 tok/s: held-out success 4.4%
+    (run 9's warm start: ≈ 16%), every learner group without success variance, the learner never published. On an
+    idle machine with native bf16 the 6 minutes are ≈ 19 steps and the floor does not bind."""
     warm_start_beside: bool = True
     """On a machine without a warm start, `slca up` serves the base model at once and trains the warm start beside
     it (the `warmstart` process: `slca sft --publish`); its model arrives as a hot swap — published as the next

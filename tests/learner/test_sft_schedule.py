@@ -33,3 +33,15 @@ def test_budget_progress_is_the_limit_nearest_its_end():
     both = Budget(steps=100, seconds=60)
     assert both.progress(10, 30) == pytest.approx(0.5) and both.progress(80, 30) == pytest.approx(0.8)
     assert not Budget().done(5, 5.0) and Budget().progress(5, 5.0) == 0.0
+
+
+def test_a_step_floor_keeps_a_timed_budget_going_on_a_slow_machine():
+    floored = Budget(seconds=360, min_steps=12)
+    assert not floored.done(5, 380)  # the minutes are spent, the floor is not (a loaded machine: 5 steps)
+    assert floored.progress(6, 400) == pytest.approx(0.5)  # the lr decays toward the floor's end, not at its end
+    assert floored.seconds_left(6, 400) == pytest.approx(400)  # the mean step time × the steps to go
+    assert floored.done(12, 800)
+    fast = Budget(seconds=360, min_steps=12)
+    assert fast.progress(19, 180) == pytest.approx(0.5) and fast.done(19, 360)  # idle and bf16: the floor is passed
+    capped = Budget(steps=8, seconds=360, min_steps=12)
+    assert capped.done(8, 100)  # an explicit step budget still caps

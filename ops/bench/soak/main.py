@@ -298,6 +298,24 @@ def soak_header(args, cases: list) -> dict:
     }
 
 
+def quiet_start(system: System, bound_s: float, poll_s: float = 5.0) -> str | None:
+    """Wait, without load, until `slca up` has started its learner: a warm start trained beside serving and the
+    probe's baseline of it come first, as after `make run` on a fresh machine (nobody calls a system before its API
+    serves a model worth calling). Why: under the soak's load from the start, the 6-minute warm start made 5 steps at
+    72 tok/s instead of ≈ 19 (`avx512_bf16` EPYC, 2026-12-06), its held-out success was 4.4%, every group of the
+    learner's first steps had zero success variance and the learner never published — a soak of an idle learner.
+    Returns a note (how long it waited), or None when attached to a running system."""
+    if system.data_dir is None:
+        return None
+    began = time.monotonic()
+    while time.monotonic() - began < bound_s:
+        state = read_state(state_path(system.data_dir)) or {}
+        if any(p.get("name") == "learn" and p.get("pid") for p in state.get("processes", [])):
+            return f"quiet start: the learner started {time.monotonic() - began:.0f} s after /readyz; load began then"
+        time.sleep(poll_s)
+    return f"quiet start: the learner had not started {bound_s:.0f} s after /readyz; load began anyway"
+
+
 def run_soak(args, config: Config) -> int:
     from sim.tasks import load_tasks
 
@@ -310,7 +328,8 @@ def run_soak(args, config: Config) -> int:
         return 2
     tasks, cases = load_tasks("everyday", "test"), [*hostile_bodies(), *worst_bodies()]
     seconds, header = args.minutes * 60, soak_header(args, cases)
-    longest = max(args.warmup_minutes, args.learner_warmup_max_minutes) * 60 + seconds
+    quiet_s = max(args.warmup_minutes, args.learner_warmup_max_minutes) * 60  # `quiet_start`'s bound
+    longest = quiet_s + max(args.warmup_minutes, args.learner_warmup_max_minutes) * 60 + seconds
     bound_s = longest + SoakPlan.legal_deadline_s + 180  # + the last requests' deadline, + stopping
     try:
         with (
@@ -326,6 +345,9 @@ def run_soak(args, config: Config) -> int:
                 f"{len(cases)} hostile cases",
                 flush=True,
             )
+            if waited := quiet_start(system, plan.warmup_max_s):
+                print(f"soak: {waited}", flush=True)
+                system.notes.append(waited)
             learner_stream = Streams(config.common.stream_prefix).stats(STATS_LEARNER)
             target = case_target(system, config)
             sampler, pinger, hostile, runner, legal, window = drive(plan, system, tasks, cases, target, learner_stream)

@@ -15,6 +15,12 @@ def register(commands, bench) -> None:
         help="time budget (default ops.warm_start_minutes, what `slca up` spends)",
     )
     sft.add_argument("--steps", type=int, default=0, help="step budget (0: until --minutes; either ends it)")
+    sft.add_argument(
+        "--min-steps",
+        type=int,
+        default=0,
+        help="--minutes ends training only after this many steps (0: no floor; a loaded machine still trains enough)",
+    )
     sft.add_argument("--out", default=None, help="output dir (default <cache>/models/<model>-sft)")
     sft.add_argument("--model", default=None, help="model dir or 'embedded'/'tiny' (default common.model)")
     sft.add_argument("--pack", default="everyday", help="task pack for demonstrations")

@@ -60,6 +60,8 @@ def warm_start_spec(
         str(ops.warm_start_minutes),
         "--steps",
         str(ops.warm_start_steps),
+        "--min-steps",
+        str(ops.warm_start_min_steps),
         "--eval-tasks",
         str(ops.warm_start_eval_tasks),
         "--out",

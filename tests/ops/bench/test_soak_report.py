@@ -397,3 +397,20 @@ def test_the_soaks_system_keeps_the_warm_start_the_other_benches_do_not(tmp_path
     assert not any(s.startswith("ops.warm_start_minutes=") for s in sets)
     assert f"common.data_dir={tmp_path / 'var'}" in sets and "weights.bind=127.0.0.1:9" in sets
     assert "ops.warm_start_minutes=0" in bench_sets(tmp_path / "var", 8123)
+
+
+def test_the_soak_loads_the_system_only_once_its_learner_started(tmp_path):
+    import json
+    import os
+
+    from ops.bench.soak.main import System, quiet_start
+    from ops.common.up_state import state_path
+
+    system = System(url="http://127.0.0.1:1", roots=[], redis_url=None, mode="test", data_dir=tmp_path)
+    processes = [{"name": "serve", "pid": os.getpid()}, {"name": "warmstart", "pid": os.getpid()}]
+    state_path(tmp_path).write_text(json.dumps({"supervisor_pid": os.getpid(), "processes": processes}))
+    assert "had not started" in quiet_start(system, bound_s=0.2, poll_s=0.05)  # the warm start still trains
+    processes.append({"name": "learn", "pid": os.getpid()})
+    state_path(tmp_path).write_text(json.dumps({"supervisor_pid": os.getpid(), "processes": processes}))
+    assert "the learner started" in quiet_start(system, bound_s=5, poll_s=0.05)
+    assert quiet_start(System("http://x", [], None, "attached"), bound_s=5) is None  # attached: not ours to wait on
