@@ -132,7 +132,7 @@ class Gate:
         self.item_s = getattr(ops, "gate_item_seconds", 1.6)
         """Seconds per item per version judged: measured by the last evaluation, the setting before."""
         self.waiting_for: int | None = None
-        """The candidate a due decision waits for the budget with (logged once per candidate)."""
+        """The candidate a due decision began to wait for the budget with (logged once per wait)."""
         self.warm = warm
         """The warm start's records across runs (`ops.gate_cache_warm_start`): read at the first look, kept after."""
         self.guard = None if redis is None else SuccessGuard(
@@ -241,7 +241,7 @@ class Gate:
             return None
         candidate, promoted = versions["candidate"], versions["promoted"]
         if not self.affordable(promoted):
-            if self.waiting_for != candidate:
+            if self.waiting_for is None:  # once per wait, not once per candidate published meanwhile
                 self.waiting_for = candidate
                 log.info("gate: v%s is due and waits: the gate has judged %.0f s of %.0f s serving, ≈ %.0f s more "
                          "would pass ops.gate_budget_share %.0f%%", candidate, self.spent_s, self.serving_s(),
@@ -250,6 +250,7 @@ class Gate:
         log.info(
             "gate: judging candidate v%s against the promoted v%s on %d items", candidate, promoted, len(self.items)
         )
+        self.waiting_for = None
         decision = await self.judge(candidate, promoted)
         status, body = await self.admin.send({"decision": decision.model_dump(mode="json")})
         if decision.outcome == "promote" and status != 200:

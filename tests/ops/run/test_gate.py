@@ -342,6 +342,23 @@ def test_a_due_decision_waits_for_the_budget_and_a_cached_promoted_version_halve
     assert len(serve.sent) == 2  # nothing was sent while the decisions waited
 
 
+def test_a_wait_for_the_budget_is_logged_once_not_once_per_candidate_published_meanwhile(tmp_path, caplog):
+    now = [0.0]
+
+    async def evaluate(version, its):
+        now[0] += 2.0 * len(its)
+        return [ItemRecord("gate", it.item_id, True, 0.0, 0.0, policy_version=version) for it in its]
+
+    ops = GateSettings(gate_every_versions=1, gate_items=8, gate_budget_share=0.10, gate_item_seconds=2.0)
+    serve = FakeServe(2)
+    gate = Gate(ops, gate_items("everyday", 8), evaluate, serve, tmp_path, clock=lambda: now[0])
+    caplog.set_level("INFO", logger="ops.run.gate.runner")
+    for at, candidate in ((0.0, 2), (100.0, 3), (200.0, 4), (300.0, 5)):
+        now[0], serve.state["candidate"] = at, candidate
+        assert asyncio.run(gate.step()) is None
+    assert sum("is due and waits" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_the_warm_starts_records_are_kept_across_runs_so_a_later_first_decision_judges_only_the_candidate(tmp_path):
     """Run 1 judges the warm start (its v1) and keeps its records by the model's content; run 2, serving the same
     warm start as v0, reads them at its first look: its first decision evaluates only the candidate, and the budget
