@@ -24,7 +24,8 @@ class Bound:
     """One signal and its bound: the share over the window past which the version is rolled back."""
 
     name: str
-    share: Callable[[list[Outcome]], float | None]
+    share: Callable[[list[Outcome], object], float | None]
+    """The share over a window, given the settings (None: nothing to judge yet)."""
     limit: Callable[[object], float]
 
 
@@ -32,14 +33,18 @@ def _engine_errors(window: list[Outcome]) -> float | None:
     return sum(o.engine_error for o in window) / len(window) if window else None
 
 
-def _malformed(window: list[Outcome]) -> float | None:
+def _malformed(window: list[Outcome], min_calls: int = 1) -> float | None:
     calls = sum(o.tool_calls for o in window)
-    return sum(o.malformed for o in window) / calls if calls else None
+    return sum(o.malformed for o in window) / calls if calls >= max(1, min_calls) else None
 
 
 BOUNDS: tuple[Bound, ...] = (
-    Bound("engine errors", _engine_errors, lambda s: s.rollback_max_engine_errors),
-    Bound("malformed tool calls", _malformed, lambda s: s.rollback_max_malformed),
+    Bound("engine errors", lambda w, s: _engine_errors(w), lambda s: s.rollback_max_engine_errors),
+    Bound(
+        "malformed tool calls",
+        lambda w, s: _malformed(w, getattr(s, "rollback_min_tool_calls", 1)),
+        lambda s: s.rollback_max_malformed,
+    ),
 )
 """Every signal the guard watches (add one here: a name, its share over the window, its bound in settings)."""
 
@@ -59,7 +64,7 @@ class LiveSignals:
 
     def shares(self, version: int) -> dict[str, float | None]:
         window = list(self.windows.get(version, ()))
-        return {bound.name: bound.share(window) for bound in BOUNDS}
+        return {bound.name: bound.share(window, self.settings) for bound in BOUNDS}
 
     def verdict(self, version: int, before: int | None = None) -> str | None:
         """Why `version` must be rolled back, or None (also None before `rollback_min_requests` requests).
@@ -74,10 +79,10 @@ class LiveSignals:
         earlier = list(self.windows.get(before, ())) if before is not None else []
         compared = len(earlier) >= self.settings.rollback_min_requests
         for bound in BOUNDS:
-            share, limit = bound.share(window), bound.limit(self.settings)
+            share, limit = bound.share(window, self.settings), bound.limit(self.settings)
             if share is None or limit >= 1.0 or share <= limit:
                 continue
-            was = bound.share(earlier) if compared else None
+            was = bound.share(earlier, self.settings) if compared else None
             if was is not None and was >= share:
                 continue
             than = f" (v{before}: {was:.2f})" if was is not None else ""

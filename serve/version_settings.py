@@ -42,6 +42,10 @@ class VersionSettings(SectionSettings):
     `rollback_min_requests` at least)."""
     rollback_min_requests: int = Field(default=50, ge=1)
     """Live-signal guard: requests of the promoted version seen before it may roll back."""
+    rollback_min_tool_calls: int = Field(default=20, ge=1)
+    """Live-signal guard: tool calls its window must hold before their malformed share is judged. Why: in the soak of
+    2026-12-06 agent runs cut at 32 tokens executed only the short calls, which were malformed — 50 requests with a
+    few executed calls judged "1.00 malformed" and rolled a version back."""
     rollback_max_malformed: float = Field(default=0.5, ge=0.0, le=1.0)
     """Live-signal guard: roll the promoted version back when more than this share of its tool calls are
     malformed (over its window)."""

@@ -173,7 +173,7 @@ def test_canary_share_sends_callers_to_the_candidate(tiny_model_dir, redis_url, 
 
 
 def test_the_live_signal_guard_judges_only_a_full_window():
-    s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5)
+    s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5, rollback_min_tool_calls=4)
     signals = LiveSignals(s)
     for _ in range(3):
         signals.observe(5, Outcome(False, 2, 2))
@@ -189,7 +189,7 @@ def test_the_live_signal_guard_judges_only_a_full_window():
 
 
 def test_the_live_signal_guard_rolls_back_only_to_a_version_that_did_better():
-    s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5)
+    s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5, rollback_min_tool_calls=4)
     signals = LiveSignals(s)
     for _ in range(4):
         signals.observe(1, Outcome(False, 2, 2))  # the version a rollback would restore: as malformed
@@ -230,7 +230,9 @@ def test_a_failed_automatic_rollback_is_not_retried_on_every_request():
     async def scenario():
         router = _RouterThatCannotRollBack()
         metrics = SimpleNamespace(promotions=SimpleNamespace(labels=lambda **_: SimpleNamespace(inc=lambda: None)))
-        s = ServeSettings(rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5)
+        s = ServeSettings(
+            rollback_min_requests=4, rollback_window=4, rollback_max_malformed=0.5, rollback_min_tool_calls=4
+        )
         controller = PromotionController(router, SimpleNamespace(), SimpleNamespace(), metrics, s)
         controller.state = Promotion(promoted=1, history=[0], reason="gate")
         slot = SimpleNamespace(version=1)
@@ -243,3 +245,14 @@ def test_a_failed_automatic_rollback_is_not_retried_on_every_request():
 
     attempts, promoted = asyncio.run(scenario())
     assert (attempts, promoted) == (1, 1)
+
+
+def test_the_malformed_share_is_judged_only_over_enough_tool_calls():
+    s = ServeSettings(rollback_min_requests=50, rollback_window=200, rollback_max_malformed=0.5)
+    signals = LiveSignals(s)
+    for i in range(60):  # agent runs cut short: a few executed calls, and those malformed
+        signals.observe(1, Outcome(False, int(i % 20 == 0), int(i % 20 == 0)))
+    assert signals.shares(1)["malformed tool calls"] is None and signals.verdict(1) is None
+    for _ in range(20):
+        signals.observe(1, Outcome(False, 1, 1))
+    assert "malformed" in signals.verdict(1)
