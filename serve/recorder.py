@@ -82,7 +82,7 @@ def encode_trajectory_entry(trajectory: Trajectory) -> dict[bytes, bytes]:
         data[name] = getattr(trajectory, name)
     try:
         payload = msgpack.packb(data, use_bin_type=True)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer msgpack cannot hold (wire.packb)
         return encode_entry(trajectory, id=trajectory.id)
     return {PAYLOAD_FIELD: payload, b"id": trajectory.id.encode()}
 

@@ -68,8 +68,36 @@ def load_json(cls: type[T], text: str | bytes) -> T:
     return validate(cls, data)
 
 
+MSGPACK_INTS = (-(2**63), 2**64 - 1)
+"""The integers msgpack can hold; JSON (a model's tool-call arguments) can hold any."""
+
+
+def msgpack_safe(value):
+    """`value` with every integer msgpack cannot hold written as its decimal string (lossless, and still JSON). Why:
+    a policy wrote a 25-digit number in a tool call's arguments and the recorder's `packb` raised OverflowError — a
+    500 for the whole agent run (soak of 2026-12-06)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if MSGPACK_INTS[0] <= value <= MSGPACK_INTS[1] else str(value)
+    if isinstance(value, dict):
+        return {k: msgpack_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [msgpack_safe(v) for v in value]
+    return value
+
+
+def packb(data) -> bytes:
+    """msgpack of JSON-shaped `data`; integers it cannot hold become strings (`msgpack_safe`) — only when one is
+    there, so the common case walks nothing twice."""
+    try:
+        return msgpack.packb(data, use_bin_type=True)
+    except OverflowError:
+        return msgpack.packb(msgpack_safe(data), use_bin_type=True)
+
+
 def dump_msgpack(obj: Contract) -> bytes:
-    return msgpack.packb(obj.model_dump(mode="json"), use_bin_type=True)
+    return packb(obj.model_dump(mode="json"))
 
 
 def load_msgpack(cls: type[T], payload: bytes) -> T:

@@ -146,3 +146,14 @@ def test_a_record_right_after_a_finished_flush_is_not_left_waiting(redis_url, ep
         return first, second
 
     assert asyncio.run(main()) == (True, True)
+
+
+def test_an_integer_msgpack_cannot_hold_in_a_tool_call_is_recorded_as_its_digits(episode):
+    messages = [
+        *episode.messages,
+        {"role": "assistant", "content": "", "tool_calls": [{"weeks": 10**30, "n": -(2**70)}]},
+    ]
+    t = episode.model_copy(update={"messages": messages})
+    back = decode_entry(Trajectory, encode_trajectory_entry(t))  # raised OverflowError: a 500 for the agent run
+    assert back.messages[-1]["tool_calls"][0] == {"weeks": str(10**30), "n": str(-(2**70))}
+    assert back.messages[:-1] == episode.messages and back.tokens == episode.tokens
