@@ -164,6 +164,17 @@ def pad_id_of(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
 
+def _budget(args) -> Budget:
+    """The training budget `slca sft`'s flags give (CliError without steps or minutes)."""
+    from slca.cli import CliError
+
+    min_steps = max(0, getattr(args, "min_steps", 0) or 0)
+    budget = Budget(steps=max(0, args.steps), seconds=max(0.0, args.minutes) * 60, min_steps=min_steps)
+    if not (budget.steps or budget.seconds):
+        raise CliError("nothing to do: give --steps or --minutes")
+    return budget
+
+
 def run_sft(
     args,
     config,
@@ -179,7 +190,6 @@ def run_sft(
     one the time goes to."""
     from transformers import AutoTokenizer
 
-    from slca.cli import CliError
     from slca.models.paths import models_dir
 
     phase = on_phase or (lambda name: None)
@@ -188,13 +198,7 @@ def run_sft(
     common = config.common
     source = resolve_source(args.model or common.model, common)
     out = Path(args.out) if args.out else models_dir(Path(common.cache_dir)) / f"{source.name}-sft"
-    budget = Budget(
-        steps=max(0, args.steps),
-        seconds=max(0.0, args.minutes) * 60,
-        min_steps=max(0, getattr(args, "min_steps", 0) or 0),
-    )
-    if not (budget.steps or budget.seconds):
-        raise CliError("nothing to do: give --steps or --minutes")
+    budget = _budget(args)
     tokenizer = AutoTokenizer.from_pretrained(str(source))
     examples = demonstration_examples(tokenizer, demos, settings.sft_max_tokens)
     n_demos = len(demos)
