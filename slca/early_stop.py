@@ -47,6 +47,20 @@ class StoppedBeforeStart(BaseException):
         return 0
 
 
+def stop_in(exc: BaseException) -> "StoppedBeforeStart | None":
+    """The `StoppedBeforeStart` `exc` is or was raised from (its cause or context chain), else None. Why: the signal
+    lands at whatever line the import runs, and some callers wrap what they catch — pydantic re-raises an exception in
+    a class body's `__set_name__` as RuntimeError ('Error calling __set_name__'): the feed then exited 1 on a stop
+    `slca up` sent while it imported (CI, 2026-12-06)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, StoppedBeforeStart):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 _stopping = False
 """A stop was asked for: a later signal is a no-op (it must not raise again while the first one unwinds)."""
 

@@ -134,3 +134,17 @@ def test_a_second_signal_while_the_interpreter_finalizes_cannot_kill_a_clean_sto
     time.sleep(0.2)  # past the signal module's own teardown, inside the slow one
     child.send_signal(signal.SIGINT)
     assert child.wait(timeout=10) == status
+
+
+def test_a_stop_wrapped_by_a_library_on_its_way_out_is_still_a_stop():
+    from slca.early_stop import StoppedBeforeStart, stop_in
+
+    try:
+        try:
+            raise StoppedBeforeStart(15)
+        except StoppedBeforeStart as inner:  # as pydantic's __set_name__ re-raises it
+            raise RuntimeError("Error calling __set_name__ on 'PydanticDescriptorProxy'") from inner
+    except RuntimeError as wrapped:
+        found = stop_in(wrapped)
+    assert found is not None and found.signum == 15
+    assert stop_in(RuntimeError("unrelated")) is None
