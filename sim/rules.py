@@ -34,8 +34,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sim.describe import PAIRED, date_format, description, examples, listed_values, name_words, shape_of
 from sim.errors import INVALID, NOT_FOUND, RULE, STATUS_OF
 from sim.ledger import payments
-from sim.schemas import ToolSpec, canonical_json
-from sim.state import CREATE_VERBS, EpisodeState, is_id_key, is_write, resolve, status_values, verb_of
+from sim.schemas import ToolSpec
+from sim.state import CREATE_VERBS, EpisodeState, identical_calls, is_id_key, is_write, resolve, status_values, verb_of
 from slca.contracts import ToolResult
 
 
@@ -208,7 +208,6 @@ def _duplicate_creation(spec: ToolSpec, arguments, state: EpisodeState) -> ToolR
     paid_with = payments(arguments)
     if paid_with and not any(state.ledger.limited(ident) for ident, _ in paid_with):
         return None
-    key = canonical_json(arguments)
-    if any(past["name"] == spec.name and canonical_json(past["arguments"]) == key for past in state.history):
+    if identical_calls(state.history, spec.name, arguments):
         return _error(RULE, f"duplicate: this episode already made {spec.name} with the same arguments")
     return None

@@ -255,3 +255,9 @@ def _decode(text: str) -> Any:
     import json
 
     return json.loads(text)
+
+
+def identical_calls(history: list[dict[str, Any]], name: str, arguments: Any) -> int:
+    """How many calls of `history` were `name` with these very arguments (a repeated creation's count)."""
+    key = canonical_json(arguments)
+    return sum(1 for past in history if past.get("name") == name and canonical_json(past.get("arguments")) == key)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from sim.bounds import DEFAULT_LIMITS, SchemaLimits
 from sim.schemas import GENERIC_OBJECT, ToolSpec, canonical_json, is_valid
-from sim.state import CREATE_VERBS, verb_of
+from sim.state import CREATE_VERBS, identical_calls, verb_of
 from sim.synth import seed_of, synthesise
 
 
@@ -44,17 +44,11 @@ class SimRequest:
         """The same call answers the same, except a creating call repeated in the episode: the real tool makes a
         second object (a second reservation with its own id), so the n-th repeat draws its own answer."""
         call = self.spec.name + "\x1f" + canonical_json(self.arguments)
-        if verb_of(self.spec.name) in CREATE_VERBS and (repeats := self._repeats()):
+        if verb_of(self.spec.name) in CREATE_VERBS and (
+            repeats := identical_calls(self.history, self.spec.name, self.arguments)
+        ):
             call += f"\x1f{repeats}"
         return seed_of(call)
-
-    def _repeats(self) -> int:
-        key = canonical_json(self.arguments)
-        return sum(
-            1
-            for past in self.history
-            if past.get("name") == self.spec.name and canonical_json(past.get("arguments")) == key
-        )
 
 
 @dataclass
