@@ -49,10 +49,12 @@ def train_sft(
     pad_id: int,
     batch_tokens: int,
     on_step: Callable[[int, float, float, float | None], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[dict]:
     """Train until the budget is spent; one history row per step. The progress bar shows the spent share of
     the budget, the loss, the lr and the time left; `on_step(step, loss, spent share, seconds left)` hears the
-    same after every step (`slca up`'s warm start reports its progress with it)."""
+    same after every step (`slca up`'s warm start reports its progress with it). `should_stop`: `sft_update`'s
+    (a stop cuts a step short at the next decoder layer: StepInterrupted)."""
     from tqdm import tqdm
 
     if not (budget.steps or budget.seconds):
@@ -69,7 +71,7 @@ def train_sft(
         chosen = [examples[i] for i in next(batches)]
         batch = collate_right_padded(chosen, pad_id)
         lr = lr_at(step, budget.progress(step, elapsed), settings.sft_lr)
-        result = sft_update(model, opt, batch, lr, autocast)
+        result = sft_update(model, opt, batch, lr, autocast, should_stop)
         step += 1
         elapsed = time.monotonic() - t_start
         tokens += batch.real_tokens
@@ -182,12 +184,13 @@ def run_sft(
     held_out: list[Task],
     on_step=None,
     on_phase: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> int:
     """`slca sft` once its caller (`ops.experiments.warmstart.cli`) has loaded the train demonstrations and the held-out
     tasks of the pack: the learner imports no other component. `on_step`: `train_sft`'s. `on_phase(name)` hears
     each stage outside training as it begins — 'checking' (the before- and after-checks, only with held-out tasks:
     greedy generation, minutes on 2 cores) and 'saving' — so that a watcher (`slca up`'s warm start) can tell which
-    one the time goes to."""
+    one the time goes to. `should_stop`: `train_sft`'s."""
     from transformers import AutoTokenizer
 
     from slca.models.paths import models_dir
@@ -226,6 +229,7 @@ def run_sft(
         pad_id_of(tokenizer),
         batch_tokens,
         on_step,
+        should_stop,
     )
     if held_out:
         phase("checking")

@@ -12,10 +12,12 @@ right-padded (`learner.sft_batching`), which a causal mask already hides from ev
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from learner.interrupt import stop_between_layers
 from learner.sft_batching import Batch
 from learner.sft_data import IGNORE
 
@@ -54,12 +56,28 @@ def make_optimizer(model, lr: float) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
 
-def sft_update(model, opt: torch.optim.Optimizer, batch: Batch, lr: float, autocast: bool) -> StepResult:
-    """Forward, backward, clip to norm 1, one optimizer step at `lr`."""
+def sft_update(
+    model,
+    opt: torch.optim.Optimizer,
+    batch: Batch,
+    lr: float,
+    autocast: bool,
+    should_stop: Callable[[], bool] | None = None,
+) -> StepResult:
+    """Forward, backward, clip to norm 1, one optimizer step at `lr`. `should_stop`: asked at every decoder layer in
+    the forward and the backward (`learner.interrupt`): a step takes 15–30 s on two cores, most of it in one
+    backward that no signal handler can enter, so `slca up`'s stop (grace 15 s) used to SIGKILL the warm start in
+    the middle of one. A stop leaves StepInterrupted (or the stop's own exception, raised by its handler in the
+    layer hook), no gradient kept and the weights of the previous step."""
     for group in opt.param_groups:
         group["lr"] = lr
-    loss, count = assistant_token_loss(model, batch, autocast)
-    loss.backward()
+    try:
+        with stop_between_layers(model, should_stop, "a warm-start step"):
+            loss, count = assistant_token_loss(model, batch, autocast)
+            loss.backward()
+    except BaseException:
+        opt.zero_grad(set_to_none=True)
+        raise
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)

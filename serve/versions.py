@@ -304,9 +304,7 @@ class VersionRouter:
                 return
             weights = await self._resolve(version)
             if self.one_engine:  # the one engine moves, the feed with it (the warm start's handover promotes first)
-                if weights is None:
-                    raise OneEngineOnly(f"v{version} has no manifest to load into the one {self.name} engine")
-                await self.primary.engine.swap_weights(weights)
+                await self._move_one_engine(version, weights)
                 self.promoted = version
                 log.info("callers and the candidate's traffic now get v%s (one engine)", version)
                 return
@@ -324,13 +322,24 @@ class VersionRouter:
         weights = None if version == self.primary.version else await self._resolve(version)
         if self.role == "promoted" and version != self.primary.version:
             if weights is None and self.one_engine:
-                raise OneEngineOnly(
-                    f"v{version} has no manifest to load into the one {self.name} engine of this promoted replica"
-                )
-            await self._retarget(self.primary, version, weights)
+                await self._move_one_engine(version, None)
+            else:
+                await self._retarget(self.primary, version, weights)
         self.promoted = version
         log.info("the promoted version is v%s (this replica, serve.role=%s, serves v%s)", version, self.role,
                  self.primary.version)  # fmt: skip
+
+    async def _move_one_engine(self, version: int, weights: WeightVersion | None) -> None:
+        """The one engine of this process (`one_engine`) loads `version`: a published one through its verified swap;
+        v0, which has no manifest (None), from the model directory in place (`load_base`: a rollback to the warm
+        start's base, the live-signal guard's or an operator's). An engine without `load_base`: OneEngineOnly."""
+        if weights is not None:
+            await self.primary.engine.swap_weights(weights)
+            return
+        load_base = getattr(self.primary.engine, "load_base", None)
+        if load_base is None:
+            raise OneEngineOnly(f"v{version} has no manifest to load into the one {self.name} engine")
+        await load_base()
 
     def loaded_versions(self) -> dict[str, int]:
         if self.role == "promoted":

@@ -53,13 +53,14 @@ class ServedModel:
         swap restores and a rebuilt engine loads again."""
 
     async def _reload_or_roll_back(
-        self, weights: WeightVersion, load: Callable[[WeightVersion | None], Awaitable[None]]
+        self, weights: WeightVersion | None, load: Callable[[WeightVersion | None], Awaitable[None]]
     ) -> WeightLoadError | None:
-        """Load `weights` in place (`load(weights)`); None (now serving it), or the error once the last good weights
-        (`load(self.weights)`) are back: `slca.weights.load_or_roll_back`, the one rollback every engine calls."""
+        """Load `weights` in place (`load(weights)`; None: the model directory, v0); None (now serving it), or the
+        error once the last good weights (`load(self.weights)`) are back: `slca.weights.load_or_roll_back`, the one
+        rollback every engine calls."""
         error = await load_or_roll_back(weights, self.weights, self.version, load)
         if error is None:
-            self.version, self.weights = weights.version, weights
+            self.version, self.weights = (weights.version if weights is not None else 0), weights
         return error
 
 

@@ -193,6 +193,18 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
         t0 = time.perf_counter()
         # refuse early, before pausing; the worker checks again the very bytes it loads (`slca_load_published`)
         await asyncio.get_running_loop().run_in_executor(None, weights.check)
+        await self._paused_load(weights)
+        return time.perf_counter() - t0
+
+    async def load_base(self) -> float:
+        """v0 again — the model directory through vLLM's own loader, paused between two steps: how the one engine
+        of this process rolls back to the base model (it cannot have a sibling holding it). Raises as
+        `swap_weights`."""
+        t0 = time.perf_counter()
+        await self._paused_load(None)
+        return time.perf_counter() - t0
+
+    async def _paused_load(self, weights: WeightVersion | None) -> None:
         async with self._swap_lock:
             engine = self.engine
             if not self.loaded:
@@ -209,7 +221,6 @@ class VLLMAsyncEngine(EngineSurvival, ServedModel):
             self._engine_failed(engine, error)  # an unknown mix of weights: never serve from it again
         if error is not None:
             raise error
-        return time.perf_counter() - t0
 
     async def _load(self, engine, weights: WeightVersion | None) -> None:
         """Load `weights` in the paused engine: a verified version through the worker extension, the model

@@ -248,13 +248,13 @@ class VLLMEngine(EngineSurvival, ServedModel):
             if isinstance(error, WeightRollbackFailed):
                 raise error  # the weights are an unknown mix: the driver's failure path takes the engine over
 
-    def _reload(self, weights: WeightVersion, state: dict) -> WeightLoadError | None:
-        """Load `state` (the verified tensors of `weights`) in place, between two steps; None, or the error after
-        the last good weights are back (`ServedModel._reload_or_roll_back`, every engine's; loads here are
-        synchronous)."""
+    def _reload(self, weights: WeightVersion | None, state: dict | None) -> WeightLoadError | None:
+        """Load `state` (the verified tensors of `weights`; None: the model directory) in place, between two steps;
+        None, or the error after the last good weights are back (`ServedModel._reload_or_roll_back`, every engine's;
+        loads here are synchronous)."""
 
         async def load(version: WeightVersion | None) -> None:
-            if version is weights:
+            if version is not None and version is weights:
                 self._load_state(state)
             else:
                 self._load_version(version)
@@ -288,11 +288,22 @@ class VLLMEngine(EngineSurvival, ServedModel):
 
     # --- hot swap -------------------------------------------------------------------------------
     async def swap_weights(self, weights: WeightVersion) -> float:
-        loop = asyncio.get_running_loop()
-        t0 = time.perf_counter()
         # One load path: the files are read once, their bytes checked against the manifest and parsed into tensors,
         # off the engine thread; those very tensors are loaded (vLLM never re-reads or globs the directory).
-        state = await loop.run_in_executor(None, weights.state_dict)
+        t0 = time.perf_counter()
+        state = await asyncio.get_running_loop().run_in_executor(None, weights.state_dict)
+        await self._on_driver(weights, state)
+        return time.perf_counter() - t0
+
+    async def load_base(self) -> float:
+        """v0 again — the model directory through vLLM's own loader, between two steps: how this process's one
+        engine rolls back to the base model (it cannot have a sibling holding it). Raises as `swap_weights`."""
+        t0 = time.perf_counter()
+        await self._on_driver(None, None)
+        return time.perf_counter() - t0
+
+    async def _on_driver(self, weights: WeightVersion | None, state: dict | None) -> None:
+        loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
 
         def done(err: WeightLoadError | None) -> None:  # called on the driver thread
@@ -302,7 +313,6 @@ class VLLMEngine(EngineSurvival, ServedModel):
         error = await future
         if error is not None:
             raise error
-        return time.perf_counter() - t0
 
 
 def _settle(future: asyncio.Future, error: BaseException | None) -> None:

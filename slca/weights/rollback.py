@@ -22,12 +22,13 @@ T = TypeVar("T")
 
 
 async def load_or_roll_back(
-    new: WeightVersion,
+    new: WeightVersion | None,
     good: WeightVersion | None,
     good_version: int,
     load: Callable[[WeightVersion | None], Awaitable[None]],
 ) -> WeightLoadError | None:
-    """Load `new` in place (`load(new)`); None, or the error once the last good weights are back.
+    """Load `new` in place (`load(new)`; None: the model directory, v0 — a rollback to the base model in an engine
+    that cannot have a sibling); None, or the error once the last good weights are back.
 
     A load that fails midway leaves two versions mixed: the last good weights (`good`; None: the model directory,
     v0) are then loaded again (`load(good)`). Should that fail too, WeightRollbackFailed: nothing good is left to
@@ -35,19 +36,26 @@ async def load_or_roll_back(
     try:
         await load(new)
     except Exception as exc:
-        where = good.root if good is not None else "the model directory"
-        log.warning(
-            "loading v%s from %s failed (%s); reloading v%s from %s", new.version, new.root, exc, good_version, where
-        )
+        where = _where(good)
+        log.warning("loading v%s from %s failed (%s); reloading v%s from %s", _version(new), _where(new), exc,
+                    good_version, where)  # fmt: skip
         try:
             await load(good)
         except Exception as again:
             log.critical("restoring v%s from %s failed too: %s", good_version, where, again)
             return WeightRollbackFailed(
-                f"{new.root}: reload failed ({exc}); restoring v{good_version} failed ({again})"
+                f"{_where(new)}: reload failed ({exc}); restoring v{good_version} failed ({again})"
             )
-        return WeightRollback(f"{new.root}: reload failed ({exc}); v{good_version} restored")
+        return WeightRollback(f"{_where(new)}: reload failed ({exc}); v{good_version} restored")
     return None
+
+
+def _where(weights: WeightVersion | None) -> str:
+    return weights.root if weights is not None else "the model directory"
+
+
+def _version(weights: WeightVersion | None) -> int:
+    return weights.version if weights is not None else 0
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -97,3 +97,30 @@ def test_a_candidate_replica_of_a_one_per_process_engine_follows_and_keeps_the_r
         assert (await router._slot_of(route)).engine is engine and route.kind == "candidate"  # not a guarded caller
 
     asyncio.run(run())
+
+
+class BaseLoadingEngine(OneModelEngine):
+    """vLLM's engines: v0, which has no manifest, is loaded from the model directory in place (`load_base`)."""
+
+    async def load_base(self) -> float:
+        self.swaps.append("base")
+        self.version = 0
+        return 0.01
+
+
+@pytest.mark.parametrize("role", ["both", "promoted"])
+def test_the_one_engine_rolls_back_to_the_base_model_in_place(role):
+    """The live-signal guard's rollback from the warm start (v1) to v0 used to be refused ("v0 has no manifest to
+    load into the one vllm engine"): callers stayed on the version judged worse."""
+
+    async def run():
+        engine = BaseLoadingEngine()
+        router = VersionRouter(engine, never_built, ServeSettings(role=role), Store())
+        await router.promote(1)
+        assert router.promoted == 1 and engine.version == 1
+        await router.promote(0)
+        return engine.swaps, router.promoted, engine.version, router.loaded_versions()
+
+    swaps, promoted, version, loaded = asyncio.run(run())
+    assert swaps == [1, "base"] and promoted == 0 and version == 0
+    assert 0 in loaded.values() and 1 not in loaded.values()

@@ -280,6 +280,38 @@ def test_vllm_reload_failing_midway_reloads_the_last_good_weights(tiny_model_dir
     )
 
 
+def test_vllm_load_base_reloads_the_model_directory_and_rolls_back_when_it_fails(tiny_model_dir, tmp_path):
+    """The one in-process engine goes back to v0 (the live-signal guard's rollback from the warm start) through
+    vLLM's own loader; a load that fails midway restores the version it served."""
+    from serve.engines.vllm_engine import VLLMEngine
+    from serve.settings import ServeSettings
+    from slca.weights import WeightRollback
+
+    v1 = publish_version(tiny_model_dir, tmp_path, 1, 1.01).path
+    engine = VLLMEngine(str(tiny_model_dir), ServeSettings(engine="vllm"))
+    core = engine.engine = _FakeCore({"v1": v1})
+
+    async def main():
+        engine._thread = threading.Thread(target=engine._serve, daemon=True)
+        engine._thread.start()
+        try:
+            await engine.swap_weights(WeightVersion(v1, 1))
+            await engine.load_base()
+            at_base = (engine.version, engine.weights)
+            await engine.swap_weights(WeightVersion(v1, 1))
+            core.fail_on.add(str(tiny_model_dir))
+            with pytest.raises(WeightRollback):
+                await engine.load_base()
+            return at_base, engine.version
+        finally:
+            await engine.close()
+
+    at_base, version = asyncio.run(main())
+    base = ("path", str(tiny_model_dir))
+    assert at_base == (0, None) and version == 1
+    assert core.loads == [("tensors", v1), base, ("tensors", v1), base, ("tensors", v1)]
+
+
 def test_vllm_swap_refuses_tampered_bytes_before_the_engine_sees_them(tiny_model_dir, tmp_path):
     from serve.engines.vllm_engine import VLLMEngine
     from serve.settings import ServeSettings

@@ -4,6 +4,7 @@ start (`learner.sft`; `slca bench sft` is `ops.bench.sft`). Heavy imports inside
 from __future__ import annotations
 
 import sys
+import threading
 
 
 def register(commands, bench) -> None:
@@ -49,6 +50,7 @@ def register(commands, bench) -> None:
 
 
 def _sft(args, config) -> int:
+    from learner.interrupt import StepInterrupted
     from learner.settings import LearnerSettings
     from learner.sft import run_sft
     from ops.experiments.warmstart.beside import WarmStartStopped, run_beside
@@ -63,12 +65,18 @@ def _sft(args, config) -> int:
     if args.minutes is None:  # one default for the stage `slca up` runs and the command a person types
         args.minutes = config.get(OpsSettings).warm_start_minutes
 
+    stopping = threading.Event()
+
     def train(on_step, on_phase=None) -> int:
         demos = load_demonstrations(config, args.pack, "train", args.seed)
         held_out = load_pack(args.pack, "test", args.seed)[: max(0, args.eval_tasks)]
-        return run_sft(args, config, demos, held_out, on_step, on_phase)
+        return run_sft(args, config, demos, held_out, on_step, on_phase, stopping.is_set)
 
-    stop_once(_raise_stopped)
+    def on_stop() -> None:
+        stopping.set()  # a step's layer hooks see it (a backward runs no Python but those hooks)
+        _raise_stopped()
+
+    stop_once(on_stop)
     try:
         if not args.publish:
             return train(None)
@@ -76,7 +84,7 @@ def _sft(args, config) -> int:
         if args.out is None:
             args.out = str(warm_model_dir(config))
         return run_beside(args, config, train)
-    except WarmStartStopped:
+    except (WarmStartStopped, StepInterrupted):
         print("slca sft: stopped; no model written by this run", file=sys.stderr)
         return 0
 
