@@ -50,6 +50,7 @@ from learner.trainer import StepReport, Trainer
 from slca.config import CommonSettings
 from slca.contracts import Streams
 from slca.contracts.stats import STATS_MAXLEN, LearnerStepStats
+from slca.heap import trim as trim_heap
 from slca.weights import WeightsSettings, publish, reannounce_refusal, stored_manifest
 
 log = logging.getLogger("slca.learner")
@@ -178,6 +179,8 @@ def lead(
             unacked.clear()
             unacked_groups.clear()
         record_step(ctx, state, report, entries, published)
+        if s.heap_trim_after_step:  # what the step, publish and checkpoint freed under the mmap threshold
+            trim_heap()
         if warning := idle.observe(report.updated):
             log.warning(warning)
     return state

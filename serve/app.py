@@ -49,6 +49,7 @@ from serve.tools import known_tool_names, make_tool_provider
 from serve.versions import version_middleware
 from slca.config import CommonSettings
 from slca.contracts import Streams
+from slca.heap import trim as trim_heap
 from slca.weights import ManifestPolicy, WeightsSettings, WeightSwapper, for_server
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,13 @@ async def _weights_ctx(app: web.Application) -> AsyncIterator[None]:
         weights.fetch_max_bytes,
         observer=app[METRICS].observe_fetch,  # slca_weights_fetch_*
     )
-    app[SWAPPER] = WeightSwapper(app[ENGINE], app[METRICS], policy=policy, transport=transport)
+    app[SWAPPER] = WeightSwapper(
+        app[ENGINE],
+        app[METRICS],
+        policy=policy,
+        transport=transport,
+        after_swap=trim_heap if app[SETTINGS].heap_trim_after_swap else None,
+    )
     follow = weights.follow and app[SETTINGS].role != "promoted"  # a promoted replica moves on promotions only
     if weights.follow and not follow:
         log.info("serve.role=promoted: weight announcements are not followed (this replica moves on promotions)")

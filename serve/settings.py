@@ -28,6 +28,10 @@ class ServeSettings(VersionSettings, *engine_settings_classes()):
     came from malloc's per-thread arenas, whose 64 MiB heaps stayed resident once touched: 31 such heaps held
     1.9 GiB of a 4.1 GiB serve process (vLLM in-process, fp32, `slca bench swap`). 0: glibc's dynamic
     threshold; `MALLOC_MMAP_THRESHOLD_` in the environment wins."""
+    heap_trim_after_swap: bool = True
+    """After each weight swap, give the free pages of every malloc arena back to the system (slca/heap.py `trim`):
+    what a swap frees in blocks under the mmap threshold otherwise stays resident in the arenas' heaps (≈ 18 MiB per
+    swap in the 45-minute soak, bench/soak/learning-45)."""
     max_body_bytes: int = 1_048_576
     """Largest accepted request body."""
     max_tokens_default: int = 256

@@ -70,8 +70,12 @@ class WeightSwapper:
         transport=None,
         swap_retry_s: float = 1.0,
         swap_retry_max_s: float = 60.0,
+        after_swap: Callable[[], object] | None = None,
     ):
         self.engine = engine
+        self.after_swap = after_swap
+        """Run in a worker thread after every swap attempt, done or failed (serve: `slca.heap.trim`, giving back
+        what the old version's tensors and the reading left in malloc's arenas)."""
         self.metrics = metrics
         self.retry_s = retry_s
         """Wait before re-subscribing after an error of the channel loop."""
@@ -132,6 +136,8 @@ class WeightSwapper:
                 raise error from exc
             finally:
                 self.transport.retain({self.engine.version})  # a local copy of what is served, nothing more
+                if self.after_swap is not None:
+                    await loop.run_in_executor(None, self.after_swap)
             self.last_error, self.last_seconds = None, seconds
             self.metrics.swaps.labels(outcome="ok").inc()
             self.metrics.swap_seconds.observe(seconds)

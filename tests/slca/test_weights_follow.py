@@ -161,3 +161,19 @@ def test_a_non_ascii_signature_is_refused_and_following_goes_on():
     loaded, metrics = asyncio.run(main())
     assert loaded == 2 and re.search(r'^slca_swaps_total\{outcome="refused"\} [1-9]', metrics, re.M)
     assert not WeightManifest.model_validate_json(weird).signature_valid(WEIGHTS_KEY)
+
+
+def test_every_swap_attempt_ends_with_the_after_swap_hook():
+    """serve hands `slca.heap.trim` here: what a swap, done or failed, freed under the mmap threshold goes back."""
+
+    async def main():
+        engine, calls = _Engine(failures={2: 1}), []
+        swapper = _swapper(engine, after_swap=lambda: calls.append(engine.version))
+        await swapper.swap(1, manifest=WeightManifest.model_validate_json(_announcement(1)))
+        try:
+            await swapper.swap(2, manifest=WeightManifest.model_validate_json(_announcement(2)))
+        except Exception:  # noqa: BLE001 - the failed swap is the point
+            pass
+        return calls
+
+    assert asyncio.run(main()) == [1, 1]  # after v1 loaded; after v2 failed (v1 still served)

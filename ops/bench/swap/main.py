@@ -175,6 +175,7 @@ def run_bench_swap(args, config) -> int:
         "max_tokens": args.max_tokens,
         "noise": args.noise,
         "serve_heap_mmap_threshold_kib": settings.heap_mmap_threshold_kib,
+        "serve_heap_trim_after_swap": settings.heap_trim_after_swap,
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "machine_start": machine_now(),
@@ -193,6 +194,7 @@ def run_bench_swap(args, config) -> int:
                 "serve.kv_cache_gib": settings.kv_cache_gib,
                 "serve.dtype": settings.dtype,
                 "serve.heap_mmap_threshold_kib": settings.heap_mmap_threshold_kib,
+                "serve.heap_trim_after_swap": str(settings.heap_trim_after_swap).lower(),
                 "common.stream_prefix": common.stream_prefix,
                 # a private, throwaway Redis that only this bench writes: unsigned announcements are safe
                 "weights.allow_unsigned": "true",
