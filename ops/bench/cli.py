@@ -94,6 +94,12 @@ def _bench_swap(args, config) -> int:
     return run_bench_swap(args, config)
 
 
+def _bench_swap_compare(args, config) -> int:
+    from ops.bench.swap.compare import run_compare
+
+    return run_compare(args)
+
+
 def _bench_table(args, config) -> int:
     from ops.bench.table import run_table
 
@@ -252,6 +258,16 @@ BENCHES = (
                 help="vLLM engine core in its own process (default: serve.vllm_engine_core_process)",
             ),
             flag("--out", type=Path, default=Path("bench/swap/latest")),
+        ),
+    ),
+    Bench(
+        "swap-compare",
+        "serve's RSS growth per swap, two settings side by side, from alternated `slca bench swap` runs",
+        _bench_swap_compare,
+        (
+            flag("runs", nargs="+", type=Path, help="directories of `slca bench swap` runs (results.json)"),
+            flag("--by", default="serve_heap_trim_after_swap", help="the results key that tells the arms apart"),
+            flag("--out", type=Path, required=True),
         ),
     ),
     Bench(
