@@ -275,3 +275,29 @@ def test_a_compiled_grammar_past_the_byte_bound_is_refused(tiny_model_dir):
 def test_no_vocabulary_means_no_host(tmp_path):
     assert Vocabulary.of(str(tmp_path)) is None
     assert os.path.isdir(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_first_build_waits_for_a_starting_host_no_longer_than_one_build(tiny_model_dir):
+    """The host imports xgrammar, torch and transformers (10+ s on a loaded 2-core machine): the first forced call
+    after serve started waited for all of it, past its bound (the soak's costly_grammars case, CI 2026-12-06). Now
+    its wait is one build's time at most, then a 503 to retry; the host keeps starting for the next caller."""
+    from serve.engines.grammar import forced_schemas
+
+    limits = BuilderLimits(builders=1, per_caller=1, timeout_s=0.3, start_timeout_s=600)
+
+    async def scenario():
+        builder = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), limits)
+        try:
+            started = time.monotonic()
+            with pytest.raises(GrammarBusy, match="still starting"):
+                await builder.schema("a", forced_schemas([SMALL]))
+            refused_after = time.monotonic() - started
+            await builder.ready()  # it went on starting
+            builder.limits = BuilderLimits(builders=1, per_caller=1, timeout_s=30, start_timeout_s=600)
+            return refused_after, await builder.schema("a", forced_schemas([SMALL]))
+        finally:
+            await builder.close()
+
+    refused_after, built = asyncio.run(scenario())
+    assert refused_after < 2.0 and built.compiled
