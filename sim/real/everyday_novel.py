@@ -7,8 +7,9 @@ test task ever offers them (`sim.tasks.generate`), so the warm start and the fee
 
 from __future__ import annotations
 
+import math
 import statistics
-from typing import Any
+from typing import Any, Callable
 
 from sim.real.dates import parse_date
 from sim.real.registry import RealTool, ToolError
@@ -40,22 +41,42 @@ def to_roman(number: int) -> str:
     return "".join(out)
 
 
+def _in_range(what: str, compute: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """`compute()`, or a ToolError when the arguments put it outside what a float holds (a policy asked for 1e6 %
+    compounded daily for a century: OverflowError, a traceback in serve's log, soak 2026-12-06) or divide by zero."""
+    try:
+        out = compute()
+    except (OverflowError, ZeroDivisionError):
+        out = {}
+    if not out or not all(math.isfinite(v) for v in out.values()):
+        raise ToolError(f"invalid arguments: the {what} is out of range for these values")
+    return out
+
+
 async def loan_payment(args: dict[str, Any], _state: Any) -> dict[str, Any]:
     principal, rate, months = float(args["principal"]), float(args["annual_rate_percent"]), int(args["years"]) * 12
     monthly_rate = rate / 1200
-    payment = (
-        principal / months if monthly_rate == 0 else principal * monthly_rate / (1 - (1 + monthly_rate) ** -months)
-    )
-    payment = round(payment, 2)
-    total = round(payment * months, 2)
-    return {"monthly_payment": payment, "total_paid": total, "total_interest": round(total - principal, 2)}
+
+    def compute() -> dict[str, float]:
+        payment = (
+            principal / months if monthly_rate == 0 else principal * monthly_rate / (1 - (1 + monthly_rate) ** -months)
+        )
+        payment = round(payment, 2)
+        total = round(payment * months, 2)
+        return {"monthly_payment": payment, "total_paid": total, "total_interest": round(total - principal, 2)}
+
+    return _in_range("payment", compute)
 
 
 async def compound_interest(args: dict[str, Any], _state: Any) -> dict[str, Any]:
     principal, rate, years = float(args["principal"]), float(args["rate_percent"]), float(args["years"])
     per_year = int(args.get("compounds_per_year", 1))  # the schema's default: yearly compounding
-    amount = round(principal * (1 + rate / 100 / per_year) ** (per_year * years), 2)
-    return {"amount": amount, "interest": round(amount - principal, 2), "compounds_per_year": per_year}
+
+    def compute() -> dict[str, float]:
+        amount = round(principal * (1 + rate / 100 / per_year) ** (per_year * years), 2)
+        return {"amount": amount, "interest": round(amount - principal, 2)}
+
+    return {**_in_range("amount", compute), "compounds_per_year": per_year}
 
 
 async def text_stats(args: dict[str, Any], _state: Any) -> dict[str, Any]:
