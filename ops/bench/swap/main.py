@@ -155,6 +155,22 @@ def _server_swaps(url: str) -> dict[str, int] | None:
     return server_swap_outcomes(text) if text else None
 
 
+NOTES = [
+    "swap latency: announcement (publish() returned) → first response proving a token of that version or "
+    "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
+    "end to end: publish began (weights written, hashed, announced) → that same response; the bench's own "
+    "weight perturbation before each publish (its stand-in for a training step) is outside it, timed apart: "
+    "perturbation p50, and perturbation began → that same response",
+    "failed swaps: published versions no response ever showed (nor a later one); serve's swaps: its own "
+    "slca_swaps_total by outcome and rollbacks at the end of the run",
+    "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the next one's",
+    "failed: every non-200 or broken response among agent runs and canaries",
+    "serve RSS: serve's resident set with its children after the warm-up → after the last version's interval "
+    "(every sample in results.json: serve_rss_mib)",
+]
+"""What the table's columns mean (written into results.json and table.md)."""
+
+
 def run_bench_swap(args, config) -> int:
     from serve.settings import ServeSettings
     from slca.cli import CliError
@@ -217,22 +233,9 @@ def run_bench_swap(args, config) -> int:
             redis.kill()
     summary = summarise(published, responses, server_swaps, rss)
     header["machine_end"] = machine_now()
-    notes = [
-        "swap latency: announcement (publish() returned) → first response proving a token of that version or "
-        "a later one (canaries: one-token chat requests back to back, so the bound is about one engine step)",
-        "end to end: publish began (weights written, hashed, announced) → that same response; the bench's own "
-        "weight perturbation before each publish (its stand-in for a training step) is outside it, timed apart: "
-        "perturbation p50, and perturbation began → that same response",
-        "failed swaps: published versions no response ever showed (nor a later one); serve's swaps: its own "
-        "slca_swaps_total by outcome and rollbacks at the end of the run",
-        "mixed per swap: agent runs flagged mixed-version finishing between a version's announcement and the "
-        "next one's",
-        "failed: every non-200 or broken response among agent runs and canaries",
-        "serve RSS: serve's resident set with its children after the warm-up → after the last version's interval "
-        "(every sample in results.json: serve_rss_mib)",
-    ]
+
     print(table(summary))
     if args.out:
-        write(args.out, summary, header, notes)
+        write(args.out, summary, header, NOTES)
         print(f"wrote {args.out}/table.md and results.json")
     return 0 if summary.failed == 0 and summary.failed_swaps == 0 else 1
