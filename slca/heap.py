@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import sys
@@ -30,6 +31,7 @@ ENV = "MALLOC_MMAP_THRESHOLD_"
 log = logging.getLogger(__name__)
 
 
+@functools.cache
 def _libc():
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

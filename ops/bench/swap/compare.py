@@ -3,8 +3,8 @@ swap` made in alternation (A B B A …, one machine, one run at a time) — each
 
 Per run: serve's resident set after the warm-up and after the last version, the growth per swap over the whole
 run, and over its second half only (the first swaps also fill caches that do not grow again: the steady growth is
-what a long `make run` accumulates). Per side: the mean and the range of the runs; per block (the n-th run of each
-side): B − A. Runs are grouped by a key of their results (`--by`, e.g. `serve_heap_trim_after_swap`)."""
+what a long `make run` accumulates). Per side: the mean and the range of the runs. Runs are grouped by a key of
+their results (`--by`, e.g. `serve_heap_trim_after_swap`)."""
 
 from __future__ import annotations
 

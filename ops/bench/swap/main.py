@@ -233,7 +233,6 @@ def run_bench_swap(args, config) -> int:
             redis.kill()
     summary = summarise(published, responses, server_swaps, rss)
     header["machine_end"] = machine_now()
-
     print(table(summary))
     if args.out:
         write(args.out, summary, header, NOTES)
