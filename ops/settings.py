@@ -265,6 +265,12 @@ class OpsSettings(GateSettings):
     round then takes minutes, not the 40 it took beside training, and is answered by a few versions, not 29. The
     baseline never holds it: its items are pinned to its version, and holding the feed for its ≈ 680 s on a fresh
     machine kept the learner's first step that much later."""
+    probe_baseline_hold_s: float = Field(default=600.0, ge=0)
+    """On a serve with one engine per process (vLLM), where the baseline holds the feed, it holds it at most this
+    long (0: no bound): the baseline's items go in chunks, the training-task probe's first, and at the bound the items
+    answered so far are the baseline (later rounds pair with it on those). Unbounded, the baseline of ≈ 350 items held
+    the feed 2,419 s on a loaded avx2-only 2-core machine, and the learner's first step waited that long
+    (bench/soak/learning-30-trim)."""
     probe_mode: str = "greedy"
     """'greedy' (temperature 0: what the policy does) or 'sampled' (temperature 1, a fixed seed per item)."""
     probe_splits: list[str] = Field(default_factory=lambda: ["test", "novel", "train_probe"])

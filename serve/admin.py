@@ -25,9 +25,11 @@ async def readyz(request: web.Request) -> web.Response:
         redis_ok = bool(await request.app[REDIS].ping())
     except (RedisError, OSError):
         redis_ok = False
-    # said, not waited for: the grammar host imports for seconds beside the engine's load, and a forced call that
-    # comes first waits for it (bounded); holding readiness for it would hold every other request too
-    grammars = not request.app[GRAMMARS].starting
+    # Ready means a forced call can be served too: the grammar host imports xgrammar beside the engine's load (it
+    # is nearly always up first), and a forced call that came before it was up got a 503 after one build's time
+    # (CI on a loaded 2-core machine: a caller polling /readyz, then forcing a tool). Only the first start is
+    # waited for: a restart after a stuck build must not take the replica out of rotation.
+    grammars = request.app[GRAMMARS].first_start_over
     body = {
         "engine": engine.loaded,
         "redis": redis_ok,
@@ -35,7 +37,7 @@ async def readyz(request: web.Request) -> web.Response:
         "policy_version": engine.version,
         "model": engine.model_name,
     }
-    if not (engine.loaded and redis_ok):
+    if not (engine.loaded and redis_ok and grammars):
         raise EngineUnavailable(f"not ready: {body}")
     return web.json_response({"status": "ready", **body})
 

@@ -244,6 +244,9 @@ class GrammarBuilder:
         self._host: asyncio.subprocess.Process | None = None
         self._starting: asyncio.Task | None = None
         self._reader: asyncio.Task | None = None
+        self._first_start_over = asyncio.Event()
+        if vocabulary is None:  # nothing to start: forced calls answer 501 at once
+            self._first_start_over.set()
 
     async def schema(self, caller: str, schema_json: str) -> Built:
         """The grammar of one `<tool_call>` block following `schema_json`, built and compiled."""
@@ -355,6 +358,16 @@ class GrammarBuilder:
         """The host is being started (its first build would wait for it)."""
         return self._starting is not None and not self._starting.done()
 
+    @property
+    def first_start_over(self) -> bool:
+        """The host's first start has ended, up or failed: readiness waits for this and no later restart (a
+        restart after a stuck build must not take the replica out of rotation)."""
+        return self._first_start_over.is_set()
+
+    async def first_start(self) -> None:
+        """Wait until the host's first start has ended (see `first_start_over`)."""
+        await self._first_start_over.wait()
+
     async def ready(self) -> None:
         await self._ready(self.limits.start_timeout_s)
 
@@ -374,6 +387,12 @@ class GrammarBuilder:
             raise GrammarBusy("the grammar builder is not running; retry shortly")
 
     async def _start_host(self) -> None:
+        try:
+            await self._spawn_host()
+        finally:
+            self._first_start_over.set()
+
+    async def _spawn_host(self) -> None:
         limits = self.limits
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
         host = await asyncio.create_subprocess_exec(

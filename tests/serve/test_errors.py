@@ -135,3 +135,43 @@ def test_readyz_fails_when_redis_is_unreachable(tiny_model_dir):
 
     status, body = asyncio.run(run_in_app(tiny_model_dir, f"redis://127.0.0.1:{free_port()}/0", scenario))
     assert status == 503 and "redis" in body["error"]["message"]
+
+
+def test_readyz_waits_for_the_grammar_hosts_first_start_and_no_restart(tiny_model_dir, serve_redis, monkeypatch):
+    """Ready means a forced call can be served: a caller that polled /readyz and then forced a tool got a 503
+    while the grammar host still imported (CI, 2026-12-06). A later restart keeps the replica in rotation."""
+    from serve.engines.grammar_builder import GrammarBuilder
+    from serve.keys import GRAMMARS
+
+    spawn = GrammarBuilder._spawn_host
+    gate: list[asyncio.Event] = []
+
+    async def slow_spawn(self):  # the host's imports, as slow as the test says
+        gate.append(asyncio.Event())
+        await gate[-1].wait()
+        await spawn(self)
+
+    monkeypatch.setattr(GrammarBuilder, "_spawn_host", slow_spawn)
+
+    async def readyz(client):
+        r = await client.get("/readyz")
+        return r.status, (await r.json()).get("grammars")
+
+    async def scenario(client, app):
+        builder = app[GRAMMARS]
+        while not gate:  # the app starts the host in the background
+            await asyncio.sleep(0)
+        seen = [await readyz(client)]
+        gate[-1].set()
+        await builder.first_start()
+        seen.append(await readyz(client))
+        await builder._stop_host()  # as after a stuck build: the next build restarts it
+        builder.start()
+        while len(gate) < 2:
+            await asyncio.sleep(0)
+        seen.append(await readyz(client))
+        gate[-1].set()
+        return seen
+
+    seen = asyncio.run(run_in_app(tiny_model_dir, serve_redis.url, scenario, wait_ready=False))
+    assert seen == [(503, None), (200, True), (200, True)]

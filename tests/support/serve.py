@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -116,12 +117,16 @@ def raw_post(url: str, data: bytes) -> tuple[int, dict, dict]:
         return exc.code, json.loads(exc.read()), dict(exc.headers)
 
 
-async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps=None, weights=None, **common):
+async def run_in_app(
+    tiny_model_dir, redis_url, scenario, settings=None, subapps=None, weights=None, wait_ready=True, **common
+):
     """Run `scenario(client, app)` against an in-process app (hf engine on the tiny model). `weights`: its
-    `[weights]` section; None: `NO_FOLLOW` (the app loads no announced version)."""
+    `[weights]` section; None: `NO_FOLLOW` (the app loads no announced version). `wait_ready`: first wait, as a
+    caller polling /readyz would, for the grammar host's first start (ready includes forced calls)."""
     from aiohttp.test_utils import TestClient, TestServer
 
     from serve.app import create_app
+    from serve.keys import GRAMMARS
     from serve.settings import ServeSettings
     from slca.config import CommonSettings
 
@@ -129,4 +134,6 @@ async def run_in_app(tiny_model_dir, redis_url, scenario, settings=None, subapps
     common_settings = CommonSettings(model=str(tiny_model_dir), redis_url=redis_url, **common)
     app = create_app(settings, common_settings, weights=weights or NO_FOLLOW, subapps=subapps)
     async with TestClient(TestServer(app)) as client:
+        if wait_ready:
+            await asyncio.wait_for(app[GRAMMARS].first_start(), 120.0)
         return await scenario(client, app)

@@ -200,6 +200,7 @@ def probe_plan(plan: FeedPlan, config: Config, eval_plan) -> ProbePlan:
         api_key=config.common.record_key,
         holds_feed=ops.probe_holds_feed,
         baseline_version=ops.probe_baseline_version,
+        baseline_hold_s=ops.probe_baseline_hold_s,
     )
 
 

@@ -8,8 +8,9 @@ Three kinds of round:
   versions move the candidate on), so the feed need not wait for it: on a fresh 2-core machine the round of ≈ 350
   greedy items takes minutes, and holding the feed for it kept the learner's first step that much later. A serve
   with one engine per process (vLLM; `/v1/versions` says `one_engine`) cannot answer a pin of a version its engine
-  has moved past (409): there the feed is held until the baseline is had (at most `MAX_HELD_BASELINES` tries), so
-  that no version moves under it — on a fresh clone every unheld try was dropped, each at the next version. The
+  has moved past (409): there the feed is held until the baseline is had (at most `MAX_HELD_BASELINES` tries, each
+  at most `ops.probe_baseline_hold_s`, after which the items answered so far are the baseline), so that no version
+  moves under it — on a fresh clone every unheld try was dropped, each at the next version. The
   feed's first request waits for the probe's decision at the first readiness (`Prober.feed_may_start`; set too
   when the probe stops or fails), so the hold is in place before the feed sends anything. A warm
   start evaluated before is read from its cache instead (`ops.run.feed.baseline_cache`: keyed by the model's
@@ -54,6 +55,10 @@ MAX_HELD_BASELINES = 3
 """Baseline tries that hold the feed on a one-engine serve; after that many dropped ones the feed goes on (a serve
 that keeps failing must not stop training), and the baseline is asked again unheld."""
 
+BASELINE_CHUNK_ROUNDS = 4
+"""A held baseline goes in chunks of this many times the probe's concurrency, its hold bound checked between them:
+small enough that the bound is kept within a few items' time, large enough that the engine's batch stays full."""
+
 
 RunItems = Callable[[list[EvalItem], int | None], Awaitable[list[ItemRecord]]]
 """async (items, the version every item is pinned to or None: the served one) → records, in item order; a failed
@@ -91,6 +96,9 @@ class ProbePlan:
     baseline_version: int = 0
     """The version whose round is the warm start's own evaluation (read from and kept in its cache): 0, the model
     serve started with, or the version the warm start was published as in this run (`ops.probe_baseline_version`)."""
+    baseline_hold_s: float = 0.0
+    """A baseline that holds the feed (one-engine serve) holds it at most this long (0: no bound): its items go in
+    chunks, `round_items` first, and at the bound the records answered so far are the baseline."""
     holds_feed: bool = True
     """The feed sends nothing new while a periodic round runs (`Prober.feed_open`; the baseline, pinned, holds it
     only on a one-engine serve).
@@ -240,22 +248,25 @@ class Prober:
         self.feed_may_start.set()  # decided: held (cleared above) or the feed goes beside the pinned round
         result = None
         try:
-            result = await self.round(version, "baseline")
+            result = await self.round(version, "baseline", held=hold)
             return result
         finally:
             if result is not None or not hold or self.held_baselines >= MAX_HELD_BASELINES:
                 self.feed_open.set()  # had, or given up on holding: the feed goes (a dropped held try keeps it)
 
-    async def round(self, version: int, kind: str) -> ProbeRound | None:
+    async def round(self, version: int, kind: str, held: bool = False) -> ProbeRound | None:
         """Ask this kind's items of the served `version` (the baseline's pinned to it), summarise, write, publish;
-        None when dropped."""
+        None when dropped. `held`: a baseline holding the feed, bounded by `plan.baseline_hold_s`."""
         items = self.round_items if kind == "periodic" else self.items
         started, t0 = time.time(), self.clock()
         holds = kind == "periodic" and self.plan.holds_feed
         if holds:
             self.feed_open.clear()
         try:
-            records = await self.run_items(items, version if kind == "baseline" else None)
+            if held and self.plan.baseline_hold_s > 0:
+                records = await self.ask_within(self.baseline_order(), version, t0 + self.plan.baseline_hold_s)
+            else:
+                records = await self.run_items(items, version if kind == "baseline" else None)
         finally:
             if holds:  # a held baseline is released by `baseline_round`
                 self.feed_open.set()
@@ -273,6 +284,31 @@ class Prober:
             await self.keep_baseline(result, records, seconds)
         await self.record(result, records)
         return result
+
+    def baseline_order(self) -> list[EvalItem]:
+        """Every item, those periodic rounds ask again first: a baseline cut at its bound still pairs with them."""
+        again = {(i.suite, i.item_id) for i in self.round_items}
+        return [i for i in self.items if (i.suite, i.item_id) in again] + [
+            i for i in self.items if (i.suite, i.item_id) not in again
+        ]
+
+    async def ask_within(self, items: list[EvalItem], pin: int, deadline: float) -> list[ItemRecord]:
+        """`items` pinned to `pin`, chunk by chunk until `deadline` (by `clock`): the records of the chunks asked."""
+        step = max(1, BASELINE_CHUNK_ROUNDS * self.plan.eval.concurrency)
+        records: list[ItemRecord] = []
+        for start in range(0, len(items), step):
+            if records and self.clock() >= deadline:
+                log.warning(
+                    "probe: the baseline at v%d reached its hold bound (%.0f s) after %d of %d items: the feed goes, "
+                    "and later rounds pair with it on those",
+                    pin,
+                    self.plan.baseline_hold_s,
+                    len(records),
+                    len(items),
+                )
+                break
+            records += await self.run_items(items[start : start + step], pin)
+        return records
 
     def summarise(self, records: list[ItemRecord], version: int, kind: str, started: float) -> ProbeRound:
         result = summarise_round(
@@ -295,7 +331,13 @@ class Prober:
     async def keep_baseline(self, result: ProbeRound, records: list[ItemRecord], seconds: float) -> None:
         """Cache a baseline that is the warm start alone (every item answered by its version, none failed)."""
         warm = self.plan.baseline_version
-        if self.cache_of is None or result.failed_requests or (result.version_min, result.version_max) != (warm, warm):
+        cut = len(records) < len(self.items)  # cut at its hold bound: not the warm start's whole evaluation
+        if (
+            self.cache_of is None
+            or cut
+            or result.failed_requests
+            or (result.version_min, result.version_max) != (warm, warm)
+        ):
             if result.version_min != result.version_max:
                 log.warning("probe baseline spans v%d–v%d", result.version_min, result.version_max)
             return

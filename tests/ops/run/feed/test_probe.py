@@ -6,6 +6,7 @@ too many requests, resumed from its files when the feed restarts mid-run. The ev
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 from aiohttp import web
@@ -344,3 +345,45 @@ def test_slca_feed_wires_the_probe_from_its_settings(tmp_path):
     both = make_prober(feed, load_config(None, [*sets, 'ops.probe_round_suites=["test","bfcl"]']))
     assert {i.suite for i in both.round_items} == {"test", "bfcl:simple_python", "bfcl:multiple", "bfcl:parallel",
                                                    "bfcl:parallel_multiple", "bfcl:irrelevance"}  # fmt: skip
+
+
+def test_a_held_baseline_is_cut_at_its_bound_with_the_rounds_items_first_and_the_feed_goes(tmp_path):
+    """Unbounded, the held baseline of ≈ 350 items held the feed 2,419 s on a loaded avx2-only machine and the
+    learner's first step waited that long (bench/soak/learning-30-trim). Bounded, it goes in chunks, the items
+    periodic rounds ask again first; at the bound the feed goes and the answered items are the baseline."""
+    now = [0.0]
+    seen = []
+
+    class Slow(FakeEval):
+        async def __call__(self, items, pin=None):
+            seen.append((prober.feed_open.is_set(), [i.item_id for i in items]))
+            now[0] += 6.0  # a chunk takes 6 s
+            return await super().__call__(items, pin)
+
+    published = []
+
+    async def publish(entry: dict) -> None:
+        published.append(entry)
+
+    fake = Slow([0] * 12)
+    again = [i for i in ITEMS if i.suite == "novel"]
+    plan = ProbePlan(
+        url="http://unused", eval=EvalPlan(concurrency=1), data_dir=tmp_path, every_versions=1, baseline_hold_s=10
+    )
+    prober = Prober(plan, ITEMS, publish, run_items=fake, round_items=again, clock=lambda: now[0])
+    prober.one_engine = True
+    _drive(prober, fake, [0])
+    # chunks of 4 (BASELINE_CHUNK_ROUNDS × concurrency 1): the novel items first; at 12 s ≥ 10 s the rest is not asked
+    assert seen == [(False, ["n0", "n1", "n2", "t0"]), (False, ["t1", "t2", "t3", "t4"])]
+    assert prober.feed_open.is_set() and fake.pins == [0, 0]
+    assert published[0]["kind"] == "baseline" and published[0]["items"] == 8
+    assert len(prober.baseline) == 8
+    _drive(prober, fake, [1])  # a periodic round pairs with the cut baseline on every item it asks
+    assert published[1]["vs_v0"]["novel"]["n"] == 3
+    # unbounded (0), the baseline asks every item in one call
+    fake, published[:] = Slow([0] * 12), []
+    seen.clear()
+    prober = Prober(replace(plan, baseline_hold_s=0, data_dir=tmp_path / "b"), ITEMS, publish, run_items=fake)
+    prober.one_engine = True
+    _drive(prober, fake, [0])
+    assert len(seen) == 1 and published[0]["items"] == 12
