@@ -152,6 +152,7 @@ def build_specs(
                 log_max_bytes=ops.log_max_bytes,
                 log_backups=ops.log_backups,
                 stop_first_s=stop_first_s,
+                nice=ops.training_nice if name in TRAINING else 0,
             )
         )
     return with_candidate_replica(config, specs, threads), skipped
@@ -205,6 +206,9 @@ def _identity_sets(config: Config, port: int) -> list[str]:
         out.append(f"serve.advertise_url={parts._replace(netloc=f'{host}:{port}').geturl()}")
     return out
 
+
+TRAINING = ("learn",)
+"""Processes started `ops.training_nice` nicer (the warm start too: warm_stage.py)."""
 
 FINAL_ROUND_FIRST = ("feed", "learn")
 """Stopped before the others when the feed runs the probe's final round at a stop: the feed for its round, the

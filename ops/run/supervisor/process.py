@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -53,6 +54,9 @@ class ProcessSpec:
     process); then started with the spec the supervisor's `prepare` makes of this one."""
     restart: bool = True
     """False: a one-shot process (the warm start): an exit with any status is final, never restarted."""
+    nice: int = 0
+    """Started this much nicer than the supervisor (`nice -n`): training yields the cores to serving when both
+    want them (`ops.training_nice`)."""
     stop_first_s: float = 0.0
     """At a stop, > 0: this process is signalled before the others, which keep running until it has exited or this
     many seconds have passed (the feed's final probe round needs the API; the learner stops with it so that no new
@@ -141,7 +145,7 @@ class ManagedProcess:
         read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                self.spec.argv,
+                self.argv(),
                 env={**os.environ, **self.spec.env},
                 stdout=write_fd,
                 stderr=subprocess.STDOUT,
@@ -158,6 +162,12 @@ class ManagedProcess:
         self.state = ProcessState.RUNNING
         self.started_at = self.clock()
         self.restart_at = None
+
+    def argv(self) -> list[str]:
+        """The command as started: under `nice`, which execs it (the pid is the command's), when `spec.nice` asks."""
+        if self.spec.nice and (nice := shutil.which("nice")):
+            return [nice, "-n", str(self.spec.nice), *self.spec.argv]
+        return list(self.spec.argv)
 
     def poll(self) -> bool:
         """Notice a crash and schedule the restart; returns True when the process just exited."""

@@ -78,6 +78,7 @@ def warm_start_spec(
         log_dir / f"{NAME}.log",
         {**env, **own},
         restart=False,
+        nice=ops.training_nice,
         log_max_bytes=ops.log_max_bytes,
         log_backups=ops.log_backups,
     )

@@ -178,3 +178,25 @@ def test_alive_but_unready_process_is_restarted(tmp_path):
         assert sup.get("server").restarts >= 1 and sup.is_ready("server") is False
     finally:
         sup.stop_all()
+
+
+def test_a_process_with_a_nice_runs_that_much_nicer_as_itself(tmp_path):
+    """`ops.training_nice`: the learner and the warm start yield the cores to serving. `nice` execs the command, so
+    the pid the supervisor signals and waits for is the command's own."""
+    code = "import os, sys; print(os.getpid(), os.nice(0), flush=True); sys.stdin.read()"
+    nicer = ManagedProcess(ProcessSpec("nicer", [PY, "-c", code], tmp_path / "n.log", nice=7), Backoff())
+    plain = ManagedProcess(ProcessSpec("plain", [PY, "-c", code], tmp_path / "p.log"), Backoff())
+    base = os.nice(0)
+    for proc in (nicer, plain):
+        proc.start()
+    try:
+        for proc, expected in ((nicer, base + 7), (plain, base)):
+            log = proc.spec.log_path
+            said = lambda: [ln for ln in log.read_text().splitlines() if ln and not ln.startswith("===")]  # noqa: E731
+            wait_for(said, 30, f"{proc.spec.name} says its nice")
+            pid, nice = map(int, said()[-1].split())
+            assert (pid, nice) == (proc.pid, min(expected, 19))
+    finally:
+        for proc in (nicer, plain):
+            proc.proc.kill()
+            proc.proc.wait()

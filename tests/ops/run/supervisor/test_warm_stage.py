@@ -28,6 +28,9 @@ def test_the_warm_start_takes_the_learners_thread_share_beside_serve():
     }
 
 
+TRAINED = ("warmstart", "learn")
+
+
 def test_the_plan_runs_the_warm_start_first_and_holds_the_feed_the_learner_and_the_gate(tmp_path):
     config = _config(tmp_path, "serve.engine=hf", "ops.warm_start_minutes=2.5", "ops.warm_start_steps=7")
     assert warm_start_beside(config)
@@ -46,6 +49,8 @@ def test_the_plan_runs_the_warm_start_first_and_holds_the_feed_the_learner_and_t
     assert warm.env["OMP_NUM_THREADS"] == str(threads["warmstart"])
     assert plan["serve"].env["OMP_NUM_THREADS"] == str(threads["serve"])
     assert all(plan[n].after == ("warmstart",) for n in ("learn", "feed", "gate"))
+    # training yields the cores to serving: the warm start and the learner nicer, nothing else
+    assert warm.nice == plan["learn"].nice == 10 and {plan[n].nice for n in plan if n not in TRAINED} == {0}
     assert all(plan[n].after == () for n in ("serve", "worker", "assembler"))
     assert not (tmp_path / "var" / "warm-start.json").exists()  # this run's record only
 
