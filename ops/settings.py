@@ -102,10 +102,12 @@ class OpsSettings(GateSettings):
     bench/rl/ab-hf-threads; with `candidate_replica`, serve and serve-candidate split serve's share, each at least 1);
     with vLLM, which sizes and binds its own team, nothing is set. {}: torch's default everywhere. `serve-candidate`
     may be named; not named, it gets serve's count. `serve.torch_threads`, when set, wins for the hf engine."""
-    training_nice: int = Field(default=10, ge=0, le=19)
+    training_nice: int = Field(default=0, ge=0, le=19)
     """`slca up` starts the learner and the warm start this much nicer (`nice -n`; 0: as nice as the rest): when
-    training and serving both want the 2 cores, serving gets them, and training takes what serving leaves. Equal,
-    a small chat beside a learner step on fp32 took more than 3× its time alone (bench/soak/learning-30-trim)."""
+    training and serving both want the cores, serving gets them and training takes what is left. Off by default: at
+    10, on a 2-core machine other work kept busy, the learner and the warm start got so little of the cores that
+    neither came up within a minute (CI, 2026-12-06) — under constant serving load training would stall. What it buys
+    and costs: `python -m ops.bench.serve.omp_wait_policy --setups default,nice5,nice10`."""
     restart_backoff_initial_s: float = 1.0
     """Delay before the first restart of a crashed process; doubles after each further crash."""
     restart_backoff_max_s: float = 60.0

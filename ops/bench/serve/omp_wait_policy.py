@@ -10,12 +10,13 @@ learner's step (forward, backward and AdamW over 2 × 512 tokens in bf16 autocas
 
 - `default`: torch's default threads in both, libgomp's default wait policy (as `slca up` runs them);
 - `passive`: the same threads, OMP_WAIT_POLICY=PASSIVE in both (an idle thread sleeps at once);
-- `split`: one thread each (OMP_NUM_THREADS=1): no more threads than cores.
+- `split`: one thread each (OMP_NUM_THREADS=1): no more threads than cores;
+- `nice5`, `nice10`: as `default`, the train side that much nicer (`ops.training_nice`).
 
 Each window counts decode steps and trained tokens per second of both processes after the same warm-up; the setups
 rotate round by round (ABC, BCA, CAB, …). A probe, not a `slca bench` result.
 
-    .venv/bin/python -m ops.bench.serve.omp_wait_policy [--rounds 3] [--seconds 20]
+    .venv/bin/python -m ops.bench.serve.omp_wait_policy [--rounds 3] [--seconds 20] [--setups default,nice10]
 """
 
 from __future__ import annotations
@@ -89,7 +90,12 @@ SETUPS = {
     "default": {},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
     "split": {"OMP_NUM_THREADS": "1"},
+    "nice5": {},
+    "nice10": {},
 }
+TRAIN_NICE = {"nice5": 5, "nice10": 10}
+"""Setups whose train side runs this much nicer (`ops.training_nice`), threads as in `default`: how much of the
+cores serving wins back from a learner that yields to it, and what that costs the learner."""
 
 
 def _window(setup: str, model_dir: str, seconds: float) -> dict:
@@ -97,9 +103,13 @@ def _window(setup: str, model_dir: str, seconds: float) -> dict:
     env.update(SETUPS[setup])
     start_at = time.time() + 25.0  # both loaded and warmed up by then
     argv = ["--model", model_dir, "--start-at", str(start_at), "--seconds", str(seconds)]
+    nice = {"train": ["nice", "-n", str(TRAIN_NICE[setup])]} if setup in TRAIN_NICE else {}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", ROLE_MODULE, "--role", role, *argv], env=env, stdout=subprocess.PIPE, text=True
+            [*nice.get(role, []), sys.executable, "-m", ROLE_MODULE, "--role", role, *argv],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for role in ("decode", "train")
     ]
@@ -115,6 +125,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--model", help="model directory (default: the warm start, else common.model)")
+    p.add_argument(
+        "--setups", default=",".join(SETUPS), help=f"comma-separated, `default` first (of {', '.join(SETUPS)})"
+    )
     p.add_argument("--role", help=argparse.SUPPRESS)
     p.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -134,7 +147,9 @@ def main() -> int:
             args.model or (str(warm) if is_model_dir(warm) else config.common.model), config.common.cache_dir
         )
     )
-    names, start, rounds = list(SETUPS), machine_now(), []
+    names, start, rounds = args.setups.split(","), machine_now(), []
+    if names[0] != "default" or not set(names) <= set(SETUPS):
+        p.error(f"--setups: `default` first, then any of {', '.join(SETUPS)}")
     for r in range(args.rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         result = {}

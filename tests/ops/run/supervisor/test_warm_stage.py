@@ -49,8 +49,12 @@ def test_the_plan_runs_the_warm_start_first_and_holds_the_feed_the_learner_and_t
     assert warm.env["OMP_NUM_THREADS"] == str(threads["warmstart"])
     assert plan["serve"].env["OMP_NUM_THREADS"] == str(threads["serve"])
     assert all(plan[n].after == ("warmstart",) for n in ("learn", "feed", "gate"))
-    # training yields the cores to serving: the warm start and the learner nicer, nothing else
-    assert warm.nice == plan["learn"].nice == 10 and {plan[n].nice for n in plan if n not in TRAINED} == {0}
+    assert {s.nice for s in plan.values()} == {0}  # `ops.training_nice` is off by default
+    # on, training yields the cores to serving: the warm start and the learner nicer, nothing else
+    config = _config(tmp_path, "serve.engine=hf", "ops.training_nice=7")
+    specs, _ = build_specs(config, [], env, tmp_path / "logs", available=COMMANDS, warm_start=True)
+    plan = {s.name: s for s in plan_beside(config, [], env, tmp_path / "var", specs)}
+    assert plan["warmstart"].nice == plan["learn"].nice == 7 and {plan[n].nice for n in plan if n not in TRAINED} == {0}
     assert all(plan[n].after == () for n in ("serve", "worker", "assembler"))
     assert not (tmp_path / "var" / "warm-start.json").exists()  # this run's record only
 
