@@ -106,8 +106,9 @@ class OpsSettings(GateSettings):
     """`slca up` starts the learner and the warm start this much nicer (`nice -n`; 0: as nice as the rest): when
     training and serving both want the cores, serving gets them and training takes what is left. Off by default: at
     10, on a 2-core machine other work kept busy, the learner and the warm start got so little of the cores that
-    neither came up within a minute (CI, 2026-12-06) — under constant serving load training would stall. What it buys
-    and costs: `python -m ops.bench.serve.omp_wait_policy --setups default,nice5,nice10`."""
+    neither came up within a minute (CI, 2026-12-06) — under constant serving load training would stall. Not yet
+    measured what it buys serving and costs training (`python -m ops.bench.serve.omp_wait_policy --setups
+    default,nice5,nice10 --seconds 60` asks it; 20-second windows hold one fp32 learner step on avx2)."""
     restart_backoff_initial_s: float = 1.0
     """Delay before the first restart of a crashed process; doubles after each further crash."""
     restart_backoff_max_s: float = 60.0

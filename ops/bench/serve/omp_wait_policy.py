@@ -6,7 +6,8 @@ process has preempted.
 
 Two processes start together on the same cores: one runs the hf engine's decode step (8 rows over a 900-token
 context, the engine's model call, a new prefill every 128 steps; `ops.bench.serve.hf_decode_probe`), one the
-learner's step (forward, backward and AdamW over 2 × 512 tokens in bf16 autocast over fp32 weights). Setups:
+learner's step (forward, backward and AdamW over 2 × 512 tokens); bf16 (autocast over fp32 weights for the step)
+where the CPU computes it natively, fp32 elsewhere, as serve and the learner choose. Setups:
 
 - `default`: torch's default threads in both, libgomp's default wait policy (as `slca up` runs them);
 - `passive`: the same threads, OMP_WAIT_POLICY=PASSIVE in both (an idle thread sleeps at once);
@@ -39,8 +40,11 @@ def _role(role: str, model_dir: str, start_at: float, seconds: float) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, DynamicCache
 
+    from slca.models.precision import cpu_has_native_bf16
+
     if role == "decode":
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
+        dtype = torch.bfloat16 if cpu_has_native_bf16() else torch.float32  # as serve's engines choose
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
         rows, context = 8, 900
 
         def step_factory():
@@ -69,8 +73,12 @@ def _role(role: str, model_dir: str, start_at: float, seconds: float) -> dict:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
         batch = torch.randint(0, 1000, (2, 512))
 
+        # bf16 autocast where the CPU computes bf16 natively, fp32 elsewhere: what the learner does (emulated, one
+        # step took minutes on an avx2-only EPYC)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_has_native_bf16())
+
         def work() -> float:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with autocast:
                 loss = model(input_ids=batch, labels=batch).loss
             loss.backward()
             optimizer.step()
