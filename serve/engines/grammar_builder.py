@@ -387,8 +387,13 @@ class GrammarBuilder:
             raise GrammarBusy("the grammar builder is not running; retry shortly")
 
     async def _start_host(self) -> None:
-        try:
-            await self._spawn_host()
+        try:  # bounded: readiness waits for the first start, and a host stuck in its imports must not hold it
+            await asyncio.wait_for(self._spawn_host(), self.limits.start_timeout_s)
+        except TimeoutError:
+            log.error(
+                "grammar host: not up within %g s (stopped); the next forced call starts it again",
+                self.limits.start_timeout_s,
+            )
         finally:
             self._first_start_over.set()
 

@@ -301,3 +301,27 @@ def test_the_first_build_waits_for_a_starting_host_no_longer_than_one_build(tiny
 
     refused_after, built = asyncio.run(scenario())
     assert refused_after < 2.0 and built.compiled
+
+
+def test_a_host_stuck_in_its_start_ends_the_first_start_at_its_bound(tiny_model_dir, monkeypatch):
+    """Readiness waits for the host's first start: a host that never says it is up must not hold it past
+    `start_timeout_s` (the start is stopped; the next forced call starts it again)."""
+    never = asyncio.Event
+
+    async def stuck(self):
+        await never().wait()
+
+    monkeypatch.setattr(GrammarBuilder, "_spawn_host", stuck)
+    limits = BuilderLimits(builders=1, per_caller=1, timeout_s=5, start_timeout_s=0.2)
+
+    async def scenario():
+        builder = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), limits)
+        try:
+            builder.start()
+            assert not builder.first_start_over
+            await asyncio.wait_for(builder.first_start(), 10)
+            return builder.first_start_over, builder.starting
+        finally:
+            await builder.close()
+
+    assert asyncio.run(scenario()) == (True, False)
