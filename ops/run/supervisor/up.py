@@ -36,6 +36,7 @@ from ops.run.supervisor.supervisor import Supervisor
 from ops.run.supervisor.table import process_table, system_lines
 from ops.experiments.warmstart.model import ensure_warm_start, needs_warm_start, warm_model_dir
 from ops.run.supervisor.warm_stage import WarmStartWatch, make_prepare, plan_beside
+from slca.cli import CliError
 from slca.config import OVERRIDES_ENV, Config, split_overrides
 from slca.models.paths import is_model_dir
 from slca.redaction import redact_url
@@ -50,6 +51,7 @@ WEIGHTS_KEY_FILE = "weights-key"
 def run_up(args, config: Config) -> int:
     common, ops = config.common, config.get(OpsSettings)
     check_sim(config)
+    check_model(config)
     data_dir = Path(common.data_dir).resolve()  # redis-server chdirs into its --dir: relative paths break
     data_dir.mkdir(parents=True, exist_ok=True)
     beside = warm_start_beside(config)
@@ -116,6 +118,25 @@ def check_sim(config: Config) -> None:
         config.section("sim")
     except ModuleNotFoundError:
         return  # no sim component: serve answers tool calls with a structured 501 (serve/tools.py)
+
+
+MODEL_USERS = ("serve", "learn")
+"""Processes that load the model: `slca up` runs none of them without one."""
+
+
+def check_model(config: Config) -> None:
+    """The model to serve and train is on disk before anything starts: without it serve exited at its start again and
+    again and the warm start failed, while `slca up` said it was serving (a `slca bench soak` on a fresh cache waited
+    minutes for a system that could never be ready)."""
+    if not set(MODEL_USERS) & set(config.get(OpsSettings).processes):
+        return  # e.g. a host of workers only
+    explicit = "model" in config.raw.get("common", {})
+    if not explicit and is_model_dir(warm_model_dir(config)):
+        return  # the warm start is served (and the base model no longer needed)
+    path = config.common.model_path()
+    if not is_model_dir(path):
+        how = "set common.model to a model directory" if explicit else "run `slca model fetch` (`make run` does)"
+        raise CliError(f"no model at {path}: {how}")
 
 
 def warm_start_beside(config: Config) -> bool:
