@@ -165,16 +165,27 @@ class PromotionController:
         while True:
             await asyncio.sleep(self.settings.promotion_poll_s)
             try:
-                found = await self.record.load()
-                if found is not None and (found.promoted, found.at) != (self.state.promoted, self.state.at):
-                    async with self._lock:
-                        await self.router.promote(found.promoted)
-                        self.state = found
-                        self._keep()
+                await self.follow_once()
             except ServeError as exc:
                 log.error("cannot follow the promotion record: %s", exc)
             except (RedisError, OSError) as exc:
                 log.warning("reading the promotion record failed: %s", exc)
+
+    async def follow_once(self) -> None:
+        """One poll. The record is read again under the lock before it is applied: read outside it, it could be
+        older than this replica's own promotion or rollback that finished meanwhile, and applying it undid that one
+        (a rollback right after a promotion then found nothing to roll back: 409 in CI under load)."""
+        if not self._differs(await self.record.load()):
+            return
+        async with self._lock:
+            found = await self.record.load()
+            if self._differs(found):
+                await self.router.promote(found.promoted)
+                self.state = found
+                self._keep()
+
+    def _differs(self, found: Promotion | None) -> bool:
+        return found is not None and (found.promoted, found.at) != (self.state.promoted, self.state.at)
 
     def observe(self, route: Route) -> None:
         """A request ended (the router's `on_finish`): callers' requests of the promoted version feed the guard."""

@@ -256,3 +256,70 @@ def test_the_malformed_share_is_judged_only_over_enough_tool_calls():
     for _ in range(20):
         signals.observe(1, Outcome(False, 1, 1))
     assert "malformed" in signals.verdict(1)
+
+
+def test_following_never_undoes_a_newer_promotion_of_this_replica_with_a_stale_read(tmp_path):
+    """The follower read the record outside the promotion lock: a read from before this replica's own promotion,
+    applied after it, put the old version back (a rollback right after then found nothing to roll back: 409 in CI
+    under load). The record is read again under the lock."""
+    from serve.promotion import PromotionController
+    from slca.contracts.versions import Promotion
+
+    class Router:
+        promoted, on_finish = 0, None
+
+        async def promote(self, version):
+            self.promoted = version
+
+        def loaded_versions(self):
+            return {}
+
+    class Store:
+        def keep(self, kept, held):
+            pass
+
+    class Metrics:
+        class promotions:
+            @staticmethod
+            def labels(**_):
+                return type("C", (), {"inc": staticmethod(lambda: None)})
+
+    class Record:
+        """The stored record; `stale`: what one read returns instead, while this replica's promotion goes on."""
+
+        def __init__(self):
+            self.saved, self.stale = Promotion(promoted=0, reason="start", at=1.0), None
+
+        async def load(self):
+            found, self.stale = (self.stale or self.saved), None
+            return found
+
+        async def save(self, promotion):
+            self.saved = promotion
+
+    async def scenario():
+        router, record = Router(), Record()
+        controller = PromotionController(router, record, Store(), Metrics(), settings())
+        controller.state = record.saved
+        record.stale = record.saved  # read before the promotion below wrote its record
+        first_read = asyncio.Event()
+        load = record.load
+
+        async def slow_load():  # the follower's first read returns the old record, then waits for the promotion
+            found = await load()
+            if not first_read.is_set():
+                first_read.set()
+                await asyncio.sleep(0)
+                await promoted.wait()
+            return found
+
+        record.load = slow_load
+        promoted = asyncio.Event()
+        follower = asyncio.create_task(controller.follow_once())
+        await first_read.wait()
+        await controller.promote(1, "operator")
+        promoted.set()
+        await follower
+        return controller.state.promoted, router.promoted, controller.state.history
+
+    assert asyncio.run(scenario()) == (1, 1, [0])
