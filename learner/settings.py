@@ -176,6 +176,10 @@ class LearnerSettings(SectionSettings):
     """`slca sft` learning rate (docs/cpu-facts.md#warm-start: 5e-5, 10 warm-up steps, linear decay)."""
     sft_batch: int = 8
     """`slca sft` conversations per step."""
+    sft_gradient_checkpointing: bool = False
+    """`slca sft` recomputes each decoder layer's activations in the backward instead of keeping them: the warm start
+    held ≈ 10 GiB at its peak (8 conversations of up to 1,536 tokens), most of it activations. Costs a second forward
+    per step (`slca bench sft-memory` measures both)."""
     sft_max_tokens: int = 1536
     """`slca sft` longest conversation in tokens; longer demonstrations are dropped. Everyday train demonstrations
     with their tool schemas: median 781, longest 1360 (at 1024, 73 of 393 were dropped, 50 of them among the 75

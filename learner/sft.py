@@ -219,6 +219,8 @@ def run_sft(
     if held_out:
         phase("checking")
     before = parseable_call_share(model, tokenizer, held_out) if held_out else None
+    if settings.sft_gradient_checkpointing:
+        model.gradient_checkpointing_enable()  # training only: the checks generate with the cache as before
     history = train_sft(
         model,
         examples,
@@ -231,6 +233,8 @@ def run_sft(
         on_step,
         should_stop,
     )
+    if settings.sft_gradient_checkpointing:
+        model.gradient_checkpointing_disable()
     if held_out:
         phase("checking")
     after = parseable_call_share(model, tokenizer, held_out) if held_out else None
@@ -246,6 +250,7 @@ def run_sft(
         "tokens_per_s": tokens / train_s if train_s else None,
         "batch_tokens": batch_tokens,
         "precision": precision.dtype,
+        "gradient_checkpointing": settings.sft_gradient_checkpointing,
         "parseable_before": before,
         "parseable_after": after,
         "held_out": len(held_out),

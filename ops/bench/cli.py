@@ -1,5 +1,5 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | learner-memory | sft | queue | rl | swap | soak | shape-rss | logprob-gap | first-hour |
+`serve | learner | learner-memory | sft | sft-memory | queue | rl | swap | soak | shape-rss | logprob-gap | first-hour |
 gpu-check`, and
 `table` (the README's performance table from their results). `ops.cli` registers them; heavy
 imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
@@ -79,6 +79,16 @@ def _bench_learner_memory(args, config) -> int:
         args.a_set, args.b_set = ["learner.gradient_checkpointing=false"], ["learner.gradient_checkpointing=true"]
     args.a_set, args.b_set = args.a_set or [], args.b_set or []
     return run_learner_memory(args, config)
+
+
+def _bench_sft_memory(args, config) -> int:
+    from ops.bench.sft_memory import run_sft_memory
+
+    if args.a_set is None and args.b_set is None:
+        args.a_set = ["learner.sft_gradient_checkpointing=false"]
+        args.b_set = ["learner.sft_gradient_checkpointing=true"]
+    args.a_set, args.b_set = args.a_set or [], args.b_set or []
+    return run_sft_memory(args, config)
 
 
 def _bench_shape_rss(args, config) -> int:
@@ -301,6 +311,32 @@ BENCHES = (
                 default=None,
                 metavar="learner.FIELD=VALUE",
                 help="side B: A's settings and these (default learner.gradient_checkpointing=true)",
+            ),
+            flag("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)"),
+            flag("--out", type=Path, help="write results.json + table.md here"),
+        ),
+    ),
+    Bench(
+        "sft-memory",
+        "the warm start's (`slca sft`) peak RSS and trained tokens/s under two settings (default: without and with "
+        "gradient checkpointing), alternated fresh processes of the real command",
+        _bench_sft_memory,
+        (
+            flag("--steps", type=int, default=3, help="`slca sft --steps` per window"),
+            flag("--seed", type=int, default=0, help="`slca sft --seed`: the same batches in every window"),
+            flag(
+                "--a-set",
+                action="append",
+                default=None,
+                metavar="SECTION.FIELD=VALUE",
+                help="side A's settings (default learner.sft_gradient_checkpointing=false)",
+            ),
+            flag(
+                "--b-set",
+                action="append",
+                default=None,
+                metavar="SECTION.FIELD=VALUE",
+                help="side B: A's settings and these (default learner.sft_gradient_checkpointing=true)",
             ),
             flag("--pairs", type=int, default=3, help="alternated A/B pairs (≥ 3)"),
             flag("--out", type=Path, help="write results.json + table.md here"),

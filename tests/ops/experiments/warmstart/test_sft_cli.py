@@ -100,3 +100,31 @@ def test_sft_smoke_on_tiny(tmp_path, tiny_model_dir, capsys):
     summary = json.loads((out / "sft-summary.json").read_text())
     assert summary["steps"] == 1 and summary["first_loss"] > 0
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+
+
+def test_sft_with_gradient_checkpointing_recomputes_layers_and_learns_the_same(tmp_path, tiny_model_dir, monkeypatch):
+    """`learner.sft_gradient_checkpointing`: the decoder layers run under torch's checkpoint (their activations are
+    recomputed in the backward, not kept), and the steps' losses are those of the run without it."""
+    import transformers.modeling_utils
+
+    calls = []
+    checkpoint = transformers.modeling_utils.checkpoint  # what `gradient_checkpointing_enable` binds
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return checkpoint(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.modeling_utils, "checkpoint", counted)
+    losses, seen = {}, {}
+    for on in (False, True):
+        out = tmp_path / f"sft-{on}"
+        calls.clear()
+        settings = ["--set", "learner.precision=fp32", "--set", f"learner.sft_gradient_checkpointing={str(on).lower()}"]
+        argv = [*settings, "sft", "--model", str(tiny_model_dir), "--steps", "2", "--batch-tokens", "800"]
+        argv += ["--eval-tasks", "0"]
+        assert main([*argv, "--out", str(out)]) == 0
+        summary = json.loads((out / "sft-summary.json").read_text())
+        losses[on] = [h["loss"] for h in summary["history"]]
+        seen[on] = (summary["gradient_checkpointing"], len(calls) > 0)
+    assert seen == {False: (False, False), True: (True, True)}
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)

@@ -1,0 +1,114 @@
+"""`slca bench sft-memory`: what the warm start (`slca sft`) costs in memory and in time, for two settings side by side.
+
+The warm start trains beside serving on a fresh machine, and its peak was the system's (`slca sft` ≈ 10 GiB of a
+13.8 GiB system on an avx2-only EPYC, 2026-12-06). Side A is `slca sft` with `--a-set` (default
+`learner.sft_gradient_checkpointing=false`), side B with A's settings and `--b-set` (default `…=true`).
+
+Each window is the real command in a fresh child process (`python -m slca --set … sft --steps N --eval-tasks 0`,
+written to a temporary directory, removed after), so that its peak resident set (`wait4`'s `ru_maxrss`: the child
+and nothing else) is the peak of that setting alone, loading and saving included. The figure is the child's trained
+tokens per second (`sft-summary.json`: the real tokens of its steps over their seconds); the peak RSS of each window
+is reported beside it. Windows alternate A B / B A (ops/bench/ab.py); every window trains the same steps on the
+same batches (`--seed`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from ops.bench.ab import Measurement, Side, alternate, per_side, report
+from ops.bench.common import bench_command
+from ops.bench.learner_memory import _values_b_changes
+
+CHILD_TIMEOUT_S = 3600.0
+
+
+def sft_argv(sets: list[str], steps: int, seed: int, out: Path) -> list[str]:
+    """The child: `slca sft` as `slca up`'s warm start runs it, without the before/after checks (generation)."""
+    argv = [sys.executable, "-m", "slca"]
+    for s in sets:
+        argv += ["--set", s]
+    return [*argv, "sft", "--steps", str(steps), "--seed", str(seed), "--eval-tasks", "0", "--out", str(out)]
+
+
+def run_child(argv: list[str], timeout_s: float = CHILD_TIMEOUT_S) -> tuple[int, float, str]:
+    """(exit status, the child's own peak RSS in MiB, the tail of its output). `wait4` reports the peak of that child
+    alone (`ru_maxrss`, KiB on Linux), where RUSAGE_CHILDREN would be the largest of every child waited for; so the
+    child is reaped here, not by `Popen.wait` (a timer kills one that outlives `timeout_s`)."""
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        tail = log.read()[-3000:].decode(errors="replace")
+    return proc.returncode, usage.ru_maxrss / 1024, tail
+
+
+def step_seconds(history: list[dict]) -> list[float]:
+    """Each step's seconds, from the cumulative `elapsed_s` of `sft-summary.json`'s history."""
+    ends = [h["elapsed_s"] for h in history]
+    return [round(end - start, 2) for start, end in zip([0.0, *ends], ends)]
+
+
+def _window(args, sets: list[str]) -> Measurement:
+    out = Path(tempfile.mkdtemp(prefix="slca-bench-sft-memory-"))
+    try:
+        code, peak_mib, tail = run_child(sft_argv(sets, args.steps, args.seed, out))
+        summary_path = out / "sft-summary.json"
+        if code != 0 or not summary_path.is_file():
+            raise RuntimeError(f"slca sft failed (exit {code}): {tail}")
+        summary = json.loads(summary_path.read_text())
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    tokens = sum(h["tokens"] for h in summary["history"])
+    detail = {
+        "peak_rss_mib": round(peak_mib, 1),
+        "step_s": step_seconds(summary["history"]),
+        "precision": summary["precision"],
+        "gradient_checkpointing": summary.get("gradient_checkpointing"),
+        "batch_tokens": summary["batch_tokens"],
+    }
+    return Measurement(tokens / summary["train_s"], tokens, summary["train_s"], summary["steps"], detail)
+
+
+def run_sft_memory(args, config) -> int:
+    from slca.cli import CliError
+
+    if args.pairs < 3 or args.steps < 1:
+        raise CliError("--pairs ≥ 3 and --steps ≥ 1")
+    for s in args.a_set + args.b_set:
+        if "=" not in s:
+            raise CliError(f"{s!r}: expected SECTION.FIELD=VALUE")
+    if not args.b_set:
+        raise CliError("--b-set: side B needs at least one setting of its own")
+    a_name = " ".join(args.a_set + _values_b_changes(config, args.a_set, args.b_set))
+    b_name = " ".join(args.b_set)
+    a = Side(a_name, lambda: _window(args, args.a_set))
+    b = Side(b_name, lambda: _window(args, args.a_set + args.b_set))
+
+    def show(w) -> None:
+        d = w.detail
+        print(f"pair {w.pair} {w.side}: {w.figure:.1f} trained tok/s, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)
+
+    result = alternate(a, b, pairs=args.pairs, warmup=0, on_window=show)
+    peaks = per_side(result, "peak_rss_mib")
+    header = {
+        "command": bench_command("sft-memory", sys.argv),
+        "steps_per_window": args.steps,
+        "seed": args.seed,
+        "peak_rss_mib": peaks,
+    }
+    heading = "Peak RSS per window (MiB, the `slca sft` child: load, the steps, saving):"
+    report(args.out, header, result, "trained tokens/s", (heading, peaks), "slca bench sft-memory")
+    return 0
