@@ -166,6 +166,19 @@ def pad_id_of(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
 
+def history_summary(history: list[dict]) -> dict:
+    """Steps, first and last loss, training seconds and trained tokens per second of `train_sft`'s history."""
+    train_s = history[-1]["elapsed_s"] if history else 0.0
+    tokens = sum(h["tokens"] for h in history)
+    return {
+        "steps": len(history),
+        "first_loss": history[0]["loss"] if history else None,
+        "last_loss": history[-1]["loss"] if history else None,
+        "train_s": train_s,
+        "tokens_per_s": tokens / train_s if train_s else None,
+    }
+
+
 def _budget(args) -> Budget:
     """The training budget `slca sft`'s flags give (CliError without steps or minutes)."""
     from slca.cli import CliError
@@ -240,14 +253,8 @@ def run_sft(
     after = parseable_call_share(model, tokenizer, held_out) if held_out else None
     phase("saving")
     save_model(model, tokenizer, source, out)
-    train_s = history[-1]["elapsed_s"] if history else 0.0
-    tokens = sum(h["tokens"] for h in history)
     summary = {
-        "steps": len(history),
-        "first_loss": history[0]["loss"] if history else None,
-        "last_loss": history[-1]["loss"] if history else None,
-        "train_s": train_s,
-        "tokens_per_s": tokens / train_s if train_s else None,
+        **history_summary(history),
         "batch_tokens": batch_tokens,
         "precision": precision.dtype,
         "gradient_checkpointing": settings.sft_gradient_checkpointing,
