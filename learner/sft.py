@@ -23,6 +23,7 @@ from learner.sft_schedule import Budget, lr_at
 from learner.sft_step import make_optimizer, sft_update
 from learner.settings import LearnerSettings
 from slca.contracts import Task
+from slca.heap import own_memory_mib
 
 _DTYPE_OF_SETTING = {"auto": "auto", "fp32": "float32", "bf16": "bfloat16"}
 
@@ -255,6 +256,7 @@ def run_sft(
     save_model(model, tokenizer, source, out)
     summary = {
         **history_summary(history),
+        "peak_rss_mib": round(own_memory_mib("VmHWM"), 1),  # this process's peak: loading, training, saving
         "batch_tokens": batch_tokens,
         "precision": precision.dtype,
         "gradient_checkpointing": settings.sft_gradient_checkpointing,

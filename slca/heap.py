@@ -63,3 +63,15 @@ def fix_mmap_threshold(kib: int) -> bool:
     if not ok:
         log.warning("mallopt(M_MMAP_THRESHOLD, %d KiB) refused; freed training memory may stay in the heap", kib)
     return ok
+
+
+def own_memory_mib(field: str = "VmRSS") -> float:
+    """This process's `field` of /proc/self/status in MiB (VmRSS: resident now, VmHWM: its peak); 0 elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

@@ -5,8 +5,8 @@ The warm start trains beside serving on a fresh machine, and its peak was the sy
 `learner.sft_gradient_checkpointing=false`), side B with A's settings and `--b-set` (default `…=true`).
 
 Each window is the real command in a fresh child process (`python -m slca --set … sft --steps N --eval-tasks 0`,
-written to a temporary directory, removed after), so that its peak resident set (`wait4`'s `ru_maxrss`: the child
-and nothing else) is the peak of that setting alone, loading and saving included. The figure is the child's trained
+written to a temporary directory, removed after), so that its peak resident set (its own VmHWM, which `slca sft`
+writes in `sft-summary.json`) is the peak of that setting alone, loading and saving included. The figure is the child's trained
 tokens per second (`sft-summary.json`: the real tokens of its steps over their seconds); the peak RSS of each window
 is reported beside it. Windows alternate A B / B A (ops/bench/ab.py); every window trains the same steps on the
 same batches (`--seed`)."""
@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from ops.bench.ab import Measurement, Side, alternate, per_side, report
@@ -37,22 +36,20 @@ def sft_argv(sets: list[str], steps: int, seed: int, out: Path) -> list[str]:
     return [*argv, "sft", "--steps", str(steps), "--seed", str(seed), "--eval-tasks", "0", "--out", str(out)]
 
 
-def run_child(argv: list[str], timeout_s: float = CHILD_TIMEOUT_S) -> tuple[int, float, str]:
-    """(exit status, the child's own peak RSS in MiB, the tail of its output). `wait4` reports the peak of that child
-    alone (`ru_maxrss`, KiB on Linux), where RUSAGE_CHILDREN would be the largest of every child waited for; so the
-    child is reaped here, not by `Popen.wait` (a timer kills one that outlives `timeout_s`)."""
+def run_child(argv: list[str], timeout_s: float = CHILD_TIMEOUT_S) -> tuple[int, str]:
+    """(exit status, the tail of its output); killed past `timeout_s`. The peak is the child's own report
+    (`sft-summary.json` `peak_rss_mib`, its VmHWM): `wait4`'s `ru_maxrss` counts the forked parent's pages before the
+    exec too (2.6 GiB for `print()` under a pytest worker)."""
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-        timer = threading.Timer(timeout_s, proc.kill)
-        timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         log.seek(0)
         tail = log.read()[-3000:].decode(errors="replace")
-    return proc.returncode, usage.ru_maxrss / 1024, tail
+    return proc.returncode, tail
 
 
 def step_seconds(history: list[dict]) -> list[float]:
@@ -64,7 +61,7 @@ def step_seconds(history: list[dict]) -> list[float]:
 def _window(args, sets: list[str]) -> Measurement:
     out = Path(tempfile.mkdtemp(prefix="slca-bench-sft-memory-"))
     try:
-        code, peak_mib, tail = run_child(sft_argv(sets, args.steps, args.seed, out))
+        code, tail = run_child(sft_argv(sets, args.steps, args.seed, out))
         summary_path = out / "sft-summary.json"
         if code != 0 or not summary_path.is_file():
             raise RuntimeError(f"slca sft failed (exit {code}): {tail}")
@@ -73,7 +70,7 @@ def _window(args, sets: list[str]) -> Measurement:
         shutil.rmtree(out, ignore_errors=True)
     tokens = sum(h["tokens"] for h in summary["history"])
     detail = {
-        "peak_rss_mib": round(peak_mib, 1),
+        "peak_rss_mib": summary["peak_rss_mib"],
         "step_s": step_seconds(summary["history"]),
         "precision": summary["precision"],
         "gradient_checkpointing": summary.get("gradient_checkpointing"),

@@ -126,5 +126,6 @@ def test_sft_with_gradient_checkpointing_recomputes_layers_and_learns_the_same(t
         summary = json.loads((out / "sft-summary.json").read_text())
         losses[on] = [h["loss"] for h in summary["history"]]
         seen[on] = (summary["gradient_checkpointing"], len(calls) > 0)
+        assert summary["peak_rss_mib"] > 100  # the process's own peak (VmHWM), for `slca bench sft-memory`
     assert seen == {False: (False, False), True: (True, True)}
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
