@@ -116,22 +116,21 @@ def _values_b_changes(config, a_set: list[str], b_set: list[str]) -> list[str]:
     return values
 
 
-def run_learner_memory(args, config) -> int:
+def run_memory_ab(args, config, window, bench: str, header: dict, heading: str) -> int:
+    """The settings A/B both memory benches share: `window(args, sets)` → a Measurement with `peak_rss_mib` in its
+    detail; side A runs `args.a_set`, side B `args.a_set + args.b_set`, alternated; `header`: the bench's own facts."""
     from slca.cli import CliError
-    from slca.models.paths import find_model_dir
 
     if args.pairs < 3 or args.steps < 1:
         raise CliError("--pairs ≥ 3 and --steps ≥ 1")
     for s in args.a_set + args.b_set:
         if "=" not in s:
-            raise CliError(f"{s!r}: expected learner.FIELD=VALUE")
-    args.model = str(find_model_dir(args.model or config.common.model, config.common.cache_dir))
-    a_name = " ".join(args.a_set + _values_b_changes(config, args.a_set, args.b_set))
+            raise CliError(f"{s!r}: expected SECTION.FIELD=VALUE")
     if not args.b_set:
         raise CliError("--b-set: side B needs at least one setting of its own")
-    b_name = " ".join(args.b_set)
-    a = Side(a_name, lambda: _window(args, args.a_set))
-    b = Side(b_name, lambda: _window(args, args.a_set + args.b_set))
+    a_name = " ".join(args.a_set + _values_b_changes(config, args.a_set, args.b_set))
+    a = Side(a_name, lambda: window(args, args.a_set))
+    b = Side(" ".join(args.b_set), lambda: window(args, args.a_set + args.b_set))
 
     def show(w) -> None:
         d = w.detail
@@ -139,19 +138,25 @@ def run_learner_memory(args, config) -> int:
 
     result = alternate(a, b, pairs=args.pairs, warmup=0, on_window=show)
     peaks = per_side(result, "peak_rss_mib")
+    header = {"command": bench_command(bench, sys.argv), **header, "peak_rss_mib": peaks}
+    report(args.out, header, result, "trained tokens/s", (heading, peaks), f"slca bench {bench}")
+    return 0
+
+
+def run_learner_memory(args, config) -> int:
+    from slca.models.paths import find_model_dir
+
+    args.model = str(find_model_dir(args.model or config.common.model, config.common.cache_dir))
     header = {
-        "command": bench_command("learner-memory", sys.argv),
         "model": Path(args.model).name,
         "groups_per_step": args.groups,
         "group_size": args.group_size,
         "prompt_tokens": args.prompt_tokens,
         "completion_tokens": args.completion_tokens,
         "steps_per_window": args.steps,
-        "peak_rss_mib": peaks,
     }
     heading = "Peak RSS per window (MiB, the child process: model, optimizer state and the step):"
-    report(args.out, header, result, "trained tokens/s", (heading, peaks), "slca bench learner-memory")
-    return 0
+    return run_memory_ab(args, config, _window, "learner-memory", header, heading)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,10 +6,10 @@ The warm start trains beside serving on a fresh machine, and its peak was the sy
 
 Each window is the real command in a fresh child process (`python -m slca --set … sft --steps N --eval-tasks 0`,
 written to a temporary directory, removed after), so that its peak resident set (its own VmHWM, which `slca sft`
-writes in `sft-summary.json`) is the peak of that setting alone, loading and saving included. The figure is the child's trained
-tokens per second (`sft-summary.json`: the real tokens of its steps over their seconds); the peak RSS of each window
-is reported beside it. Windows alternate A B / B A (ops/bench/ab.py); every window trains the same steps on the
-same batches (`--seed`)."""
+writes in `sft-summary.json`) is the peak of that setting alone, loading and saving included. The figure is the
+child's trained tokens per second (`sft-summary.json`: the real tokens of its steps over their seconds); the peak
+RSS of each window is reported beside it. Windows alternate A B / B A (ops/bench/ab.py); every window trains the
+same steps on the same batches (`--seed`)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ops.bench.ab import Measurement, Side, alternate, per_side, report
-from ops.bench.common import bench_command
-from ops.bench.learner_memory import _values_b_changes
+from ops.bench.ab import Measurement
+from ops.bench.learner_memory import run_memory_ab
 
 CHILD_TIMEOUT_S = 3600.0
 
@@ -80,32 +79,6 @@ def _window(args, sets: list[str]) -> Measurement:
 
 
 def run_sft_memory(args, config) -> int:
-    from slca.cli import CliError
-
-    if args.pairs < 3 or args.steps < 1:
-        raise CliError("--pairs ≥ 3 and --steps ≥ 1")
-    for s in args.a_set + args.b_set:
-        if "=" not in s:
-            raise CliError(f"{s!r}: expected SECTION.FIELD=VALUE")
-    if not args.b_set:
-        raise CliError("--b-set: side B needs at least one setting of its own")
-    a_name = " ".join(args.a_set + _values_b_changes(config, args.a_set, args.b_set))
-    b_name = " ".join(args.b_set)
-    a = Side(a_name, lambda: _window(args, args.a_set))
-    b = Side(b_name, lambda: _window(args, args.a_set + args.b_set))
-
-    def show(w) -> None:
-        d = w.detail
-        print(f"pair {w.pair} {w.side}: {w.figure:.1f} trained tok/s, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)
-
-    result = alternate(a, b, pairs=args.pairs, warmup=0, on_window=show)
-    peaks = per_side(result, "peak_rss_mib")
-    header = {
-        "command": bench_command("sft-memory", sys.argv),
-        "steps_per_window": args.steps,
-        "seed": args.seed,
-        "peak_rss_mib": peaks,
-    }
+    header = {"steps_per_window": args.steps, "seed": args.seed}
     heading = "Peak RSS per window (MiB, the `slca sft` child: load, the steps, saving):"
-    report(args.out, header, result, "trained tokens/s", (heading, peaks), "slca bench sft-memory")
-    return 0
+    return run_memory_ab(args, config, _window, "sft-memory", header, heading)
