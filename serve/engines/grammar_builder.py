@@ -354,11 +354,6 @@ class GrammarBuilder:
             self._starting = asyncio.create_task(self._start_host(), name="grammar-host-start")
 
     @property
-    def starting(self) -> bool:
-        """The host is being started (its first build would wait for it)."""
-        return self._starting is not None and not self._starting.done()
-
-    @property
     def first_start_over(self) -> bool:
         """The host's first start has ended, up or failed: readiness waits for this and no later restart (a
         restart after a stuck build must not take the replica out of rotation)."""
