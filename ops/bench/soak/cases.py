@@ -8,7 +8,10 @@ within max(SLOWDOWN × alone, alone + SLACK_S), `alone` the slower of the two al
 meanwhile: the margin is for that, not for a caller who holds the others up — six impossible prompts once made a
 0.1 s chat take 10 s). A try whose only fault is a late small chat is tried again and the majority of three
 decides (`run_case`): the learner's steps and weight swaps come and go, a caller who holds the others up does so at
-every try. The requests themselves are built in ops/bench/hostile.py, which the tests send too.
+every try. The control (`quiet`) sends nothing and is judged alike: how often a small chat is late anyway, which a
+case's late tries are weighed against (ops/bench/soak/case_report.py). Each round runs the cases in an order turned
+by one from the round before, so no case (the control included) always follows the same one. The requests
+themselves are built in ops/bench/hostile.py, which the tests send too.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from ops.bench.hostile import (
     post_head,
     unknown_field_body,
 )
-from ops.bench.soak.case_report import CaseResult
+from ops.bench.soak.case_report import CONTROL, CaseResult
 
 SMALL_CHAT = {"messages": USER, "max_tokens": 4, "seed": 1}
 SMALL_CHAT_TIMEOUT_S = 120.0
@@ -66,6 +69,9 @@ RETRY_S = 1.0
 is timed, so it waits no longer than a second)."""
 TRICKLE_S = 1.0
 """A trickled body sends one byte this often."""
+QUIET_S = 10.0
+"""The control sends nothing for this long (about a case's length: the impossible prompts and the empty arrays take
+a few seconds, the grammars and the trickled body up to 35)."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +278,13 @@ def _parsed(raw: bytes, seconds: float, error: str) -> Answer:
     return Answer(status, body, seconds)
 
 
+def quiet(t: Target) -> Seen:
+    """The control: nothing sent for QUIET_S while the small chats go on — the system's own pace, as the cases' are
+    judged (always held: only its small chats are measured)."""
+    time.sleep(QUIET_S)
+    return Seen(True, f"nothing sent for {QUIET_S:g}s (the control)")
+
+
 def huge_weight_version(t: Target) -> Seen:
     """The learner's weight server asked for a 5,000-digit version (with a valid token, so the version is read):
     a 4xx within REFUSAL_S and no traceback in the learner's log."""
@@ -316,6 +329,7 @@ class Case:
 
 
 CASES = (
+    Case(CONTROL, quiet),
     Case("impossible_prompts", impossible_prompts),
     Case("costly_grammars", costly_grammars),
     Case("empty_arrays", empty_arrays),
@@ -361,6 +375,8 @@ def run_case(case: Case, t: Target, t0: float | None = None) -> CaseResult:
     first.seconds = max(r.seconds for r in tries)
     first.chat_alone_s = max(r.chat_alone_s or 0.0 for r in tries)
     first.chat_worst_s = max((r.chat_worst_s for r in tries if r.chat_worst_s is not None), default=None)
+    first.tries_run, first.tries_late = len(tries), sum(r.tries_late for r in tries)
+    first.late = not first.held and all(r.held or r.late for r in tries)
     return first
 
 
@@ -381,8 +397,17 @@ def _one_try(case: Case, t: Target, at: float | None) -> CaseResult:
     if late:
         chats += f"; held up: {late[0]}"
     held = seen.held and not late
+    late_only = seen.held and bool(late)
     return CaseResult(
-        case.name, held, f"{seen.detail}; {chats}", seconds, at, alone_s, worst, late=seen.held and bool(late)
+        case.name,
+        held,
+        f"{seen.detail}; {chats}",
+        seconds,
+        at,
+        alone_s,
+        worst,
+        late=late_only,
+        tries_late=int(late_only),
     )
 
 
@@ -407,9 +432,11 @@ def _with_chats(action: Callable[[Target], Seen], t: Target) -> tuple[Seen, floa
     return seen, seconds, chats
 
 
-def run_round(t: Target, t0: float | None = None, until: float | None = None) -> Iterator[CaseResult]:
-    """Every case once, in order, each result as it comes; none started at or after `until` (a monotonic time)."""
-    for case in CASES:
+def run_round(t: Target, t0: float | None = None, until: float | None = None, turn: int = 0) -> Iterator[CaseResult]:
+    """Every case once, in order turned by `turn` (the round's number), each result as it comes; none started at or
+    after `until` (a monotonic time)."""
+    k = turn % len(CASES)
+    for case in CASES[k:] + CASES[:k]:
         if until is not None and time.monotonic() >= until:
             return
         yield run_case(case, t, t0)

@@ -250,7 +250,9 @@ NOTES = [
     "at its start, read with each memory sample",
     "hostile cases: a round every --cases-every-minutes from the measured window's start; each case held when "
     "its requests got their answers within their bounds and every small chat sent meanwhile was answered within "
-    "max(3 × its time alone, its time alone + 5 s) (ops/bench/soak/cases.py)",
+    "max(3 × its time alone, its time alone + 5 s) (ops/bench/soak/cases.py); the order turns by one each round; "
+    "a case whose only fault was late small chats holds unless its tries were late more often than those of the "
+    "control, which sends nothing (one-sided Fisher's exact test, p < 0.05: ops/bench/soak/case_report.py)",
 ]
 """What every soak report says of how it measured (its `notes`, beside the system's own)."""
 

@@ -408,7 +408,7 @@ class CaseRunner(threading.Thread):
             at = t0 + k * self.interval_s
             if at >= stop_at or self.halt.wait(max(0.0, at - time.monotonic())):
                 return
-            for result in run_round(self.target, t0, until=stop_at):
+            for result in run_round(self.target, t0, until=stop_at, turn=k):
                 self.results.append(result)
                 if self.halt.is_set():
                     return

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ops.bench.soak import cases
-from ops.bench.soak.case_report import CaseResult, case_rows, case_table, cases_held, cases_line
+from ops.bench.soak import case_report, cases
+from ops.bench.soak.case_report import CONTROL, CaseResult, case_rows, case_table, cases_held, cases_line
 from ops.bench.soak.cases import Answer, Case, Seen, Target, allowed_s, log_text_since, run_case
 from ops.bench.soak.report import verdict, write
 from tests.ops.bench.test_soak_report import _clean, _samples
@@ -125,7 +125,69 @@ def test_rows_count_tries_held_and_the_worst_small_chat_per_case():
     assert not cases_held(rows) and cases_line(rows) == "cases held 2/3 (1 skipped)"
     assert cases_held(rows[1:]) and not cases_held(rows[2:])  # only skipped tries: nothing was checked
     table = case_table(rows).splitlines()
-    assert table[2] == "| impossible_prompts | 2 | 1 | 0 | 11.00 (0.20) | 1.50 | NO | held up: 200 in 11.00s |"
+    assert table[2] == "| impossible_prompts | 2 | 1 | 0 | 11.00 (0.20) | 1.50 | 0/2 | NO | held up: 200 in 11.00s |"
+
+
+def _late(name, late_tries=2, tries=3, held=False):
+    """A try of `name` whose action held and whose small chats were late at `late_tries` of its `tries`."""
+    result = _try(name, held=held, chat=12.0, detail="held up: 200 in 12.00s")
+    result.late, result.tries_run, result.tries_late = not held, tries, late_tries
+    return result
+
+
+def test_fishers_test_finds_a_case_late_at_every_try_and_not_one_late_as_often_as_the_control():
+    assert case_report.fisher_greater_p(4, 4, 0, 4) == pytest.approx(1 / 70)
+    assert case_report.fisher_greater_p(1, 8, 1, 7) == pytest.approx(0.8)
+    assert case_report.fisher_greater_p(0, 5, 3, 5) == 1.0  # never late: nothing to find
+    assert case_report.fisher_greater_p(6, 6, 0, 0) == 1.0  # a control with no tries says nothing
+
+
+def test_a_case_late_no_more_often_than_the_control_holds_and_one_late_at_every_try_does_not():
+    control = [_try(CONTROL)] * 5 + [_late(CONTROL, 2, 3)]  # the control was late 2 of 8 tries
+    background = [_try("trickled_body")] * 5 + [_late("trickled_body", 2, 3)]  # as often as the control
+    holding_up = [_late("impossible_prompts", 2, 2)] * 6  # late at each of its 12 tries
+    rows = {r.name: r for r in case_rows(control + background + holding_up)}
+    assert rows[CONTROL].ok and (rows[CONTROL].tries_late, rows[CONTROL].tries_run) == (2, 8)
+    assert (
+        rows["trickled_body"].ok
+        and rows["trickled_body"].held == 5
+        and rows["trickled_body"].late_p == pytest.approx(0.7154, abs=1e-4)
+    )
+    assert not rows["impossible_prompts"].ok and rows["impossible_prompts"].late_p < 0.001
+    assert not cases_held(list(rows.values()))
+    assert cases_held([rows[CONTROL], rows["trickled_body"]])
+    line = cases_line([rows[CONTROL], rows["trickled_body"]])
+    assert line == "cases held 5/6 (1 case late no more often than the control); control late 2/8 tries"
+    assert "| 2/8 (0.72) | yes |" in case_table([rows["trickled_body"]])  # p = 0.715: as often as the control
+
+
+def test_a_failure_other_than_lateness_is_never_weighed_against_the_control():
+    control = [_late(CONTROL, 3, 3)] * 3  # late at every try
+    failed = [_try("foreign_host", held=False, detail="200 in 0.01s")]
+    rows = {r.name: r for r in case_rows(control + failed)}
+    assert not rows["foreign_host"].ok
+    late_alone = case_rows([_late("trickled_body", 2, 3)])  # no control ran: a late try fails its case
+    assert not late_alone[0].ok and late_alone[0].late_p is None
+    alone_failed = _try(CONTROL, held=False, detail="the small chat alone failed: 503")
+    assert not case_rows([alone_failed])[0].ok  # the control's own small chat alone failed: serve failed a chat
+
+
+def test_a_retried_case_counts_each_try_and_its_late_ones(monkeypatch):
+    _fake_chats(monkeypatch, [2.5, 13.1, 2.5] + [2.5, 3.1, 2.5] + [2.5, 14.0, 2.5])
+    result = run_case(Case("trickled_body", lambda t: Seen(True, "408")), TARGET)
+    assert (result.tries_run, result.tries_late, result.late, result.held) == (3, 2, True, False)
+    _fake_chats(monkeypatch, [2.5, 13.1, 2.5] + [2.5, 3.1, 2.5] * 2)
+    result = run_case(Case("trickled_body", lambda t: Seen(True, "408")), TARGET)
+    assert (result.tries_run, result.tries_late, result.late, result.held) == (3, 1, False, True)
+
+
+def test_each_round_turns_the_cases_order_by_one(monkeypatch):
+    monkeypatch.setattr(cases, "run_case", lambda case, t, t0=None: CaseResult(case.name, True, "", 0.0))
+    names = [c.name for c in cases.CASES]
+    assert [r.name for r in cases.run_round(TARGET)] == names
+    assert [r.name for r in cases.run_round(TARGET, turn=1)] == names[1:] + names[:1]
+    assert [r.name for r in cases.run_round(TARGET, turn=len(names) + 2)] == names[2:] + names[:2]
+    assert names[0] == CONTROL
 
 
 def test_the_verdict_fails_on_a_case_not_held_and_when_planned_cases_never_ran():
