@@ -176,12 +176,16 @@ class LearnerSettings(SectionSettings):
     """`slca sft` learning rate (docs/cpu-facts.md#warm-start: 5e-5, 10 warm-up steps, linear decay)."""
     sft_batch: int = 8
     """`slca sft` conversations per step."""
-    sft_gradient_checkpointing: bool = False
+    sft_gradient_checkpointing: bool | Literal["auto"] = "auto"
     """`slca sft` recomputes each decoder layer's activations in the backward instead of keeping them: the warm start
     held ≈ 10 GiB at its peak (8 conversations of up to 1,536 tokens), most of it activations. Costs a second forward
     per step. Measured (`slca bench sft-memory --pairs 3 --steps 1`, bench/sft/checkpointing-avx2, avx2-only EPYC):
-    peak 8,725 → 2,624 MiB, trained tokens/s 0.81× (0.78–0.84). Off: on this CPU kind the warm start would take ≈ 1.2×
-    as long before the first hour's first swap; on where memory is short."""
+    peak 8,725 → 2,624 MiB, trained tokens/s 0.81× (0.78–0.84). `auto`: on when the machine has less memory available
+    than `sft_checkpointing_below_mib` as `slca sft` starts (where the peak would not fit beside serve), off elsewhere
+    (the warm start would take ≈ 1.2× as long before the first hour's first swap); true / false: always / never."""
+    sft_checkpointing_below_mib: int = Field(default=12288, ge=0)
+    """`sft_gradient_checkpointing=auto` turns checkpointing on below this much available memory (MemAvailable): the
+    measured peak without it (8,725 MiB) and a margin for what else starts meanwhile."""
     sft_max_tokens: int = 1536
     """`slca sft` longest conversation in tokens; longer demonstrations are dropped. Everyday train demonstrations
     with their tool schemas: median 781, longest 1360 (at 1024, 73 of 393 were dropped, 50 of them among the 75

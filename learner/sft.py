@@ -23,7 +23,7 @@ from learner.sft_schedule import Budget, lr_at
 from learner.sft_step import make_optimizer, sft_update
 from learner.settings import LearnerSettings
 from slca.contracts import Task
-from slca.heap import own_memory_mib
+from slca.heap import available_memory_mib, own_memory_mib
 
 _DTYPE_OF_SETTING = {"auto": "auto", "fp32": "float32", "bf16": "bfloat16"}
 
@@ -191,6 +191,20 @@ def _budget(args) -> Budget:
     return budget
 
 
+def gradient_checkpointing_on(settings: LearnerSettings, available_mib: float | None) -> tuple[bool, str]:
+    """(whether `slca sft` trains with gradient checkpointing, why): `learner.sft_gradient_checkpointing` when it
+    is true or false; `auto`: on when less than `learner.sft_checkpointing_below_mib` is available (the peak
+    without it would not fit), off where the kernel does not say."""
+    choice = settings.sft_gradient_checkpointing
+    if choice != "auto":
+        return bool(choice), f"learner.sft_gradient_checkpointing={str(choice).lower()}"
+    bound = settings.sft_checkpointing_below_mib
+    if available_mib is None:
+        return False, "auto: the memory available is unknown"
+    relation = "<" if available_mib < bound else "≥"
+    return available_mib < bound, f"auto: {available_mib:,.0f} MiB available {relation} {bound:,} MiB"
+
+
 def run_sft(
     args,
     config,
@@ -233,7 +247,9 @@ def run_sft(
     if held_out:
         phase("checking")
     before = parseable_call_share(model, tokenizer, held_out) if held_out else None
-    if settings.sft_gradient_checkpointing:
+    checkpointing, why = gradient_checkpointing_on(settings, available_memory_mib())
+    print(f"sft gradient checkpointing: {'on' if checkpointing else 'off'} ({why})")
+    if checkpointing:
         model.gradient_checkpointing_enable()  # training only: the checks generate with the cache as before
     history = train_sft(
         model,
@@ -247,7 +263,7 @@ def run_sft(
         on_step,
         should_stop,
     )
-    if settings.sft_gradient_checkpointing:
+    if checkpointing:
         model.gradient_checkpointing_disable()
     if held_out:
         phase("checking")
@@ -259,7 +275,8 @@ def run_sft(
         "peak_rss_mib": round(own_memory_mib("VmHWM"), 1),  # this process's peak: loading, training, saving
         "batch_tokens": batch_tokens,
         "precision": precision.dtype,
-        "gradient_checkpointing": settings.sft_gradient_checkpointing,
+        "gradient_checkpointing": checkpointing,
+        "gradient_checkpointing_why": why,
         "parseable_before": before,
         "parseable_after": after,
         "held_out": len(held_out),

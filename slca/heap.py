@@ -75,3 +75,16 @@ def own_memory_mib(field: str = "VmRSS") -> float:
     except OSError:
         pass
     return 0.0
+
+
+def available_memory_mib(meminfo: str = "/proc/meminfo") -> float | None:
+    """The machine's memory available to a new allocation (MemAvailable: free plus what the kernel can reclaim)
+    in MiB; None where the kernel does not say."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

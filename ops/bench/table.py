@@ -71,11 +71,16 @@ def serve_rows(data: dict) -> list[str]:
     ]
 
 
-def learner_memory_rows(data: dict) -> list[str]:
-    peaks = data.get("peak_rss_mib", {})
-    a, b = (max(peaks.get(data[side], [0])) for side in ("a", "b"))
-    what = f"learner step, {data['b']} ÷ {data['a']} (trained tokens/s); peak RSS {b:,.0f} vs {a:,.0f} MiB"
-    return [_ab_row("learner-memory", what, data)]
+def memory_rows(bench: str, subject: str) -> Callable[[dict], list[str]]:
+    """The rows of a settings A/B that records each side's peak RSS (`ops.bench.learner_memory.run_memory_ab`)."""
+
+    def rows(data: dict) -> list[str]:
+        peaks = data.get("peak_rss_mib", {})
+        a, b = (max(peaks.get(data[side], [0])) for side in ("a", "b"))
+        what = f"{subject}, {data['b']} ÷ {data['a']} (trained tokens/s); peak RSS {b:,.0f} vs {a:,.0f} MiB"
+        return [_ab_row(bench, what, data)]
+
+    return rows
 
 
 def swap_rows(data: dict) -> list[str]:
@@ -106,7 +111,10 @@ SOURCES = (
     Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows),  # transformers, the hf prefix cache on
     Source("rl", "bench/rl/ab-hf-threads/results.json", rl_rows),  # transformers, one OpenMP thread per process
     Source("swap", "bench/swap/ab/results.json", swap_rows),
-    Source("learner-memory", "bench/learner-memory/avx2/results.json", learner_memory_rows),
+    Source("learner-memory", "bench/learner-memory/avx2/results.json", memory_rows("learner-memory", "learner step")),
+    Source(
+        "sft-memory", "bench/sft/checkpointing-avx2/results.json", memory_rows("sft-memory", "warm start (slca sft)")
+    ),
 )
 
 

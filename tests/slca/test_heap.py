@@ -115,3 +115,15 @@ def test_trim_returns_small_blocks_a_thread_freed(how):
         assert released == "True" and int(by_trim) >= 80
     else:
         assert int(by_trim) < 20
+
+
+def test_available_memory_is_read_from_meminfo_and_none_where_it_is_missing(tmp_path):
+    from slca.heap import available_memory_mib
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24576000 kB\nMemFree:  1000 kB\nMemAvailable:   10240000 kB\n")
+    assert available_memory_mib(str(meminfo)) == 10_000.0
+    meminfo.write_text("MemTotal:       24576000 kB\n")  # kernels before 3.14 do not say
+    assert available_memory_mib(str(meminfo)) is None
+    assert available_memory_mib(str(tmp_path / "absent")) is None
+    assert (available_memory_mib() or 1.0) > 0  # this machine's
