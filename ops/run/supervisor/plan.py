@@ -65,13 +65,31 @@ def _metrics_env(kind: ProcessKind, name: str, port: int, config: Config) -> dic
     return {f"SLCA_{kind.section.upper()}__METRICS_PORT": str(port)}
 
 
+def gpu_present(driver: Path = Path("/proc/driver/nvidia/gpus")) -> bool:
+    """An NVIDIA GPU is installed (its driver lists one), read without importing torch into the supervisor: there
+    vLLM and the learner run on the GPU and their CPU threads are not what this plan shares out."""
+    try:
+        return any(driver.iterdir())
+    except OSError:
+        return False
+
+
 def split_threads(
-    config: Config, cores: int | None = None, exported: bool = False, warm_start: bool = False
+    config: Config,
+    cores: int | None = None,
+    exported: bool = False,
+    warm_start: bool = False,
+    gpu: bool | None = None,
 ) -> dict[str, int]:
     """OMP_NUM_THREADS per process: `ops.process_threads` when set; else, with an engine that runs on the threads it
     is given (the hf engine: `EngineSpec.threads_from_plan`), serve and the learner share the cores (serve the
     smaller half), so their two OpenMP teams together hold no more threads than there are cores; otherwise nothing
-    (vLLM sizes and binds its own team; the other processes run no torch work).
+    (vLLM sizes and binds its own team; the other processes run no torch work) but the learner beside a vLLM
+    that serves on the CPU (`gpu`: None, look): vLLM binds its team to every core but one (its `auto` binding keeps
+    one for its scheduler), so a learner with torch's default team (every core) puts a thread on the cores vLLM's
+    team waits on at each parallel region — two teams oversubscribing 2 cores slowed a decode step 3–10×
+    (docs/cpu-facts.md) and a small chat beside an fp32 learner step took 0.8–22.6 s in the 30-minute soak; the
+    learner gets half the cores (1 on 2: the core vLLM keeps for its scheduler and serve's Python).
     `warm_start`: the warm start trains beside serve (`warmstart`, ops/run/supervisor/warm_stage.py) before the
     learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM it takes every core (serve is
     idle but for a caller's few requests: on a fresh 2-core clone, sft held to one core left the machine at load 1.2
@@ -92,11 +110,16 @@ def split_threads(
     except (ModuleNotFoundError, ConfigError):
         return {}
     beside = warm_start and "serve" in ops.processes
-    if not beside and (not shared or not {"serve", "learn"} <= set(ops.processes)):
-        return {}
+    both = {"serve", "learn"} <= set(ops.processes)
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    if not shared:
+        on_cpu = not (gpu if gpu is not None else gpu_present())
+        learner = {"learn": max(1, cores // 2)} if both and on_cpu else {}
+        return {**learner, "warmstart": cores} if beside else learner
+    if not beside and not both:
+        return {}
     serve = max(1, cores // 2)
-    threads = {"serve": serve, "learn": max(1, cores - serve)} if shared else {}
+    threads = {"serve": serve, "learn": max(1, cores - serve)}
     if shared and "serve" in ops.processes and candidate_replica_on(config, ops):
         # serve-candidate splits serve's share with serve rather than taking from the learner, whose steps pace the
         # loop: in `slca up` the promoted replica answers only callers (often none) while serve-candidate answers
@@ -104,7 +127,7 @@ def split_threads(
         # on 2 cores still hold one more thread than there are cores: no process can run on none.
         threads["serve"], threads[CANDIDATE] = max(1, serve // 2), max(1, serve - serve // 2)
     if beside:
-        threads["warmstart"] = max(1, cores - serve) if shared else cores
+        threads["warmstart"] = max(1, cores - serve)
     return threads
 
 

@@ -21,8 +21,11 @@ def test_the_warm_start_takes_the_learners_thread_share_beside_serve():
     assert split_threads(hf, cores=2, warm_start=True) == {"serve": 1, "learn": 1, "warmstart": 1}
     assert split_threads(hf, cores=8, warm_start=True) == {"serve": 4, "learn": 4, "warmstart": 4}
     vllm = load_config(None, ["serve.engine=vllm"])
-    assert split_threads(vllm, cores=2, warm_start=True) == {"warmstart": 2}  # vLLM binds its own team
-    assert split_threads(vllm, cores=2) == {}
+    assert split_threads(vllm, cores=2, warm_start=True, gpu=False) == {
+        "learn": 1,
+        "warmstart": 2,
+    }  # vLLM binds its own
+    assert split_threads(vllm, cores=2, gpu=True) == {}
     assert split_threads(load_config(None, ['ops.process_threads={"serve": 1}']), cores=2, warm_start=True) == {
         "serve": 1
     }
