@@ -19,6 +19,7 @@ PROBES = [
     "ops.bench.serve.prefix_cache",
     "ops.bench.serve.shared_prefill",
     "ops.bench.weights.load_peak",
+    "ops.bench.learner_growth",
 ]
 
 
@@ -56,3 +57,15 @@ def test_load_peak_runs_as_a_module(tmp_path):
     assert len(out) == 3  # one line per read (old, new), then the summary
     assert json.loads(out[-1])["file_mib"] == pytest.approx(path.stat().st_size / 2**20)
     assert "'tensors_mib': 0.25" in out[0] and "'tensors_mib': 0.25" in out[1]
+
+
+def test_the_learner_growth_probe_fits_a_slope_and_runs_its_arms_on_a_real_model(tiny_model_dir, capsys):
+    """Both arms of `ops.bench.learner_growth` (real steps, a real publish) on the tiny model, two steps each."""
+    from ops.bench.learner_growth import main, slope
+
+    assert slope([1.0, 3.0, 5.0]) == pytest.approx(2.0) and slope([7.0]) == 0.0
+    assert slope([10.0, 10.0, 10.0, 10.0]) == 0.0
+    assert main(["--steps", "2", "--settle", "0", "--model", str(tiny_model_dir)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["train", "publish"]
+    assert all("over 2 steps; slope" in line for line in lines)

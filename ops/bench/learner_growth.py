@@ -1,0 +1,110 @@
+"""Does the learner's resident memory grow step after step, and from which part of its step? A probe, not a
+`slca bench` result: the 30-minute soak on the `avx512_bf16` EPYC (bench/soak/learning-30-control) saw the learner's
+trough rise ≈ 10 MiB per trained step (2,150 → 2,386 MiB over 24 steps) with the heap trimmed after each.
+
+One process, as the learner runs (`learner.heap_mmap_threshold_kib` fixed first, the heap trimmed after each step),
+the embedded model; each step trains one group of synthetic trajectories whose prompt and completion lengths vary
+from step to step as live traffic's do (`ops.bench.learner_step.synthetic_group`). Arms, run one after the other in a
+fresh child process each (`--arm` runs one), in the order given:
+
+- `train`: `Trainer.train_step` only;
+- `publish`: then the step's weights written as a version to a temporary weights directory (`slca.weights.publish`,
+  no Redis), as the learner publishes after each step that changed the weights.
+
+Per step it prints VmRSS after the trim; the slope (least squares, MiB per step) over the steps after the first
+`--settle` is the figure.
+
+    .venv/bin/python -m ops.bench.learner_growth [--steps 20] [--settle 4] [--arms train,publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ARMS = ("train", "publish")
+
+
+def slope(values: list[float]) -> float:
+    """Least-squares slope of `values` against their index (0 for fewer than 2)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    num = sum((i - mean_x) * (v - mean_y) for i, v in enumerate(values))
+    return num / sum((i - mean_x) ** 2 for i in range(n))
+
+
+def _arm(arm: str, steps: int, seed: int, model: str | None = None) -> list[float]:
+    """One arm in this process: VmRSS (MiB) after each step's trim. `model`: a name or directory (None: the
+    configured `common.model`)."""
+    import torch
+
+    from learner.model import load_policy
+    from learner.settings import LearnerSettings
+    from learner.trainer import Trainer
+    from ops.bench.learner_step import synthetic_group
+    from slca.config import load_config
+    from slca.heap import fix_mmap_threshold, own_memory_mib, trim
+    from slca.models.paths import find_model_dir
+    from slca.weights.publish import publish
+
+    config = load_config(None, [])
+    settings = config.get(LearnerSettings).model_copy(update={"lr": 1e-7, "skip_zero_advantage_groups": False})
+    fix_mmap_threshold(settings.heap_mmap_threshold_kib)
+    model_dir = find_model_dir(model or config.common.model, config.common.cache_dir)
+    vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    policy = load_policy(model_dir, settings)
+    trainer = Trainer(policy, settings)
+    rss, version = [], 0
+    with tempfile.TemporaryDirectory(prefix="slca-growth-") as weights:
+        for step in range(steps):
+            group = synthetic_group(rng, 8, rng.randrange(300, 900), rng.randrange(48, 192), vocab, step)
+            trainer.train_step([group])
+            if arm == "publish":
+                manifest, _ = publish(
+                    policy.model, model_dir, Path(weights), version, step + 1, str(model_dir), None, None
+                )
+                version = manifest.version
+            trim()
+            rss.append(round(own_memory_mib("VmRSS"), 1))
+            print(f"{arm} step {step + 1}: {rss[-1]:,.1f} MiB", flush=True)
+    return rss
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.bench.learner_growth", description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--settle", type=int, default=4, help="steps left out of the slope (allocator warm-up)")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default=None, help="a model name or directory (default: common.model)")
+    parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # one arm, in this process
+    args = parser.parse_args(argv)
+    if args.arm:
+        print(json.dumps({"arm": args.arm, "rss_mib": _arm(args.arm, args.steps, args.seed, args.model)}))
+        return 0
+    for arm in args.arms.split(","):
+        if arm not in ARMS:
+            parser.error(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
+        cmd = [sys.executable, "-m", "ops.bench.learner_growth", "--arm", arm, "--steps", str(args.steps)]
+        cmd += ["--seed", str(args.seed), *(["--model", args.model] if args.model else [])]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        rss = json.loads(out.strip().splitlines()[-1])["rss_mib"]
+        kept = rss[args.settle :]
+        print(
+            f"{arm}: {rss[0]:,.1f} → {rss[-1]:,.1f} MiB over {len(rss)} steps; "
+            f"slope {slope(kept):+.2f} MiB/step after {args.settle} (per step: {rss})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
