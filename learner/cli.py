@@ -34,7 +34,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     from learner.loop import LoopContext, is_main_rank, run_dir_of, run_learner
     from learner.metrics import LearnerMetrics
     from learner.settings import LearnerSettings
-    from slca.heap import fix_mmap_threshold
+    from slca.heap import bound_onednn_cache, fix_mmap_threshold
     from slca.logs import setup_logging
     from slca.models.paths import find_model_dir, how_to_make
     from slca.weights import WeightsSettings
@@ -42,6 +42,7 @@ def _learn(args: argparse.Namespace, config) -> int:
     setup_logging(config.common.log_level)
     settings = config.get(LearnerSettings)
     fix_mmap_threshold(settings.heap_mmap_threshold_kib)
+    bound_onednn_cache(settings.onednn_primitive_cache)  # before the model's first matmul
     updates = {k: v for k, v in (("max_steps", args.max_steps), ("estimator", args.estimator)) if v is not None}
     settings = settings.model_copy(update=updates)
     check_estimator(settings.estimator)

@@ -88,3 +88,15 @@ def available_memory_mib(meminfo: str = "/proc/meminfo") -> float | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def bound_onednn_cache(entries: int) -> bool:
+    """oneDNN (torch's and vLLM's CPU matmuls: bf16 on CPUs that compute it natively) caches a compiled primitive per
+    shape, 1,024 by default at up to ~2 MiB each, so a process that meets new lengths — a server's prompts, a
+    learner's groups — keeps climbing; bound it before the first primitive exists (oneDNN reads the variable once).
+    The operator's own ONEDNN_PRIMITIVE_CACHE_CAPACITY wins; `entries` 0 leaves oneDNN's default. Whether this
+    call set it."""
+    if entries <= 0 or "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+        return False
+    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(entries)
+    return True

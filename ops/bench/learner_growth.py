@@ -11,17 +11,22 @@ fresh child process each (`--arm` runs one), in the order given:
 - `publish`: then the step's weights written as a version to a temporary weights directory (`slca.weights.publish`,
   no Redis), as the learner publishes after each step that changed the weights.
 
+Each arm runs once per oneDNN primitive cache size of `--caches` (ONEDNN_PRIMITIVE_CACHE_CAPACITY in the child;
+1024 is oneDNN's default, 64 `learner.onednn_primitive_cache`), the sizes alternated round by round (`--rounds`).
 Per step it prints VmRSS after the trim; the slope (least squares, MiB per step) over the steps after the first
-`--settle` is the figure.
+`--settle` is the figure, the median step seconds beside it.
 
     .venv/bin/python -m ops.bench.learner_growth [--steps 20] [--settle 4] [--arms train,publish]
+        [--caches 1024,64] [--rounds 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,9 +45,11 @@ def slope(values: list[float]) -> float:
     return num / sum((i - mean_x) ** 2 for i in range(n))
 
 
-def _arm(arm: str, steps: int, seed: int, model: str | None = None) -> list[float]:
-    """One arm in this process: VmRSS (MiB) after each step's trim. `model`: a name or directory (None: the
-    configured `common.model`)."""
+def _arm(arm: str, steps: int, seed: int, model: str | None = None) -> tuple[list[float], list[float]]:
+    """One arm in this process: (VmRSS in MiB after each step's trim, each step's seconds). `model`: a name or
+    directory (None: the configured `common.model`)."""
+    import time
+
     import torch
 
     from learner.model import load_policy
@@ -63,20 +70,22 @@ def _arm(arm: str, steps: int, seed: int, model: str | None = None) -> list[floa
     torch.manual_seed(seed)
     policy = load_policy(model_dir, settings)
     trainer = Trainer(policy, settings)
-    rss, version = [], 0
+    rss, seconds, version = [], [], 0
     with tempfile.TemporaryDirectory(prefix="slca-growth-") as weights:
         for step in range(steps):
             group = synthetic_group(rng, 8, rng.randrange(300, 900), rng.randrange(48, 192), vocab, step)
+            began = time.perf_counter()
             trainer.train_step([group])
             if arm == "publish":
                 manifest, _ = publish(
                     policy.model, model_dir, Path(weights), version, step + 1, str(model_dir), None, None
                 )
                 version = manifest.version
+            seconds.append(round(time.perf_counter() - began, 2))
             trim()
             rss.append(round(own_memory_mib("VmRSS"), 1))
             print(f"{arm} step {step + 1}: {rss[-1]:,.1f} MiB", flush=True)
-    return rss
+    return rss, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,26 +93,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--settle", type=int, default=4, help="steps left out of the slope (allocator warm-up)")
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--caches", default="1024,64", help="ONEDNN_PRIMITIVE_CACHE_CAPACITY values, alternated")
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=None, help="a model name or directory (default: common.model)")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # one arm, in this process
     args = parser.parse_args(argv)
     if args.arm:
-        print(json.dumps({"arm": args.arm, "rss_mib": _arm(args.arm, args.steps, args.seed, args.model)}))
+        rss, seconds = _arm(args.arm, args.steps, args.seed, args.model)
+        print(json.dumps({"arm": args.arm, "rss_mib": rss, "seconds": seconds}))
         return 0
-    for arm in args.arms.split(","):
-        if arm not in ARMS:
-            parser.error(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
-        cmd = [sys.executable, "-m", "ops.bench.learner_growth", "--arm", arm, "--steps", str(args.steps)]
-        cmd += ["--seed", str(args.seed), *(["--model", args.model] if args.model else [])]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        rss = json.loads(out.strip().splitlines()[-1])["rss_mib"]
-        kept = rss[args.settle :]
-        print(
-            f"{arm}: {rss[0]:,.1f} → {rss[-1]:,.1f} MiB over {len(rss)} steps; "
-            f"slope {slope(kept):+.2f} MiB/step after {args.settle} (per step: {rss})"
-        )
+    arms, caches = args.arms.split(","), [int(c) for c in args.caches.split(",")]
+    if unknown := [a for a in arms if a not in ARMS]:
+        parser.error(f"unknown arm {unknown[0]!r}; known: {', '.join(ARMS)}")
+    for r in range(args.rounds):
+        for cache in caches if r % 2 == 0 else caches[::-1]:
+            for arm in arms:
+                print(_child(args, arm, cache), flush=True)
     return 0
+
+
+def _child(args, arm: str, cache: int) -> str:
+    """One arm in a fresh child with `cache` primitive cache entries: its line of the report."""
+    cmd = [sys.executable, "-m", "ops.bench.learner_growth", "--arm", arm, "--steps", str(args.steps)]
+    cmd += ["--seed", str(args.seed), *(["--model", args.model] if args.model else [])]
+    env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(cache)}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    rss, kept = got["rss_mib"], got["rss_mib"][args.settle :]
+    return (
+        f"{arm} cache {cache}: {rss[0]:,.1f} → {rss[-1]:,.1f} MiB over {len(rss)} steps; slope "
+        f"{slope(kept):+.2f} MiB/step after {args.settle}; step {statistics.median(got['seconds']):.2f} s "
+        f"median (per step: {rss})"
+    )
 
 
 if __name__ == "__main__":

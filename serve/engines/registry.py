@@ -11,12 +11,12 @@ generated settings reference without serve's settings naming it.
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from serve.engines.settings import EngineSettings
 from slca.contracts.engine import Engine
+from slca.heap import bound_onednn_cache
 
 BUILTIN_ENGINES = ("serve.engines.hf", "serve.engines.vllm_engine")
 """The modules of the engines serve ships; importing one registers its engine."""
@@ -95,15 +95,6 @@ def engine_settings_classes() -> tuple[type[EngineSettings], ...]:
     return (*classes, EngineSettings)
 
 
-def bound_onednn_cache(settings) -> None:
-    """oneDNN (torch's and vLLM's CPU matmuls) caches a compiled primitive per batch shape, 1,024 by default at
-    up to ~2 MiB each, so a server's RSS keeps climbing as new prompt lengths arrive; bound it before the
-    first primitive exists (oneDNN reads the variable once). The operator's own setting in the environment wins."""
-    entries = getattr(settings, "onednn_primitive_cache", 0)
-    if entries > 0:
-        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
-
-
 def create_engine(name: str, model_dir: str, settings) -> Engine:
     """The engine registered as `name`, built on `model_dir` with the serve settings (not yet started)."""
     spec = engine_spec(name)  # an unknown name is refused before anything changes
@@ -112,5 +103,5 @@ def create_engine(name: str, model_dir: str, settings) -> Engine:
             f"engine {name!r} reads {spec.settings.__name__}, which {type(settings).__name__} does not include "
             f"(its module must be in serve.engines.registry.BUILTIN_ENGINES for ServeSettings to compose it)"
         )
-    bound_onednn_cache(settings)
+    bound_onednn_cache(getattr(settings, "onednn_primitive_cache", 0))
     return spec.build(model_dir, settings)

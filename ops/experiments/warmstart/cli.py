@@ -58,10 +58,11 @@ def _sft(args, config) -> int:
     from ops.experiments.warmstart.model import warm_model_dir
     from ops.settings import OpsSettings
     from slca.early_stop import stop_once
-    from slca.heap import fix_mmap_threshold
+    from slca.heap import bound_onednn_cache, fix_mmap_threshold
     from slca.logs import setup_logging
 
     fix_mmap_threshold(config.get(LearnerSettings).heap_mmap_threshold_kib)
+    bound_onednn_cache(config.get(LearnerSettings).onednn_primitive_cache)  # lengths vary from batch to batch
     if args.minutes is None:  # one default for the stage `slca up` runs and the command a person types
         args.minutes = config.get(OpsSettings).warm_start_minutes
 

@@ -65,7 +65,7 @@ def test_the_learner_growth_probe_fits_a_slope_and_runs_its_arms_on_a_real_model
 
     assert slope([1.0, 3.0, 5.0]) == pytest.approx(2.0) and slope([7.0]) == 0.0
     assert slope([10.0, 10.0, 10.0, 10.0]) == 0.0
-    assert main(["--steps", "2", "--settle", "0", "--model", str(tiny_model_dir)]) == 0
+    assert main(["--steps", "2", "--settle", "0", "--caches", "64", "--model", str(tiny_model_dir)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split(":")[0] for line in lines] == ["train", "publish"]
-    assert all("over 2 steps; slope" in line for line in lines)
+    assert [line.split(":")[0] for line in lines] == ["train cache 64", "publish cache 64"]
+    assert all("over 2 steps; slope" in line and "s median" in line for line in lines)
