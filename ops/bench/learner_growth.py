@@ -45,9 +45,11 @@ def slope(values: list[float]) -> float:
     return num / sum((i - mean_x) ** 2 for i in range(n))
 
 
-def _arm(arm: str, steps: int, seed: int, model: str | None = None) -> tuple[list[float], list[float]]:
+def _arm(
+    arm: str, steps: int, seed: int, model: str | None = None, fixed: bool = False
+) -> tuple[list[float], list[float]]:
     """One arm in this process: (VmRSS in MiB after each step's trim, each step's seconds). `model`: a name or
-    directory (None: the configured `common.model`)."""
+    directory (None: the configured `common.model`). `fixed`: every step's group of the same lengths (600 + 120)."""
     import time
 
     import torch
@@ -73,7 +75,8 @@ def _arm(arm: str, steps: int, seed: int, model: str | None = None) -> tuple[lis
     rss, seconds, version = [], [], 0
     with tempfile.TemporaryDirectory(prefix="slca-growth-") as weights:
         for step in range(steps):
-            group = synthetic_group(rng, 8, rng.randrange(300, 900), rng.randrange(48, 192), vocab, step)
+            prompt, completion = (600, 120) if fixed else (rng.randrange(300, 900), rng.randrange(48, 192))
+            group = synthetic_group(rng, 8, prompt, completion, vocab, step)
             began = time.perf_counter()
             trainer.train_step([group])
             if arm == "publish":
@@ -97,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=None, help="a model name or directory (default: common.model)")
+    parser.add_argument("--fixed-lengths", action="store_true", help="every group 600 + 120 tokens (not varied)")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # one arm, in this process
     args = parser.parse_args(argv)
     if args.arm:
-        rss, seconds = _arm(args.arm, args.steps, args.seed, args.model)
+        rss, seconds = _arm(args.arm, args.steps, args.seed, args.model, args.fixed_lengths)
         print(json.dumps({"arm": args.arm, "rss_mib": rss, "seconds": seconds}))
         return 0
     arms, caches = args.arms.split(","), [int(c) for c in args.caches.split(",")]
@@ -117,12 +121,14 @@ def _child(args, arm: str, cache: int) -> str:
     """One arm in a fresh child with `cache` primitive cache entries: its line of the report."""
     cmd = [sys.executable, "-m", "ops.bench.learner_growth", "--arm", arm, "--steps", str(args.steps)]
     cmd += ["--seed", str(args.seed), *(["--model", args.model] if args.model else [])]
+    cmd += ["--fixed-lengths"] if args.fixed_lengths else []
     env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(cache)}
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     got = json.loads(out.strip().splitlines()[-1])
     rss, kept = got["rss_mib"], got["rss_mib"][args.settle :]
+    lengths = ", fixed lengths" if args.fixed_lengths else ""
     return (
-        f"{arm} cache {cache}: {rss[0]:,.1f} → {rss[-1]:,.1f} MiB over {len(rss)} steps; slope "
+        f"{arm} cache {cache}{lengths}: {rss[0]:,.1f} → {rss[-1]:,.1f} MiB over {len(rss)} steps; slope "
         f"{slope(kept):+.2f} MiB/step after {args.settle}; step {statistics.median(got['seconds']):.2f} s "
         f"median (per step: {rss})"
     )
