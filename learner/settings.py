@@ -136,12 +136,13 @@ class LearnerSettings(SectionSettings):
     per second (fp32 on an AVX2 CPU, `slca bench learner-memory`, bench/learner-memory/). On, so that the whole
     system fits its 6 GiB; off where memory is plentiful and the learner is the bottleneck."""
     onednn_primitive_cache: int = Field(default=64, ge=0)
-    """Entries of oneDNN's primitive cache in the learner and `slca sft` (ONEDNN_PRIMITIVE_CACHE_CAPACITY, set before
-    torch builds its first primitive; oneDNN's default is 1,024). Where torch runs bf16 matmuls through oneDNN (CPUs
-    with native bf16), every new length of a step's rows builds primitives the cache keeps, up to ~2 MiB each: the
-    30-minute soak's learner (bench/soak/learning-30-control, `avx512_bf16`) rose ≈ 10 MiB per trained step, 2,150 →
-    2,386 MiB over 24 steps, with the heap trimmed after each. 0 leaves oneDNN's default; an
-    ONEDNN_PRIMITIVE_CACHE_CAPACITY already in the environment wins (serve's own: `serve.onednn_primitive_cache`)."""
+    """Entries of oneDNN's primitive cache and of torch's LRU of them in the learner and `slca sft`
+    (ONEDNN_PRIMITIVE_CACHE_CAPACITY and LRU_CACHE_CAPACITY, set before torch builds its first primitive; both 1,024
+    by default). Where torch runs bf16 matmuls through oneDNN (CPUs with native bf16), every new length of a step's
+    rows builds primitives both caches keep, up to ~2 MiB each: the 30-minute soak's learner
+    (bench/soak/learning-30-control, `avx512_bf16`) rose ≈ 10 MiB per trained step, 2,150 → 2,386 MiB over 24 steps,
+    with the heap trimmed after each (bench/learner-memory/growth: the probe's per-step slope). 0 leaves the
+    defaults; a variable already in the environment wins (serve's own: `serve.onednn_primitive_cache`)."""
     heap_mmap_threshold_kib: int = Field(default=1024, ge=0)
     """glibc's mmap threshold, fixed, for `slca learn`, `slca sft` and the training benches (slca/heap.py): tensors
     above it are mapped and unmapped on their own, so freed step memory returns to the system instead of

@@ -90,13 +90,21 @@ def available_memory_mib(meminfo: str = "/proc/meminfo") -> float | None:
     return None
 
 
+ONEDNN_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+"""oneDNN's own primitive cache, and the LRU cache torch's mkldnn bridge (ideep) keeps of primitives and their
+descriptors: both 1,024 entries by default, both keyed by shape."""
+
+
 def bound_onednn_cache(entries: int) -> bool:
     """oneDNN (torch's and vLLM's CPU matmuls: bf16 on CPUs that compute it natively) caches a compiled primitive per
-    shape, 1,024 by default at up to ~2 MiB each, so a process that meets new lengths — a server's prompts, a
-    learner's groups — keeps climbing; bound it before the first primitive exists (oneDNN reads the variable once).
-    The operator's own ONEDNN_PRIMITIVE_CACHE_CAPACITY wins; `entries` 0 leaves oneDNN's default. Whether this
-    call set it."""
-    if entries <= 0 or "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+    shape, and torch's bridge to it (ideep) another LRU of them — each 1,024 entries by default at up to ~2 MiB an
+    entry — so a process that meets new lengths (a server's prompts, a learner's groups) keeps climbing. Bound both
+    before the first primitive exists (each variable is read once): with only oneDNN's bounded a learner of varied
+    lengths still grew 8 MiB a step, with neither 14, with fixed lengths 0 (bench/learner-memory/growth). An
+    operator's own setting of either variable wins; `entries` 0 leaves both defaults. Whether this call set any."""
+    if entries <= 0:
         return False
-    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(entries)
-    return True
+    unset = [name for name in ONEDNN_CACHES if name not in os.environ]
+    for name in unset:
+        os.environ[name] = str(entries)
+    return bool(unset)

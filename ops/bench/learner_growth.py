@@ -11,8 +11,9 @@ fresh child process each (`--arm` runs one), in the order given:
 - `publish`: then the step's weights written as a version to a temporary weights directory (`slca.weights.publish`,
   no Redis), as the learner publishes after each step that changed the weights.
 
-Each arm runs once per oneDNN primitive cache size of `--caches` (ONEDNN_PRIMITIVE_CACHE_CAPACITY in the child;
-1024 is oneDNN's default, 64 `learner.onednn_primitive_cache`), the sizes alternated round by round (`--rounds`).
+Each arm runs once per cache size of `--caches` (ONEDNN_PRIMITIVE_CACHE_CAPACITY and torch's LRU_CACHE_CAPACITY in
+the child, `slca.heap.ONEDNN_CACHES`; 1024 is both defaults, 64 `learner.onednn_primitive_cache`, 0 turns oneDNN's
+off), the sizes alternated round by round (`--rounds`).
 Per step it prints VmRSS after the trim; the slope (least squares, MiB per step) over the steps after the first
 `--settle` is the figure, the median step seconds beside it.
 
@@ -31,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from slca.heap import ONEDNN_CACHES
 
 ARMS = ("train", "publish")
 
@@ -122,7 +125,7 @@ def _child(args, arm: str, cache: int) -> str:
     cmd = [sys.executable, "-m", "ops.bench.learner_growth", "--arm", arm, "--steps", str(args.steps)]
     cmd += ["--seed", str(args.seed), *(["--model", args.model] if args.model else [])]
     cmd += ["--fixed-lengths"] if args.fixed_lengths else []
-    env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(cache)}
+    env = {**os.environ, **{name: str(cache) for name in ONEDNN_CACHES}}
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     got = json.loads(out.strip().splitlines()[-1])
     rss, kept = got["rss_mib"], got["rss_mib"][args.settle :]
