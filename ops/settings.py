@@ -100,9 +100,9 @@ class OpsSettings(GateSettings):
     (ops/bench/serve/omp_wait_policy.py). None (the default): with the hf engine, serve and the learner split the
     cores this process may use (`ops.run.supervisor.plan.split_threads`; 1 and 1 on 2 cores, the rl comparison
     bench/rl/ab-hf-threads; with `candidate_replica`, serve and serve-candidate split serve's share, each at least 1);
-    with vLLM, which sizes and binds its own team (every core but one), the learner gets half the cores when there
-    is no GPU (1 on 2). {}: torch's default everywhere. `serve-candidate` may be named; not named, it gets serve's
-    count. `serve.torch_threads`, when set, wins for the hf engine."""
+    with vLLM, which sizes its own team (on the cores but one it keeps for its scheduler), the learner gets
+    half the cores when there is no GPU (1 on 2). {}: torch's default everywhere. `serve-candidate` may be named;
+    not named, it gets serve's count. `serve.torch_threads`, when set, wins for the hf engine."""
     training_nice: int = Field(default=0, ge=0, le=19)
     """`slca up` starts the learner and the warm start this much nicer (`nice -n`; 0: as nice as the rest): when
     training and serving both want the cores, serving gets them and training takes what is left. Off by default: at

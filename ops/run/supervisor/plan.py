@@ -84,12 +84,12 @@ def split_threads(
     """OMP_NUM_THREADS per process: `ops.process_threads` when set; else, with an engine that runs on the threads it
     is given (the hf engine: `EngineSpec.threads_from_plan`), serve and the learner share the cores (serve the
     smaller half), so their two OpenMP teams together hold no more threads than there are cores; otherwise nothing
-    (vLLM sizes and binds its own team; the other processes run no torch work) but the learner beside a vLLM
-    that serves on the CPU (`gpu`: None, look): vLLM binds its team to every core but one (its `auto` binding keeps
-    one for its scheduler), so a learner with torch's default team (every core) puts a thread on the cores vLLM's
-    team waits on at each parallel region — two teams oversubscribing 2 cores slowed a decode step 3–10×
-    (docs/cpu-facts.md) and a small chat beside an fp32 learner step took 0.8–22.6 s in the 30-minute soak; the
-    learner gets half the cores (1 on 2: the core vLLM keeps for its scheduler and serve's Python).
+    (vLLM sizes its own team; the other processes run no torch work) but the learner beside a vLLM that serves on
+    the CPU (`gpu`: None, look): vLLM keeps a core for its scheduler and computes on the rest (on 2 cores serve's log
+    says "Reducing Torch threads from 2 to 1"), so a learner with torch's default team (every core) puts threads on
+    the core vLLM computes on — two teams oversubscribing 2 cores slowed a decode step 3–10× (docs/cpu-facts.md) and
+    a small chat beside an fp32 learner step took 0.8–22.6 s in the 30-minute soak; the learner gets half the cores
+    (1 on 2; the soak after it: every small chat within its bound, bench/soak/learning-30-control).
     `warm_start`: the warm start trains beside serve (`warmstart`, ops/run/supervisor/warm_stage.py) before the
     learner starts: it takes the learner's share (1 and 1 on 2 cores); beside vLLM it takes every core (serve is
     idle but for a caller's few requests: on a fresh 2-core clone, sft held to one core left the machine at load 1.2
@@ -120,7 +120,7 @@ def split_threads(
         return {}
     serve = max(1, cores // 2)
     threads = {"serve": serve, "learn": max(1, cores - serve)}
-    if shared and "serve" in ops.processes and candidate_replica_on(config, ops):
+    if "serve" in ops.processes and candidate_replica_on(config, ops):
         # serve-candidate splits serve's share with serve rather than taking from the learner, whose steps pace the
         # loop: in `slca up` the promoted replica answers only callers (often none) while serve-candidate answers
         # the feed, the probe and the gate's candidate runs, so it takes the larger half. Three teams of one thread
