@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,9 @@ class TreeSampler:
     last_rss_bytes: int = 0
     """The whole tree's resident set at the latest sample (for a series over time: `slca bench soak`)."""
     last_rss_by_role: dict[str, int] = field(default_factory=dict)
+    began_s: float | None = None
+    """`time.monotonic()` at the first sample (with `samples_per_s`: how often the peak was looked for)."""
+    last_s: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -101,6 +105,16 @@ class TreeSampler:
         if total > self.peak_rss_bytes:
             self.peak_rss_bytes, self.peak_rss_by_role = total, by_role
         self.samples += 1
+        self.last_s = time.monotonic()
+        if self.began_s is None:
+            self.began_s = self.last_s
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples per second over the sampled span (0 before two samples): a peak shorter than the gap between
+        two samples can be missed, so a peak is reported with it."""
+        span = (self.last_s or 0.0) - (self.began_s or 0.0)
+        return (self.samples - 1) / span if self.samples > 1 and span > 0 else 0.0
 
     def cpu_by_role(self, since: dict[int, tuple[str, float]] | None = None) -> dict[str, float]:
         """CPU seconds per role, minus what each process had spent at `since` (a copy of `cpu_s`)."""

@@ -14,7 +14,8 @@
   field either side changed (`real_changed` marks those the real call changed, `described` the calls on an entity
   the simulator had stated before: on one it never stated, every field it states is its own invention);
 - consistency: a field of an entity the simulator stated earlier in the episode is stated the same later, when no
-  state-changing call naming that entity came between.
+  state-changing call naming that entity came between (the episode's reads asked again at its end,
+  `variants.with_reads_again`, give every episode such statements; they are not scored as derived fields).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sim.bounds import DEFAULT_LIMITS
 from sim.errors import error_kind
 from sim.jsonpath import MISSING, Path, at, differences, leaves, put, same, text
 from sim.fidelity.replay import Call
+from sim.fidelity.variants import READ_AGAIN
 from sim.schemas import canonical_json, is_valid
 from sim.state import is_id_key
 
@@ -131,8 +133,8 @@ class EpisodeScorer:
         if call.sim.ok:
             out.shape = is_valid(self.schemas.get(call.tool), call.sim.content, CHECK_LIMITS)
         changes = call.kind == "write"
-        if not changes and call.real.ok and call.sim.ok:
-            self._derived(call, out)
+        if not changes and call.real.ok and call.sim.ok and call.label != READ_AGAIN:
+            self._derived(call, out)  # a read asked again is the consistency measure's: not counted twice
         if changes and call.real.ok and call.before is not None and call.after is not None:
             out.state = self._state(call)
         if call.sim.ok:

@@ -15,7 +15,7 @@ from sim.fidelity.episodes import expected_episodes, sample
 from sim.fidelity.measures import EpisodeScorer
 from sim.fidelity.replay import replay
 from sim.fidelity.summary import summarise
-from sim.fidelity.variants import with_failure_set
+from sim.fidelity.variants import with_failure_set, with_reads_again
 from sim.world import WorldSeed
 
 
@@ -48,7 +48,7 @@ async def measure(
             if progress is not None:
                 progress(i, len(episodes), episode.episode_id)
             scorer = EpisodeScorer(schemas)
-            for call in await replay(with_failure_set(episode, tools), tools, real, sim):
+            for call in await replay(with_reads_again(with_failure_set(episode, tools), tools), tools, real, sim):
                 records.append({"domain": domain, "episode": episode.episode_id, **scorer.score(call).record()})
     finally:
         await sim.close()

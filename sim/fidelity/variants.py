@@ -5,6 +5,10 @@ outside the schema's enum or outside the values its description lists, a malform
 (malformed: not shaped like the documented example; well-formed: shaped like it), two item lists that no longer
 pair up. After each state-changing call: the same call again (a second cancellation, a second return...), which the
 domain's rules may refuse. Whether a variant fails is never assumed: the real tool's answer is the label.
+
+At the end of the episode (`with_reads_again`): the episode's first expected reads asked again, so that the
+consistency measure has statements to compare (the τ² flows seldom read one object twice): a simulator must state
+the same object the same way when nothing changed it, and as its own state-changing answers left it when something did.
 """
 
 from __future__ import annotations
@@ -33,6 +37,22 @@ def with_failure_set(episode: Episode, tools: dict[str, RealTool]) -> Episode:
         if tool.kind == "write":
             steps.append(Step(step.tool, dict(step.arguments), "repeated write"))
     return Episode(episode.domain, episode.episode_id, steps)
+
+
+READ_AGAIN = "read again"
+READS_AGAIN = 3
+"""At most this many distinct reads are asked again per episode (each costs a simulated call)."""
+
+
+def with_reads_again(episode: Episode, tools: dict[str, RealTool], limit: int = READS_AGAIN) -> Episode:
+    """The episode with its first `limit` distinct expected reads asked again at its end (label `READ_AGAIN`)."""
+    again: list[Step] = []
+    for step in episode.steps:
+        if step.label != "expected" or tools[step.tool].kind != "read" or len(again) >= limit:
+            continue
+        if all((s.tool, s.arguments) != (step.tool, step.arguments) for s in again):
+            again.append(Step(step.tool, dict(step.arguments), READ_AGAIN))
+    return Episode(episode.domain, episode.episode_id, [*episode.steps, *again])
 
 
 def broken(args: dict[str, Any], schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

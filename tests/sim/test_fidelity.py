@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from types import SimpleNamespace
 
 import pytest
 from aiohttp import web
 
 from sim.fidelity import measure
+from sim.fidelity.episodes import Episode, Step
+from sim.fidelity.variants import READ_AGAIN, with_reads_again
+from sim.state import is_id_key
 from sim.fidelity.stats import wilson
 from sim.fidelity.summary import misses, summarise
 from sim.settings import SimSettings
@@ -46,6 +50,25 @@ class RandomSimulator:
         pass
 
 
+class ForgetfulEpisode:
+    """States the object a call names (by its id argument) with a new random balance each time it is asked."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    async def call(self, name, arguments):
+        ids = {k: v for k, v in arguments.items() if is_id_key(k) and isinstance(v, str) and v}
+        return ToolResult(ok=True, content={**ids, "balance": self.rng.random()})
+
+    async def close(self):
+        pass
+
+
+class ForgetfulSimulator(RandomSimulator):
+    async def new_episode(self, tools, episode_id=None):
+        return ForgetfulEpisode(self.rng)
+
+
 def _figures(domain: str, limit: int, provider=None) -> dict:
     records, episodes = asyncio.run(measure(domain, SETTINGS, limit, sim_provider=provider))
     assert episodes == limit and records
@@ -62,8 +85,23 @@ def test_wrong_simulator_fails_the_thresholds():
             assert "state" in missed
 
 
+def test_a_simulator_that_forgets_what_it_stated_fails_consistency():
+    figures = _figures("retail", 3, ForgetfulSimulator())
+    assert figures["consistency"]["n"] > 0 and figures["consistency"]["value"] <= 0.5  # the id agrees, the rest not
+    assert "consistency" in misses(figures)
+
+
+def test_every_episode_asks_its_first_reads_again_at_its_end():
+    tools = {"get": SimpleNamespace(kind="read"), "put": SimpleNamespace(kind="write")}
+    steps = [Step("get", {"id": "a"}), Step("get", {"id": "a"}), Step("get", {"id": "b"}, "wrong type")]
+    steps += [Step("put", {"id": "a"}), Step("get", {"id": "c"}), Step("get", {"id": "d"}), Step("get", {"id": "e"})]
+    again = with_reads_again(Episode("d", "1", steps), tools).steps[len(steps) :]
+    assert [(s.arguments["id"], s.label) for s in again] == [("a", READ_AGAIN), ("c", READ_AGAIN), ("d", READ_AGAIN)]
+
+
 def test_sgls_on_a_small_sample_meets_what_it_can():
     figures = _figures("retail", 3)
+    assert figures["consistency"]["n"] > 0 and figures["consistency"]["value"] >= 0.99
     assert figures["shape"]["value"] == 1.0
     assert figures["error_precision"]["value"] >= 0.95 and figures["error_kind"]["value"] >= 0.95
     assert figures["derived"]["n"] > 0 and figures["state"]["n"] > 0

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ops.bench.ab import (
@@ -43,6 +43,7 @@ from ops.common.machine import machine_facts
 from ops.observe.procs import TreeSampler
 from ops.bench.rl.report import (
     GIB,
+    MEMORY_SAMPLE_S,
     SideResult,
     SideSpec,
     ratio_spread,
@@ -95,7 +96,7 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)").start()
+        sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)", MEMORY_SAMPLE_S).start()
         try:
             rc = proc.wait(timeout=timeout_s or spec.seconds + 1800)
         finally:
@@ -106,7 +107,9 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
     if rc != 0 or not out_path.is_file():
         raise RuntimeError(f"TRL's GRPOTrainer exited with {rc}; see {log_dir / 'trl.log'}")
     c = TrlCounts(**json.loads(out_path.read_text()))
-    return trl_side_result(c, sampler.peak_rss_bytes, sampler.cpu_by_role())
+    return replace(
+        trl_side_result(c, sampler.peak_rss_bytes, sampler.cpu_by_role()), memory_samples_per_s=sampler.samples_per_s
+    )
 
 
 def trl_side_result(

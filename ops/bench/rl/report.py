@@ -25,6 +25,11 @@ class SideSpec:
     seconds: float
 
 
+MEMORY_SAMPLE_S = 0.1
+"""Both sides' resident sets are read every 0.1 s (issue 40: ≥ 10 a second; at 1 s a peak between readings — a
+step's activations, a weight load — went unseen)."""
+
+
 @dataclass
 class SideResult:
     name: str
@@ -60,6 +65,9 @@ class SideResult:
     """CPU seconds (user + system) spent in the window, per process role."""
     peak_rss_by_process: dict[str, int] = field(default_factory=dict)
     """Each role's resident set at the moment of the summed peak."""
+    memory_samples_per_s: float = 0.0
+    """How often the resident sets were read for the peak (`MEMORY_SAMPLE_S`; 0: a window measured before it was
+    recorded)."""
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
@@ -147,6 +155,7 @@ def table(sides: list[SideResult]) -> list[str]:
         ("prompt tokens trained (window)", lambda s: s.prompt_tokens_trained, ",.0f"),
         ("all tokens trained/s (forward)", lambda s: s.model_tokens_trained_per_s, ",.1f"),
         ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
+        ("memory readings per second", lambda s: s.memory_samples_per_s, ".1f"),
         ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
         ("measured wall time, s", lambda s: s.seconds, ",.0f"),
         ("start-up + cold first step, s", lambda s: s.startup_s, ",.0f"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ops.observe.procs import ProcInfo, TreeSampler, descendants, read_proc
-from ops.bench.rl.report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
+from ops.bench.rl.report import GIB, MEMORY_SAMPLE_S, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
 from ops.bench.rl.main import trl_side_result
 from ops.bench.rl.slca_side import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
 from ops.bench.rl.trl_side import Share, StepLedger, TrlCounts, close_step, generation_shares, start_window
@@ -265,6 +265,18 @@ def test_tree_sampler_sums_a_child_and_keeps_its_cpu_after_it_exits():
     assert read_proc(os.getpid()) is not None and sampler.samples >= 3
     assert sampler.peak_rss_by_role.get("child", 0) > 60 << 20
     assert sampler.cpu_by_role()["child"] >= 0.2
+
+
+def test_tree_sampler_says_how_often_it_read_and_the_bench_reads_ten_times_a_second():
+    sampler = TreeSampler([os.getpid()], lambda cmd: "me", interval_s=60)
+    assert sampler.samples_per_s == 0.0
+    sampler.sample()
+    assert sampler.samples_per_s == 0.0  # one reading has no rate
+    sampler.began_s -= 2.0  # the first reading two seconds before the next
+    sampler.sample()
+    assert 0.4 < sampler.samples_per_s <= 0.5
+    assert MEMORY_SAMPLE_S <= 0.1
+    assert "memory readings per second" in "\n".join(table([side("slca", memory_samples_per_s=11.0)]))
 
 
 def test_tree_sampler_keeps_a_childs_role_while_it_is_an_unreaped_zombie():
