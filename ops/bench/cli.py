@@ -218,9 +218,20 @@ BENCHES = (
             flag("--model", help="warm-started model (default: the sft model, else embedded with a warning)"),
             flag("--pack", default="everyday", help="task pack (train split)"),
             flag("--group-size", type=int, default=8),
-            flag("--max-new-tokens", type=int, default=128),
+            flag("--max-new-tokens", type=int, default=None, help="tokens per completion (default 128)"),
             flag("--sides", default="trl,slca", help="which sides to run (comma-separated)"),
-            flag("--max-turns", type=int, default=1, help="slca: model turns per episode (1: as TRL's completions)"),
+            flag(
+                "--max-turns",
+                type=int,
+                default=None,
+                help="slca: model turns per episode (default 1: as TRL's completions)",
+            ),
+            flag(
+                "--as-shipped",
+                action="store_true",
+                help="slca as `slca up` ships it: gradient checkpointing and the probe on, the feed's turns × tokens "
+                "(3 × 192; TRL's completions get the same token budget) — throughput and memory in one run",
+            ),
             flag(
                 "--arms",
                 default=None,

@@ -160,6 +160,31 @@ def same_wall_time(requested_s: float, trl: SideResult | None) -> float:
     return max(requested_s, trl.seconds) if trl is not None else requested_s
 
 
+COMPARED_BUDGET = (128, 1)
+"""(tokens per completion, model turns per episode) of the throughput comparison unless told otherwise: one turn, as
+TRL's completions are."""
+
+
+def episode_budget(args, config) -> None:
+    """Fill `--max-new-tokens` and `--max-turns`: as given; else `COMPARED_BUDGET`, or with `--as-shipped` the feed's
+    budget as configured (`ops.feed_max_tokens` × `ops.feed_max_turns`, 192 × 3 by default; TRL's completions get
+    the same token budget). Either given with `--as-shipped` is refused: it would not be slca as shipped."""
+    from ops.settings import OpsSettings
+    from slca.cli import CliError
+
+    if not getattr(args, "as_shipped", False):
+        args.max_new_tokens = COMPARED_BUDGET[0] if args.max_new_tokens is None else args.max_new_tokens
+        args.max_turns = COMPARED_BUDGET[1] if args.max_turns is None else args.max_turns
+        return
+    if args.max_new_tokens is not None or args.max_turns is not None:
+        raise CliError(
+            "--as-shipped runs the feed's budget (ops.feed_max_tokens × ops.feed_max_turns): drop --max-new-tokens "
+            "and --max-turns, or set those settings"
+        )
+    ops = config.get(OpsSettings)
+    args.max_new_tokens, args.max_turns = ops.feed_max_tokens, ops.feed_max_turns
+
+
 def run_rl_bench(args, config) -> int:
     from learner.settings import LearnerSettings
     from serve.settings import ServeSettings
@@ -171,6 +196,7 @@ def run_rl_bench(args, config) -> int:
         raise CliError(f"--sides {args.sides!r}: choose from {', '.join(SIDES)}")
     if "trl" in sides and not trl_available():
         raise CliError("TRL is not installed: `make install-bench` (the benchmark-only [bench] extra)")
+    episode_budget(args, config)
     if args.minutes <= 0 or args.group_size < 2 or args.max_new_tokens < 1:
         raise CliError("--minutes > 0, --group-size ≥ 2 and --max-new-tokens ≥ 1 are required")
     both = set(sides) == set(SIDES)
@@ -209,6 +235,7 @@ def run_rl_bench(args, config) -> int:
             **{**asdict(alike), "seconds": same_wall_time(seconds, trl)},
             max_turns=args.max_turns,
             extra_sets=tuple(args.pipeline_set),
+            as_shipped=getattr(args, "as_shipped", False),
         )
 
     facts = machine_facts()
@@ -227,6 +254,8 @@ def run_rl_bench(args, config) -> int:
         "serve_engine": engine,
         "trl_generation": args.trl_generation,
         "pipeline_sets": list(args.pipeline_set),
+        "as_shipped": getattr(args, "as_shipped", False),
+        "max_turns": args.max_turns,
     }
     if both and len(arms) > 2:  # ablations: every arm once per block (ops/bench/rl/blocks.py)
         lines, data = run_arms(args, arms, trl_spec, slca_spec, log_dir, common)

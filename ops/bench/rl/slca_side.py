@@ -39,6 +39,14 @@ class SlcaSpec(SideSpec):
     extra_sets: tuple[str, ...] = ()
     """More `--set section.field=value` for the pipeline (e.g. serve.engine=hf)."""
     ready_timeout_s: float = 900.0
+    as_shipped: bool = False
+    """The learner's gradient checkpointing and the training-task probe as `slca up` ships them (on), not off as the
+    throughput comparison otherwise sets them (issue 40: the 2× and the 6 GiB measured in one run)."""
+
+
+AS_COMPARED = ("ops.probe_enabled=false", "learner.gradient_checkpointing=false")
+"""What the throughput comparison turns off unless `--as-shipped`: the probe's evaluations (TRL has none) and the
+learner's activation recomputation (TRL's side keeps its activations)."""
 
 
 def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> list[str]:
@@ -50,10 +58,9 @@ def pipeline_sets(spec: SlcaSpec, data_dir: Path, redis_url: str, port: int) -> 
         f"ops.feed_pack={spec.pack}",
         f"ops.feed_max_tokens={spec.max_new_tokens}",
         f"ops.feed_max_turns={spec.max_turns}",
-        "ops.probe_enabled=false",
         f"workers.group_size={spec.group_size}",
         # as TRL's side runs (ops/bench/rl/trl_side.py): neither side recomputes activations the other keeps
-        "learner.gradient_checkpointing=false",
+        *(() if spec.as_shipped else AS_COMPARED),
         *spec.extra_sets,
     ]
     return set_args(sets)
@@ -186,6 +193,9 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
             f"completions trained = groups of non-zero advantage in the learner's steps × "
             f"{spec.group_size}; window after the first (cold) step",
             f"{spec.max_turns} model turn(s) per episode, ≤ {spec.max_new_tokens} tokens each",
+            "as shipped: the learner's gradient checkpointing and the training-task probe on"
+            if spec.as_shipped
+            else "as compared: the learner's gradient checkpointing and the training-task probe off (TRL has neither)",
         ],
         extra={"sets": [s for s in spec.extra_sets]},
     )

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,31 @@ def test_pipeline_sets_fix_what_the_comparison_fixes(tmp_path):
     ):
         assert expected in values
     assert values[-1] == "serve.engine=hf"  # extra settings come last: they win
+
+
+def test_as_shipped_keeps_checkpointing_and_the_probe_and_runs_the_feeds_budget(tmp_path):
+    from argparse import Namespace
+
+    from ops.bench.rl.main import COMPARED_BUDGET, episode_budget
+    from slca.cli import CliError
+    from slca.config import load_config
+
+    shipped = SlcaSpec(model="/m", pack="everyday", group_size=8, max_new_tokens=192, seconds=60, as_shipped=True)
+    values = pipeline_sets(shipped, tmp_path, "redis://127.0.0.1:1/0", 1234)[1::2]
+    assert not {"ops.probe_enabled=false", "learner.gradient_checkpointing=false"} & set(values)
+    compared = replace(shipped, as_shipped=False)
+    assert {"ops.probe_enabled=false", "learner.gradient_checkpointing=false"} <= set(
+        pipeline_sets(compared, tmp_path, "redis://127.0.0.1:1/0", 1234)[1::2]
+    )
+    config = load_config(None, ["ops.feed_max_tokens=160"])
+    args = Namespace(as_shipped=True, max_new_tokens=None, max_turns=None)
+    episode_budget(args, config)
+    assert (args.max_new_tokens, args.max_turns) == (160, 3)
+    args = Namespace(as_shipped=False, max_new_tokens=None, max_turns=None)
+    episode_budget(args, config)
+    assert (args.max_new_tokens, args.max_turns) == COMPARED_BUDGET
+    with pytest.raises(CliError, match="--as-shipped"):
+        episode_budget(Namespace(as_shipped=True, max_new_tokens=128, max_turns=None), config)
 
 
 def test_descendants_walks_the_tree_only_below_the_root():
