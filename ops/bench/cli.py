@@ -1,6 +1,6 @@
 """The `slca bench …` subcommands whose code lives in ops/bench (one module or package per bench):
-`serve | learner | learner-memory | sft | sft-memory | queue | rl | swap | soak | shape-rss | logprob-gap | first-hour |
-gpu-check`, and
+`serve | learner | learner-memory | sft | sft-memory | queue | rl | learn-vs-trl | swap | soak | shape-rss |
+logprob-gap | first-hour | gpu-check`, and
 `table` (the README's performance table from their results). `ops.cli` registers them; heavy
 imports stay inside the handlers so that `slca --help` stays fast. (`slca bench online | eval | learning` are
 ops.cli's, beside the code they measure.)"""
@@ -15,6 +15,8 @@ from pathlib import Path
 # light, all of them: TRL itself is imported by its side only, the benches' code by their handlers
 from ops.bench.ab import MIN_PAIRS, ORDERS
 from ops.bench.gpu_check import add_arguments as gpu_check_arguments
+from ops.bench.learn_vs_trl.flags import FLAGS as LEARN_VS_TRL_FLAGS
+from ops.bench.learn_vs_trl.flags import HELP as LEARN_VS_TRL_HELP
 from ops.bench.learner_memory import add_arguments as learner_memory_arguments
 from ops.bench.rl.trl_side import GENERATIONS as TRL_GENERATIONS
 from ops.bench.shape_rss import add_arguments as shape_rss_arguments
@@ -128,6 +130,13 @@ def _bench_rl(args, config) -> int:
 
     _logging(config)
     return run_rl_bench(args, config)
+
+
+def _bench_learn_vs_trl(args, config) -> int:
+    from ops.bench.learn_vs_trl.main import run_block
+
+    _logging(config)
+    return run_block(args, config)
 
 
 def _fixed_heap(config) -> None:
@@ -394,6 +403,7 @@ BENCHES = (
             flag("--out", type=Path, help="write results.md (verdict first) and results.json here"),
         ),
     ),
+    Bench("learn-vs-trl", LEARN_VS_TRL_HELP, _bench_learn_vs_trl, LEARN_VS_TRL_FLAGS),
     Bench(
         "table",
         "the README's performance table from the committed bench/*/ab results",

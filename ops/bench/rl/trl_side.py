@@ -16,6 +16,12 @@ equal: zero advantage, the weights learn nothing); completions and tokens *train
 The ablations of issue 40 are two fields of the spec: `is_correction` (TRL's vLLM importance-sampling correction,
 an extra no-grad forward per step; on by default) and `steps_per_generation` (TRL's default 1: generate 8,
 train, generate again).
+
+`slca bench learn-vs-trl` (issue 40 item 1, `ops/bench/learn_vs_trl/`) runs the same side for learning per hour;
+its fields all default to what `slca bench rl` runs: `tasks_file` (train on the training probe's tasks instead of
+the pack's train split), `save_minutes`/`save_dir`/`clock_start` (the model saved at marks on the parent's clock,
+`ops.bench.rl.trl_marks`; training stops after the last), `success_weight` (the learner's success term in the
+reward) and `device` (CUDA when there is one, as the learner picks).
 """
 
 from __future__ import annotations
@@ -50,6 +56,20 @@ class TrlSpec(SideSpec):
     steps_per_generation: int = 1
     """GRPOConfig's `steps_per_generation`: optimizer steps trained on one generation batch of that many groups
     (TRL's default: `gradient_accumulation_steps`, 1 here)."""
+    tasks_file: str | None = None
+    """Train on these tasks (JSON lines of `Task`, `sim.tasks.write_jsonl`) instead of the pack's train split."""
+    save_minutes: list[float] = field(default_factory=list)
+    """Save the model at these marks (minutes since `clock_start`): at the first step end at or after each, into
+    `save_dir/<minutes>/v<step>/`; training stops after the last (`ops.bench.rl.trl_marks`). Empty: no saves."""
+    save_dir: str | None = None
+    clock_start: float = 0.0
+    """Epoch seconds the save marks count from: the parent's launch of this process, so that start-up is paid on
+    the same clock as the other side's (0: when the trainer is built, in this process)."""
+    success_weight: float = 0.0
+    """Task success added to the exec channel: `R = w_exec·(r_exec + success_weight·success) + w_pref·r_pref`, the
+    reward the learner's exec channel takes (`learner.advantage.success_weight`); 0: HierR's scalar as it is."""
+    device: str = "cpu"
+    """'cpu' (TRL's `use_cpu`), or 'auto': CUDA when torch sees one (the learner's `pick_device`), else the CPU."""
 
 
 GENERATIONS = ("hf", "vllm-colocate")
@@ -95,6 +115,9 @@ class TrlCounts:
     """Prompt tokens of the completions of updates (every row runs its prompt in TRL's forward)."""
     step_seconds: list[float] = field(default_factory=list)
     config: dict = field(default_factory=dict)
+    checkpoints: list[dict] = field(default_factory=list)
+    """One per save mark reached (`TrlSpec.save_minutes`): minutes, elapsed seconds, TRL's step (its version
+    directory's number), and the window's updates and trained figures then (`ops.bench.rl.trl_marks`)."""
 
 
 class HierRReward:
@@ -139,7 +162,7 @@ class HierRReward:
                 messages=task.messages,
                 ground_truth=task.ground_truth,
             )
-            r = score_trajectory(traj, self.scoring).scalar(self.spec.w_exec, self.spec.w_pref)
+            r = hierr_scalar(score_trajectory(traj, self.scoring), self.spec)
             rewards.append(r)
             self.counts.completions += 1
             self.counts.generated_tokens += len(ids)
@@ -147,6 +170,15 @@ class HierRReward:
             self.counts.prompt_tokens += prompt_tokens
             self.pending.append((r, len(ids), prompt_tokens))
         return rewards
+
+
+def hierr_scalar(reward, spec: TrlSpec) -> float:
+    """HierR's scalar `w_exec·r_exec + w_pref·r_pref`, plus `w_exec·success_weight·success` when the spec asks for
+    the learner's success term (the scorer's component 'success', 0/1; 0 where the reward lacks it)."""
+    scalar = reward.scalar(spec.w_exec, spec.w_pref)
+    if not spec.success_weight:
+        return scalar
+    return scalar + spec.w_exec * spec.success_weight * reward.components.get("success", 0.0)
 
 
 @dataclass(frozen=True)
@@ -254,11 +286,12 @@ def run(spec: TrlSpec) -> TrlCounts:
     from trl import GRPOConfig, GRPOTrainer
 
     from sim.tasks import load_tasks
+    from sim.tasks import read_jsonl as read_tasks
     from slca.chat.messages import render_prompt
 
     torch.manual_seed(spec.seed)
     tokenizer = AutoTokenizer.from_pretrained(spec.model)
-    tasks = load_tasks(spec.pack, "train", seed=spec.seed)
+    tasks = read_tasks(Path(spec.tasks_file)) if spec.tasks_file else load_tasks(spec.pack, "train", seed=spec.seed)
     dataset = Dataset.from_list(
         [{"prompt": render_prompt(tokenizer, t.messages, t.tools), "task_index": i} for i, t in enumerate(tasks)]
     )
@@ -274,7 +307,7 @@ def run(spec: TrlSpec) -> TrlCounts:
             # TRL's config turns checkpointing on by default; the pipeline's learner does not use it, and TRL fits
             # in memory without it here (a fair side recomputes no activations the other side keeps)
             gradient_checkpointing=False,
-            use_cpu=True,
+            use_cpu=uses_cpu(spec),
             temperature=spec.temperature,
             seed=spec.seed,
             logging_steps=1,
@@ -323,13 +356,34 @@ def run(spec: TrlSpec) -> TrlCounts:
             callbacks=[
                 make_deadline_callback(
                     counts, spec.seconds, began, reward.pending, StepLedger(spec.group_size, spec.steps_per_generation)
-                )
+                ),
+                *save_callbacks(spec, counts),
             ],
         )
         if spec.generation == "vllm-colocate":
             sync_by_reload(trainer.vllm_generation)
         trainer.train()
     return counts
+
+
+def uses_cpu(spec: TrlSpec) -> bool:
+    """TRL's `use_cpu`: the spec's device, 'auto' resolved as the learner resolves it (CUDA when torch sees one)."""
+    if spec.device not in ("cpu", "auto"):
+        raise ValueError(f"device {spec.device!r}: 'cpu' or 'auto'")
+    if spec.device == "cpu":
+        return True
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def save_callbacks(spec: TrlSpec, counts: TrlCounts) -> list:
+    """The save-marks callback when the spec has marks (`ops.bench.rl.trl_marks`), else none."""
+    if not spec.save_minutes:
+        return []
+    from ops.bench.rl.trl_marks import make_save_callback
+
+    return [make_save_callback(spec, counts)]
 
 
 def sync_by_reload(generation) -> None:

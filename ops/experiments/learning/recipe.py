@@ -234,11 +234,11 @@ def block_record(args, identity: dict, facts: dict, arms: list[RecipeArm], model
         "eval_max_tokens": args.eval_max_tokens,
         "eval_engine": args.eval_engine,
         "extra_settings": list(args.set),
-        "world_seed": _world_seed(config),
+        "world_seed": world_seed(config),
     }
 
 
-def _world_seed(config) -> str | None:
+def world_seed(config) -> str | None:
     """The configured `sim.world_seed` (SGLS's, in training and in the evaluation's simulated tools)."""
     try:
         return config.section("sim").world_seed

@@ -13,6 +13,7 @@ interval stays above −5 points; it is called a winner only if its training-pro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from statistics import fmean
 
@@ -28,10 +29,12 @@ RULE = (
 )
 
 
-def read_blocks(out: Path, folder: str = "blocks") -> list[dict]:
-    """Every block under `<out>/<folder>` with its warm start's outcomes and its finished arms' outcomes."""
+def read_blocks(out: Path, folder: str = "blocks", arms_of: Callable[[Path], dict] | None = None) -> list[dict]:
+    """Every block under `<out>/<folder>` with its warm start's outcomes and its finished arms' outcomes: what
+    `arms_of` reads from each arm's folder ({name: entry with "outcomes"}; default `sweep_arm`, one entry per arm)."""
     from ops.experiments.eval.suite import read_jsonl
 
+    arms_of = arms_of or sweep_arm
     blocks = []
     for block_dir in sorted((out / folder).glob("b*")):
         meta = read_json(block_dir / "block.json")
@@ -40,12 +43,22 @@ def read_blocks(out: Path, folder: str = "blocks") -> list[dict]:
             continue
         arms = {}
         for arm_dir in sorted((block_dir / "arms").glob("*")):
-            done = read_json(arm_dir / "done.json")
-            if done is not None:
-                arms[done["arm"]] = done | {"outcomes": outcomes(read_jsonl(arm_dir / "items.jsonl"))}
-                arms[done["arm"]]["steps_log"] = _steps(arm_dir / "train.jsonl")
+            arms.update(arms_of(arm_dir))
         blocks.append({"meta": meta, "warm": outcomes(read_jsonl(warm_path)), "arms": arms})
     return blocks
+
+
+def sweep_arm(arm_dir: Path) -> dict:
+    """A finished arm of the sweep: its `done.json`, the outcomes of its last version (`items.jsonl`) and its
+    per-step learner lines; nothing while it is unfinished."""
+    from ops.experiments.eval.suite import read_jsonl
+
+    done = read_json(arm_dir / "done.json")
+    if done is None:
+        return {}
+    entry = done | {"outcomes": outcomes(read_jsonl(arm_dir / "items.jsonl"))}
+    entry["steps_log"] = _steps(arm_dir / "train.jsonl")
+    return {done["arm"]: entry}
 
 
 def _steps(path: Path) -> list[dict]:
