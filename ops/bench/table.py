@@ -60,8 +60,46 @@ def rl_rows(data: dict) -> list[str]:
     # settings beyond the engine (e.g. the hf prefix cache) belong in the row's name: they are what differs
     extra = [s for s in data.get("pipeline_sets", []) if not s.startswith("serve.engine=")]
     engine = ", ".join([f"{engine} engine", *extra])
+    if data.get("as_shipped"):  # slca as `slca up` ships it: the memory target is judged in the same run
+        engine += ", as shipped"
     what = f"slca ({engine}) ÷ TRL GRPOTrainer ({trl}) (trained tokens/hour)"
+    if data.get("as_shipped"):
+        what += f"; slca's peak RSS (all processes, summed) {slca_peak_gib(data):.2f} GiB"
     return [_ab_row("rl", what, data["ab"])]
+
+
+def slca_peak_gib(data: dict) -> float:
+    """slca's largest whole-pipeline peak over the pairs (or blocks) of an rl result."""
+    windows = data.get("pairs") or data.get("blocks") or []
+    return max((w["slca"]["peak_rss_gib"] for w in windows if "slca" in w), default=0.0)
+
+
+def ablation_rows(data: dict) -> list[str]:
+    """`slca bench rl --arms`: the headline slca ÷ TRL of the parents' windows, then each ablation's gain over
+    its parent in the same blocks (what that optimisation buys)."""
+    rows = rl_rows(data)
+    for name, a in data.get("ablations", {}).items():
+        s = a.get("gain_spread")
+        what = f"ablation {name}: gain of what it removes, {a['gain_is']} (trained tokens/hour) — {a['change']}"
+        if s is None:
+            rows.append(f"| rl-ablation | {what} | — | — | — | {len(a['gain'])} | — | — |")
+            continue
+        lo, hi = s["interval"]
+        rows.append(
+            f"| rl-ablation | {what} | **{s['median']:.2f}×** | {s['min']:.2f}–{s['max']:.2f} | {lo:.2f}–{hi:.2f} "
+            f"({s['interval_coverage']:.0%}) | {len(a['gain'])} | {_load(data['ab']['machine_start'])} → "
+            f"{_load(data['ab']['machine_end'])} | {_flags(data['ab']['machine_start'])} |"
+        )
+    return rows
+
+
+def learning_rows(data: dict) -> list[str]:
+    """`slca bench learn-vs-trl`: a difference in greedy success, not a ratio; the row gives the verdict of its
+    rule with both judged differences and the blocks behind them."""
+    t, blocks = data["target"], data.get("blocks", [])
+    flags = _flags((blocks[0].get("machine") or {}) if blocks else {})
+    what = f"slca vs TRL GRPOTrainer, same minutes: {t['verdict']}"
+    return [f"| learning | {what} | — | — | — | {len(blocks)} | — | {flags} |"]
 
 
 def serve_rows(data: dict) -> list[str]:
@@ -110,6 +148,10 @@ SOURCES = (
     Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
     Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows),  # transformers, the hf prefix cache on
     Source("rl", "bench/rl/ab-hf-threads/results.json", rl_rows),  # transformers, one OpenMP thread per process
+    Source("rl", "bench/rl/as-shipped/results.json", rl_rows),  # slca as shipped: the 2× and the 6 GiB in one run
+    Source("rl", "bench/rl/ablations-vllm/results.json", ablation_rows),  # which optimisation buys what
+    Source("serve", "bench/serve/ab-tools/results.json", serve_rows),  # tool-calling prompts, 2-minute windows
+    Source("learning", "bench/learning/vs-trl/results.json", learning_rows),  # greedy success after equal minutes
     Source("swap", "bench/swap/ab/results.json", swap_rows),
     Source("learner-memory", "bench/learner-memory/avx2/results.json", memory_rows("learner-memory", "learner step")),
     Source(

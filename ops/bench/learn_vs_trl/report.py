@@ -162,6 +162,7 @@ def write_report(out: Path) -> dict:
     blocks = read_blocks(out)
     marks = plan["checkpoints"]
     results = {
+        "command": command_line(plan, out),
         "plan": plan,
         "target": target(blocks, marks),
         "comparisons": comparisons(blocks, marks),
@@ -171,6 +172,18 @@ def write_report(out: Path) -> dict:
     write_atomic(out / "results.md", markdown(results))
     print(results["target"]["verdict"])
     return results
+
+
+def command_line(plan: dict, out: Path) -> str:
+    """The command that runs a block of this plan (`--block N` for each block; the README's table quotes it)."""
+    marks = plan["checkpoints"]
+    where = out.as_posix() if not out.is_absolute() else f"<out>/{out.name}"
+    extra = "".join(f" --set {item}" for item in plan.get("extra_settings", []))  # global flags: before `bench`
+    return (
+        f"slca{extra} bench learn-vs-trl --block N --minutes {plan['minutes']:g} --checkpoints "
+        f"{','.join(f'{m:g}' for m in marks[:-1])} --probe-size {plan['probe_size']} --pack {plan['pack']} "
+        f"--trl-lr {plan['trl']['lr']:g} --out {where}"
+    )
 
 
 def block_facts(block: dict) -> dict:

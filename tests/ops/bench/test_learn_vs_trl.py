@@ -17,7 +17,16 @@ from ops.bench.learn_vs_trl import capture
 from ops.bench.learn_vs_trl import main as block_main
 from ops.bench.learn_vs_trl.arms import marks, order, slca_arm
 from ops.bench.learn_vs_trl.capture import ChildFailed, capture_marks, complete, snapshot_newest
-from ops.bench.learn_vs_trl.report import MET, NOT_MET, NOT_SHOWN, PENDING, early_mark, judge, write_report
+from ops.bench.learn_vs_trl.report import (
+    MET,
+    NOT_MET,
+    NOT_SHOWN,
+    PENDING,
+    command_line,
+    early_mark,
+    judge,
+    write_report,
+)
 from ops.bench.learn_vs_trl.slca_arm import figures
 from ops.bench.rl.trl_marks import due_marks, save_at_marks
 from ops.bench.rl.trl_side import TrlSpec, hierr_scalar
@@ -305,6 +314,17 @@ def test_report_judges_the_target_from_the_blocks_files(tmp_path):
     assert md.splitlines()[2].startswith("**Verdict: target met (3 blocks)")
     assert "| b1 (x) | trl | launch | 30 |" in md
     assert json.loads((tmp_path / "results.json").read_text())["blocks"][0]["order"] == ["slca", "trl"]
+
+
+def test_the_results_say_the_command_a_block_of_their_plan_runs():
+    """The README's table quotes it: every flag the plan fixes, global `--set`s before `bench`, no machine path."""
+    plan = {"minutes": 60.0, "checkpoints": [30.0, 60.0], "probe_size": 64, "pack": "everyday"}
+    plan |= {"trl": {"lr": 1e-6}, "extra_settings": ["serve.engine=hf"]}
+    assert command_line(plan, Path("bench/learning/vs-trl")) == (
+        "slca --set serve.engine=hf bench learn-vs-trl --block N --minutes 60 --checkpoints 30 --probe-size 64 "
+        "--pack everyday --trl-lr 1e-06 --out bench/learning/vs-trl"
+    )
+    assert command_line(plan, Path("/root/x/vs-trl")).endswith("--out <out>/vs-trl")
 
 
 def _block(tmp_path: Path, items: list) -> block_main.Block:

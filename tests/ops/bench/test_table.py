@@ -68,3 +68,88 @@ def test_an_rl_row_names_the_pipeline_settings_beyond_its_engine(tmp_path):
     block = render(tmp_path)
     what = "slca (hf engine, serve.hf_prefix_cache_tokens=8192) ÷ TRL GRPOTrainer (HF generate) (trained tokens/hour)"
     assert f"| rl | {what} | **2.00×** |" in block
+
+
+def write_results(root: Path, where: str, data: dict) -> None:
+    (root / where).mkdir(parents=True)
+    (root / where / "results.json").write_text(json.dumps(data))
+
+
+def test_the_as_shipped_row_gives_slcas_summed_peak_beside_the_ratio(tmp_path):
+    """One run for both targets: the row says it is slca as shipped and quotes its largest whole-system peak."""
+    window = {"trl": {"peak_rss_gib": 20.0}}
+    pairs = [{**window, "slca": {"peak_rss_gib": 5.5}}, {**window, "slca": {"peak_rss_gib": 5.9}}]
+    write_results(
+        tmp_path,
+        "bench/rl/as-shipped",
+        {
+            "command": "slca bench rl --as-shipped",
+            "serve_engine": "vllm",
+            "trl_generation": "vllm-colocate",
+            "pipeline_sets": [],
+            "as_shipped": True,
+            "ab": ab(2.1, 1.9, 2.4),
+            "pairs": pairs,
+        },
+    )
+    block = render(tmp_path)
+    assert (
+        "slca (vllm engine, as shipped) ÷ TRL GRPOTrainer (vLLM colocate) (trained tokens/hour); slca's peak" in block
+    )
+    assert "(all processes, summed) 5.90 GiB | **2.10×** |" in block
+
+
+def test_ablation_rows_give_each_gain_with_its_spread_and_say_when_there_is_none(tmp_path):
+    gain = {"median": 1.8, "min": 1.5, "max": 2.2, "interval": [1.5, 2.2], "interval_coverage": 0.75}
+    ablations = {
+        "slca-share-prefix-off": {
+            "gain_is": "parent ÷ ablation",
+            "change": "learner.share_prefix=false",
+            "gain": [1.5, 1.8, 2.2],
+            "gain_spread": gain,
+        },
+        "trl-spg4": {
+            "gain_is": "ablation ÷ parent",
+            "change": "steps_per_generation 4",
+            "gain": [None],
+            "gain_spread": None,
+        },
+    }
+    write_results(
+        tmp_path,
+        "bench/rl/ablations-vllm",
+        {
+            "command": "slca bench rl --arms all",
+            "serve_engine": "vllm",
+            "trl_generation": "vllm-colocate",
+            "pipeline_sets": [],
+            "ab": ab(2.5, 2.0, 3.0),
+            "ablations": ablations,
+        },
+    )
+    block = render(tmp_path)
+    assert "| rl | slca (vllm engine) ÷ TRL GRPOTrainer (vLLM colocate) (trained tokens/hour) | **2.50×** |" in block
+    share = "ablation slca-share-prefix-off: gain of what it removes, parent ÷ ablation (trained tokens/hour)"
+    assert (
+        f"| rl-ablation | {share} — learner.share_prefix=false | **1.80×** | 1.50–2.20 | 1.50–2.20 (75%) | 3 |" in block
+    )
+    assert (
+        "ablation trl-spg4: gain of what it removes, ablation ÷ parent (trained tokens/hour) — steps_per_gener" in block
+    )
+    assert "steps_per_generation 4 | — | — | — | 1 | — | — |" in block
+
+
+def test_the_learning_row_quotes_the_verdict_and_counts_the_blocks(tmp_path):
+    write_results(
+        tmp_path,
+        "bench/learning/vs-trl",
+        {
+            "command": "slca bench learn-vs-trl --block N",
+            "target": {"verdict": "not judged yet: 1 of 3 blocks"},
+            "blocks": [{"machine": {"cpu_flags": ["avx2", "avx512_bf16"]}}],
+        },
+    )
+    block = render(tmp_path)
+    row = "| learning | slca vs TRL GRPOTrainer, same minutes: not judged yet: 1 of 3 blocks | — | — | — | 1 | — |"
+    assert f"{row} avx2, avx512_bf16 |" in block
+    assert "- learning: `slca bench learn-vs-trl --block N` → `bench/learning/vs-trl/`" in block
