@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ops.bench.learn_vs_trl.arms import TrlRecipe, slca_arm
-from ops.bench.rl.trl_side import TrlSpec
+from ops.bench.rl.trl_side import TrlSpec, learner_heap
 from slca.cli import CliError
 
 GRACE_S = 3600.0
@@ -55,6 +55,7 @@ def trl_spec(args, config, model_dir: Path, tasks_file: Path, seed: int, recipe:
         save_minutes=list(marks),
         success_weight=float(success_weight),
         device="auto",
+        **learner_heap(learner),
     )
 
 

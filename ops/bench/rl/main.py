@@ -53,7 +53,7 @@ from ops.bench.rl.report import (
     where_time_goes,
 )
 from ops.bench.rl.slca_side import SlcaSpec, run_slca_side
-from ops.bench.rl.trl_side import TrlCounts, TrlSpec
+from ops.bench.rl.trl_side import TrlCounts, TrlSpec, learner_heap
 
 log = logging.getLogger("slca.bench.rl")
 SIDES = ("trl", "slca")
@@ -226,6 +226,7 @@ def run_rl_bench(args, config) -> int:
         generation=args.trl_generation,
         kv_cache_gib=serve.kv_cache_gib,
         max_model_len=serve.max_model_len,
+        **learner_heap(learner),
     )
 
     def slca_spec(trl: SideResult | None) -> SlcaSpec:

@@ -70,6 +70,13 @@ class TrlSpec(SideSpec):
     reward the learner's exec channel takes (`learner.advantage.success_weight`); 0: HierR's scalar as it is."""
     device: str = "cpu"
     """'cpu' (TRL's `use_cpu`), or 'auto': CUDA when torch sees one (the learner's `pick_device`), else the CPU."""
+    heap_mmap_threshold_kib: int = 1024
+    onednn_primitive_cache: int = 64
+    heap_trim_after_step: bool = True
+    """The learner's own heap measures (`learner.heap_mmap_threshold_kib`, `onednn_primitive_cache`,
+    `heap_trim_after_step`; slca/heap.py), given to TRL's process too: without them TRL's process (vLLM colocated)
+    grew from ≈ 17 to 23.8 GiB in 42 minutes and was OOM-killed on a 24 GiB machine (bench/learning/vs-trl block 0),
+    the growth `slca sft` and the learner showed before they had them. Alike on both sides."""
 
 
 GENERATIONS = ("hf", "vllm-colocate")
@@ -289,6 +296,7 @@ def run(spec: TrlSpec) -> TrlCounts:
     from sim.tasks import read_jsonl as read_tasks
     from slca.chat.messages import render_prompt
 
+    apply_heap_settings(spec)  # before the model's first allocation and first matmul
     torch.manual_seed(spec.seed)
     tokenizer = AutoTokenizer.from_pretrained(spec.model)
     tasks = read_tasks(Path(spec.tasks_file)) if spec.tasks_file else load_tasks(spec.pack, "train", seed=spec.seed)
@@ -358,6 +366,7 @@ def run(spec: TrlSpec) -> TrlCounts:
                     counts, spec.seconds, began, reward.pending, StepLedger(spec.group_size, spec.steps_per_generation)
                 ),
                 *save_callbacks(spec, counts),
+                *heap_callbacks(spec),
             ],
         )
         if spec.generation == "vllm-colocate":
@@ -375,6 +384,38 @@ def uses_cpu(spec: TrlSpec) -> bool:
     import torch
 
     return not torch.cuda.is_available()
+
+
+def learner_heap(learner) -> dict:
+    """The learner's heap settings (`LearnerSettings`) as `TrlSpec` fields: what both sides' processes run with."""
+    return {
+        "heap_mmap_threshold_kib": learner.heap_mmap_threshold_kib,
+        "onednn_primitive_cache": learner.onednn_primitive_cache,
+        "heap_trim_after_step": learner.heap_trim_after_step,
+    }
+
+
+def apply_heap_settings(spec: TrlSpec) -> None:
+    """The learner's mmap threshold and oneDNN cache bound for this process (`learner.cli` sets them alike)."""
+    from slca.heap import bound_onednn_cache, fix_mmap_threshold
+
+    fix_mmap_threshold(spec.heap_mmap_threshold_kib)
+    bound_onednn_cache(spec.onednn_primitive_cache)
+
+
+def heap_callbacks(spec: TrlSpec) -> list:
+    """A callback that trims the heap after every step (as `learner.heap_trim_after_step` does), or none."""
+    if not spec.heap_trim_after_step:
+        return []
+    from transformers import TrainerCallback
+
+    from slca.heap import trim
+
+    class TrimHeap(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            trim()
+
+    return [TrimHeap()]
 
 
 def save_callbacks(spec: TrlSpec, counts: TrlCounts) -> list:

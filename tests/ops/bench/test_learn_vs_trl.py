@@ -375,3 +375,20 @@ def test_without_trl_the_command_refuses_before_anything_runs(tmp_path, monkeypa
     with pytest.raises(CliError, match="TRL is not installed"):
         block_main.run_block(args, None)
     assert not (tmp_path / "out").exists()
+
+
+def test_trls_process_gets_the_learners_heap_measures(monkeypatch):
+    """Alike on both sides: the mmap threshold, the oneDNN cache bound and a heap trim after every step (without
+    them TRL's process was OOM-killed 42 minutes into block 0's arm on a 24 GiB machine)."""
+    from learner.settings import LearnerSettings
+    from ops.bench.rl import trl_side
+
+    heap = trl_side.learner_heap(LearnerSettings())
+    assert heap == {"heap_mmap_threshold_kib": 1024, "onednn_primitive_cache": 64, "heap_trim_after_step": True}
+    trims = []
+    monkeypatch.setattr("slca.heap.trim", lambda: trims.append(1) or True)
+    (callback,) = trl_side.heap_callbacks(_spec(**heap))
+    callback.on_step_end(None, None, None)
+    callback.on_step_end(None, None, None)
+    assert len(trims) == 2
+    assert trl_side.heap_callbacks(_spec(heap_trim_after_step=False)) == []
