@@ -139,14 +139,17 @@ def test_ablation_rows_give_each_gain_with_its_spread_and_say_when_there_is_none
     assert "steps_per_generation 4 | — | — | — | 1 | — | — |" in block
 
 
-def test_the_learning_row_quotes_the_verdict_and_counts_the_blocks(tmp_path):
+def test_the_learning_row_quotes_the_verdict_and_counts_the_blocks_with_both_arms(tmp_path):
     write_results(
         tmp_path,
         "bench/learning/vs-trl",
         {
             "command": "slca bench learn-vs-trl --block N",
             "target": {"verdict": "not judged yet: 1 of 3 blocks"},
-            "blocks": [{"machine": {"cpu_flags": ["avx2", "avx512_bf16"]}}],
+            "blocks": [
+                {"machine": {"cpu_flags": ["avx2", "avx512_bf16"]}, "arms": {"slca": {}, "trl": {}}},
+                {"machine": {"cpu_flags": ["avx2", "avx512_bf16"]}, "arms": {"slca": {}}},
+            ],
         },
     )
     block = render(tmp_path)
