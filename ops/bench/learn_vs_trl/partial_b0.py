@@ -2,9 +2,9 @@
 resident, a 24 GiB machine), after its 30-minute save, so `slca bench learn-vs-trl --report` has no TRL arm for
 block 0. Its 30-minute model was judged afterwards exactly as the block judges one (`recipe.evaluate`, greedy,
 vLLM, 256 tokens a turn; `arms/trl/killed-items-30.jsonl`); this pairs it with slca's checkpoints and the warm
-start. Writes `partial-b0.json` beside it. Run from the repository root:
+start. Writes `bench/learning/vs-trl/partial-b0.json`. Run from the repository root:
 
-    python bench/learning/vs-trl/partial_b0.py
+    python -m ops.bench.learn_vs_trl.partial_b0
 """
 
 from __future__ import annotations
