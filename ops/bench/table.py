@@ -79,17 +79,12 @@ def ablation_rows(data: dict) -> list[str]:
     its parent in the same blocks (what that optimisation buys)."""
     rows = rl_rows(data)
     for name, a in data.get("ablations", {}).items():
-        s = a.get("gain_spread")
+        s = a.get("gain_spread") or {}  # an A/B summary's shape, so `_ab_row` writes it as every ratio row
+        gain = {"median_ratio": s.get("median"), "min_ratio": s.get("min"), "max_ratio": s.get("max")}
+        gain |= {"interval": s.get("interval"), "interval_coverage": s.get("interval_coverage")}
+        gain |= {"pairs": len(a["gain"]), "machine_start": data["ab"]["machine_start"]}
         what = f"ablation {name}: gain of what it removes, {a['gain_is']} (trained tokens/hour) — {a['change']}"
-        if s is None:
-            rows.append(f"| rl-ablation | {what} | — | — | — | {len(a['gain'])} | — | — |")
-            continue
-        lo, hi = s["interval"]
-        rows.append(
-            f"| rl-ablation | {what} | **{s['median']:.2f}×** | {s['min']:.2f}–{s['max']:.2f} | {lo:.2f}–{hi:.2f} "
-            f"({s['interval_coverage']:.0%}) | {len(a['gain'])} | {_load(data['ab']['machine_start'])} → "
-            f"{_load(data['ab']['machine_end'])} | {_flags(data['ab']['machine_start'])} |"
-        )
+        rows.append(_ab_row("rl-ablation", what, gain | {"machine_end": data["ab"]["machine_end"]}))
     return rows
 
 
