@@ -93,7 +93,7 @@ def learning_rows(data: dict) -> list[str]:
     rule with both judged differences and the blocks behind them."""
     t, blocks = data["target"], data.get("blocks", [])
     flags = _flags((blocks[0].get("machine") or {}) if blocks else {})
-    both = sum(1 for b in blocks if {"slca", "trl"} <= set(b.get("arms", {})))  # what the rule counts
+    both = min((t.get(k) or {}).get("blocks", 0) for k in ("reach", "ends_higher"))  # the rule's own count
     what = f"slca vs TRL GRPOTrainer, same minutes: {t['verdict']}"
     return [f"| learning | {what} | — | — | — | {both} | — | {flags} |"]
 

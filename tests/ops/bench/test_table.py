@@ -145,7 +145,11 @@ def test_the_learning_row_quotes_the_verdict_and_counts_the_blocks_with_both_arm
         "bench/learning/vs-trl",
         {
             "command": "slca bench learn-vs-trl --block N",
-            "target": {"verdict": "not judged yet: 1 of 3 blocks"},
+            "target": {
+                "verdict": "not judged yet: 1 of 3 blocks",
+                "reach": {"blocks": 1},
+                "ends_higher": {"blocks": 1},
+            },
             "blocks": [
                 {"machine": {"cpu_flags": ["avx2", "avx512_bf16"]}, "arms": {"slca": {}, "trl": {}}},
                 {"machine": {"cpu_flags": ["avx2", "avx512_bf16"]}, "arms": {"slca": {}}},
