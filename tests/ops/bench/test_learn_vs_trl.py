@@ -313,6 +313,11 @@ def test_report_judges_the_target_from_the_blocks_files(tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert md.splitlines()[2].startswith("**Verdict: target met (3 blocks)")
     assert "| b1 (x) | trl | launch | 30 |" in md
+    alone = results["per_block"]
+    assert [row["block"] for row in alone] == [0, 1, 2]
+    assert all(row["train_probe"]["ends_higher"]["blocks"] == 1 for row in alone)
+    assert all(row["train_probe"]["reach"]["ci95"][0] > 0 for row in alone)  # 0.8 vs 0.45 on 64 items: clear alone
+    assert "## Each block alone" in md and "| b2 | test | +" in md
     assert json.loads((tmp_path / "results.json").read_text())["blocks"][0]["order"] == ["slca", "trl"]
 
 
