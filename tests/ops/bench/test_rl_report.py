@@ -305,6 +305,28 @@ def test_tree_sampler_says_how_often_it_read_and_the_bench_reads_ten_times_a_sec
     assert "memory readings per second" in "\n".join(table([side("slca", memory_samples_per_s=11.0)]))
 
 
+def test_the_sampler_keeps_its_clock_when_a_reading_takes_time():
+    # readings of 0.05 s at an interval of 0.1 s start 0.1 s apart (waiting the interval after each: 0.15)
+    now = [0.0]
+    started: list[float] = []
+
+    class FakeStop:
+        def is_set(self) -> bool:
+            return len(started) >= 5
+
+        def wait(self, seconds: float) -> None:
+            now[0] += seconds
+
+    class SlowReading(TreeSampler):
+        def sample(self) -> None:
+            started.append(now[0])
+            now[0] += 0.05
+
+    sampler = SlowReading([os.getpid()], lambda cmd: "me", interval_s=0.1, _stop=FakeStop())
+    sampler.read_until_stopped(clock=lambda: now[0])
+    assert [round(b - a, 9) for a, b in zip(started, started[1:])] == [0.1] * 4
+
+
 def test_tree_sampler_keeps_a_childs_role_while_it_is_an_unreaped_zombie():
     # an exited child that is not yet waited for has an empty command line; its CPU stays under its own role
     child = subprocess.Popen(
