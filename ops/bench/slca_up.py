@@ -16,7 +16,12 @@ from pathlib import Path
 LOG_TAIL_BYTES = 2_000_000
 """What `copy_logs` keeps of each process log (its end)."""
 ROLES = ("serve", "worker", "assembler", "learn", "feed")
-"""The processes `slca up` starts (besides Redis), by their command."""
+"""The processes `slca up` starts (besides Redis and the gate), by their command; each but serve has a metrics
+port the benches turn off."""
+UNPORTED_ROLES = ("gate",)
+"""Processes `slca up` starts that have no metrics port."""
+HELPER_ROLES = {"serve.engines.grammar_host": "grammar host (serve's)"}
+"""Processes a role starts for itself, by their module (`python -m <module>`): named, not "other: python"."""
 
 
 def bench_sets(data_dir: Path, port: int, warm_start: bool = False) -> list[str]:
@@ -90,8 +95,11 @@ def role_of(cmdline: str) -> str:
     if "celery" in cmdline:
         return "worker"
     words = cmdline.split()
+    for module, role in HELPER_ROLES.items():
+        if module in words:
+            return role
     for word in reversed(words):
-        if word in ROLES or word == "up":
+        if word in ROLES or word in UNPORTED_ROLES or word == "up":
             return "supervisor (slca up)" if word == "up" else word
     return "other: " + (Path(words[0]).name if words else "?")
 

@@ -65,13 +65,16 @@ def rl_rows(data: dict) -> list[str]:
     what = f"slca ({engine}) ÷ TRL GRPOTrainer ({trl}) (trained tokens/hour)"
     if data.get("as_shipped"):
         what += f"; slca's peak RSS (all processes, summed) {slca_peak_gib(data):.2f} GiB"
+        if pss := slca_peak_gib(data, "peak_pss_gib"):
+            what += f", PSS (shared pages once) {pss:.2f} GiB"
     return [_ab_row("rl", what, data["ab"])]
 
 
-def slca_peak_gib(data: dict) -> float:
-    """slca's largest whole-pipeline peak over the pairs (or blocks) of an rl result."""
+def slca_peak_gib(data: dict, key: str = "peak_rss_gib") -> float:
+    """slca's largest whole-pipeline peak (`key`: RSS, or PSS where recorded) over the pairs (or blocks) of an rl
+    result; 0 where none was recorded."""
     windows = data.get("pairs") or data.get("blocks") or []
-    return max((w["slca"]["peak_rss_gib"] for w in windows if "slca" in w), default=0.0)
+    return max((w["slca"].get(key) or 0.0 for w in windows if "slca" in w), default=0.0)
 
 
 def ablation_rows(data: dict) -> list[str]:

@@ -37,6 +37,20 @@ def read_proc(pid: int) -> ProcInfo | None:
     return ProcInfo(int(fields[1]), int(statm[1]) * PAGE, (int(fields[11]) + int(fields[12])) / TICK, cmd)
 
 
+def read_rss_pss(pid: int) -> tuple[int, int] | None:
+    """A live process's resident and proportional set sizes in bytes (`smaps_rollup`); None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    kib = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss") and rest.split():
+            kib[key] = int(rest.split()[0])
+    return (kib["Rss"] << 10, kib["Pss"] << 10) if len(kib) == 2 else None
+
+
 def proc_table() -> dict[int, ProcInfo]:
     """Every live process now: pid → `ProcInfo`."""
     table = {}
@@ -81,6 +95,20 @@ class TreeSampler:
     last_rss_bytes: int = 0
     """The whole tree's resident set at the latest sample (for a series over time: `slca bench soak`)."""
     last_rss_by_role: dict[str, int] = field(default_factory=dict)
+    pss_every_s: float | None = None
+    """With a value: every so many seconds, one process of the tree (the one read longest ago) has its proportional
+    set size read from `smaps_rollup` (a page-table walk: ≈ 10-30 ms for a process of GiBs, too dear for every
+    reading), and each reading's `peak_pss_bytes` counts every process as its RSS less the shared excess it had at
+    its latest such read. None: not read."""
+    peak_pss_bytes: int = 0
+    """The peak of the tree's summed proportional set sizes, as `pss_every_s` says (a process not yet read counts
+    its whole RSS): pages shared between processes (torch's libraries in serve, the learner and the grammar host)
+    counted once, where the RSS sum counts them in each."""
+    peak_pss_by_role: dict[str, int] = field(default_factory=dict)
+    shared_excess: dict[int, int] = field(default_factory=dict)
+    """pid → RSS − PSS at its latest `smaps_rollup` read."""
+    _pss_read_at: dict[int, float] = field(default_factory=dict)
+    _pss_due: float = 0.0
     began_s: float | None = None
     """`time.monotonic()` at the first sample (with `samples_per_s`: how often the peak was looked for)."""
     last_s: float | None = None
@@ -104,10 +132,34 @@ class TreeSampler:
         self.last_rss_bytes, self.last_rss_by_role = total, by_role
         if total > self.peak_rss_bytes:
             self.peak_rss_bytes, self.peak_rss_by_role = total, by_role
+        now = time.monotonic()
+        if self.pss_every_s is not None:
+            self._proportional(pids, table, now)
         self.samples += 1
-        self.last_s = time.monotonic()
+        self.last_s = now
         if self.began_s is None:
             self.began_s = self.last_s
+
+    def _proportional(self, pids: set[int], table: dict[int, ProcInfo], now: float) -> None:
+        """Refresh one process's shared excess when due, then the tree's summed PSS estimate and its peak."""
+        if now >= self._pss_due and pids:
+            # the one read longest ago (never read first, the largest of those first)
+            pid = min(pids, key=lambda p: (self._pss_read_at.get(p, -1.0), -table[p].rss_bytes))
+            rss_pss = read_rss_pss(pid)
+            if rss_pss is not None:
+                self.shared_excess[pid] = max(0, rss_pss[0] - rss_pss[1])
+            self._pss_read_at[pid] = now
+            self._pss_due = now + self.pss_every_s
+        for gone in self.shared_excess.keys() - pids:  # its pid may come back as another process
+            del self.shared_excess[gone]
+        total, by_role = 0, {}
+        for pid in pids:
+            share = max(0, table[pid].rss_bytes - self.shared_excess.get(pid, 0))
+            role = self.cpu_s[pid][0]
+            total += share
+            by_role[role] = by_role.get(role, 0) + share
+        if total > self.peak_pss_bytes:
+            self.peak_pss_bytes, self.peak_pss_by_role = total, by_role
 
     @property
     def samples_per_s(self) -> float:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ops.bench.ab import ABResult, ResumeLog, Window, machine_identity, machine_now, markdown, resume_path
 from ops.bench.rl.arms import ARMS, block_orders, gain_lines, gains, slca_over_trl_arms
-from ops.bench.rl.report import GIB, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
+from ops.bench.rl.report import SideResult, ratio_spread, ratios, slca_peaks_gib, table, verdict, where_time_goes
 
 WINDOWS_FILE = "windows.jsonl"
 SPEC_KEYS = ("model", "pack", "group_size", "max_new_tokens", "minutes_per_window", "precision", "lr")
@@ -89,12 +89,12 @@ def report(args, arms: list[str], orders, results, common: dict, machine_start: 
     per_pair = [ratios(results[i, "slca"], results[i, "trl"]) for i in range(blocks)]
     by_ablation = gains(results, arms, blocks)
     versus = slca_over_trl_arms(results, arms, blocks)
-    peak_gib = max(results[i, "slca"].peak_rss_bytes for i in range(blocks)) / GIB
+    peak_gib, peak_pss_gib = slca_peaks_gib(results, blocks)
     lines = [
         f"method: {blocks} blocks of {common['minutes_per_window']:g}-minute windows, arms {', '.join(arms)} once "
         f"per block, order {args.order} (each block reversed after the one before with 'alternate'); each window "
         "after its arm's start-up and cold first step",
-        *verdict(summary["median_ratio"], summary["interval"], summary["interval_coverage"], peak_gib),
+        *verdict(summary["median_ratio"], summary["interval"], summary["interval_coverage"], peak_gib, peak_pss_gib),
         *gain_lines(by_ablation, versus, blocks),
     ]
     for i, block in enumerate(orders):

@@ -44,9 +44,11 @@ from ops.observe.procs import TreeSampler
 from ops.bench.rl.report import (
     GIB,
     MEMORY_SAMPLE_S,
+    PSS_EVERY_S,
     SideResult,
     SideSpec,
     ratio_spread,
+    slca_peaks_gib,
     ratios,
     table,
     verdict,
@@ -96,7 +98,8 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)", MEMORY_SAMPLE_S).start()
+        sampler = TreeSampler([proc.pid], lambda cmd: "trl (one process)", MEMORY_SAMPLE_S, pss_every_s=PSS_EVERY_S)
+        sampler.start()
         try:
             rc = proc.wait(timeout=timeout_s or spec.seconds + 1800)
         finally:
@@ -108,7 +111,10 @@ def run_trl_side(spec: TrlSpec, log_dir: Path, timeout_s: float | None = None) -
         raise RuntimeError(f"TRL's GRPOTrainer exited with {rc}; see {log_dir / 'trl.log'}")
     c = TrlCounts(**json.loads(out_path.read_text()))
     return replace(
-        trl_side_result(c, sampler.peak_rss_bytes, sampler.cpu_by_role()), memory_samples_per_s=sampler.samples_per_s
+        trl_side_result(c, sampler.peak_rss_bytes, sampler.cpu_by_role()),
+        memory_samples_per_s=sampler.samples_per_s,
+        peak_pss_bytes=sampler.peak_pss_bytes,
+        peak_pss_by_process=sampler.peak_pss_by_role,
     )
 
 
@@ -381,11 +387,11 @@ def run_alternated(args, trl_spec: TrlSpec, slca_spec, log_dir: Path, common: di
     per_pair = [ratios(results[i, "slca"], results[i, "trl"]) for i in range(args.pairs)]
     spread = ratio_spread(per_pair)
     summary = ab_result.summary()
-    peak_gib = max(results[i, "slca"].peak_rss_bytes for i in range(args.pairs)) / GIB
+    peak_gib, peak_pss_gib = slca_peaks_gib(results, args.pairs)
     lines = [
         f"method: {args.pairs} alternated pairs of {common['minutes_per_window']:g}-minute windows (ops.bench.ab); "
         "each window after its side's start-up and cold first step",
-        *verdict(summary["median_ratio"], summary["interval"], summary["interval_coverage"], peak_gib),
+        *verdict(summary["median_ratio"], summary["interval"], summary["interval_coverage"], peak_gib, peak_pss_gib),
         "  slca ÷ TRL per rate over the pairs (median, min–max):",
         *(
             f"    {key:<30} {v['median']:.2f}× ({v['min']:.2f}–{v['max']:.2f})"

@@ -26,6 +26,8 @@ class SideSpec:
 
 
 MEMORY_SAMPLE_S = 0.1
+PSS_EVERY_S = 1.0
+"""One process's proportional set size read a second (`TreeSampler.pss_every_s`): ≈ 1% of a core."""
 """Both sides' resident sets are read every 0.1 s (issue 40: ≥ 10 a second; at 1 s a peak between readings — a
 step's activations, a weight load — went unseen)."""
 
@@ -65,6 +67,10 @@ class SideResult:
     """CPU seconds (user + system) spent in the window, per process role."""
     peak_rss_by_process: dict[str, int] = field(default_factory=dict)
     """Each role's resident set at the moment of the summed peak."""
+    peak_pss_bytes: int = 0
+    """Peak of the summed proportional set sizes (pages shared between the side's processes counted once;
+    `TreeSampler.peak_pss_bytes`); 0: a window measured before it was recorded."""
+    peak_pss_by_process: dict[str, int] = field(default_factory=dict)
     memory_samples_per_s: float = 0.0
     """How often the resident sets were read for the peak (`MEMORY_SAMPLE_S`; 0: a window measured before it was
     recorded)."""
@@ -120,6 +126,7 @@ class SideResult:
             "trained_tokens_per_s": self.trained_tokens_per_s,
             "model_tokens_trained_per_s": self.model_tokens_trained_per_s,
             "peak_rss_gib": self.peak_rss_bytes / GIB,
+            "peak_pss_gib": self.peak_pss_bytes / GIB,
             "cpu_s": self.cpu_s,
         }
 
@@ -155,6 +162,7 @@ def table(sides: list[SideResult]) -> list[str]:
         ("prompt tokens trained (window)", lambda s: s.prompt_tokens_trained, ",.0f"),
         ("all tokens trained/s (forward)", lambda s: s.model_tokens_trained_per_s, ",.1f"),
         ("peak RSS, GiB (all processes)", lambda s: s.peak_rss_bytes / GIB, ".2f"),
+        ("peak PSS, GiB (shared pages once)", lambda s: s.peak_pss_bytes / GIB or None, ".2f"),
         ("memory readings per second", lambda s: s.memory_samples_per_s, ".1f"),
         ("CPU seconds in the window", lambda s: s.cpu_s, ",.0f"),
         ("measured wall time, s", lambda s: s.seconds, ",.0f"),
@@ -180,17 +188,29 @@ def table(sides: list[SideResult]) -> list[str]:
 
 
 def verdict(
-    median_ratio: float | None, interval: list[float] | None, coverage: float | None, peak_gib: float
+    median_ratio: float | None,
+    interval: list[float] | None,
+    coverage: float | None,
+    peak_gib: float,
+    peak_pss_gib: float = 0.0,
 ) -> list[str]:
     """The targets over the alternated pairs: the median slca ÷ TRL trained tokens per hour (with its interval)
-    and the pipeline's largest peak RSS of any window."""
+    and the pipeline's largest peak RSS of any window (judged: it counts shared pages in every process that maps
+    them, so it is the higher figure); its peak PSS beside it where recorded."""
     spread = f" ({coverage:.0%} interval {interval[0]:.2f}–{interval[1]:.2f})" if interval and coverage else ""
     met = median_ratio is not None and median_ratio >= TARGET_RATIO
     return [
         f"  slca ÷ TRL trained tokens/hour, median over pairs = {_fmt(median_ratio, '.2f')}{spread} (target ≥ "
         f"{TARGET_RATIO:.1f}: {'met' if met else 'NOT met'}); pipeline peak RSS {peak_gib:.2f} GiB "
         f"(target ≤ {TARGET_PEAK_RSS_GIB:.0f}: {'met' if peak_gib <= TARGET_PEAK_RSS_GIB else 'NOT met'})"
+        + (f"; peak PSS (shared pages once) {peak_pss_gib:.2f} GiB" if peak_pss_gib else "")
     ]
+
+
+def slca_peaks_gib(results: dict, windows: int) -> tuple[float, float]:
+    """slca's largest peak RSS and largest peak PSS over the windows (`results[i, "slca"]`), in GiB."""
+    sides = [results[i, "slca"] for i in range(windows)]
+    return max(s.peak_rss_bytes for s in sides) / GIB, max(s.peak_pss_bytes for s in sides) / GIB
 
 
 def ratio_spread(per_pair: list[dict[str, float | None]]) -> dict[str, dict[str, float] | None]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ops.observe.procs import TreeSampler
-from ops.bench.rl.report import MEMORY_SAMPLE_S, SideResult, SideSpec
+from ops.bench.rl.report import MEMORY_SAMPLE_S, PSS_EVERY_S, SideResult, SideSpec
 from ops.bench.slca_up import bench_sets, copy_logs, ready, role_of, set_args, sigterm_as_interrupt, stop, up_argv
 from ops.observe.scrape import sample_value, scrape
 from slca.redis_server import RedisServer, free_port
@@ -144,7 +144,7 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        sampler = TreeSampler([proc.pid, server.proc.pid], role_of, MEMORY_SAMPLE_S).start()
+        sampler = TreeSampler([proc.pid, server.proc.pid], role_of, MEMORY_SAMPLE_S, pss_every_s=PSS_EVERY_S).start()
         try:
             while not ready(url):
                 if proc.poll() is not None or time.monotonic() - began > spec.ready_timeout_s:
@@ -188,6 +188,8 @@ def run_slca_side(spec: SlcaSpec, log_dir: Path) -> SideResult:
         model_tokens_trained=steps.model_tokens,
         cpu_s_by_process=cpu,
         peak_rss_by_process=sampler.peak_rss_by_role,
+        peak_pss_bytes=sampler.peak_pss_bytes,
+        peak_pss_by_process=sampler.peak_pss_by_role,
         memory_samples_per_s=sampler.samples_per_s,
         notes=[
             f"completions trained = groups of non-zero advantage in the learner's steps × "

@@ -113,6 +113,8 @@ def test_where_time_goes_lists_processes_with_their_share():
         ("/v/bin/python -m slca assembler", "assembler"),
         ("/v/bin/python -m slca --set ops.feed_pack=everyday up --duration 9", "supervisor (slca up)"),
         ("/usr/bin/redis-server 127.0.0.1:6379", "redis"),
+        ("/v/bin/python -m slca --set x=1 gate", "gate"),
+        ("/v/bin/python -m serve.engines.grammar_host --memory-mib 512", "grammar host (serve's)"),
         ("/bin/sh -c true", "other: sh"),
     ],
 )
@@ -325,6 +327,36 @@ def test_the_sampler_keeps_its_clock_when_a_reading_takes_time():
     sampler = SlowReading([os.getpid()], lambda cmd: "me", interval_s=0.1, _stop=FakeStop())
     sampler.read_until_stopped(clock=lambda: now[0])
     assert [round(b - a, 9) for a, b in zip(started, started[1:])] == [0.1] * 4
+
+
+def test_the_sampler_counts_pages_two_processes_share_once():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # maps the same libpython
+    try:
+        sampler = TreeSampler([os.getpid()], lambda cmd: "me", interval_s=60, pss_every_s=0.0)
+        for _ in range(3):  # each reading refreshes one process's shared excess: both are read
+            sampler.sample()
+        assert set(sampler.shared_excess) >= {os.getpid(), child.pid}
+        assert 0 < sampler.peak_pss_bytes < sampler.peak_rss_bytes
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_pss_estimate_reads_the_largest_unread_first_counts_the_unread_whole_and_forgets_the_gone(monkeypatch):
+    import ops.observe.procs as procs
+
+    tables = [{1: ProcInfo(0, 1000, 0.0, "a"), 2: ProcInfo(1, 500, 0.0, "b")}] * 2
+    tables.append({1: ProcInfo(0, 1000, 0.0, "a"), 3: ProcInfo(1, 500, 0.0, "c")})
+    monkeypatch.setattr(procs, "proc_table", lambda: tables.pop(0))
+    monkeypatch.setattr(procs, "read_rss_pss", {1: (1000, 600), 2: (500, 400), 3: (500, 450)}.get)
+    sampler = TreeSampler([1], lambda cmd: cmd, interval_s=60, pss_every_s=0.0)
+    sampler.sample()  # pid 1 read (excess 400); pid 2 not yet: its whole 500
+    assert sampler.shared_excess == {1: 400} and sampler.peak_pss_bytes == 1100
+    sampler.sample()  # pid 2 read: 600 + 400, below the peak
+    assert sampler.shared_excess == {1: 400, 2: 100} and sampler.peak_pss_bytes == 1100
+    sampler.sample()  # pid 2 gone; pid 3 is new and read first
+    assert sampler.shared_excess == {1: 400, 3: 50}
+    assert sampler.peak_pss_by_role == {"a": 600, "b": 500} and sampler.peak_rss_bytes == 1500
 
 
 def test_tree_sampler_keeps_a_childs_role_while_it_is_an_unreaped_zombie():
