@@ -330,16 +330,19 @@ def test_the_sampler_keeps_its_clock_when_a_reading_takes_time():
 
 
 def test_the_sampler_counts_pages_two_processes_share_once():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # maps the same libpython
+    # two sleeping interpreters map the same libpython; the tree is theirs alone (the test's own process may have
+    # other children: an xdist worker's, another test's)
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
     try:
-        sampler = TreeSampler([os.getpid()], lambda cmd: "me", interval_s=60, pss_every_s=0.0)
+        sampler = TreeSampler([c.pid for c in children], lambda cmd: "child", interval_s=60, pss_every_s=0.0)
         for _ in range(3):  # each reading refreshes one process's shared excess: both are read
             sampler.sample()
-        assert set(sampler.shared_excess) >= {os.getpid(), child.pid}
+        assert set(sampler.shared_excess) == {c.pid for c in children}
         assert 0 < sampler.peak_pss_bytes < sampler.peak_rss_bytes
     finally:
-        child.kill()
-        child.wait()
+        for c in children:
+            c.kill()
+            c.wait()
 
 
 def test_the_pss_estimate_reads_the_largest_unread_first_counts_the_unread_whole_and_forgets_the_gone(monkeypatch):
