@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.observe.procs import ProcInfo, TreeSampler, descendants, read_proc
+from ops.observe.procs import ProcInfo, TreeSampler, descendants, proc_table, read_cmdline, read_proc
 from ops.bench.rl.report import GIB, MEMORY_SAMPLE_S, SideResult, ratio_spread, ratios, table, verdict, where_time_goes
 from ops.bench.rl.main import trl_side_result
 from ops.bench.rl.slca_side import SlcaSpec, first_step_logged, learner_steps, pipeline_sets
@@ -278,6 +278,25 @@ def test_descendants_walks_the_tree_only_below_the_root():
     assert descendants(10, table) == {10, 11, 12}
 
 
+def test_the_table_reads_command_lines_only_under_the_roots_and_rss_from_stat():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; x = bytearray(32 << 20); print(flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        child.stdout.readline()  # its pages are touched
+        assert "bytearray" in read_cmdline(child.pid)
+        table = proc_table([child.pid])
+        assert "bytearray" in table[child.pid].cmdline
+        assert table[os.getpid()].cmdline == ""  # above the root: its stat only
+        statm_resident = int(Path(f"/proc/{child.pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        assert abs(table[child.pid].rss_bytes - statm_resident) < 1 << 20  # a sleeping child: the same pages
+        assert table[child.pid].rss_bytes > 32 << 20
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_tree_sampler_sums_a_child_and_keeps_its_cpu_after_it_exits():
     child = subprocess.Popen(
         [
@@ -350,7 +369,7 @@ def test_the_pss_estimate_reads_the_largest_unread_first_counts_the_unread_whole
 
     tables = [{1: ProcInfo(0, 1000, 0.0, "a"), 2: ProcInfo(1, 500, 0.0, "b")}] * 2
     tables.append({1: ProcInfo(0, 1000, 0.0, "a"), 3: ProcInfo(1, 500, 0.0, "c")})
-    monkeypatch.setattr(procs, "proc_table", lambda: tables.pop(0))
+    monkeypatch.setattr(procs, "proc_table", lambda roots=None: tables.pop(0))
     monkeypatch.setattr(procs, "read_rss_pss", {1: (1000, 600), 2: (500, 400), 3: (500, 450)}.get)
     sampler = TreeSampler([1], lambda cmd: cmd, interval_s=60, pss_every_s=0.0)
     sampler.sample()  # pid 1 read (excess 400); pid 2 not yet: its whole 500
@@ -358,7 +377,7 @@ def test_the_pss_estimate_reads_the_largest_unread_first_counts_the_unread_whole
     sampler.sample()  # pid 2 read: 600 + 400, below the peak
     assert sampler.shared_excess == {1: 400, 2: 100} and sampler.peak_pss_bytes == 1100
     sampler.sample()  # pid 2 gone; pid 3 is new and read first
-    assert sampler.shared_excess == {1: 400, 3: 50}
+    assert sampler.shared_excess == {1: 400, 3: 50} and set(sampler._pss_read_at) == {1, 3}
     assert sampler.peak_pss_by_role == {"a": 600, "b": 500} and sampler.peak_rss_bytes == 1500
 
 
