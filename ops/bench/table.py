@@ -148,6 +148,7 @@ SOURCES = (
     Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows),  # transformers, the hf prefix cache on
     Source("rl", "bench/rl/ab-hf-threads/results.json", rl_rows),  # transformers, one OpenMP thread per process
     Source("rl", "bench/rl/as-shipped/results.json", rl_rows),  # slca as shipped: the 2× and the 6 GiB in one run
+    Source("rl", "bench/rl/as-shipped-avx2/results.json", rl_rows),  # the same on a CPU without AVX-512
     Source("rl", "bench/rl/ablations-vllm/results.json", ablation_rows),  # which optimisation buys what
     Source("serve", "bench/serve/ab-tools/results.json", serve_rows),  # tool-calling prompts, 2-minute windows
     Source("learning", "bench/learning/vs-trl/results.json", learning_rows),  # greedy success after equal minutes
