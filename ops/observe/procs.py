@@ -57,21 +57,20 @@ def read_rss_pss(pid: int) -> tuple[int, int] | None:
     return (kib["Rss"] << 10, kib["Pss"] << 10) if len(kib) == 2 else None
 
 
-def proc_table(roots: list[int] | None = None) -> dict[int, ProcInfo]:
-    """Every live process now: pid → `ProcInfo`. With `roots`, only the processes under them have their command
-    line read (the rest ""): a sampler reading ten times a second pays one file per process of the machine, not
-    three (`stat`, `statm` and `cmdline` of ≈ 170 processes cost ≈ 13% of a core)."""
+def proc_table(cmdlines: bool = True) -> dict[int, ProcInfo]:
+    """Every live process now: pid → `ProcInfo`. Without `cmdlines` each command line is "": a sampler reading ten
+    times a second pays one file per process of the machine (`stat`) and reads the command lines of its own tree
+    only (`stat`, `statm` and `cmdline` of ≈ 170 processes cost ≈ 13% of a core)."""
     table = {}
     for name in os.listdir("/proc"):
-        if name.isdigit() and (info := read_proc(int(name), cmdline=roots is None)) is not None:
+        if name.isdigit() and (info := read_proc(int(name), cmdline=cmdlines)) is not None:
             table[int(name)] = info
-    if roots is not None:
-        for pid in set().union(*(descendants(r, table) for r in roots)) & set(table):
-            try:
-                table[pid].cmdline = read_cmdline(pid)
-            except OSError:  # gone since its stat was read
-                del table[pid]
     return table
+
+
+def tree_pids(roots: list[int], table: dict[int, ProcInfo]) -> set[int]:
+    """The live processes of `table` at or below any of `roots`."""
+    return _below(roots, table) & set(table)
 
 
 def tree_rss(root: int, table: dict[int, ProcInfo]) -> int:
@@ -81,17 +80,22 @@ def tree_rss(root: int, table: dict[int, ProcInfo]) -> int:
 
 def descendants(root: int, table: dict[int, ProcInfo]) -> set[int]:
     """`root` and every process below it in `table` (pid → info)."""
+    return _below([root], table) & (set(table) | {root})
+
+
+def _below(roots: list[int], table: dict[int, ProcInfo]) -> set[int]:
+    """`roots` and every process below them, the table's parent links walked once."""
     children: dict[int, list[int]] = {}
     for pid, info in table.items():
         children.setdefault(info.ppid, []).append(pid)
-    out, todo = set(), [root]
+    out, todo = set(), list(roots)
     while todo:
         pid = todo.pop()
         if pid in out:
             continue
         out.add(pid)
         todo += children.get(pid, [])
-    return out & (set(table) | {root})
+    return out
 
 
 @dataclass
@@ -130,8 +134,14 @@ class TreeSampler:
     _thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        table = proc_table(self.roots)
-        pids = set().union(*(descendants(r, table) for r in self.roots)) & set(table)
+        table = proc_table(cmdlines=False)
+        pids = set()
+        for pid in tree_pids(self.roots, table):
+            try:
+                table[pid].cmdline = read_cmdline(pid)
+            except OSError:  # gone since its stat was read
+                continue
+            pids.add(pid)
         total, by_role = 0, {}
         for pid in pids:
             info = table[pid]

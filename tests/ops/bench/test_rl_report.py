@@ -278,7 +278,9 @@ def test_descendants_walks_the_tree_only_below_the_root():
     assert descendants(10, table) == {10, 11, 12}
 
 
-def test_the_table_reads_command_lines_only_under_the_roots_and_rss_from_stat():
+def test_the_sampler_reads_command_lines_only_in_its_tree_and_rss_from_stat(monkeypatch):
+    import ops.observe.procs as procs
+
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; x = bytearray(32 << 20); print(flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE,
@@ -286,12 +288,17 @@ def test_the_table_reads_command_lines_only_under_the_roots_and_rss_from_stat():
     try:
         child.stdout.readline()  # its pages are touched
         assert "bytearray" in read_cmdline(child.pid)
-        table = proc_table([child.pid])
-        assert "bytearray" in table[child.pid].cmdline
-        assert table[os.getpid()].cmdline == ""  # above the root: its stat only
+        table = proc_table(cmdlines=False)
+        assert table[child.pid].cmdline == "" and "bytearray" in proc_table()[child.pid].cmdline
         statm_resident = int(Path(f"/proc/{child.pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         assert abs(table[child.pid].rss_bytes - statm_resident) < 1 << 20  # a sleeping child: the same pages
         assert table[child.pid].rss_bytes > 32 << 20
+        read: list[int] = []
+        monkeypatch.setattr(procs, "read_cmdline", lambda pid: read.append(pid) or read_cmdline(pid))
+        sampler = TreeSampler([child.pid], lambda cmd: "child" if "bytearray" in cmd else "other", interval_s=60)
+        sampler.sample()
+        assert read == [child.pid]  # the machine's other processes: their stat only
+        assert sampler.cpu_s[child.pid][0] == "child" and sampler.peak_rss_by_role["child"] > 32 << 20
     finally:
         child.kill()
         child.wait()
@@ -369,7 +376,8 @@ def test_the_pss_estimate_reads_the_largest_unread_first_counts_the_unread_whole
 
     tables = [{1: ProcInfo(0, 1000, 0.0, "a"), 2: ProcInfo(1, 500, 0.0, "b")}] * 2
     tables.append({1: ProcInfo(0, 1000, 0.0, "a"), 3: ProcInfo(1, 500, 0.0, "c")})
-    monkeypatch.setattr(procs, "proc_table", lambda roots=None: tables.pop(0))
+    monkeypatch.setattr(procs, "proc_table", lambda cmdlines=True: tables.pop(0))
+    monkeypatch.setattr(procs, "read_cmdline", {1: "a", 2: "b", 3: "c"}.__getitem__)
     monkeypatch.setattr(procs, "read_rss_pss", {1: (1000, 600), 2: (500, 400), 3: (500, 450)}.get)
     sampler = TreeSampler([1], lambda cmd: cmd, interval_s=60, pss_every_s=0.0)
     sampler.sample()  # pid 1 read (excess 400); pid 2 not yet: its whole 500
