@@ -226,10 +226,10 @@ class OpsSettings(GateSettings):
     feed_retry_initial_s: float = 0.5
     """First back-off after a 503 or a connection error; doubles per retry."""
     feed_retry_max_s: float = 30.0
+    """Upper bound of the feed's retry back-off."""
     feed_stop_grace_s: float = Field(default=5.0, ge=0)
     """After a stop, how long the feed's requests in flight may finish (their rollouts recorded) before they are
     abandoned; keep it below `shutdown_grace_s`."""
-    """Upper bound of the feed's retry back-off."""
     feed_max_group_backlog: int = 4
     """The feed waits while the learner has more rollout groups than this waiting (0: never waits). Groups the
     learner cannot reach within `learner.max_staleness` versions are dropped; sampling them only takes CPU
@@ -238,6 +238,12 @@ class OpsSettings(GateSettings):
     """Requests the feed sends before it exits (status 0: `slca up` does not restart it); 0 = no limit."""
     feed_seed: int = 0
     """Seed of the task order."""
+    feed_skip_uniform_p: float = Field(default=0.0, ge=0, lt=1)
+    """Selective rollouts (ops/run/feed/selective.py, after GRESO): a training task whose latest group was uniform
+    (every member solved, or every one failed: difficulty screening leaves such a group out, so its generation
+    trains nothing) is passed over with this probability each time it comes up; its outcome is read from the
+    scorer's `stats:rewards` stream. 0: every task every epoch. Off by default until `slca bench rl` and a
+    learning comparison have measured it (`--pipeline-set ops.feed_skip_uniform_p=0.8`)."""
     probe_enabled: bool = True
     """Run the probe in `slca feed` (ops/run/feed/probe.py): the evaluation (`ops.experiments.eval.suite`) against the
     served API — a baseline round at the first readiness (v0, every item pinned to it while the feed goes on),

@@ -3,7 +3,8 @@
 Each stream has one writer and one reader, and both go through the record type here:
 
 - `RewardStats` on `stats:rewards`: one row per scored trajectory, written by the workers' add script
-  (`workers.groups`), read by `ops.observe.redis_view`;
+  (`workers.groups`), read by `ops.observe.redis_view` (and, with `ops.feed_skip_uniform_p`, by the feed's
+  `ops.run.feed.selective`: each training task's latest outcomes);
 - `LearnerStepStats` on `stats:learner`: one row per learner step, written by `learner.loop.record_step`, read by
   `ops.observe.redis_view`;
 - the held-out probe's rounds on `stats:probe` (`PROBE_FIELD`, the JSON of `ops.observe.probe_rounds.ProbeRound`),

@@ -56,6 +56,8 @@ class FeedReport:
     ok: int = 0
     failed: int = 0
     retries: int = 0
+    skipped: int = 0
+    """Tasks passed over because their latest group was uniform (`ops.feed_skip_uniform_p`)."""
     abandoned: int = 0
     """Requests still waiting to retry when the feed was stopped (never answered: nothing to lose)."""
     trajectory_ids: list[str] = field(default_factory=list)
@@ -106,9 +108,11 @@ class Feeder:
         hold: asyncio.Event | None = None,
         start: asyncio.Event | None = None,
         gate_hold=None,
+        skipper=None,
     ):
         self.plan = plan
         self.tasks = task_cycle(tasks, plan.seed)
+        self.n_tasks = len(tasks)
         self.metrics = metrics
         self.on_ids = on_ids
         self.on_done = on_done
@@ -125,17 +129,21 @@ class Feeder:
         self.gate_hold = gate_hold
         """A `GateHold` (ops/run/feed/gate_hold.py), run beside the workers: the feed sends nothing while the gate
         judges (None: the gate never holds it)."""
+        self.skipper = skipper
+        """A `TaskSkipper` (ops/run/feed/selective.py): a task whose latest group was uniform may be passed over;
+        its `outcomes` are read while the workers run (None: every task every epoch)."""
 
     async def run(self, stop: asyncio.Event) -> FeedReport:
         timeout = aiohttp.ClientTimeout(total=self.plan.request_timeout_s)
-        # the gate's hold is read while the workers run, and no longer, whatever ends them
-        watching = asyncio.create_task(self.gate_hold.run(stop)) if self.gate_hold is not None else None
+        # the gate's hold and the task outcomes are read while the workers run, and no longer, whatever ends them
+        readers = [r.run(stop) for r in (self.gate_hold, self.skipper and self.skipper.outcomes) if r is not None]
+        watching = [asyncio.create_task(r) for r in readers]
         try:
             return await self._run(stop, timeout)
         finally:
-            if watching is not None:
-                watching.cancel()
-                await asyncio.gather(watching, return_exceptions=True)
+            for w in watching:
+                w.cancel()
+            await asyncio.gather(*watching, return_exceptions=True)
 
     async def _run(self, stop: asyncio.Event, timeout: aiohttp.ClientTimeout) -> FeedReport:
         async with aiohttp.ClientSession(timeout=timeout, headers=self.headers) as session:
@@ -163,7 +171,16 @@ class Feeder:
         if self.plan.requests and self.report.sent >= self.plan.requests:
             return None
         self.report.sent += 1
-        return next(self.tasks)
+        task = next(self.tasks)
+        # at most an epoch of skips in a row: with every task uniform the feed still sends (a skip saves
+        # generation; it must never stop the feed)
+        for _ in range(self.n_tasks - 1 if self.skipper is not None else 0):
+            if not self.skipper.skip(task.task_id):
+                break
+            self.report.skipped += 1
+            self.metrics.skipped.inc()
+            task = next(self.tasks)
+        return task
 
     async def _worker(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         # stop is checked between requests only: a request in flight finishes, so its rollouts are recorded

@@ -13,6 +13,7 @@ from ops.run.feed.gate_hold import GateHold
 from ops.run.feed.metrics import FeedMetrics
 from ops.run.feed.pacing import GroupBacklog
 from ops.run.feed.probe import ProbePlan
+from ops.run.feed.selective import TaskOutcomes, TaskSkipper
 from ops.common.tasks import load_pack
 from ops.experiments.eval.probe_plan import probe_eval_plan
 from ops.settings import OpsSettings
@@ -76,7 +77,7 @@ def run_feed(args, config: Config) -> int:
     report = asyncio.run(_feed(plan, tasks, ids_path, config))
     print(
         f"feed: {report.sent} requests sent, {report.ok} ok, {report.failed} failed, {report.retries} retries, "
-        f"{report.abandoned} abandoned at stop, "
+        f"{report.abandoned} abandoned at stop, {report.skipped} tasks skipped as uniform, "
         f"{len(report.trajectory_ids)} trajectories recorded"
     )
     return 0 if report.failed == 0 or report.ok else 1
@@ -103,8 +104,16 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
             else None
         )
         gate_hold = make_gate_hold(config)
+        skipper = make_skipper(plan, tasks, config)
         feeder = Feeder(
-            plan, tasks, FeedMetrics.create(), on_ids=record, on_done=bar.update, backlog=backlog, gate_hold=gate_hold
+            plan,
+            tasks,
+            FeedMetrics.create(),
+            on_ids=record,
+            on_done=bar.update,
+            backlog=backlog,
+            gate_hold=gate_hold,
+            skipper=skipper,
         )
         prober = make_prober(plan, config)
         if prober is not None and gate_hold is not None:
@@ -116,6 +125,8 @@ async def _feed(plan: FeedPlan, tasks, ids_path: Path, config: Config):
                 await backlog.close()
             if gate_hold is not None:
                 await gate_hold.close()
+            if skipper is not None:
+                await skipper.outcomes.close()
     bar.close()
     return report
 
@@ -125,6 +136,17 @@ def make_gate_hold(config: Config) -> GateHold | None:
     if not config.get(OpsSettings).gate_holds_feed:
         return None
     return GateHold.from_url(config.common.redis_or_default(), config.common.stream_prefix)
+
+
+def make_skipper(plan: FeedPlan, tasks, config: Config) -> TaskSkipper | None:
+    """Selective rollouts (`ops.feed_skip_uniform_p`), their outcomes read from the run's Redis; None when off."""
+    p = config.get(OpsSettings).feed_skip_uniform_p
+    if p <= 0:
+        return None
+    outcomes = TaskOutcomes.from_url(
+        config.common.redis_or_default(), config.common.stream_prefix, plan.group_size, {t.task_id for t in tasks}
+    )
+    return TaskSkipper(outcomes, p, seed=plan.seed)
 
 
 async def feed_with_probe(feeder: Feeder, prober, stop: asyncio.Event):

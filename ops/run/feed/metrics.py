@@ -16,6 +16,7 @@ class FeedMetrics:
     inflight: Gauge
     paced_seconds: Counter
     held_seconds: Counter
+    skipped: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry = REGISTRY) -> "FeedMetrics":
@@ -44,6 +45,11 @@ class FeedMetrics:
             held_seconds=Counter(
                 "slca_feed_held_seconds",
                 "Seconds the feed held its traffic while a probe round ran or the gate judged",
+                registry=registry,
+            ),
+            skipped=Counter(
+                "slca_feed_skipped_tasks_total",
+                "Training tasks passed over because their latest group was uniform (ops.feed_skip_uniform_p)",
                 registry=registry,
             ),
         )
