@@ -60,8 +60,8 @@ def running(cmd: list[str], ready_url: str, log_path: Path, env: dict | None = N
 def vllm_server_cmd(port: int, engine_kwargs: dict) -> list[str]:
     """vLLM's own OpenAI server configured exactly as slca's engine is: every keyword argument of
     `serve.engines.vllm_common.engine_kwargs` (dtype, eager mode, max_model_len, max_num_seqs, no chunked
-    prefill with the same max_num_batched_tokens on CPU, seed …) becomes its command-line flag; the KV cache size
-    travels in the environment (`vllm_server_env`)."""
+    prefill with the same max_num_batched_tokens and KV cache reservation on CPU, seed …) becomes its command-line
+    flag."""
     return [
         sys.executable,
         "-m",
@@ -86,11 +86,6 @@ def engine_flags(engine_kwargs: dict) -> list[str]:
         else:
             out += [flag, str(value)]
     return out
-
-
-def vllm_server_env(kv_cache_gib: float) -> dict[str, str]:
-    """The KV cache size slca's engine reserves (`engine_kwargs` sets the same variable)."""
-    return {"VLLM_CPU_KVCACHE_SPACE": str(max(1, int(kv_cache_gib)))}
 
 
 def project_engine_kwargs(model_dir: Path, settings) -> dict:

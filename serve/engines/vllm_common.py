@@ -29,19 +29,36 @@ def cpu_scheduling(max_model_len: int) -> dict:
     return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 2048)}
 
 
-ENGINE_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_XGRAMMAR_CACHE_MB")
+def cpu_kv_cache_bytes(kv_cache_gib: float) -> int:
+    """`serve.kv_cache_gib` as vLLM's `kv_cache_memory_bytes`: on CPU the cache is a fixed reservation.
+
+    An argument rather than vLLM's legacy VLLM_CPU_KVCACHE_SPACE, which it reads as whole GiB (`int()`): 0.5 GiB
+    could not be asked for, and 1.5 silently became 1. A VLLM_CPU_KVCACHE_SPACE already in the environment still
+    wins (vLLM applies it over the argument)."""
+    return int(kv_cache_gib * 2**30)
+
+
+def cpu_engine_args(settings) -> dict:
+    """What only vllm-cpu needs: its scheduling (`cpu_scheduling`) and a fixed KV cache reservation."""
+    return {
+        **cpu_scheduling(settings.max_model_len),
+        "kv_cache_memory_bytes": cpu_kv_cache_bytes(settings.kv_cache_gib),
+    }
+
+
+ENGINE_ENV = ("VLLM_XGRAMMAR_CACHE_MB",)
 """The environment variables `engine_kwargs` sets (vLLM reads them, not its arguments)."""
 
 
 def engine_kwargs(model_dir: str, settings) -> tuple[dict, str]:
     """Keyword arguments of vLLM's `EngineArgs` / `AsyncEngineArgs` for our settings, and the chosen dtype.
 
-    Sets the CPU KV cache size in the environment first: vllm-cpu reads it (in this process and in an engine
-    core process, which inherits the environment) and otherwise reserves a share of all RAM; likewise the bound
-    of xgrammar's compiled-grammar cache (vLLM's default, 512 MiB, is filled by callers' schemas)."""
+    On CPU the KV cache is sized by `kv_cache_memory_bytes` (vllm-cpu otherwise reserves a share of all RAM);
+    on a GPU by `gpu_memory_utilization`. Sets the bound of xgrammar's compiled-grammar cache in the environment
+    (vLLM reads it there, in this process and in an engine core process, which inherits the environment; vLLM's
+    default, 512 MiB, is filled by callers' schemas)."""
     from slca.models.precision import choose_precision, cuda_available
 
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(settings.kv_cache_gib))))
     os.environ.setdefault("VLLM_XGRAMMAR_CACHE_MB", str(max(1, int(settings.vllm_grammar_cache_mib))))
     precision = choose_precision(settings.dtype)
     log.info(precision.describe("vllm engine dtype"))
@@ -54,7 +71,7 @@ def engine_kwargs(model_dir: str, settings) -> tuple[dict, str]:
         gpu_memory_utilization=settings.gpu_memory_utilization,
         seed=0,
         disable_log_stats=True,
-        **({} if cuda_available() else cpu_scheduling(settings.max_model_len)),
+        **({} if cuda_available() else cpu_engine_args(settings)),
     )
     return kwargs, precision.dtype
 

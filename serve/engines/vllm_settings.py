@@ -1,5 +1,7 @@
 """The vllm engine's keys of `[serve]` (serve/engines/vllm_engine.py, vllm_async.py)."""
 
+from pydantic import Field
+
 from serve.engines.settings import EngineSettings
 
 
@@ -16,8 +18,9 @@ class VLLMEngineSettings(EngineSettings):
     Off by default: on a busy 2-core machine the in-process engine was faster (`slca bench serve`, 16 clients:
     chat 298 vs 204 tok/s, agent 306 vs 164) and swapped sooner (`slca bench swap`: p50 1.2 s vs 3.8 s); re-measure
     on a quiet machine, where the separate process is expected to pay off as it does for vLLM's own server."""
-    kv_cache_gib: float = 1.0
-    """vLLM KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE on CPU); keep small on shared machines."""
+    kv_cache_gib: float = Field(1.0, gt=0)
+    """vLLM KV cache size in GiB on CPU, fractions allowed (vLLM's `kv_cache_memory_bytes`: 1 GiB holds ≈ 46k
+    bf16 tokens of SmolLM2-135M); keep small on shared machines. On a GPU `gpu_memory_utilization` sizes it."""
     vllm_grammar_cache_mib: int = 64
     """vllm engine: MiB of compiled forced-tool grammars vLLM's xgrammar backend keeps (VLLM_XGRAMMAR_CACHE_MB,
     vLLM's default 512): its keys are caller schemas, so a caller sending new ones fills it. An

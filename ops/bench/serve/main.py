@@ -35,7 +35,6 @@ from ops.bench.servers import (
     running,
     slca_serve_cmd,
     vllm_server_cmd,
-    vllm_server_env,
 )
 
 SLCA_TARGETS: dict[str, dict[str, object]] = {
@@ -237,9 +236,7 @@ def _server(target: str, settings, model_dir: Path, redis_url: str, tmp: Path):
         p = port()
         if target == BASELINE:
             cmd = vllm_server_cmd(p, project_engine_kwargs(model_dir, settings))
-            ctx = running(
-                cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log", vllm_server_env(settings.kv_cache_gib)
-            )
+            ctx = running(cmd, f"http://127.0.0.1:{p}/health", tmp / "vllm-server.log")
         else:
             overrides = {
                 "serve.dtype": settings.dtype,

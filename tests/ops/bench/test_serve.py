@@ -13,8 +13,9 @@ from ops.bench.common import percentile
 from ops.bench.serve.load import AGENT, CHAT, Sample, Workload, request_body
 from ops.bench.serve.main import SIDE_API, compare
 from ops.bench.serve.report import summarise, table_row, write
-from ops.bench.servers import BENCH_MODEL, engine_flags, vllm_server_cmd, vllm_server_env
+from ops.bench.servers import BENCH_MODEL, engine_flags, vllm_server_cmd
 from slca.cli import main
+from slca.models.precision import cuda_available
 
 
 def test_percentiles_are_nearest_rank():
@@ -60,7 +61,6 @@ def test_the_baseline_server_gets_slcas_engine_arguments_as_flags():
     ):
         assert flag in text
     assert engine_flags({"x_y": None, "a": False}) == ["--no-a"]
-    assert vllm_server_env(2.7) == {"VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
 def test_project_engine_kwargs_are_the_engines_own_and_leave_the_environment_alone(monkeypatch):
@@ -78,6 +78,8 @@ def test_project_engine_kwargs_are_the_engines_own_and_leave_the_environment_alo
     )
     kwargs = project_engine_kwargs("m", settings)
     assert kwargs["max_num_seqs"] == 8 and kwargs["enforce_eager"] is True and kwargs["dtype"] == "float32"
+    if not cuda_available():  # an argument, so that it reaches vLLM's server as a flag
+        assert kwargs["kv_cache_memory_bytes"] == 3 * 2**30
     assert "VLLM_CPU_KVCACHE_SPACE" not in __import__("os").environ
     assert "VLLM_XGRAMMAR_CACHE_MB" not in __import__("os").environ
 

@@ -13,8 +13,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from serve.app import create_app
 from serve.settings import ServeSettings
+from serve.versions import router_of
 from slca.config import CommonSettings
 from slca.contracts import SegmentKind, Trajectory
+from slca.models.precision import cuda_available
 from tests.support.serve import WEATHER_TOOL
 from tests.support.weights import NO_FOLLOW, publish_version
 
@@ -60,13 +62,27 @@ async def _scenario(client, weights_root, tiny_model_dir):
     return r.status, runs, chat.status, chat_body, swap.status, await swap.json(), (await after.json())
 
 
-@pytest.mark.parametrize("core_process", [False, True], ids=["in-process", "engine-core-process"])
-def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir, serve_redis, tmp_path, core_process):
+def _kv_cache_bytes(app) -> int | None:
+    """The KV cache reservation vLLM applied (its own config, after its CPU platform's adjustments), where this
+    process can see it: the in-process engine's."""
+    engine = getattr(router_of(app).primary.engine, "engine", None)
+    config = getattr(engine, "vllm_config", None)
+    return config.cache_config.kv_cache_memory_bytes if config is not None else None
+
+
+@pytest.mark.parametrize(
+    "core_process,kv_cache_gib", [(False, 0.25), (True, 1)], ids=["in-process", "engine-core-process"]
+)
+def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(
+    tiny_model_dir, serve_redis, tmp_path, core_process, kv_cache_gib
+):
+    """The in-process engine also runs on a fractional KV cache (vLLM's legacy VLLM_CPU_KVCACHE_SPACE took whole
+    GiB: 0.25 would have become 1)."""
     settings = ServeSettings(
         engine="vllm",
         follow_candidate=True,  # the engine under test swaps for every caller (no promotion gate here)
         max_model_len=1024,
-        kv_cache_gib=1,
+        kv_cache_gib=kv_cache_gib,
         vllm_engine_core_process=core_process,
     )
     common = CommonSettings(model=str(tiny_model_dir), redis_url=serve_redis.url, admin_token="t")
@@ -74,9 +90,11 @@ def test_vllm_engine_agent_runs_tool_choice_swap_and_logprob_gap(tiny_model_dir,
 
     async def main():
         async with TestClient(TestServer(app)) as client:
-            return await _scenario(client, tmp_path, tiny_model_dir)
+            return await _scenario(client, tmp_path, tiny_model_dir), _kv_cache_bytes(app)
 
-    status, runs, chat_status, chat, swap_status, swap, after = asyncio.run(main())
+    (status, runs, chat_status, chat, swap_status, swap, after), kv_bytes = asyncio.run(main())
+    if not core_process and not cuda_available():
+        assert kv_bytes == int(kv_cache_gib * 2**30)
     assert status == 200 and len(runs) == 4
     assert chat_status == 200 and chat["choices"][0]["finish_reason"] == "tool_calls"
     args = json.loads(chat["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
