@@ -19,6 +19,7 @@ import aiohttp
 
 from ops.run.feed.metrics import FeedMetrics
 from ops.run.feed.pacing import wait_for_room, wait_while_held
+from ops.run.stopping import wait_or_stop
 from slca.contracts import Task
 
 log = logging.getLogger("slca.feed")
@@ -227,10 +228,7 @@ class Feeder:
                 self.report.retries += 1
                 self.metrics.retries.labels(reason=str(exc)).inc()
                 log.info("%s: %s; retrying in %.1fs", task.task_id, exc, delay)
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_or_stop(stop, delay)
                 delay = min(self.plan.retry_max_s, delay * 2)
 
     async def _post(self, session, task: Task) -> list[str] | None:

@@ -14,6 +14,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from ops.run.stopping import FailureLog, wait_or_stop
 from slca.contracts import Streams
 from slca.contracts.versions import gate_feed_hold_key
 
@@ -27,8 +28,11 @@ class GateHold:
     def __init__(self, client, key: str, poll_s: float = 1.0) -> None:
         self.client, self.key, self.poll_s = client, key, poll_s
         self.open = asyncio.Event()
-        self.failing = False
-        """The last read failed (logged once, until one succeeds)."""
+        self.failures = FailureLog(
+            log,
+            f"feed: cannot read the gate's hold {key} (%s); feeding as if not held",
+            f"feed: the gate's hold {key} is readable again",
+        )
 
     @classmethod
     def from_url(cls, redis_url: str, prefix: str, poll_s: float = 1.0) -> "GateHold":
@@ -40,13 +44,9 @@ class GateHold:
         try:
             held = bool(await self.client.exists(self.key))
         except (RedisError, OSError) as exc:
-            if not self.failing:
-                log.warning("feed: cannot read the gate's hold %s (%s); feeding as if not held", self.key, exc)
-            self.failing = True
+            self.failures.failed(exc)
             return False
-        if self.failing:
-            log.info("feed: the gate's hold %s is readable again", self.key)
-        self.failing = False
+        self.failures.succeeded()
         return held
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -62,10 +62,7 @@ class GateHold:
                     self.open.clear()
                 else:
                     self.open.set()
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=self.poll_s)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_or_stop(stop, self.poll_s)
         finally:
             self.open.set()
 

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from ops.observe.redis_view import backlog_of
+from ops.run.stopping import wait_or_stop
 
 log = logging.getLogger("slca.feed")
 
@@ -69,8 +70,7 @@ async def wait_for_room(backlog, limit: int, stop: asyncio.Event, poll_s: float 
         current = await backlog()
         if current is None or current <= limit:
             break
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=poll_s)
-        except asyncio.TimeoutError:
-            waited += poll_s
+        if await wait_or_stop(stop, poll_s):
+            break
+        waited += poll_s
     return waited

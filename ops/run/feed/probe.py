@@ -46,6 +46,7 @@ import aiohttp
 from ops.experiments.eval.suite import EvalItem, EvalPlan, ItemRecord
 from ops.observe.probe_rounds import ProbeRound, RoundFiles, summarise_round
 from ops.run.feed.baseline_cache import BaselineCache
+from ops.run.stopping import wait_or_stop
 from slca.contracts.stats import PROBE_MAXLEN, probe_fields
 from slca.contracts.versions import PIN_HEADER
 
@@ -196,10 +197,7 @@ class Prober:
                     poll_s = self.plan.poll_s
                     if not self.feed_may_start.is_set():
                         poll_s = min(poll_s, self.plan.start_poll_s)
-                    try:
-                        await asyncio.wait_for(stop.wait(), timeout=poll_s)
-                    except asyncio.TimeoutError:
-                        pass
+                    await wait_or_stop(stop, poll_s)
         finally:
             self.feed_open.set()  # a probe that stops (or fails) never leaves the feed held
             self.feed_may_start.set()  # nor waiting for its first decision

@@ -23,6 +23,7 @@ from collections import deque
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from ops.run.stopping import FailureLog, wait_or_stop
 from slca.contracts import Streams
 from slca.contracts.queues import STATS_REWARDS
 from slca.contracts.stats import RewardStats
@@ -47,8 +48,11 @@ class TaskOutcomes:
         self.task_ids = task_ids
         self.recent: dict[str, deque[float]] = {}
         self.last_id = "0-0"
-        self.failing = False
-        """The last read failed (logged once, until one succeeds)."""
+        self.failures = FailureLog(
+            log,
+            f"feed: cannot read task outcomes from {stream} (%s); skipping on what is known",
+            f"feed: task outcomes are readable again from {stream}",
+        )
 
     @classmethod
     def from_url(cls, redis_url: str, prefix: str, group_size: int, task_ids: set[str]) -> "TaskOutcomes":
@@ -82,23 +86,16 @@ class TaskOutcomes:
                 if len(entries) < READ_COUNT:
                     break
         except (RedisError, OSError) as exc:
-            if not self.failing:
-                log.warning("feed: cannot read task outcomes from %s (%s); skipping on what is known", self.stream, exc)
-            self.failing = True
+            self.failures.failed(exc)
             return read
-        if self.failing:
-            log.info("feed: task outcomes are readable again from %s", self.stream)
-        self.failing = False
+        self.failures.succeeded()
         return read
 
     async def run(self, stop: asyncio.Event) -> None:
         """Read every `poll_s` until `stop`."""
         while not stop.is_set():
             await self.read_new()
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self.poll_s)
-            except asyncio.TimeoutError:
-                pass
+            await wait_or_stop(stop, self.poll_s)
 
     async def close(self) -> None:
         await self.client.aclose()

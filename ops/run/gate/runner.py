@@ -37,6 +37,7 @@ from ops.run.gate.journal import append_decision
 from ops.run.gate.rule import decide
 from ops.run.gate.success_guard import ScoredSuccess, SuccessGuard
 from ops.run.gate.warm_records import WarmStartRecords
+from ops.run.stopping import until_stopped, wait_or_stop
 from slca.contracts.versions import PIN_HEADER, GateDecision, gate_decisions_key, gate_feed_hold_key
 
 log = logging.getLogger(__name__)
@@ -296,24 +297,7 @@ class Gate:
                 await until_stopped(self.step(), stop)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 log.warning("gate: serve not reachable (%s); trying again", exc)
-            try:
-                await asyncio.wait_for(stop.wait(), self.ops.gate_poll_s)
-            except TimeoutError:
-                pass
-
-
-async def until_stopped(work: Awaitable, stop: asyncio.Event) -> None:
-    """`work` until it ends or `stop` is set (then it is cancelled and waited for); its exception is raised."""
-    task, stopped = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    if not task.cancelled():
-        task.result()
+            await wait_or_stop(stop, self.ops.gate_poll_s)
 
 
 def gate_decisions_key_of(prefix: str) -> str:

@@ -64,7 +64,7 @@ def test_outcomes_survive_an_unreachable_redis_and_say_so_once(caplog):
     async def main():
         outcomes = TaskOutcomes.from_url(f"redis://127.0.0.1:{free_port()}", PREFIX, 3, {"t"})
         try:
-            return [await outcomes.read_new() for _ in range(2)], outcomes.failing
+            return [await outcomes.read_new() for _ in range(2)], outcomes.failures.failing
         finally:
             await outcomes.close()
 
