@@ -240,8 +240,10 @@ def test_feed_holds_while_the_probe_runs_a_round():
 
     report, sent_while_held, metrics, held_wall = asyncio.run(main())
     assert sent_while_held == 0 and report.ok == 4
-    # the hold's wall-clock seconds, once — not once per worker (two workers waited through it)
-    assert 0.09 <= metrics.held_seconds._value.get() <= held_wall + 0.01
+    # the hold's wall-clock seconds, once — not once per worker (two workers waited through it: twice would be
+    # ≥ 0.18 s). The margin is the workers' wake-up after the hold is set, which a loaded machine (the suite's
+    # other worker) stretches: 0.01 s failed there once.
+    assert 0.09 <= metrics.held_seconds._value.get() <= held_wall + 0.05
     assert metrics.paced_seconds._value.get() == 0
 
 
