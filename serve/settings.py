@@ -91,6 +91,13 @@ class ServeSettings(VersionSettings, *engine_settings_classes()):
     max_grammar_bytes: int = Field(default=8 << 20, ge=1024)
     """Forced tool_choice: largest compiled grammar (serialised, or in memory if larger) kept and handed to the
     engine; a larger one is stopped while it is sent and refused (422). Large enums under repeats grow it."""
+    grammar_host_idle_s: float = Field(default=0.0, ge=0)
+    """Forced tool_choice: 0 keeps the grammar host (the process that builds grammars; it imports xgrammar, torch
+    and transformers: ≈ 0.5 GiB of RSS) from serve's start to its end. > 0: the host is started by the first forced
+    call (readiness no longer waits for it) and stopped after this many seconds without one, so a deployment whose
+    callers never force a tool — `slca up`'s training traffic — does not hold it. The price: the first forced call
+    after a stop waits for the host's start, seconds on an idle machine; one that starts slower than
+    `grammar_compile_timeout_s` answers 503 + Retry-After, and its retry finds the host up."""
     grammar_cache_mib: int = Field(default=64, ge=0)
     """Forced tool_choice: MiB of built grammars kept for schemas seen again (least recently used out first), and
     as much again of the hf engine's compiled grammars."""

@@ -129,6 +129,13 @@ class BuilderLimits:
     cache_bytes: int = 64 << 20
     start_timeout_s: float = 120.0
     """The host imports xgrammar, torch and transformers: seconds on an idle machine, more on a loaded one."""
+    idle_s: float = 0.0
+    """`serve.grammar_host_idle_s`: 0, the host runs from `start` to `close`; > 0, it is started by the first build
+    and stopped after this many seconds without one."""
+
+    @property
+    def on_demand(self) -> bool:
+        return self.idle_s > 0
 
     @classmethod
     def of(cls, settings) -> "BuilderLimits":
@@ -139,6 +146,7 @@ class BuilderLimits:
             memory_mib=settings.grammar_build_memory_mib,
             max_bytes=settings.max_grammar_bytes,
             cache_bytes=settings.grammar_cache_mib << 20,
+            idle_s=settings.grammar_host_idle_s,
         )
 
 
@@ -180,6 +188,11 @@ class _Places:
                 waiter.ready.cancel()
                 self.waiting.remove(waiter)
             raise
+
+    @property
+    def busy(self) -> bool:
+        """A build holds a place or waits for one."""
+        return bool(self.held or self.waiting)
 
     def give(self, caller: str) -> None:
         self.free += 1
@@ -245,8 +258,11 @@ class GrammarBuilder:
         self._starting: asyncio.Task | None = None
         self._reader: asyncio.Task | None = None
         self._first_start_over = asyncio.Event()
-        if vocabulary is None:  # nothing to start: forced calls answer 501 at once
+        if vocabulary is None or limits.on_demand:  # nothing to wait for: 501 at once, or started by the first build
             self._first_start_over.set()
+        self._last_build = 0.0
+        """Event-loop time of the last build's end (on demand: the idle clock)."""
+        self._idle_watch: asyncio.Task | None = None
 
     async def schema(self, caller: str, schema_json: str) -> Built:
         """The grammar of one `<tool_call>` block following `schema_json`, built and compiled."""
@@ -298,6 +314,7 @@ class GrammarBuilder:
             answer = await self._ask({kind: text, "timeout_s": self.limits.timeout_s})
         finally:
             self._places.give(caller)
+            self._last_build = asyncio.get_running_loop().time()
         built = self._built(answer)
         self._cache.put(key, built)
         self._cache.put("ebnf:" + built.ebnf, built)  # the engine asks by grammar text
@@ -347,7 +364,11 @@ class GrammarBuilder:
 
     # --- the host process ------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the host in the background (the first build waits for it)."""
+        """Start the host in the background (the first build waits for it); on demand, the first build starts it."""
+        if not self.limits.on_demand:
+            self._launch()
+
+    def _launch(self) -> None:
         if self.vocabulary is None:
             return
         if self._starting is None or (self._starting.done() and not self._alive()):
@@ -370,7 +391,7 @@ class GrammarBuilder:
         return self._host is not None and self._host.returncode is None
 
     async def _ready(self, timeout_s: float) -> None:
-        self.start()
+        self._launch()
         try:
             await asyncio.wait_for(asyncio.shield(self._starting), timeout_s)
         except TimeoutError:
@@ -422,6 +443,23 @@ class GrammarBuilder:
             return
         self._host = host
         self._reader = asyncio.create_task(self._read_answers(host), name="grammar-host-reader")
+        if self.limits.on_demand:
+            self._last_build = asyncio.get_running_loop().time()
+            self._idle_watch = asyncio.create_task(self._stop_when_idle(host), name="grammar-host-idle")
+
+    async def _stop_when_idle(self, host) -> None:
+        """On demand: stop `host` once `idle_s` have passed since the last build with none running (a build that
+        comes after the stop starts a new host)."""
+        loop = asyncio.get_running_loop()
+        while self._host is host and host.returncode is None:
+            idle_for = loop.time() - self._last_build
+            if idle_for >= self.limits.idle_s and not self._answers and not self._places.busy:
+                # no await between the check and this: no build can have taken the host meanwhile
+                self._host, self._starting = None, None
+                log.info("grammar host: stopped after %.0f s without a forced call (the next one starts it)", idle_for)
+                await self._quit(host)
+                return
+            await asyncio.sleep(max(self.limits.idle_s - idle_for, 0.05 * self.limits.idle_s, 0.01))
 
     async def _read_answers(self, host) -> None:
         while line := await host.stdout.readline():
@@ -445,15 +483,26 @@ class GrammarBuilder:
             await asyncio.gather(self._reader, return_exceptions=True)
             self._reader = None
 
-    async def close(self) -> None:
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
-            await asyncio.gather(self._starting, return_exceptions=True)
-        host = self._host
-        if host is not None and host.returncode is None:
-            host.stdin.close()  # the host kills its builds and exits
+    async def _quit(self, host) -> None:
+        """End `host`: its stdin closed (it kills its builds and exits), killed if it lingers."""
+        if host.returncode is None:
+            host.stdin.close()
             try:
                 await asyncio.wait_for(host.wait(), 5.0)
             except TimeoutError:
-                pass
+                try:
+                    os.killpg(host.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                await host.wait()
+
+    async def close(self) -> None:
+        if self._idle_watch is not None:
+            self._idle_watch.cancel()
+            await asyncio.gather(self._idle_watch, return_exceptions=True)
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
+        if self._host is not None:
+            await self._quit(self._host)
         await self._stop_host()

@@ -325,3 +325,38 @@ def test_a_host_stuck_in_its_start_ends_the_first_start_at_its_bound(tiny_model_
             await builder.close()
 
     assert asyncio.run(scenario()) == (True, True, False)  # over, the stuck start stopped, no host
+
+
+@pytest.mark.slow
+def test_an_on_demand_host_starts_with_the_first_build_and_stops_when_idle(tiny_model_dir):
+    """`serve.grammar_host_idle_s` > 0: nothing to wait for at start (readiness is not held, no host runs), the
+    first build starts the host, an idle host is stopped (its process gone, ≈ 0.5 GiB of RSS back), and the next
+    build starts a new one. A build in flight keeps it: the idle clock counts from the last build's end."""
+    from serve.engines.grammar import forced_schemas
+
+    limits = BuilderLimits(builders=1, per_caller=1, timeout_s=120, start_timeout_s=600, idle_s=1.0)
+
+    async def scenario():
+        builder = GrammarBuilder(Vocabulary.of(str(tiny_model_dir)), limits)
+        try:
+            builder.start()  # as the app does at its start: on demand, nothing starts
+            at_start = (builder.first_start_over, builder._starting, builder._host)
+            first = await builder.schema("a", forced_schemas([SMALL]))
+            host = builder._host
+            kept = builder._alive()
+            for _ in range(200):  # stopped about `idle_s` after the build
+                if host.returncode is not None:
+                    break
+                await asyncio.sleep(0.05)
+            stopped = (host.returncode is not None, builder._host)
+            other = {**SMALL, "function": {**SMALL["function"], "name": "g"}}
+            second = await builder.schema("a", forced_schemas([other]))  # not cached: a new host builds it
+            return at_start, first, kept, stopped, second, builder._host is not host and builder._alive()
+        finally:
+            await builder.close()
+
+    at_start, first, kept, stopped, second, new_host = asyncio.run(scenario())
+    assert at_start == (True, None, None)
+    assert first.compiled and kept
+    assert stopped == (True, None)
+    assert second.compiled and new_host
