@@ -467,6 +467,8 @@ class GrammarBuilder:
             future = self._answers.get(answer.get("id"))
             if future is not None and not future.done():
                 future.set_result(answer)
+        if self._host is not None and self._host is not host:
+            return  # an idle host that was stopped: what is pending now belongs to its successor
         for future in self._answers.values():  # the host died: every build it held failed
             if not future.done():
                 future.set_result({"ok": False, "kind": "memory", "reason": "the grammar host stopped"})
