@@ -29,6 +29,8 @@ class Source:
     path: str
     """results.json, relative to the repository root."""
     rows: Callable[[dict], list[str]]
+    note: str = ""
+    """What a reader must know that the results file cannot say (appended to each row's description)."""
 
 
 def _load(m: dict) -> str:
@@ -138,15 +140,18 @@ def shared_prefill_rows(data: dict) -> list[str]:
     return [_ab_row("serve-hf", what, data)]
 
 
+BEFORE_RECIPE = "measured before the 2026-12-05 learner recipe: 1 group a step, no difficulty screening"
+"""The RL comparisons of 2026-12-03: slca's learner then trained every group of non-zero advantage, one a step."""
+
 SOURCES = (
     Source("sft", "bench/sft/ab/results.json", sft_rows),
     Source("serve", "bench/serve/ab/results.json", serve_rows),  # AVX2 only: fp32 on both sides
     Source("serve", "bench/serve/ab-bf16/results.json", serve_rows),  # native bf16: bf16 on both sides
     Source("serve-hf", "bench/serve/shared-prefill/results.json", shared_prefill_rows),  # one engine, a setting
-    Source("rl", "bench/rl/ab-hf/results.json", rl_rows),  # transformers generation on both sides
-    Source("rl", "bench/rl/ab-vllm/results.json", rl_rows),  # vLLM on both sides (TRL's colocate mode)
-    Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows),  # transformers, the hf prefix cache on
-    Source("rl", "bench/rl/ab-hf-threads/results.json", rl_rows),  # transformers, one OpenMP thread per process
+    Source("rl", "bench/rl/ab-hf/results.json", rl_rows, BEFORE_RECIPE),  # transformers generation on both sides
+    Source("rl", "bench/rl/ab-vllm/results.json", rl_rows, BEFORE_RECIPE),  # vLLM on both sides (TRL's colocate mode)
+    Source("rl", "bench/rl/ab-hf-prefix-cache/results.json", rl_rows, BEFORE_RECIPE),  # transformers, prefix cache
+    Source("rl", "bench/rl/ab-hf-threads/results.json", rl_rows, BEFORE_RECIPE),  # transformers, 1 thread a process
     Source("rl", "bench/rl/as-shipped/results.json", rl_rows),  # slca as shipped: the 2× and the 6 GiB in one run
     Source("rl", "bench/rl/as-shipped-avx2/results.json", rl_rows),  # the same on a CPU without AVX-512
     Source("rl", "bench/rl/ablations-vllm/results.json", ablation_rows),  # which optimisation buys what
@@ -158,6 +163,15 @@ SOURCES = (
         "sft-memory", "bench/sft/checkpointing-avx2/results.json", memory_rows("sft-memory", "warm start (slca sft)")
     ),
 )
+
+
+def _with_note(row: str, note: str) -> str:
+    """`row` with `note` at the end of its description (the second cell)."""
+    if not note:
+        return row
+    cells = row.split(" | ")
+    cells[1] += f" ({note})"
+    return " | ".join(cells)
 
 
 def render(root: Path) -> str:
@@ -172,7 +186,7 @@ def render(root: Path) -> str:
             )
             continue
         data = json.loads(path.read_text())
-        rows += source.rows(data)
+        rows += [_with_note(row, source.note) for row in source.rows(data)]
         commands.append(f"- {source.bench}: `{data.get('command', '?')}` → `{Path(source.path).parent.as_posix()}/`")
     return "\n".join([START, *HEADER, *rows, "", "Commands:", "", *commands, END])
 
