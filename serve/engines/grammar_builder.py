@@ -473,14 +473,19 @@ class GrammarBuilder:
             if not future.done():
                 future.set_result({"ok": False, "kind": "memory", "reason": "the grammar host stopped"})
 
-    async def _stop_host(self) -> None:
-        host, self._host, self._starting = self._host, None, None
-        if host is not None and host.returncode is None:
+    @staticmethod
+    async def _kill(host) -> None:
+        if host.returncode is None:
             try:
                 os.killpg(host.pid, signal.SIGKILL)  # the host and every build it forked
             except ProcessLookupError:
                 pass
             await host.wait()
+
+    async def _stop_host(self) -> None:
+        host, self._host, self._starting = self._host, None, None
+        if host is not None:
+            await self._kill(host)
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
             self._reader = None
@@ -492,11 +497,7 @@ class GrammarBuilder:
             try:
                 await asyncio.wait_for(host.wait(), 5.0)
             except TimeoutError:
-                try:
-                    os.killpg(host.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                await host.wait()
+                await self._kill(host)
 
     async def close(self) -> None:
         if self._idle_watch is not None:

@@ -33,6 +33,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from slca.heap import trim
+
 PREFIX = '"<tool_call>\\n"'
 SUFFIX = '"\\n</tool_call>"'
 
@@ -269,19 +271,6 @@ def _handle(host: Host, request: dict) -> None:
         host.start(request)
 
 
-def _return_freed_memory() -> None:
-    """Give the heap that loading the tokenizer freed back to the system (glibc keeps it otherwise): measured on the
-    SmolLM2 vocabulary, the host's RSS after its setup went from 514 to 468 MiB. Every build's child is forked from
-    this host, so it starts from the smaller image too. A libc without `malloc_trim` keeps its heap."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memory-mib", type=int, required=True)
@@ -291,7 +280,9 @@ def main(argv: list[str] | None = None) -> None:
     lines = _Lines(sys.stdin.fileno())
     setup = lines.first()
     info = tokenizer_info(setup["model_dir"], setup["vocab_size"], setup["stop_ids"])
-    _return_freed_memory()
+    # the heap loading the tokenizer freed, back to the system (514 → 468 MiB RSS on SmolLM2's vocabulary); every
+    # build's child is forked from this host, so it starts from the smaller image too
+    trim()
     _send({"ready": True})
     serve(Host(info, args.memory_mib, args.max_bytes), lines)
 
